@@ -1,0 +1,19 @@
+// The `pentamesh` subcommands. Each Add*Command registers one CLI11 subcommand and returns the
+// function that runs it (after parsing) and gives the process exit code. Subcommands are thin:
+// they parse, call one module, print.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace pentamesh::cli {
+
+using RunFn = std::function<int()>;
+
+RunFn AddPresetsCommand(CLI::App& app);
+
+// Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
+int Fail(const std::string& message);
+
+}  // namespace pentamesh::cli

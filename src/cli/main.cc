@@ -1,0 +1,30 @@
+// pentamesh: plan and run 5D-parallel LLM training. See README.md for the subcommands.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace pentamesh::cli;
+  CLI::App app{"pentamesh: plan and run 5D-parallel (DP x TP x PP x CP x EP) LLM training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pentamesh 0.1.0");
+  std::vector<std::pair<CLI::App*, RunFn>> commands;
+  auto add = [&](RunFn (*fn)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    RunFn run = fn(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  };
+  add(AddPresetsCommand);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return Fail("no subcommand given");
+}

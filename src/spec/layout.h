@@ -1,0 +1,58 @@
+// Layout: how one training job is laid out over the GPUs: the five degrees, ZeRO stage,
+// micro-batch, recomputation and pipeline schedule. Parsed from "dp=8 tp=8 pp=4 ..." strings.
+//
+// Two expert placements:
+//   kSeparate: EP is its own mesh axis: dp * tp * pp * cp * ep = GPUs (the seeds' formula).
+//   kFolded:   EP reuses the dp x cp ranks for MoE layers (Megatron-Core): dp * tp * pp * cp = GPUs
+//              and ep divides dp * cp; experts are replicated over dp*cp/ep ranks (expert-dp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace pentamesh::spec {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Schedule { kGPipe, kOneFOneB, kInterleaved, kZeroBubble };
+enum class CpKind { kRing, kUlysses };
+enum class EpPlacement { kSeparate, kFolded };
+
+struct Layout {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t cp = 1;
+  int64_t ep = 1;
+  int zero = 0;                          // ZeRO stage 0..3 over the data-parallel ranks
+  int64_t mbs = 1;                       // sequences per micro-batch
+  Recompute recompute = Recompute::kNone;
+  Schedule schedule = Schedule::kOneFOneB;
+  int64_t virtual_stages = 1;            // model chunks per pp rank; > 1 only for kInterleaved
+  CpKind cp_kind = CpKind::kRing;
+  EpPlacement ep_placement = EpPlacement::kSeparate;
+  bool sp = true;                        // Megatron sequence parallel inside the TP group
+
+  // GPUs the layout occupies.
+  int64_t gpus() const {
+    return dp * tp * pp * cp * (ep_placement == EpPlacement::kSeparate ? ep : 1);
+  }
+  bool operator==(const Layout&) const = default;
+};
+
+// Parses "dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2
+// cp_kind=ring ep_placement=folded sp=on". Keys may come in any order; omitted keys keep their
+// defaults. Errors name the key and the reason.
+core::Result<Layout> ParseLayout(const std::string& text);
+// The inverse of ParseLayout: every key, in canonical order.
+std::string FormatLayout(const Layout& layout);
+// Short form for tables: "dp8 tp8 pp4 cp2 ep8 z1 mbs1 sel 1f1b".
+std::string ShortLayout(const Layout& layout);
+
+const char* ToString(Recompute r);
+const char* ToString(Schedule s);
+const char* ToString(CpKind k);
+const char* ToString(EpPlacement p);
+
+}  // namespace pentamesh::spec

@@ -1,0 +1,373 @@
+#include "spec/load_toml.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <span>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "spec/presets.h"
+
+namespace pentamesh::spec {
+namespace {
+
+// Reads typed fields from one TOML table, collecting every error with its dotted field name.
+class FieldReader {
+ public:
+  FieldReader(const toml::table* table, std::string prefix, std::vector<std::string>* errors)
+      : table_(table), prefix_(std::move(prefix)), errors_(errors) {}
+
+  void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<int64_t> v = node->value_exact<int64_t>();
+    if (!v) {
+      // Accept floats that are whole numbers written as 1e6 etc.
+      std::optional<double> d = node->value_exact<double>();
+      if (d && *d == static_cast<double>(static_cast<int64_t>(*d))) v = static_cast<int64_t>(*d);
+    }
+    if (!v) return Error(key, "must be an integer");
+    if (*v < min_value) return Error(key, fmt::format("must be >= {} (got {})", min_value, *v));
+    out = *v;
+  }
+
+  void Double(const char* key, double& out, bool required, double min_value = 0,
+              bool strictly_positive = true) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<double> v = node->value<double>();  // accepts integers too
+    if (!v) return Error(key, "must be a number");
+    if (!std::isfinite(*v)) return Error(key, "must be finite");
+    if (strictly_positive ? *v <= min_value : *v < min_value) {
+      return Error(key, fmt::format("must be {} {} (got {})", strictly_positive ? ">" : ">=",
+                                    min_value, *v));
+    }
+    out = *v;
+  }
+
+  void OptDouble(const char* key, std::optional<double>& out) {
+    double v = 0;
+    if (table_ && table_->get(key)) {
+      const size_t before = errors_->size();
+      Double(key, v, false);
+      if (errors_->size() == before) out = v;
+    } else {
+      seen_.insert(key);
+    }
+  }
+
+  void Bool(const char* key, bool& out) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) return;
+    std::optional<bool> v = node->value_exact<bool>();
+    if (!v) return Error(key, "must be true or false");
+    out = *v;
+  }
+
+  void String(const char* key, std::string& out, bool required = false) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<std::string> v = node->value_exact<std::string>();
+    if (!v) return Error(key, "must be a string");
+    out = *v;
+  }
+
+  // Every key of the table that no reader asked for is a typo or an unsupported option.
+  void RejectUnknown(const std::set<std::string>& sub_tables = {}) {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      std::string key(k.str());
+      if (seen_.count(key) || sub_tables.count(key)) continue;
+      Error(key.c_str(), "unknown key");
+    }
+  }
+
+  void Error(const std::string& key, const std::string& reason) {
+    errors_->push_back(fmt::format("{}.{}: {}", prefix_, key, reason));
+  }
+
+ private:
+  const toml::table* table_;
+  std::string prefix_;
+  std::vector<std::string>* errors_;
+  std::set<std::string> seen_;
+};
+
+core::Result<toml::table> ParseToml(const std::string& text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    return core::Status::Error(fmt::format("{}:{}:{}: malformed TOML: {}", source, begin.line,
+                                           begin.column, e.description()));
+  }
+}
+
+core::Status Combine(const std::string& source, const std::vector<std::string>& errors) {
+  if (errors.empty()) return core::Status::Ok();
+  std::string msg = fmt::format("{}: {} invalid field{}:", source, errors.size(),
+                                errors.size() == 1 ? "" : "s");
+  for (const auto& e : errors) msg += "\n  " + e;
+  return core::Status::Error(msg);
+}
+
+core::Result<const toml::table*> GetTable(const toml::table& root, const char* name,
+                                          const std::string& source) {
+  const toml::node* node = root.get(name);
+  if (!node) {
+    return core::Status::Error(fmt::format("{}: has no [{}] table", source, name));
+  }
+  if (!node->is_table()) {
+    return core::Status::Error(fmt::format("{}: '{}' must be a table", source, name));
+  }
+  return node->as_table();
+}
+
+}  // namespace
+
+core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
+  PM_ASSIGN_OR_RETURN(const toml::table* t, GetTable(root, "model", source));
+  ModelSpec m;
+  std::vector<std::string> errors;
+  FieldReader r(t, "model", &errors);
+  r.String("name", m.name);
+  r.Int("layers", m.layers, true);
+  r.Int("hidden", m.hidden, true);
+  r.Int("heads", m.heads, true);
+  m.kv_heads = 0;
+  r.Int("kv_heads", m.kv_heads, false);
+  r.Int("head_dim", m.head_dim, false);
+  r.Int("ffn_hidden", m.ffn_hidden, true);
+  r.Int("vocab", m.vocab, true);
+  r.Int("max_seq_len", m.max_seq_len, true);
+  std::string activation = "swiglu";
+  r.String("activation", activation);
+  if (activation == "swiglu") {
+    m.activation = Activation::kSwiGLU;
+  } else if (activation == "gelu") {
+    m.activation = Activation::kGeLU;
+  } else {
+    r.Error("activation", fmt::format("'{}' is not one of swiglu, gelu", activation));
+  }
+  r.Bool("tied_embeddings", m.tied_embeddings);
+  r.Double("norm_eps", m.norm_eps, false);
+  r.Double("rope_theta", m.rope_theta, false);
+  r.OptDouble("total_params", m.total_params);
+  r.OptDouble("active_params", m.active_params);
+  std::set<std::string> sub_tables;
+  if (const toml::node* moe_node = t->get("moe")) {
+    sub_tables.insert("moe");
+    if (!moe_node->is_table()) {
+      r.Error("moe", "must be a table");
+    } else {
+      FieldReader mr(moe_node->as_table(), "model.moe", &errors);
+      mr.Int("experts", m.moe.experts, true);
+      mr.Int("top_k", m.moe.top_k, true);
+      mr.Int("expert_ffn_hidden", m.moe.expert_ffn_hidden, true);
+      mr.Int("moe_layer_freq", m.moe.moe_layer_freq, false);
+      mr.Int("first_dense_layers", m.moe.first_dense_layers, false, 0);
+      mr.Int("shared_experts", m.moe.shared_experts, false, 0);
+      mr.Double("capacity_factor", m.moe.capacity_factor, false, 0, false);
+      mr.RejectUnknown();
+      if (m.moe.top_k > m.moe.experts && m.moe.experts > 0) {
+        mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));
+      }
+      if (m.moe.first_dense_layers >= m.layers && m.layers > 0) {
+        mr.Error("first_dense_layers",
+                 fmt::format("{} leaves no MoE layer (layers={})", m.moe.first_dense_layers,
+                             m.layers));
+      }
+    }
+  }
+  r.RejectUnknown(sub_tables);
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.head_dim == 0 && m.heads > 0) m.head_dim = m.hidden / m.heads;
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
+    r.Error("kv_heads",
+            fmt::format("heads={} must be divisible by kv_heads={}", m.heads, m.kv_heads));
+  }
+  if (m.kv_heads > m.heads) {
+    r.Error("kv_heads", fmt::format("{} exceeds heads={}", m.kv_heads, m.heads));
+  }
+  PM_RETURN_IF_ERROR(Combine(source, errors));
+  if (m.name.empty()) m.name = source;
+  return m;
+}
+
+core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
+  PM_ASSIGN_OR_RETURN(const toml::table* t, GetTable(root, "cluster", source));
+  ClusterSpec c;
+  std::vector<std::string> errors;
+  FieldReader r(t, "cluster", &errors);
+  r.String("name", c.name);
+  r.String("gpu", c.gpu);
+  r.Double("peak_tflops", c.peak_tflops, true);
+  r.Double("peak_fp8_tflops", c.peak_fp8_tflops, false, 0, false);
+  r.Double("hbm_gb", c.hbm_gb, true);
+  r.Double("hbm_gbps", c.hbm_gbps, true);
+  r.Int("gpus_per_node", c.gpus_per_node, true);
+  r.Int("nodes", c.nodes, true);
+  r.Double("intra_node_gbps", c.intra_node_gbps, true);
+  r.Double("intra_node_latency_us", c.intra_node_latency_us, false, 0, false);
+  r.Int("nics_per_node", c.nics_per_node, true);
+  r.Double("inter_node_gbps", c.inter_node_gbps, true);
+  r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false);
+  r.RejectUnknown();
+  PM_RETURN_IF_ERROR(Combine(source, errors));
+  if (c.name.empty()) c.name = source;
+  return c;
+}
+
+core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
+  PM_ASSIGN_OR_RETURN(const toml::table* t, GetTable(root, "train", source));
+  TrainSpec s;
+  std::vector<std::string> errors;
+  FieldReader r(t, "train", &errors);
+  r.String("name", s.name);
+  r.Int("seq_len", s.seq_len, true);
+  int64_t batch_seqs = 0;
+  const bool has_tokens = t->get("global_batch_tokens") != nullptr;
+  const bool has_seqs = t->get("global_batch_seqs") != nullptr;
+  r.Int("global_batch_tokens", s.global_batch_tokens, false);
+  r.Int("global_batch_seqs", batch_seqs, false);
+  if (has_tokens == has_seqs) {
+    r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
+  }
+  std::string precision = "bf16";
+  r.String("precision", precision);
+  if (precision == "bf16") s.precision = Precision::kBf16;
+  else if (precision == "fp8") s.precision = Precision::kFp8;
+  else if (precision == "fp32") s.precision = Precision::kFp32;
+  else r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
+  std::string optimizer = "adamw";
+  r.String("optimizer", optimizer);
+  if (optimizer != "adamw") r.Error("optimizer", fmt::format("'{}' is not adamw", optimizer));
+  r.Double("total_tokens", s.total_tokens, true);
+  r.Double("usd_per_gpu_hour", s.usd_per_gpu_hour, false, 0, false);
+  r.RejectUnknown();
+  if (has_seqs && s.seq_len > 0) s.global_batch_tokens = batch_seqs * s.seq_len;
+  if (has_tokens && s.seq_len > 0 && s.global_batch_tokens % s.seq_len != 0) {
+    r.Error("global_batch_tokens", fmt::format("{} is not a multiple of seq_len={}",
+                                               s.global_batch_tokens, s.seq_len));
+  }
+  PM_RETURN_IF_ERROR(Combine(source, errors));
+  if (s.name.empty()) s.name = source;
+  return s;
+}
+
+core::Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return core::Status::Error(fmt::format("{}: read error", path));
+  return ss.str();
+}
+
+namespace {
+
+bool IsPath(const std::string& s) {
+  return s.find('/') != std::string::npos ||
+         (s.size() > 5 && s.compare(s.size() - 5, 5, ".toml") == 0);
+}
+
+template <typename T, typename F>
+core::Result<T> Load(const std::string& kind, const std::string& what, F from_text) {
+  if (what.empty()) {
+    return core::Status::Error(fmt::format("--{}: empty name", kind == "train" ? "train"
+                                                              : kind.substr(0, kind.size() - 1)));
+  }
+  if (IsPath(what)) {
+    PM_ASSIGN_OR_RETURN(std::string text, ReadFile(what));
+    return from_text(text, what);
+  }
+  std::optional<std::string> text = PresetText(kind, what);
+  if (!text) {
+    std::string names;
+    for (const auto& n : PresetNames(kind)) names += (names.empty() ? "" : ", ") + n;
+    return core::Status::Error(fmt::format("unknown {} preset '{}' (known: {}; or give a .toml path)",
+                                           kind == "train" ? "train" : kind.substr(0, kind.size() - 1),
+                                           what, names));
+  }
+  return from_text(*text, "preset " + what);
+}
+
+}  // namespace
+
+core::Result<ModelSpec> LoadModel(const std::string& preset_or_path) {
+  return Load<ModelSpec>("models", preset_or_path, ModelFromTomlText);
+}
+
+core::Status SetGpuCount(ClusterSpec& cluster, int64_t gpus) {
+  if (gpus <= 0) {
+    return core::Status::Error(fmt::format("--gpus: must be positive (got {})", gpus));
+  }
+  if (gpus < cluster.gpus_per_node) {
+    if (cluster.gpus_per_node % gpus != 0) {
+      return core::Status::Error(fmt::format(
+          "--gpus: {} GPUs is neither a multiple nor a divisor of gpus_per_node={}", gpus,
+          cluster.gpus_per_node));
+    }
+    cluster.gpus_per_node = gpus;
+    cluster.nodes = 1;
+    return core::Status::Ok();
+  }
+  if (gpus % cluster.gpus_per_node != 0) {
+    return core::Status::Error(fmt::format("--gpus: {} is not a multiple of gpus_per_node={}",
+                                           gpus, cluster.gpus_per_node));
+  }
+  cluster.nodes = gpus / cluster.gpus_per_node;
+  return core::Status::Ok();
+}
+
+core::Result<ClusterSpec> LoadCluster(const std::string& preset_or_path,
+                                      std::optional<int64_t> gpus) {
+  PM_ASSIGN_OR_RETURN(ClusterSpec c,
+                      Load<ClusterSpec>("clusters", preset_or_path, ClusterFromTomlText));
+  if (gpus) PM_RETURN_IF_ERROR(SetGpuCount(c, *gpus));
+  return c;
+}
+
+core::Result<TrainSpec> LoadTrain(const std::string& preset_or_path) {
+  return Load<TrainSpec>("train", preset_or_path, TrainFromTomlText);
+}
+
+std::vector<std::string> PresetNames(const std::string& kind) {
+  std::vector<std::string> names;
+  for (const auto& p : std::span(kPresets, kPresetCount)) {
+    if (kind == p.kind) names.emplace_back(p.name);
+  }
+  return names;
+}
+
+std::optional<std::string> PresetText(const std::string& kind, const std::string& name) {
+  for (const auto& p : std::span(kPresets, kPresetCount)) {
+    if (kind == p.kind && name == p.name) return std::string(p.text);
+  }
+  return std::nullopt;
+}
+
+}  // namespace pentamesh::spec

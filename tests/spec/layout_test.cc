@@ -1,0 +1,73 @@
+#include "spec/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace pentamesh::spec {
+namespace {
+
+TEST(ParseLayout, ReadsEveryKey) {
+  auto r = ParseLayout(
+      "dp=8 tp=4 pp=4 cp=2 ep=8 zero=1 mbs=2 recompute=selective schedule=interleaved:3 "
+      "cp_kind=ulysses ep_placement=folded sp=off");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Layout& l = *r;
+  EXPECT_EQ(l.dp, 8);
+  EXPECT_EQ(l.tp, 4);
+  EXPECT_EQ(l.pp, 4);
+  EXPECT_EQ(l.cp, 2);
+  EXPECT_EQ(l.ep, 8);
+  EXPECT_EQ(l.zero, 1);
+  EXPECT_EQ(l.mbs, 2);
+  EXPECT_EQ(l.recompute, Recompute::kSelective);
+  EXPECT_EQ(l.schedule, Schedule::kInterleaved);
+  EXPECT_EQ(l.virtual_stages, 3);
+  EXPECT_EQ(l.cp_kind, CpKind::kUlysses);
+  EXPECT_EQ(l.ep_placement, EpPlacement::kFolded);
+  EXPECT_FALSE(l.sp);
+  EXPECT_EQ(l.gpus(), 8 * 4 * 4 * 2);  // folded: ep not in the product
+}
+
+TEST(ParseLayout, DefaultsAndCommas) {
+  auto r = ParseLayout("dp=2,tp=2");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->pp, 1);
+  EXPECT_EQ(r->schedule, Schedule::kOneFOneB);
+  EXPECT_EQ(r->gpus(), 4);
+}
+
+TEST(ParseLayout, RoundTrips) {
+  Layout l{.dp = 4, .tp = 8, .pp = 2, .cp = 2, .ep = 4, .zero = 3, .mbs = 1,
+           .recompute = Recompute::kFull, .schedule = Schedule::kZeroBubble};
+  auto r = ParseLayout(FormatLayout(l));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, l);
+  l.schedule = Schedule::kInterleaved;
+  l.virtual_stages = 4;
+  EXPECT_EQ(*ParseLayout(FormatLayout(l)), l);
+}
+
+TEST(ParseLayout, ErrorsNameTheKey) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"dp=0", "dp=0 must be positive"},
+                        Case{"dp=-2", "dp=-2 must be positive"},
+                        Case{"tp=abc", "tp='abc' is not an integer"},
+                        Case{"zero=4", "zero='4' must be 0, 1, 2 or 3"},
+                        Case{"dq=2", "unknown key 'dq'"},
+                        Case{"dp", "not of the form key=value"},
+                        Case{"", "empty layout"},
+                        Case{"schedule=foo", "schedule='foo'"},
+                        Case{"schedule=interleaved:0", "schedule=0 must be positive"},
+                        Case{"recompute=some", "recompute='some'"},
+                        Case{"sp=maybe", "sp='maybe'"}}) {
+    auto r = ParseLayout(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << c.text << " -> " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh::spec

@@ -1,0 +1,156 @@
+#include "spec/load_toml.h"
+
+#include <gtest/gtest.h>
+
+namespace pentamesh::spec {
+namespace {
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Presets, EveryPresetLoads) {
+  for (const auto& name : PresetNames("models")) {
+    auto m = LoadModel(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status().message();
+    EXPECT_EQ(m->name, name);
+  }
+  for (const auto& name : PresetNames("clusters")) {
+    auto c = LoadCluster(name);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().message();
+  }
+  for (const auto& name : PresetNames("train")) {
+    auto t = LoadTrain(name);
+    ASSERT_TRUE(t.ok()) << name << ": " << t.status().message();
+  }
+  for (const char* required : {"meridianfin-72b", "llama3-8b", "llama3-70b", "llama3-405b",
+                               "gpt3-175b", "mixtral-8x7b"}) {
+    EXPECT_TRUE(PresetText("models", required).has_value()) << required;
+  }
+  for (const char* required : {"a100-80gb", "h100-sxm", "h200"}) {
+    EXPECT_TRUE(PresetText("clusters", required).has_value()) << required;
+  }
+}
+
+TEST(Presets, PresetFilesInTheRepoAreTheEmbeddedOnes) {
+  auto from_file = LoadModel(std::string(PM_SOURCE_DIR) + "/configs/presets/models/llama3-8b.toml");
+  ASSERT_TRUE(from_file.ok()) << from_file.status().message();
+  auto preset = LoadModel("llama3-8b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(from_file->hidden, preset->hidden);
+  EXPECT_EQ(from_file->ffn_hidden, preset->ffn_hidden);
+}
+
+TEST(LoadCluster, GpusSetsNodes) {
+  auto c = LoadCluster("h100-sxm", 1024);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->nodes, 128);
+  EXPECT_EQ(c->gpus(), 1024);
+  auto small = LoadCluster("h100-sxm", 4);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->gpus(), 4);
+  EXPECT_EQ(small->gpus_per_node, 4);
+  EXPECT_FALSE(LoadCluster("h100-sxm", 0).ok());
+  EXPECT_FALSE(LoadCluster("h100-sxm", 12).ok());
+  EXPECT_FALSE(LoadCluster("h100-sxm", 3).ok());
+}
+
+TEST(LoadModel, OneFileHoldsAllTables) {
+  const std::string text = R"(
+[model]
+layers = 2
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+max_seq_len = 32
+[model.moe]
+experts = 4
+top_k = 2
+expert_ffn_hidden = 32
+[cluster]
+peak_tflops = 100
+hbm_gb = 16
+hbm_gbps = 1000
+gpus_per_node = 4
+nodes = 2
+intra_node_gbps = 100
+nics_per_node = 1
+inter_node_gbps = 10
+[train]
+seq_len = 32
+global_batch_seqs = 8
+total_tokens = 1e6
+)";
+  auto m = ModelFromTomlText(text, "t.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->kv_heads, 4);   // defaults to heads
+  EXPECT_EQ(m->head_dim, 16);  // defaults to hidden / heads
+  EXPECT_TRUE(m->is_moe());
+  EXPECT_EQ(m->MoeLayerCount(), 2);
+  auto c = ClusterFromTomlText(text, "t.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpus(), 8);
+  auto t = TrainFromTomlText(text, "t.toml");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->global_batch_tokens, 256);
+}
+
+TEST(LoadModel, ReportsEveryBadFieldAtOnce) {
+  auto m = ModelFromTomlText(R"(
+[model]
+layers = 0
+hidden = "big"
+heads = 4
+vocab = 100
+max_seq_len = 32
+activation = "relu"
+hiden = 3
+)",
+                             "bad.toml");
+  ASSERT_FALSE(m.ok());
+  const std::string& msg = m.status().message();
+  EXPECT_TRUE(Contains(msg, "bad.toml")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.layers: must be >= 1 (got 0)")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.hidden: must be an integer")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.ffn_hidden: missing (required)")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.activation: 'relu'")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.hiden: unknown key")) << msg;
+}
+
+TEST(LoadModel, MalformedTomlNamesLine) {
+  auto m = ModelFromTomlText("[model]\nlayers = = 3\n", "x.toml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(Contains(m.status().message(), "x.toml:2:")) << m.status().message();
+  EXPECT_TRUE(Contains(m.status().message(), "malformed TOML")) << m.status().message();
+}
+
+TEST(LoadModel, MissingTableAndUnknownPreset) {
+  auto m = ModelFromTomlText("[cluster]\nnodes = 1\n", "c.toml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(Contains(m.status().message(), "has no [model] table"));
+  auto p = LoadModel("llama9");
+  ASSERT_FALSE(p.ok());
+  EXPECT_TRUE(Contains(p.status().message(), "unknown model preset 'llama9'"))
+      << p.status().message();
+  EXPECT_TRUE(Contains(p.status().message(), "llama3-8b"));
+  auto f = LoadModel("/nonexistent/x.toml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(Contains(f.status().message(), "/nonexistent/x.toml: cannot open"));
+}
+
+TEST(LoadTrain, BatchMustBeWholeSequences) {
+  auto t = TrainFromTomlText(
+      "[train]\nseq_len = 100\nglobal_batch_tokens = 150\ntotal_tokens = 1e9\n", "t");
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(Contains(t.status().message(), "not a multiple of seq_len=100"));
+  auto both = TrainFromTomlText(
+      "[train]\nseq_len = 100\nglobal_batch_tokens = 200\nglobal_batch_seqs = 2\n"
+      "total_tokens = 1e9\n",
+      "t");
+  ASSERT_FALSE(both.ok());
+  EXPECT_TRUE(Contains(both.status().message(), "exactly one of"));
+}
+
+}  // namespace
+}  // namespace pentamesh::spec
