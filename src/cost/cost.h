@@ -42,7 +42,7 @@ std::vector<std::string> CheckStatedParams(const spec::ModelSpec& model);
 
 // FLOPs per token of one training step (forward + backward).
 struct FlopsPerToken {
-  double model = 0;         // 6 * active matmul params + attention 12 * L * h_attn * s (full square)
+  double model = 0;  // 6 * active matmul params + attention 12 * L * h_attn * s (full square)
   double model_causal = 0;  // same with the causal half of attention (6 * L * h_attn * s)
   double hardware = 0;      // model + recomputation (for HFU)
 };
@@ -50,40 +50,40 @@ FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompu
 
 // Tunable efficiency and overhead parameters; defaults are calibrated (docs/COST_MODEL.md).
 struct CostParams {
-  double gemm_efficiency_max = 0.0;    // 0 = use the calibrated defaults set in cost.cc
-  double moe_imbalance = 1.0;          // worst EP rank gets mean * imbalance tokens
-  double dp_overlap = -1;              // fraction of DP comm hidden behind compute; <0 = default
-  double cp_overlap = -1;              // fraction of CP ring comm hidden behind attention
-  double framework_bytes = -1;         // CUDA context, NCCL, allocator reserve; <0 = default
-  double fragmentation = -1;           // fraction of allocated bytes lost to fragmentation
-  double safety_margin_bytes = -1;     // kept free below capacity; <0 = default (4 GB)
-  bool materialize_scores = false;     // attention without flash: keep the s x s scores
+  double gemm_efficiency_max = 0.0;  // 0 = use the calibrated defaults set in cost.cc
+  double moe_imbalance = 1.0;        // worst EP rank gets mean * imbalance tokens
+  double dp_overlap = -1;            // fraction of DP comm hidden behind compute; <0 = default
+  double cp_overlap = -1;            // fraction of CP ring comm hidden behind attention
+  double framework_bytes = -1;       // CUDA context, NCCL, allocator reserve; <0 = default
+  double fragmentation = -1;         // fraction of allocated bytes lost to fragmentation
+  double safety_margin_bytes = -1;   // kept free below capacity; <0 = default (4 GB)
+  bool materialize_scores = false;   // attention without flash: keep the s x s scores
 };
 
 // Memory per GPU of the most loaded pipeline stage, in bytes, by category.
 struct Memory {
   double weights = 0;
   double grads = 0;
-  double optimizer = 0;      // fp32 master + Adam m and v
-  double activations = 0;    // stashed for backward, all micro-batches in flight
+  double optimizer = 0;         // fp32 master + Adam m and v
+  double activations = 0;       // stashed for backward, all micro-batches in flight
   double attention_scores = 0;  // only when scores are materialized (no flash attention)
-  double logits = 0;         // logits/loss buffers on the last stage
+  double logits = 0;            // logits/loss buffers on the last stage
   double comm_buffers = 0;
   double framework = 0;
   double fragmentation = 0;
   double total = 0;
-  double capacity = 0;       // HBM minus the safety margin
+  double capacity = 0;  // HBM minus the safety margin
 };
 
 // Step time terms, seconds; `step` is what the step takes after overlap.
 struct Time {
-  double compute = 0;   // FLOPs of the stage / achieved FLOP/s, recomputation included
-  double tp = 0;        // TP/SP collectives (exposed)
-  double cp = 0;        // CP ring KV exchange or Ulysses all-to-all (exposed after overlap)
-  double ep = 0;        // EP all-to-all dispatch + combine
-  double pp = 0;        // pipeline p2p
-  double dp = 0;        // DP/ZeRO reduce-scatter / all-gather / all-reduce (exposed after overlap)
-  double bubble = 0;    // pipeline bubble
+  double compute = 0;  // FLOPs of the stage / achieved FLOP/s, recomputation included
+  double tp = 0;       // TP/SP collectives (exposed)
+  double cp = 0;       // CP ring KV exchange or Ulysses all-to-all (exposed after overlap)
+  double ep = 0;       // EP all-to-all dispatch + combine
+  double pp = 0;       // pipeline p2p
+  double dp = 0;       // DP/ZeRO reduce-scatter / all-gather / all-reduce (exposed after overlap)
+  double bubble = 0;   // pipeline bubble
   double step = 0;
 };
 
@@ -94,18 +94,18 @@ struct CommBytes {
 
 struct Estimate {
   spec::Layout layout;
-  int64_t microbatches = 0;        // per pipeline per step
-  bool fits = false;               // no violation, memory within capacity
+  int64_t microbatches = 0;             // per pipeline per step
+  bool fits = false;                    // no violation, memory within capacity
   std::vector<std::string> violations;  // filled only when explain = true
   Memory memory;
   Time time;
   CommBytes comm_bytes;
-  double bubble_fraction = 0;      // bubble / step
+  double bubble_fraction = 0;  // bubble / step
   double mfu = 0;
-  double mfu_causal = 0;           // MFU under the causal-half attention FLOP convention
+  double mfu_causal = 0;  // MFU under the causal-half attention FLOP convention
   double hfu = 0;
   double tokens_per_s = 0;
-  double days = 0;                 // for train.total_tokens
+  double days = 0;  // for train.total_tokens
   double cost_usd = 0;
 };
 

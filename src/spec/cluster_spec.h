@@ -9,17 +9,17 @@ namespace pentamesh::spec {
 
 struct ClusterSpec {
   std::string name;
-  std::string gpu;                     // e.g. "H100 SXM"
-  double peak_tflops = 0;              // dense BF16 peak per GPU (H100 SXM: 989)
-  double peak_fp8_tflops = 0;          // dense FP8 peak per GPU; 0 = unsupported
-  double hbm_gb = 0;                   // HBM capacity per GPU
-  double hbm_gbps = 0;                 // HBM bandwidth per GPU
+  std::string gpu;             // e.g. "H100 SXM"
+  double peak_tflops = 0;      // dense BF16 peak per GPU (H100 SXM: 989)
+  double peak_fp8_tflops = 0;  // dense FP8 peak per GPU; 0 = unsupported
+  double hbm_gb = 0;           // HBM capacity per GPU
+  double hbm_gbps = 0;         // HBM bandwidth per GPU
   int64_t gpus_per_node = 0;
   int64_t nodes = 0;
-  double intra_node_gbps = 0;          // NVLink, per GPU, per direction
+  double intra_node_gbps = 0;  // NVLink, per GPU, per direction
   double intra_node_latency_us = 0;
   int64_t nics_per_node = 0;
-  double inter_node_gbps = 0;          // per NIC, per direction (400 Gb/s InfiniBand = 50 GB/s)
+  double inter_node_gbps = 0;  // per NIC, per direction (400 Gb/s InfiniBand = 50 GB/s)
   double inter_node_latency_us = 0;
 
   int64_t gpus() const { return gpus_per_node * nodes; }

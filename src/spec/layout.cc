@@ -39,8 +39,8 @@ core::Status ParseSchedule(const std::string& value, Layout& layout) {
       PM_ASSIGN_OR_RETURN(layout.virtual_stages, ParsePositive("schedule", value.substr(12)));
     }
   } else {
-    return core::Status::Error(fmt::format(
-        "layout: schedule='{}' is not one of gpipe, 1f1b, interleaved:V, zb", value));
+    return core::Status::Error(
+        fmt::format("layout: schedule='{}' is not one of gpipe, 1f1b, interleaved:V, zb", value));
   }
   return core::Status::Ok();
 }
@@ -64,32 +64,45 @@ core::Status ParseKey(const std::string& key, const std::string& value, Layout& 
     return core::Status::Ok();
   }
   if (key == "recompute") {
-    if (value == "none") layout.recompute = Recompute::kNone;
-    else if (value == "selective") layout.recompute = Recompute::kSelective;
-    else if (value == "full") layout.recompute = Recompute::kFull;
-    else return core::Status::Error(fmt::format(
-        "layout: recompute='{}' is not one of none, selective, full", value));
+    if (value == "none")
+      layout.recompute = Recompute::kNone;
+    else if (value == "selective")
+      layout.recompute = Recompute::kSelective;
+    else if (value == "full")
+      layout.recompute = Recompute::kFull;
+    else
+      return core::Status::Error(
+          fmt::format("layout: recompute='{}' is not one of none, selective, full", value));
     return core::Status::Ok();
   }
   if (key == "schedule") return ParseSchedule(value, layout);
   if (key == "cp_kind") {
-    if (value == "ring") layout.cp_kind = CpKind::kRing;
-    else if (value == "ulysses") layout.cp_kind = CpKind::kUlysses;
-    else return core::Status::Error(
-        fmt::format("layout: cp_kind='{}' is not one of ring, ulysses", value));
+    if (value == "ring")
+      layout.cp_kind = CpKind::kRing;
+    else if (value == "ulysses")
+      layout.cp_kind = CpKind::kUlysses;
+    else
+      return core::Status::Error(
+          fmt::format("layout: cp_kind='{}' is not one of ring, ulysses", value));
     return core::Status::Ok();
   }
   if (key == "ep_placement") {
-    if (value == "separate") layout.ep_placement = EpPlacement::kSeparate;
-    else if (value == "folded") layout.ep_placement = EpPlacement::kFolded;
-    else return core::Status::Error(
-        fmt::format("layout: ep_placement='{}' is not one of separate, folded", value));
+    if (value == "separate")
+      layout.ep_placement = EpPlacement::kSeparate;
+    else if (value == "folded")
+      layout.ep_placement = EpPlacement::kFolded;
+    else
+      return core::Status::Error(
+          fmt::format("layout: ep_placement='{}' is not one of separate, folded", value));
     return core::Status::Ok();
   }
   if (key == "sp") {
-    if (value == "on" || value == "true" || value == "1") layout.sp = true;
-    else if (value == "off" || value == "false" || value == "0") layout.sp = false;
-    else return core::Status::Error(fmt::format("layout: sp='{}' must be on or off", value));
+    if (value == "on" || value == "true" || value == "1")
+      layout.sp = true;
+    else if (value == "off" || value == "false" || value == "0")
+      layout.sp = false;
+    else
+      return core::Status::Error(fmt::format("layout: sp='{}' must be on or off", value));
     return core::Status::Ok();
   }
   return core::Status::Error(fmt::format(
@@ -110,14 +123,13 @@ core::Result<Layout> ParseLayout(const std::string& text) {
     std::string::size_type start = 0;
     while (start <= token.size()) {
       auto comma = token.find(',', start);
-      std::string item = token.substr(start, comma == std::string::npos ? std::string::npos
-                                                                        : comma - start);
+      std::string item =
+          token.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       start = comma == std::string::npos ? token.size() + 1 : comma + 1;
       if (item.empty()) continue;
       auto eq = item.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return core::Status::Error(
-            fmt::format("layout: '{}' is not of the form key=value", item));
+        return core::Status::Error(fmt::format("layout: '{}' is not of the form key=value", item));
       }
       PM_RETURN_IF_ERROR(ParseKey(item.substr(0, eq), item.substr(eq + 1), layout));
       any = true;
@@ -132,27 +144,32 @@ core::Result<Layout> ParseLayout(const std::string& text) {
 
 const char* ToString(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
 
 const char* ToString(Schedule s) {
   switch (s) {
-    case Schedule::kGPipe: return "gpipe";
-    case Schedule::kOneFOneB: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
-    case Schedule::kZeroBubble: return "zb";
+    case Schedule::kGPipe:
+      return "gpipe";
+    case Schedule::kOneFOneB:
+      return "1f1b";
+    case Schedule::kInterleaved:
+      return "interleaved";
+    case Schedule::kZeroBubble:
+      return "zb";
   }
   return "?";
 }
 
 const char* ToString(CpKind k) { return k == CpKind::kRing ? "ring" : "ulysses"; }
-const char* ToString(EpPlacement p) {
-  return p == EpPlacement::kSeparate ? "separate" : "folded";
-}
+const char* ToString(EpPlacement p) { return p == EpPlacement::kSeparate ? "separate" : "folded"; }
 
 namespace {
 std::string ScheduleText(const Layout& l) {

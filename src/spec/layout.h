@@ -25,14 +25,14 @@ struct Layout {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t ep = 1;
-  int zero = 0;                          // ZeRO stage 0..3 over the data-parallel ranks
-  int64_t mbs = 1;                       // sequences per micro-batch
+  int zero = 0;     // ZeRO stage 0..3 over the data-parallel ranks
+  int64_t mbs = 1;  // sequences per micro-batch
   Recompute recompute = Recompute::kNone;
   Schedule schedule = Schedule::kOneFOneB;
-  int64_t virtual_stages = 1;            // model chunks per pp rank; > 1 only for kInterleaved
+  int64_t virtual_stages = 1;  // model chunks per pp rank; > 1 only for kInterleaved
   CpKind cp_kind = CpKind::kRing;
   EpPlacement ep_placement = EpPlacement::kSeparate;
-  bool sp = true;                        // Megatron sequence parallel inside the TP group
+  bool sp = true;  // Megatron sequence parallel inside the TP group
 
   // GPUs the layout occupies.
   int64_t gpus() const {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <toml++/toml.h>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -9,7 +10,6 @@
 #include <set>
 #include <span>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "spec/presets.h"
 
@@ -52,8 +52,8 @@ class FieldReader {
     if (!v) return Error(key, "must be a number");
     if (!std::isfinite(*v)) return Error(key, "must be finite");
     if (strictly_positive ? *v <= min_value : *v < min_value) {
-      return Error(key, fmt::format("must be {} {} (got {})", strictly_positive ? ">" : ">=",
-                                    min_value, *v));
+      return Error(key, fmt::format("must be {} {} (got {})",
+                                    strictly_positive ? ">" : ">=", min_value, *v));
     }
     out = *v;
   }
@@ -123,8 +123,8 @@ core::Result<toml::table> ParseToml(const std::string& text, const std::string& 
 
 core::Status Combine(const std::string& source, const std::vector<std::string>& errors) {
   if (errors.empty()) return core::Status::Ok();
-  std::string msg = fmt::format("{}: {} invalid field{}:", source, errors.size(),
-                                errors.size() == 1 ? "" : "s");
+  std::string msg =
+      fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
   for (const auto& e : errors) msg += "\n  " + e;
   return core::Status::Error(msg);
 }
@@ -192,9 +192,8 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
         mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));
       }
       if (m.moe.first_dense_layers >= m.layers && m.layers > 0) {
-        mr.Error("first_dense_layers",
-                 fmt::format("{} leaves no MoE layer (layers={})", m.moe.first_dense_layers,
-                             m.layers));
+        mr.Error("first_dense_layers", fmt::format("{} leaves no MoE layer (layers={})",
+                                                   m.moe.first_dense_layers, m.layers));
       }
     }
   }
@@ -256,10 +255,14 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   }
   std::string precision = "bf16";
   r.String("precision", precision);
-  if (precision == "bf16") s.precision = Precision::kBf16;
-  else if (precision == "fp8") s.precision = Precision::kFp8;
-  else if (precision == "fp32") s.precision = Precision::kFp32;
-  else r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
+  if (precision == "bf16")
+    s.precision = Precision::kBf16;
+  else if (precision == "fp8")
+    s.precision = Precision::kFp8;
+  else if (precision == "fp32")
+    s.precision = Precision::kFp32;
+  else
+    r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
   std::string optimizer = "adamw";
   r.String("optimizer", optimizer);
   if (optimizer != "adamw") r.Error("optimizer", fmt::format("'{}' is not adamw", optimizer));
@@ -268,8 +271,8 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   r.RejectUnknown();
   if (has_seqs && s.seq_len > 0) s.global_batch_tokens = batch_seqs * s.seq_len;
   if (has_tokens && s.seq_len > 0 && s.global_batch_tokens % s.seq_len != 0) {
-    r.Error("global_batch_tokens", fmt::format("{} is not a multiple of seq_len={}",
-                                               s.global_batch_tokens, s.seq_len));
+    r.Error("global_batch_tokens",
+            fmt::format("{} is not a multiple of seq_len={}", s.global_batch_tokens, s.seq_len));
   }
   PM_RETURN_IF_ERROR(Combine(source, errors));
   if (s.name.empty()) s.name = source;
@@ -297,8 +300,8 @@ bool IsPath(const std::string& s) {
 template <typename T, typename F>
 core::Result<T> Load(const std::string& kind, const std::string& what, F from_text) {
   if (what.empty()) {
-    return core::Status::Error(fmt::format("--{}: empty name", kind == "train" ? "train"
-                                                              : kind.substr(0, kind.size() - 1)));
+    return core::Status::Error(fmt::format(
+        "--{}: empty name", kind == "train" ? "train" : kind.substr(0, kind.size() - 1)));
   }
   if (IsPath(what)) {
     PM_ASSIGN_OR_RETURN(std::string text, ReadFile(what));
@@ -308,9 +311,9 @@ core::Result<T> Load(const std::string& kind, const std::string& what, F from_te
   if (!text) {
     std::string names;
     for (const auto& n : PresetNames(kind)) names += (names.empty() ? "" : ", ") + n;
-    return core::Status::Error(fmt::format("unknown {} preset '{}' (known: {}; or give a .toml path)",
-                                           kind == "train" ? "train" : kind.substr(0, kind.size() - 1),
-                                           what, names));
+    return core::Status::Error(
+        fmt::format("unknown {} preset '{}' (known: {}; or give a .toml path)",
+                    kind == "train" ? "train" : kind.substr(0, kind.size() - 1), what, names));
   }
   return from_text(*text, "preset " + what);
 }
@@ -327,17 +330,17 @@ core::Status SetGpuCount(ClusterSpec& cluster, int64_t gpus) {
   }
   if (gpus < cluster.gpus_per_node) {
     if (cluster.gpus_per_node % gpus != 0) {
-      return core::Status::Error(fmt::format(
-          "--gpus: {} GPUs is neither a multiple nor a divisor of gpus_per_node={}", gpus,
-          cluster.gpus_per_node));
+      return core::Status::Error(
+          fmt::format("--gpus: {} GPUs is neither a multiple nor a divisor of gpus_per_node={}",
+                      gpus, cluster.gpus_per_node));
     }
     cluster.gpus_per_node = gpus;
     cluster.nodes = 1;
     return core::Status::Ok();
   }
   if (gpus % cluster.gpus_per_node != 0) {
-    return core::Status::Error(fmt::format("--gpus: {} is not a multiple of gpus_per_node={}",
-                                           gpus, cluster.gpus_per_node));
+    return core::Status::Error(fmt::format("--gpus: {} is not a multiple of gpus_per_node={}", gpus,
+                                           cluster.gpus_per_node));
   }
   cluster.nodes = gpus / cluster.gpus_per_node;
   return core::Status::Ok();

@@ -20,9 +20,9 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
                             separate ? "*ep" : "", l.gpus(), cluster.gpus()));
   }
   if (l.tp > cluster.gpus_per_node || cluster.gpus_per_node % l.tp != 0) {
-    v.push_back(fmt::format(
-        "layout: tp={} must divide gpus_per_node={} (TP must stay inside a node)", l.tp,
-        cluster.gpus_per_node));
+    v.push_back(
+        fmt::format("layout: tp={} must divide gpus_per_node={} (TP must stay inside a node)", l.tp,
+                    cluster.gpus_per_node));
   }
   if (model.heads % l.tp != 0) {
     v.push_back(fmt::format("layout: heads={} must be divisible by tp={}", model.heads, l.tp));
@@ -37,9 +37,10 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
   }
   const int64_t chunks = l.pp * l.virtual_stages;
   if (model.layers % chunks != 0) {
-    v.push_back(fmt::format("layout: layers={} must be divisible by pp*virtual_stages={} (pp={}, "
-                            "V={})",
-                            model.layers, chunks, l.pp, l.virtual_stages));
+    v.push_back(
+        fmt::format("layout: layers={} must be divisible by pp*virtual_stages={} (pp={}, "
+                    "V={})",
+                    model.layers, chunks, l.pp, l.virtual_stages));
   }
   if (l.schedule == Schedule::kInterleaved && l.pp < 2) {
     v.push_back("layout: schedule=interleaved needs pp >= 2");
@@ -48,12 +49,12 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
     v.push_back("layout: schedule=interleaved needs virtual_stages >= 2");
   }
   if (!model.is_moe() && l.ep != 1) {
-    v.push_back(fmt::format("layout: ep={} needs a MoE model ({} has no experts)", l.ep,
-                            model.name));
+    v.push_back(
+        fmt::format("layout: ep={} needs a MoE model ({} has no experts)", l.ep, model.name));
   }
   if (model.is_moe() && model.moe.experts % l.ep != 0) {
-    v.push_back(fmt::format("layout: experts={} must be divisible by ep={}", model.moe.experts,
-                            l.ep));
+    v.push_back(
+        fmt::format("layout: experts={} must be divisible by ep={}", model.moe.experts, l.ep));
   }
   if (!separate && (l.dp * l.cp) % l.ep != 0) {
     v.push_back(fmt::format("layout: ep={} must divide dp*cp={} when ep_placement=folded", l.ep,
@@ -70,8 +71,8 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
   const int64_t seq_div = (l.cp > 1 ? 2 * l.cp : 1) * (l.sp ? l.tp : 1);
   if (train.seq_len % seq_div != 0) {
     v.push_back(fmt::format("layout: seq_len={} must be divisible by {}={} (cp={}, tp={})",
-                            train.seq_len,
-                            l.sp ? (l.cp > 1 ? "2*cp*tp" : "tp") : "2*cp", seq_div, l.cp, l.tp));
+                            train.seq_len, l.sp ? (l.cp > 1 ? "2*cp*tp" : "tp") : "2*cp", seq_div,
+                            l.cp, l.tp));
   }
   if (l.cp > 1 && l.cp_kind == CpKind::kUlysses && (model.kv_heads / l.tp) % l.cp != 0) {
     v.push_back(fmt::format(
@@ -81,11 +82,12 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
   const int64_t seqs = train.global_batch_seqs();
   if (seqs % (l.dp * l.mbs) != 0) {
     v.push_back(fmt::format(
-        "layout: global batch of {} sequences must be divisible by dp*mbs={} (dp={}, mbs={})",
-        seqs, l.dp * l.mbs, l.dp, l.mbs));
+        "layout: global batch of {} sequences must be divisible by dp*mbs={} (dp={}, mbs={})", seqs,
+        l.dp * l.mbs, l.dp, l.mbs));
   } else if (l.schedule == Schedule::kInterleaved && MicroBatches(train, l) % l.pp != 0) {
-    v.push_back(fmt::format("layout: interleaved schedule needs micro-batches={} divisible by pp={}",
-                            MicroBatches(train, l), l.pp));
+    v.push_back(
+        fmt::format("layout: interleaved schedule needs micro-batches={} divisible by pp={}",
+                    MicroBatches(train, l), l.pp));
   }
   return v;
 }

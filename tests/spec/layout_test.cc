@@ -36,8 +36,15 @@ TEST(ParseLayout, DefaultsAndCommas) {
 }
 
 TEST(ParseLayout, RoundTrips) {
-  Layout l{.dp = 4, .tp = 8, .pp = 2, .cp = 2, .ep = 4, .zero = 3, .mbs = 1,
-           .recompute = Recompute::kFull, .schedule = Schedule::kZeroBubble};
+  Layout l{.dp = 4,
+           .tp = 8,
+           .pp = 2,
+           .cp = 2,
+           .ep = 4,
+           .zero = 3,
+           .mbs = 1,
+           .recompute = Recompute::kFull,
+           .schedule = Schedule::kZeroBubble};
   auto r = ParseLayout(FormatLayout(l));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(*r, l);
@@ -51,17 +58,14 @@ TEST(ParseLayout, ErrorsNameTheKey) {
     const char* text;
     const char* expect;
   };
-  for (const Case& c : {Case{"dp=0", "dp=0 must be positive"},
-                        Case{"dp=-2", "dp=-2 must be positive"},
-                        Case{"tp=abc", "tp='abc' is not an integer"},
-                        Case{"zero=4", "zero='4' must be 0, 1, 2 or 3"},
-                        Case{"dq=2", "unknown key 'dq'"},
-                        Case{"dp", "not of the form key=value"},
-                        Case{"", "empty layout"},
-                        Case{"schedule=foo", "schedule='foo'"},
-                        Case{"schedule=interleaved:0", "schedule=0 must be positive"},
-                        Case{"recompute=some", "recompute='some'"},
-                        Case{"sp=maybe", "sp='maybe'"}}) {
+  for (const Case& c :
+       {Case{"dp=0", "dp=0 must be positive"}, Case{"dp=-2", "dp=-2 must be positive"},
+        Case{"tp=abc", "tp='abc' is not an integer"},
+        Case{"zero=4", "zero='4' must be 0, 1, 2 or 3"}, Case{"dq=2", "unknown key 'dq'"},
+        Case{"dp", "not of the form key=value"}, Case{"", "empty layout"},
+        Case{"schedule=foo", "schedule='foo'"},
+        Case{"schedule=interleaved:0", "schedule=0 must be positive"},
+        Case{"recompute=some", "recompute='some'"}, Case{"sp=maybe", "sp='maybe'"}}) {
     auto r = ParseLayout(c.text);
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos)

@@ -23,8 +23,8 @@ TEST(Presets, EveryPresetLoads) {
     auto t = LoadTrain(name);
     ASSERT_TRUE(t.ok()) << name << ": " << t.status().message();
   }
-  for (const char* required : {"meridianfin-72b", "llama3-8b", "llama3-70b", "llama3-405b",
-                               "gpt3-175b", "mixtral-8x7b"}) {
+  for (const char* required :
+       {"meridianfin-72b", "llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "mixtral-8x7b"}) {
     EXPECT_TRUE(PresetText("models", required).has_value()) << required;
   }
   for (const char* required : {"a100-80gb", "h100-sxm", "h200"}) {
