@@ -1,0 +1,40 @@
+// Builds the named communicators of a layout; see mesh.h.
+#include "mesh/mesh.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace pentamesh::mesh {
+
+core::Result<Mesh> Mesh::Create(const spec::Layout& layout, comm::World& world) {
+  PM_ASSIGN_OR_RETURN(LayoutGrid grid, LayoutGrid::FromLayout(layout));
+  if (grid.world_size() != world.size()) {
+    return core::Status::Error(fmt::format(
+        "mesh: layout '{}' needs {} ranks but the job has {} (dp*tp*pp*cp{} must equal the "
+        "number of ranks)",
+        spec::ShortLayout(layout), grid.world_size(), world.size(),
+        layout.ep_placement == spec::EpPlacement::kSeparate ? "*ep" : ""));
+  }
+  Mesh mesh(layout, std::move(grid), world.rank());
+  // Every rank creates its group of each kind, in the same order (World::CreateGroup contract).
+  for (GroupKind kind : kAllGroupKinds) {
+    const std::vector<int> ranks = mesh.grid_.group(kind, mesh.rank_);
+    mesh.groups_[static_cast<size_t>(kind)] = world.CreateGroup(GroupName(kind), ranks);
+    PM_CHECK(mesh.group(kind).world_ranks() == ranks) << GroupName(kind);
+  }
+  return mesh;
+}
+
+std::vector<std::pair<std::string, comm::CommStats>> Mesh::Stats() const {
+  std::vector<std::pair<std::string, comm::CommStats>> out;
+  out.reserve(kAllGroupKinds.size());
+  for (GroupKind kind : kAllGroupKinds) out.emplace_back(GroupName(kind), group(kind).stats());
+  return out;
+}
+
+void Mesh::ResetStats() {
+  for (GroupKind kind : kAllGroupKinds) group(kind).reset_stats();
+}
+
+}  // namespace pentamesh::mesh
