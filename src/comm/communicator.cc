@@ -2,6 +2,7 @@
 #include "comm/communicator.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -18,6 +19,14 @@ bool IsReducible(core::Dtype dtype) {
 
 int64_t Bytes(int64_t count, core::Dtype dtype) {
   return count * static_cast<int64_t>(core::DtypeSize(dtype));
+}
+
+// True when [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  if (a_bytes <= 0 || b_bytes <= 0) return false;
+  const auto a0 = reinterpret_cast<uintptr_t>(a);
+  const auto b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
 }
 
 void CopyBytes(void* dst, const void* src, int64_t bytes) {
@@ -109,6 +118,9 @@ void Communicator::all_gather(void* output, const void* input, int64_t count_per
       << Describe() << " all_gather null buffer";
   const int64_t shard = Bytes(count_per_rank, dtype);
   const int64_t n = shard * size();
+  const bool in_place = input == static_cast<const char*>(output) + rank() * shard;
+  PM_CHECK(in_place || !Overlap(output, n, input, shard))
+      << Describe() << " all_gather: input overlaps output without being this rank's slot";
   if (size() == 1) return CopyBytes(output, input, shard);
   Counted(Op::kAllGather, n, cost::AllGatherWireBytes(static_cast<double>(n), size()),
           [&] { DoAllGather(output, input, count_per_rank, dtype); });
@@ -122,6 +134,7 @@ void Communicator::reduce_scatter(void* output, const void* input, int64_t count
       << Describe() << " reduce_scatter null buffer";
   const int64_t shard = Bytes(count_per_rank, dtype);
   const int64_t n = shard * size();
+  PM_CHECK(!Overlap(output, shard, input, n)) << Describe() << " reduce_scatter: buffers overlap";
   if (size() == 1) return CopyBytes(output, input, shard);
   Counted(Op::kReduceScatter, n, cost::ReduceScatterWireBytes(static_cast<double>(n), size()),
           [&] { DoReduceScatter(output, input, count_per_rank, dtype); });
@@ -148,6 +161,8 @@ void Communicator::all_to_all_v(void* recv, std::span<const int64_t> recv_counts
       << recv_counts[self];
   PM_CHECK(send != nullptr || send_total == 0) << Describe() << " all_to_all_v null send";
   PM_CHECK(recv != nullptr || recv_total == 0) << Describe() << " all_to_all_v null recv";
+  PM_CHECK(!Overlap(recv, Bytes(recv_total, dtype), send, Bytes(send_total, dtype)))
+      << Describe() << " all_to_all_v: buffers overlap";
   if (size() == 1) return CopyBytes(recv, send, Bytes(send_total, dtype));
   const int64_t n = Bytes(send_total, dtype);
   const double wire = static_cast<double>(Bytes(send_total - send_counts[self], dtype));

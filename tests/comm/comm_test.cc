@@ -94,6 +94,13 @@ TEST(CommDeathTest, BadArgumentsNameTheGroup) {
   const std::vector<int64_t> other = {2};
   EXPECT_DEATH(c.all_to_all_v(&x, other, &x, one, Dtype::kF32), "sends 1 to itself");
   EXPECT_DEATH(c.send_recv(&x, 1, 1, &x, 1, 0, Dtype::kF32), "send_recv src=1");
+  float buf[4] = {0, 0, 0, 0};
+  EXPECT_DEATH(c.reduce_scatter(buf, buf, 1, Dtype::kF32), "reduce_scatter: buffers overlap");
+  EXPECT_DEATH(c.all_gather(buf + 1, buf, 2, Dtype::kF32), "all_gather: input overlaps output");
+  c.all_gather(buf, buf, 1, Dtype::kF32);  // in place: the input is this rank's slot
+  const std::vector<int64_t> three = {3};
+  EXPECT_DEATH(c.all_to_all_v(buf + 1, three, buf, three, Dtype::kF32),
+               "all_to_all_v: buffers overlap");
 }
 
 TEST(CommStats, TotalSumsOps) {
