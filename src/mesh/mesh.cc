@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/stats_json.h"
 #include "core/check.h"
 
 namespace pentamesh::mesh {
@@ -30,6 +31,20 @@ std::vector<std::pair<std::string, comm::CommStats>> Mesh::Stats() const {
   std::vector<std::pair<std::string, comm::CommStats>> out;
   out.reserve(kAllGroupKinds.size());
   for (GroupKind kind : kAllGroupKinds) out.emplace_back(GroupName(kind), group(kind).stats());
+  return out;
+}
+
+nlohmann::json Mesh::StatsJson() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (GroupKind kind : kAllGroupKinds) out[GroupName(kind)] = comm::ToJson(group(kind).stats());
+  return out;
+}
+
+std::string Mesh::Describe() const {
+  const Coords& d = coords_.dense;
+  std::string out = fmt::format("rank {} pp{} dp{} ep{} cp{} tp{} expert_dp{} |", rank_, d.pp, d.dp,
+                                coords_.ep, d.cp, d.tp, coords_.expert_dp);
+  for (GroupKind kind : kAllGroupKinds) out += " " + group(kind).Describe();
   return out;
 }
 

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "mesh/rank_grid.h"
@@ -45,6 +47,10 @@ class Mesh {
 
   // Counters of every group keyed by its name, in kAllGroupKinds order (for metrics.jsonl).
   std::vector<std::pair<std::string, comm::CommStats>> Stats() const;
+  // {"tp": comm::ToJson(tp().stats()), "cp": ..., ...}: metrics.jsonl's comm_bytes.
+  nlohmann::json StatsJson() const;
+  // One line for logs: "rank 5 pp0 dp1 ep0 cp0 tp1 | tp {4,5} cp {5} ...".
+  std::string Describe() const;
   void ResetStats();
 
  private:

@@ -277,6 +277,53 @@ TEST(Collectives, SendRecvRingShift) {
   }
 }
 
+TEST(Collectives, RingPassesEveryShardAround) {
+  // g-1 ring shifts (the ring-attention pattern): each rank ends up having seen every member.
+  for (Communicator* c : AllGroups()) {
+    SCOPED_TRACE(c->Describe());
+    const int g = c->size();
+    const int i = c->rank();
+    std::vector<int> seen = {TestWorld().rank()};
+    int64_t current = TestWorld().rank();
+    for (int step = 0; step + 1 < g; ++step) {
+      int64_t incoming = -1;
+      c->send_recv(&incoming, 1, (i + g - 1) % g, &current, 1, (i + 1) % g, Dtype::kI64);
+      current = incoming;
+      seen.push_back(static_cast<int>(current));
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, c->world_ranks());
+  }
+}
+
+TEST(Collectives, LargeMessagesUseRendezvous) {
+  // Above the shared-memory eager limit (4 KiB): sends complete only once matched.
+  constexpr int64_t kCount = 100'000;
+  for (Communicator* c : AllGroups()) {
+    SCOPED_TRACE(c->Describe());
+    const int r = TestWorld().rank();
+    const int g = c->size();
+    const int64_t sum = SumOfMembers(*c);
+    std::vector<float> x(kCount);
+    for (int64_t k = 0; k < kCount; ++k) x[static_cast<size_t>(k)] = static_cast<float>(r + k % 7);
+    c->all_reduce(x.data(), kCount, Dtype::kF32);
+    int64_t wrong = 0;
+    for (int64_t k = 0; k < kCount; ++k) {
+      wrong += x[static_cast<size_t>(k)] != static_cast<float>(sum + g * (k % 7));
+    }
+    EXPECT_EQ(wrong, 0);
+    if (g == 1) continue;
+    const int i = c->rank();
+    std::vector<int32_t> message(kCount, r);
+    if (i == 0) c->send(message.data(), kCount, Dtype::kI32, g - 1);
+    if (i == g - 1) {
+      c->recv(message.data(), kCount, Dtype::kI32, 0);
+      EXPECT_EQ(message.front(), c->world_ranks().front());
+      EXPECT_EQ(message.back(), c->world_ranks().front());
+    }
+  }
+}
+
 TEST(Collectives, BroadcastFromLastRank) {
   for (Communicator* c : AllGroups()) {
     SCOPED_TRACE(c->Describe());
@@ -319,6 +366,14 @@ TEST(Collectives, CountersArePerCommunicator) {
       EXPECT_EQ(stats.total().calls, expected) << name;
     }
     EXPECT_EQ(x, static_cast<float>(m->tp().size()));
+    // The metrics form: every group by name; only tp has an op, counted per the convention.
+    const nlohmann::json json = m->StatsJson();
+    ASSERT_EQ(json.size(), mesh::kAllGroupKinds.size());
+    const int g = m->tp().size();
+    EXPECT_EQ(json["tp"]["bytes_wire"].get<double>(), 2.0 * (g - 1) * 4 / g);
+    EXPECT_EQ(json["tp"]["ops"].contains("all_reduce"), g > 1);
+    EXPECT_EQ(json["dp"]["calls"].get<int64_t>(), 0);
+    EXPECT_TRUE(json["dp"]["ops"].empty());
   }
 }
 
@@ -327,6 +382,7 @@ TEST(Mesh, GroupsMatchGridAndCoords) {
     SCOPED_TRACE(spec::ShortLayout(m->layout()));
     const int r = TestWorld().rank();
     EXPECT_EQ(m->rank(), r);
+    EXPECT_EQ(m->Describe().rfind("rank " + std::to_string(r) + " pp", 0), 0u) << m->Describe();
     for (GroupKind kind : mesh::kAllGroupKinds) {
       EXPECT_EQ(m->group(kind).world_ranks(), m->grid().group(kind, r)) << mesh::GroupName(kind);
       EXPECT_EQ(m->group(kind).name(), mesh::GroupName(kind));
