@@ -24,8 +24,9 @@ namespace pentamesh::mesh {
 
 class Mesh {
  public:
-  // Collective over the world: every rank calls it with the same layout. Errors: invalid
-  // degrees, or layout.gpus() differing from world.size() (naming both).
+  // Collective over the world: every rank calls it with the same layout. Errors (returned on
+  // every rank alike): ranks passing different degrees, invalid degrees, or layout.gpus()
+  // differing from world.size() (naming both). Costs one world all_gather (counted).
   static core::Result<Mesh> Create(const spec::Layout& layout, comm::World& world);
 
   Mesh(Mesh&&) = default;

@@ -419,5 +419,23 @@ TEST(Harness, DISABLED_FailsOnLastRankOnly) {
   EXPECT_NE(TestWorld().rank(), TestWorld().size() - 1) << "deliberate failure on the last rank";
 }
 
+TEST(Mesh, RanksDisagreeingOnTheLayoutGetTheSameError) {
+  const int last = TestWorld().size() - 1;
+  if (last == 0) GTEST_SKIP() << "needs two ranks";
+  spec::Layout layout;
+  if (TestWorld().rank() == last)
+    layout.tp = TestWorld().size();
+  else
+    layout.dp = TestWorld().size();
+  auto mesh = Mesh::Create(layout, TestWorld());
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_NE(mesh.status().message().find("ranks disagree on the layout: rank 0 has pp=1 dp=" +
+                                         std::to_string(TestWorld().size()) + " ep=1 cp=1 tp=1"),
+            std::string::npos)
+      << mesh.status().message();
+  EXPECT_NE(mesh.status().message().find("rank " + std::to_string(last) + " has"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pentamesh
