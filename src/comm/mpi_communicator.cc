@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -211,6 +212,9 @@ void MpiCommunicator::DoBarrier() {
   Wait(&request, 1, Op::kBarrier, 0, core::Dtype::kU8);
 }
 
+// MpiWorld objects alive in this process (at most one).
+std::atomic<int> g_live_worlds{0};
+
 }  // namespace
 
 core::Result<double> ResolveCommTimeout(std::optional<double> option_s, const char* env_text) {
@@ -234,6 +238,9 @@ core::Result<double> ResolveCommTimeout(std::optional<double> option_s, const ch
 core::Result<std::unique_ptr<MpiWorld>> MpiWorld::Create(const MpiOptions& options) {
   PM_ASSIGN_OR_RETURN(const double timeout_s,
                       ResolveCommTimeout(options.timeout_s, std::getenv(kCommTimeoutEnv)));
+  if (g_live_worlds > 0) {
+    return core::Status::Error("comm: an MpiWorld exists already; one MpiWorld per process");
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
@@ -265,9 +272,12 @@ core::Result<std::unique_ptr<MpiWorld>> MpiWorld::Create(const MpiOptions& optio
 }
 
 MpiWorld::MpiWorld(bool owns_mpi, int rank, int size, double timeout_s)
-    : owns_mpi_(owns_mpi), rank_(rank), size_(size), timeout_s_(timeout_s) {}
+    : owns_mpi_(owns_mpi), rank_(rank), size_(size), timeout_s_(timeout_s) {
+  ++g_live_worlds;
+}
 
 MpiWorld::~MpiWorld() {
+  --g_live_worlds;
   world_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);

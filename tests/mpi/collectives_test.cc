@@ -403,6 +403,12 @@ TEST(Mesh, GroupsMatchGridAndCoords) {
   }
 }
 
+TEST(MpiWorld, OnlyOnePerProcess) {
+  auto second = comm::MpiWorld::Create();
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("one MpiWorld per process"), std::string::npos);
+}
+
 TEST(Mesh, RejectsLayoutOfAnotherSize) {
   spec::Layout layout;
   layout.dp = TestWorld().size() + 1;
