@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace pentamesh::mesh {
@@ -152,6 +153,16 @@ void CheckProperties(const LayoutGrid& g) {
     ASSERT_EQ(position(GroupKind::kPp), c.dense.pp);
     ASSERT_EQ(position(GroupKind::kEp), c.ep);
     ASSERT_EQ(position(GroupKind::kExpertDp), c.expert_dp);
+    // Expert shards (ep) times expert replicas (expert_dp) tile the dense replicas (dp_cp):
+    // both lie inside the rank's dp_cp group and meet only in the rank itself.
+    const std::vector<int> dense = g.group(GroupKind::kDpCp, r);
+    const std::vector<int> ep = g.group(GroupKind::kEp, r);
+    const std::vector<int> edp = g.group(GroupKind::kExpertDp, r);
+    ASSERT_TRUE(std::includes(dense.begin(), dense.end(), ep.begin(), ep.end()));
+    ASSERT_TRUE(std::includes(dense.begin(), dense.end(), edp.begin(), edp.end()));
+    std::vector<int> both;
+    std::set_intersection(ep.begin(), ep.end(), edp.begin(), edp.end(), std::back_inserter(both));
+    ASSERT_EQ(both, std::vector<int>{r});
   }
   const Degrees& d = g.dense().degrees();
   const Degrees& e = g.expert().degrees();
