@@ -12,6 +12,8 @@
 // pp <= 8, m <= 32, V <= 4.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -37,6 +39,10 @@ std::string ToString(const ScheduleSpec& spec);
 core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text);
 
 core::Status ValidateSchedule(const ScheduleSpec& spec);
+
+// The pipeline part of a Layout (pp, schedule, virtual_stages) with the step's micro-batch count
+// (spec::MicroBatches(train, layout)), validated.
+core::Result<ScheduleSpec> FromLayout(const spec::Layout& layout, int64_t microbatches);
 
 // The generators. REQUIRES: ValidateSchedule(spec).ok() and 0 <= rank < pp (PM_CHECKed).
 Program GPipe(int pp, int rank, int microbatches);

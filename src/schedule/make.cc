@@ -69,6 +69,24 @@ core::Status ValidateSchedule(const ScheduleSpec& s) {
   return core::Status::Ok();
 }
 
+core::Result<ScheduleSpec> FromLayout(const spec::Layout& layout, int64_t microbatches) {
+  auto narrow = [](int64_t v, int64_t limit) {
+    return v < 0 || v > limit ? -1 : static_cast<int>(v);
+  };
+  const ScheduleSpec spec{layout.schedule, narrow(layout.pp, kMaxPp),
+                          narrow(microbatches, kMaxMicrobatches),
+                          narrow(layout.virtual_stages, kMaxVirtualStages)};
+  if (spec.pp < 0 || spec.microbatches < 0 || spec.virtual_stages < 0) {
+    return core::Status::Error(fmt::format(
+        "schedule: layout pp={} virtual_stages={} with microbatches={} is out of range (pp <= {}, "
+        "virtual_stages <= {}, microbatches <= {})",
+        layout.pp, layout.virtual_stages, microbatches, kMaxPp, kMaxVirtualStages,
+        kMaxMicrobatches));
+  }
+  PM_RETURN_IF_ERROR(ValidateSchedule(spec));
+  return spec;
+}
+
 core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches, int virtual_stages) {
   const ScheduleSpec spec{kind, pp, microbatches, virtual_stages};
   PM_RETURN_IF_ERROR(ValidateSchedule(spec));

@@ -88,5 +88,24 @@ TEST(Generate, ParsesScheduleKinds) {
   }
 }
 
+TEST(Generate, FromLayoutTakesThePipelineFields) {
+  auto layout = spec::ParseLayout("dp=2 pp=4 schedule=interleaved:3");
+  ASSERT_TRUE(layout.ok());
+  auto s = FromLayout(*layout, 8);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->kind, Schedule::kInterleaved);
+  EXPECT_EQ(s->pp, 4);
+  EXPECT_EQ(s->virtual_stages, 3);
+  EXPECT_EQ(s->microbatches, 8);
+  auto odd = FromLayout(*layout, 6);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("microbatches=6 must be divisible by pp=4"),
+            std::string::npos);
+  auto huge = FromLayout(*layout, int64_t{1} << 40);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("out of range"), std::string::npos);
+  EXPECT_EQ(FromLayout(spec::Layout{.pp = 2}, 4)->kind, Schedule::kOneFOneB);
+}
+
 }  // namespace
 }  // namespace pentamesh::schedule

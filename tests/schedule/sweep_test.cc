@@ -4,6 +4,7 @@
 // Invalid specs: rejected with the rule that fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -135,6 +136,37 @@ TEST(Sweep, ZeroBubbleIdleIsAThirdOfOneFOneBWhenMAtLeastP) {
       }
       if (m < pp && pp > 1) {
         EXPECT_GT(zb->bubble_ratio, ofob->bubble_ratio / 3);
+      }
+    }
+  }
+}
+
+TEST(Sweep, ZeroBubbleIdleWithUnequalCosts) {
+  // Per-rank idle for m >= p: 1F1B (p-1)(T_F + T_B + T_W); ZB-H1 (p-1) max(T_F + T_B - T_W,
+  // T_F, T_B). That is Qi et al.'s (p-1)(T_F + T_B - T_W) when T_W <= min(T_F, T_B) (their
+  // setting); a W longer than F or B cannot hide more than that pass, and the last rank must
+  // always wait (p-1) T_F for its first input, the first rank (p-1) T_B for its last gradient.
+  const ActionCosts cases[] = {{1, 1, 1},      {1, 1, 0.5},     {1, 1.5, 0.5},  {2, 1, 1},
+                               {1, 2, 1},      {1, 1, 1.5},     {1, 1, 2},      {0.5, 1, 1},
+                               {1, 0.5, 1},    {1, 1, 0.25},    {2, 0.5, 1},    {1, 0.5, 0.25},
+                               {1, 0.75, 0.5}, {0.3, 0.7, 0.2}, {0.7, 0.3, 0.2}};
+  for (const ActionCosts& c : cases) {
+    Costs costs;
+    costs.per_stage = {c};
+    for (int pp = 1; pp <= 8; ++pp) {
+      for (int m = pp; m <= 32; ++m) {
+        auto zb = SimulateSchedule({Schedule::kZeroBubble, pp, m, 1}, costs);
+        auto ofob = SimulateSchedule({Schedule::kOneFOneB, pp, m, 1}, costs);
+        ASSERT_TRUE(zb.ok() && ofob.ok());
+        const double zb_idle =
+            (pp - 1) * std::max({c.time_f_s + c.time_b_s - c.time_w_s, c.time_f_s, c.time_b_s});
+        const double ofob_idle = (pp - 1) * (c.time_f_s + c.time_b_s + c.time_w_s);
+        for (int rank = 0; rank < pp; ++rank) {
+          EXPECT_NEAR(zb->ranks[rank].idle_s, zb_idle, 1e-9)
+              << "F=" << c.time_f_s << " B=" << c.time_b_s << " W=" << c.time_w_s << " pp=" << pp
+              << " m=" << m << " rank " << rank;
+          EXPECT_NEAR(ofob->ranks[rank].idle_s, ofob_idle, 1e-9);
+        }
       }
     }
   }
