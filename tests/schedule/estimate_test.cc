@@ -82,7 +82,10 @@ double NsPerCall(int calls, Fn&& fn) {
 }
 
 TEST(Estimate, FastPathSpeed) {
-  constexpr int kCalls = 1 << 20;
+  // Prints ns/call (the number in docs/schedules.md comes from the release build). The checks are
+  // relative, so they hold under sanitizers and on a loaded machine: a closed form or memo hit
+  // must be far cheaper than the simulation it replaces.
+  constexpr int kCalls = 1 << 18;
   const double closed_ns = NsPerCall(
       kCalls, [](int i) { return *BubbleFraction(Schedule::kOneFOneB, 2 + i % 7, 1 + i % 64); });
   const double interleaved_ns = NsPerCall(kCalls, [](int i) {
@@ -93,13 +96,19 @@ TEST(Estimate, FastPathSpeed) {
       NsPerCall(kCalls, [](int) { return *BubbleFraction(Schedule::kZeroBubble, 8, 3); });
   const double peak_ns = NsPerCall(
       kCalls, [](int i) { return double(*PeakInFlight(Schedule::kInterleaved, 8, 64, 4, i % 8)); });
+  const double simulate_zb_ns = NsPerCall(256, [](int) {
+    return SimulateSchedule({Schedule::kZeroBubble, 8, 3, 1}, Costs::Equal())->bubble_fraction;
+  });
+  const double simulate_1f1b_ns = NsPerCall(256, [](int i) {
+    return SimulateSchedule({Schedule::kOneFOneB, 2 + i % 7, 1 + i % 64, 1}, Costs::Equal())
+        ->makespan_s;
+  });
   std::printf(
-      "ns/call: BubbleFraction closed form %.1f (1f1b), %.1f (interleaved), memo %.1f; "
-      "PeakInFlight %.1f\n",
-      closed_ns, interleaved_ns, memo_ns, peak_ns);
-  // Millions of calls per second even under sanitizers (release is ~10x faster).
-  EXPECT_LT(closed_ns, 2000);
-  EXPECT_LT(memo_ns, 5000);
+      "ns/call: BubbleFraction closed form %.1f (1f1b), %.1f (interleaved), memo hit %.1f; "
+      "PeakInFlight %.1f; a fresh simulation %.0f (zb pp=8 m=3), %.0f (1f1b)\n",
+      closed_ns, interleaved_ns, memo_ns, peak_ns, simulate_zb_ns, simulate_1f1b_ns);
+  EXPECT_LT(closed_ns * 10, simulate_1f1b_ns);
+  EXPECT_LT(memo_ns * 5, simulate_zb_ns);
 }
 
 TEST(Estimate, SimulateScheduleWithUnequalCosts) {
