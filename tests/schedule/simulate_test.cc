@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <tuple>
+
 #include "schedule/generate.h"
 
 namespace pentamesh::schedule {
@@ -190,6 +195,133 @@ TEST(CheckCommPairing, FindsOrderAndCountMismatches) {
   EXPECT_NE(count.message().find("rank 0 -> rank 1 (activations): 2 sends but 1 receives"),
             std::string::npos)
       << count.message();
+}
+
+}  // namespace
+}  // namespace pentamesh::schedule
+
+namespace pentamesh::schedule {
+namespace {
+
+// An independent oracle for random programs: the schedule is the DAG of program-order edges plus
+// data-dependency edges. Deadlock-free iff the DAG is acyclic (Kahn), and then every action's
+// simulated end equals its longest-path end time.
+struct Oracle {
+  bool acyclic = false;
+  double makespan_s = 0.0;
+};
+
+Oracle LongestPath(const std::vector<Program>& programs, const Topology& t, const Costs& costs) {
+  struct Node {
+    int rank;
+    size_t index;
+  };
+  std::vector<Node> nodes;
+  std::map<std::tuple<int, int, int>, size_t> id;  // (kind, mb, stage) -> node
+  std::vector<uint8_t> split(static_cast<size_t>(t.microbatches * t.stages()), 0);
+  for (int r = 0; r < t.pp; ++r) {
+    for (size_t i = 0; i < programs[r].size(); ++i) {
+      const Action& a = programs[r][i];
+      const int s = t.Stage(r, a.chunk);
+      id[{static_cast<int>(a.kind), a.microbatch, s}] = nodes.size();
+      nodes.push_back({r, i});
+      if (a.kind == ActionKind::kWeight) split[a.microbatch * t.stages() + s] = 1;
+    }
+  }
+  std::vector<std::vector<std::pair<size_t, double>>> out(nodes.size());  // (to, latency)
+  std::vector<int> indegree(nodes.size(), 0);
+  auto edge = [&](size_t from, size_t to, double latency_s) {
+    out[from].push_back({to, latency_s});
+    ++indegree[to];
+  };
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Action& a = programs[nodes[n].rank][nodes[n].index];
+    const int s = t.Stage(nodes[n].rank, a.chunk);
+    if (nodes[n].index > 0) edge(n - 1, n, 0.0);  // program order (nodes of a rank are adjacent)
+    auto dep = [&](ActionKind kind, int stage) {
+      const size_t from = id.at({static_cast<int>(kind), a.microbatch, stage});
+      edge(from, n, t.RankOf(stage) != nodes[n].rank ? costs.time_p2p_s : 0.0);
+    };
+    if (a.kind == ActionKind::kForward && s > 0) dep(ActionKind::kForward, s - 1);
+    if (a.kind == ActionKind::kBackward) dep(ActionKind::kForward, s);
+    if (a.kind == ActionKind::kBackward && s < t.stages() - 1) dep(ActionKind::kBackward, s + 1);
+    if (a.kind == ActionKind::kWeight) dep(ActionKind::kBackward, s);
+  }
+  std::vector<double> start(nodes.size(), 0.0);
+  std::vector<size_t> ready;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (indegree[n] == 0) ready.push_back(n);
+  }
+  Oracle oracle;
+  size_t visited = 0;
+  while (!ready.empty()) {
+    const size_t n = ready.back();
+    ready.pop_back();
+    ++visited;
+    const Action& a = programs[nodes[n].rank][nodes[n].index];
+    const int s = t.Stage(nodes[n].rank, a.chunk);
+    const ActionCosts& c = costs.at(s);
+    const double cost = a.kind == ActionKind::kForward ? c.time_f_s
+                        : a.kind == ActionKind::kWeight
+                            ? c.time_w_s
+                            : c.time_b_s + (split[a.microbatch * t.stages() + s] ? 0 : c.time_w_s);
+    const double end = start[n] + cost;
+    oracle.makespan_s = std::max(oracle.makespan_s, end);
+    for (const auto& [to, latency_s] : out[n]) {
+      start[to] = std::max(start[to], end + latency_s);
+      if (--indegree[to] == 0) ready.push_back(to);
+    }
+  }
+  oracle.acyclic = visited == nodes.size();
+  return oracle;
+}
+
+TEST(Simulate, RandomProgramsAgreeWithTheDagOracle) {
+  std::mt19937 rng(7);
+  int deadlocks = 0, completes = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int pp = 1 + static_cast<int>(rng() % 4), v = 1 + static_cast<int>(rng() % 2);
+    const int m = 1 + static_cast<int>(rng() % 4);
+    const bool split = rng() % 2 == 0;
+    const Topology t{pp, v, m};
+    std::vector<Program> programs(static_cast<size_t>(pp));
+    for (int r = 0; r < pp; ++r) {
+      // Start from a dependency-respecting order (all F by stage, then all B by reverse stage),
+      // then apply a few random adjacent swaps: some results deadlock, some do not.
+      for (int c = 0; c < v; ++c) {
+        for (int mb = 0; mb < m; ++mb) programs[r].push_back(F(mb, c));
+      }
+      for (int c = v - 1; c >= 0; --c) {
+        for (int mb = 0; mb < m; ++mb) {
+          programs[r].push_back(B(mb, c));
+          if (split) programs[r].push_back(W(mb, c));
+        }
+      }
+      const int swaps = static_cast<int>(rng() % 4);
+      for (int k = 0; k < swaps && programs[r].size() > 1; ++k) {
+        const size_t i = rng() % (programs[r].size() - 1);
+        std::swap(programs[r][i], programs[r][i + 1]);
+      }
+    }
+    Costs costs;
+    costs.per_stage = {{0.5 + rng() % 3, 0.5 + rng() % 3, 0.25 + rng() % 2}};
+    costs.time_p2p_s = 0.1 * static_cast<double>(rng() % 3);
+    auto sim = Simulate(programs, t, costs);
+    ASSERT_TRUE(sim.ok()) << sim.status().message();
+    const Oracle oracle = LongestPath(programs, t, costs);
+    ASSERT_EQ(sim->complete, oracle.acyclic) << "trial " << trial << "\n" << sim->deadlock;
+    if (sim->complete) {
+      ++completes;
+      EXPECT_NEAR(sim->makespan_s, oracle.makespan_s, 1e-9) << "trial " << trial;
+      EXPECT_TRUE(CheckComplete(programs, t, split).ok());
+    } else {
+      ++deadlocks;
+      EXPECT_NE(sim->deadlock.find("stuck at action"), std::string::npos);
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(deadlocks, 50);
+  EXPECT_GT(completes, 50);
 }
 
 }  // namespace
