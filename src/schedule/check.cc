@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "schedule/generate.h"
 #include "schedule/simulate.h"
 
 namespace pentamesh::schedule {

@@ -24,6 +24,9 @@ namespace pentamesh::schedule {
 
 using spec::Schedule;
 
+// Bound on the (micro-batch, stage) pairs MakeAll and Simulate materialise (about 100 MB).
+inline constexpr int64_t kMaxScheduledPairs = int64_t{1} << 22;
+
 struct ScheduleSpec {
   Schedule kind = Schedule::kOneFOneB;
   int pp = 1;
@@ -53,7 +56,7 @@ Program ZeroBubbleH1(int pp, int rank, int microbatches);
 // Validates, then dispatches to the generator of `kind`.
 core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches,
                            int virtual_stages = 1);
-// Every rank's program, index = pp rank.
+// Every rank's program, index = pp rank. Also requires m * pp * V <= kMaxScheduledPairs (memory).
 core::Result<std::vector<Program>> MakeAll(const ScheduleSpec& spec);
 
 // Megatron's interleaved order: the (micro-batch, chunk) of the k-th forward / backward of a rank.

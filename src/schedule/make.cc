@@ -109,6 +109,13 @@ core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches, in
 
 core::Result<std::vector<Program>> MakeAll(const ScheduleSpec& spec) {
   PM_RETURN_IF_ERROR(ValidateSchedule(spec));
+  const int64_t pairs = int64_t{spec.microbatches} * spec.pp * spec.virtual_stages;
+  if (pairs > kMaxScheduledPairs) {
+    return core::Status::Error(fmt::format(
+        "schedule {}: microbatches * pp * virtual_stages = {} exceeds {} (too large to generate "
+        "and simulate; the closed forms in estimate.h have no limit)",
+        ToString(spec), pairs, kMaxScheduledPairs));
+  }
   std::vector<Program> programs;
   programs.reserve(static_cast<size_t>(spec.pp));
   for (int rank = 0; rank < spec.pp; ++rank) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "schedule/format.h"
+#include "schedule/generate.h"
 
 namespace pentamesh::schedule {
 namespace {
@@ -57,6 +58,11 @@ core::Status CheckInputs(const std::vector<Program>& programs, const Topology& t
   if (static_cast<int>(programs.size()) != t.pp) {
     return core::Status::Error(
         fmt::format("simulate: {} programs given for pp={}", programs.size(), t.pp));
+  }
+  const int64_t pairs = int64_t{t.microbatches} * t.pp * t.virtual_stages;
+  if (pairs > kMaxScheduledPairs) {
+    return core::Status::Error(
+        fmt::format("simulate: m * pp * V = {} exceeds {}", pairs, kMaxScheduledPairs));
   }
   if (costs.per_stage.size() != 1 && static_cast<int>(costs.per_stage.size()) != t.stages()) {
     return core::Status::Error(fmt::format("simulate: costs.per_stage has {} entries, need 1 or {}",

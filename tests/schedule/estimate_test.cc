@@ -34,6 +34,13 @@ TEST(Estimate, ZeroBubbleBelowPHasNoClosedFormAndUsesTheSimulator) {
   EXPECT_DOUBLE_EQ(*BubbleFraction(Schedule::kZeroBubble, 2, 1), 2.0 / 5.0);
 }
 
+TEST(Estimate, ClosedFormsAnswerBeyondTheSimulatorsLimit) {
+  auto bubble = BubbleFraction(Schedule::kInterleaved, 1024, 65536, 64);
+  ASSERT_TRUE(bubble.ok()) << bubble.status().message();
+  EXPECT_DOUBLE_EQ(*bubble, 1023.0 / (64.0 * 65536 + 1023));
+  EXPECT_EQ(*PeakInFlight(Schedule::kOneFOneB, 1024, 65536, 1, 1000), 24);
+}
+
 TEST(Estimate, RejectsInvalidInput) {
   auto bad_m = BubbleFraction(Schedule::kInterleaved, 4, 6, 2);
   ASSERT_FALSE(bad_m.ok());

@@ -72,6 +72,16 @@ TEST(Generate, MakeRejectsInvalidSpecsNamingTheField) {
   }
 }
 
+TEST(Generate, MakeAllBoundsMemoryButClosedFormsDoNot) {
+  auto huge = MakeAll({Schedule::kOneFOneB, 1024, 65536, 1});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("microbatches * pp * virtual_stages = 67108864 exceeds"),
+            std::string::npos)
+      << huge.status().message();
+  EXPECT_TRUE(Make(Schedule::kOneFOneB, 1024, 0, 65536).ok());  // one rank is small
+  EXPECT_TRUE(MakeAll({Schedule::kOneFOneB, 64, 4096, 1}).ok());
+}
+
 TEST(Generate, ParsesScheduleKinds) {
   EXPECT_EQ(ParseScheduleKind("gpipe")->kind, Schedule::kGPipe);
   EXPECT_EQ(ParseScheduleKind("1f1b")->kind, Schedule::kOneFOneB);

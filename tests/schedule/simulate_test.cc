@@ -120,6 +120,7 @@ TEST(Simulate, RejectsMalformedInput) {
            Case{{{F(0), B(0)}, {F(0), B(0)}}, {2, 1, 1}, wrong_len, "has 3 entries, need 1 or 2"},
            Case{{{F(0), B(0)}}, {1, 1, 1}, bad_p2p, "time_p2p_s=-0.1"},
            Case{{}, {0, 1, 1}, Costs{}, "pp=0 V=1 m=1 must all be >= 1"},
+           Case{std::vector<Program>(512), {512, 4, 4096}, Costs{}, "m * pp * V = 8388608 exceeds"},
        }) {
     auto r = Simulate(c.programs, c.t, c.costs);
     ASSERT_FALSE(r.ok()) << c.expect;
