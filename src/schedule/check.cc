@@ -31,6 +31,11 @@ core::Status CheckComplete(const std::vector<Program>& programs, const Topology&
     return core::Status::Error(
         fmt::format("complete: {} programs for pp={}", programs.size(), t.pp));
   }
+  if (t.microbatches < 1 || t.virtual_stages < 1 ||
+      int64_t{t.microbatches} * t.pp * t.virtual_stages > kMaxScheduledPairs) {
+    return core::Status::Error(fmt::format("complete: m={} V={} out of range (m * pp * V <= {})",
+                                           t.microbatches, t.virtual_stages, kMaxScheduledPairs));
+  }
   const size_t n = static_cast<size_t>(t.microbatches) * static_cast<size_t>(t.stages());
   std::vector<int> count(3 * n, 0);
   for (int rank = 0; rank < t.pp; ++rank) {

@@ -178,6 +178,7 @@ TEST(CheckComplete, FindsMissingDuplicateAndPartialW) {
       << partial_w.message();
   auto need_w = CheckComplete(All(Schedule::kOneFOneB, 2, 2), t, /*require_w=*/true);
   EXPECT_FALSE(need_w.ok());
+  EXPECT_FALSE(CheckComplete({{}, {}}, {2, 1, 0}, false).ok());
   auto range = CheckComplete({{F(5)}, {}}, t, false);
   EXPECT_NE(range.message().find("out-of-range action F5.0"), std::string::npos);
 }
