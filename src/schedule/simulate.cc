@@ -250,14 +250,16 @@ int PeakInFlight(const Program& program, int virtual_stages, int microbatches) {
 std::vector<CommOp> ExpandComm(const Program& program, const Topology& t, int rank) {
   std::vector<CommOp> ops;
   const int last = t.stages() - 1;
-  for (const Action& a : program) {
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Action& a = program[i];
     const int s = t.Stage(rank, a.chunk);
+    const int index = static_cast<int>(i);
     if (a.kind == ActionKind::kForward) {
-      if (s > 0) ops.push_back({CommKind::kRecvF, t.RankOf(s - 1), a.microbatch, s - 1});
-      if (s < last) ops.push_back({CommKind::kSendF, t.RankOf(s + 1), a.microbatch, s});
+      if (s > 0) ops.push_back({CommKind::kRecvF, t.RankOf(s - 1), a.microbatch, s - 1, index});
+      if (s < last) ops.push_back({CommKind::kSendF, t.RankOf(s + 1), a.microbatch, s, index});
     } else if (a.kind == ActionKind::kBackward) {
-      if (s < last) ops.push_back({CommKind::kRecvB, t.RankOf(s + 1), a.microbatch, s + 1});
-      if (s > 0) ops.push_back({CommKind::kSendB, t.RankOf(s - 1), a.microbatch, s});
+      if (s < last) ops.push_back({CommKind::kRecvB, t.RankOf(s + 1), a.microbatch, s + 1, index});
+      if (s > 0) ops.push_back({CommKind::kSendB, t.RankOf(s - 1), a.microbatch, s, index});
     }
   }
   return ops;

@@ -81,7 +81,8 @@ struct CommOp {
   CommKind kind;
   int peer;  // the other pp rank
   int microbatch;
-  int stage;  // the virtual stage that produced the tensor
+  int stage;         // the virtual stage that produced the tensor
+  int action_index;  // the program action it serves: receives run before it, sends after it
   bool operator==(const CommOp&) const = default;
 };
 std::vector<CommOp> ExpandComm(const Program& program, const Topology& topology, int rank);

@@ -142,10 +142,11 @@ TEST(ExpandComm, DerivesTransfersFromComputeOrder) {
   const Topology t{3, 1, 2};
   auto program = Make(Schedule::kOneFOneB, 3, 1, 2);  // F0 F1 B0 B1 on the middle rank
   ASSERT_TRUE(program.ok());
-  const std::vector<CommOp> expect = {{CommKind::kRecvF, 0, 0, 0}, {CommKind::kSendF, 2, 0, 1},
-                                      {CommKind::kRecvF, 0, 1, 0}, {CommKind::kSendF, 2, 1, 1},
-                                      {CommKind::kRecvB, 2, 0, 2}, {CommKind::kSendB, 0, 0, 1},
-                                      {CommKind::kRecvB, 2, 1, 2}, {CommKind::kSendB, 0, 1, 1}};
+  const std::vector<CommOp> expect = {
+      {CommKind::kRecvF, 0, 0, 0, 0}, {CommKind::kSendF, 2, 0, 1, 0},
+      {CommKind::kRecvF, 0, 1, 0, 1}, {CommKind::kSendF, 2, 1, 1, 1},
+      {CommKind::kRecvB, 2, 0, 2, 2}, {CommKind::kSendB, 0, 0, 1, 2},
+      {CommKind::kRecvB, 2, 1, 2, 3}, {CommKind::kSendB, 0, 1, 1, 3}};
   EXPECT_EQ(ExpandComm(*program, t, 1), expect);
   // The last stage receives activations but sends none forward; it starts the backward.
   const auto last = ExpandComm(*Make(Schedule::kOneFOneB, 3, 2, 2), t, 2);
@@ -158,8 +159,8 @@ TEST(ExpandComm, InterleavedWrapsFromLastRankToFirst) {
   // Chunk 1 of rank 0 is stage 2: its input comes from stage 1 on rank 1.
   const auto ops = ExpandComm({F(0, 1)}, t, 0);
   ASSERT_EQ(ops.size(), 2u);
-  EXPECT_EQ(ops[0], (CommOp{CommKind::kRecvF, 1, 0, 1}));
-  EXPECT_EQ(ops[1], (CommOp{CommKind::kSendF, 1, 0, 2}));
+  EXPECT_EQ(ops[0], (CommOp{CommKind::kRecvF, 1, 0, 1, 0}));
+  EXPECT_EQ(ops[1], (CommOp{CommKind::kSendF, 1, 0, 2, 0}));
 }
 
 TEST(CheckComplete, FindsMissingDuplicateAndPartialW) {
