@@ -89,7 +89,7 @@ RunFn AddScheduleCommand(CLI::App& app) {
   auto* sub = app.add_subcommand("schedule",
                                  "Print a pipeline schedule's actions, simulated grid and bubble");
   auto o = std::make_shared<ScheduleOptions>();
-  sub->add_option("--kind", o->kind, "gpipe, 1f1b, interleaved:V or zb (ZB-H1)")
+  sub->add_option("--kind", o->kind, "gpipe, 1f1b, interleaved:V, zb (ZB-H1) or zbv (ZB-V)")
       ->capture_default_str();
   sub->add_option("--pp", o->pp, "pipeline ranks")->required();
   sub->add_option("--microbatches", o->microbatches, "micro-batches per step")->required();

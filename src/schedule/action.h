@@ -8,7 +8,8 @@
 // forget or misplace a send, and the executor and the simulator derive the same transfers.
 //
 // Virtual stages: model chunk c of pp rank r holds virtual stage s = c * pp + r (Megatron's
-// interleaved placement), so there are S = pp * V stages and stage s lives on rank s % pp.
+// interleaved placement), so there are S = pp * V stages and stage s lives on rank s % pp; ZB-V
+// uses the V-shaped placement instead (see Topology).
 //
 // Invariant: an Action names (kind, chunk, microbatch); the rank is the Program's index.
 // B is the full backward (input and weight gradients) unless the same rank's program also holds a
@@ -47,15 +48,27 @@ char KindLetter(ActionKind kind);
 // "F3", or "F3.1" (micro-batch 3, chunk 1) when show_chunk (interleaved schedules).
 std::string ToString(const Action& action, bool show_chunk = false);
 
-// Where virtual stages live (Megatron's interleaved placement).
+// Where virtual stages live. kLoop (Megatron's interleaved placement, and V = 1): chunk c of rank
+// r is stage c * pp + r. kVShape (ZB-V, V = 2): chunk 0 of rank r is stage r and chunk 1 is stage
+// 2 * pp - 1 - r, so rank 0 holds the first and the last stage and the turn at stage pp-1 -> pp
+// stays on rank pp-1.
+enum class Placement : uint8_t { kLoop, kVShape };
+
 struct Topology {
   int pp = 1;              // pipeline ranks
   int virtual_stages = 1;  // model chunks per rank (V)
   int microbatches = 1;    // m
+  Placement placement = Placement::kLoop;
 
   int stages() const { return pp * virtual_stages; }
-  int Stage(int rank, int chunk) const { return chunk * pp + rank; }
-  int RankOf(int stage) const { return stage % pp; }
+  int Stage(int rank, int chunk) const {
+    if (placement == Placement::kVShape && chunk == 1) return 2 * pp - 1 - rank;
+    return chunk * pp + rank;
+  }
+  int RankOf(int stage) const {
+    if (placement == Placement::kVShape && stage >= pp) return 2 * pp - 1 - stage;
+    return stage % pp;
+  }
   int ChunkOf(int stage) const { return stage / pp; }
 };
 

@@ -53,25 +53,31 @@ std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& s) {
     case Schedule::kInterleaved:
       return (p - 1) / (v * m + p - 1);
     case Schedule::kZeroBubble:
+      if (s.v_shape()) {
+        if (s.microbatches < 2 * s.pp - 1) return std::nullopt;
+        return (p - 1) / (6 * m + p - 1);
+      }
       if (s.microbatches < s.pp) return std::nullopt;
       return (p - 1) / (3 * m + p - 1);
   }
   return std::nullopt;
 }
 
-int PeakInFlightClosedForm(const ScheduleSpec& s, int rank) {
+std::optional<int> PeakInFlightClosedForm(const ScheduleSpec& s, int rank) {
   const int p = s.pp, m = s.microbatches, v = s.virtual_stages;
   switch (s.kind) {
     case Schedule::kGPipe:
       return m;
     case Schedule::kOneFOneB:
       return std::min(m, p - rank);
-    case Schedule::kZeroBubble:
-      return std::min(m, p);
     case Schedule::kInterleaved:
       return std::min(2 * (p - rank - 1) + (v - 1) * p + 1, v * m);
+    case Schedule::kZeroBubble:
+      if (!s.v_shape()) return std::min(m, p);
+      if (m >= 2 * p - 1) return 2 * p;
+      return std::nullopt;
   }
-  return 0;
+  return std::nullopt;
 }
 
 core::Result<SimResult> SimulateSchedule(const ScheduleSpec& spec, const Costs& costs) {
@@ -108,7 +114,10 @@ core::Result<int> PeakInFlight(Schedule kind, int pp, int microbatches, int virt
     return core::Status::Error(
         fmt::format("schedule {}: rank={} must be in [0, pp={})", ToString(spec), rank, pp));
   }
-  return PeakInFlightClosedForm(spec, rank);
+  if (const auto closed = PeakInFlightClosedForm(spec, rank)) return *closed;
+  // No closed form (zbv with few micro-batches): walk the rank's program, O(m).
+  PM_ASSIGN_OR_RETURN(Program program, Make(kind, pp, rank, microbatches, virtual_stages));
+  return schedule::PeakInFlight(program, virtual_stages, microbatches);
 }
 
 }  // namespace pentamesh::schedule

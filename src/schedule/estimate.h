@@ -9,9 +9,11 @@
 //     gpipe, 1f1b:        (p-1) / (m + p - 1)                       every m
 //     interleaved:V       (p-1) / (V*m + p - 1)                     every valid m (m % p == 0)
 //     zb (ZB-H1):         (p-1) / (3m + p - 1)                      m >= p; simulated for m < p
+//     zbv (ZB-V):         (p-1) / (6m + p - 1)                      m >= 2p - 1; simulated below
 //   peak in-flight chunk activations on rank r:
-//     gpipe: m;  1f1b: min(m, p - r);  zb: min(m, p);
+//     gpipe: m;  1f1b: min(m, p - r);  zb: min(m, p);  zbv: 2p when m >= 2p - 1;
 //     interleaved: min(2(p - r - 1) + (V - 1)p + 1, V*m)   (divide by V for stage-equivalents)
+//   where no closed form is listed, the answer comes from the program (simulated).
 // Invariant: every answer equals Simulate() on MakeAll() with Costs::Equal().
 #pragma once
 
@@ -30,9 +32,10 @@ core::Result<double> BubbleFraction(Schedule kind, int pp, int microbatches,
 core::Result<int> PeakInFlight(Schedule kind, int pp, int microbatches, int virtual_stages,
                                int rank);
 
-// The closed forms alone; nullopt where none is proven (zb with m < p). REQUIRES: a valid spec.
+// The closed forms alone; nullopt where none is proven (zb with m < p, zbv with m < 2p - 1).
+// REQUIRES: a valid spec and 0 <= rank < pp.
 std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& spec);
-int PeakInFlightClosedForm(const ScheduleSpec& spec, int rank);
+std::optional<int> PeakInFlightClosedForm(const ScheduleSpec& spec, int rank);
 
 // Always the simulator (memoized per spec; thread-safe). The reference the closed forms match.
 core::Result<double> BubbleFractionSimulated(const ScheduleSpec& spec);

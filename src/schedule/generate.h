@@ -3,7 +3,8 @@
 //
 // Validity rules (ValidateSchedule returns the first violated rule, naming the field):
 //   all:          1 <= pp <= 1024, 1 <= microbatches <= 65536, 0 <= rank < pp
-//   gpipe, 1f1b, zb (ZB-H1): virtual_stages == 1
+//   gpipe, 1f1b: virtual_stages == 1
+//   zb:           virtual_stages == 1 (ZB-H1) or 2 (ZB-V, V-shaped placement)
 //   interleaved:  pp >= 2, 2 <= virtual_stages <= 64, microbatches % pp == 0 (Megatron-LM's rules;
 //   the
 //                 same ones spec::Validate applies to a Layout)
@@ -33,12 +34,17 @@ struct ScheduleSpec {
   int microbatches = 1;
   int virtual_stages = 1;
 
-  Topology topology() const { return {pp, virtual_stages, microbatches}; }
+  // ZB-V is kZeroBubble with two chunks per rank, placed in a V.
+  bool v_shape() const { return kind == Schedule::kZeroBubble && virtual_stages == 2; }
+  Topology topology() const {
+    return {pp, virtual_stages, microbatches, v_shape() ? Placement::kVShape : Placement::kLoop};
+  }
 };
 
-// "gpipe", "1f1b", "interleaved:V", "zb".
+// "gpipe", "1f1b", "interleaved:V", "zb" (ZB-H1), "zbv" (ZB-V).
 std::string ToString(const ScheduleSpec& spec);
-// Parses the CLI/Layout spelling: gpipe | 1f1b | interleaved:V | zb (pp and m are set by caller).
+// Parses the CLI/Layout spelling: gpipe | 1f1b | interleaved:V | zb | zbv (pp and m are set by
+// the caller).
 core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text);
 
 core::Status ValidateSchedule(const ScheduleSpec& spec);
@@ -52,6 +58,7 @@ Program GPipe(int pp, int rank, int microbatches);
 Program OneFOneB(int pp, int rank, int microbatches);
 Program Interleaved(int pp, int rank, int microbatches, int virtual_stages);
 Program ZeroBubbleH1(int pp, int rank, int microbatches);
+Program ZeroBubbleV(int pp, int rank, int microbatches);
 
 // Validates, then dispatches to the generator of `kind`.
 core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches,

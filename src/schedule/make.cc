@@ -12,8 +12,12 @@ constexpr int kMaxMicrobatches = 65536;
 constexpr int kMaxVirtualStages = 64;
 
 std::string ToString(const ScheduleSpec& spec) {
-  if (spec.kind == Schedule::kInterleaved)
+  if (spec.kind == Schedule::kInterleaved) {
     return fmt::format("interleaved:{}", spec.virtual_stages);
+  }
+  if (spec.kind == Schedule::kZeroBubble && spec.virtual_stages != 1) {
+    return spec.virtual_stages == 2 ? "zbv" : fmt::format("zb:{}", spec.virtual_stages);
+  }
   return spec::ToString(spec.kind);
 }
 
@@ -25,6 +29,9 @@ core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text) {
     spec.kind = Schedule::kOneFOneB;
   } else if (text == "zb" || text == "zb-h1") {
     spec.kind = Schedule::kZeroBubble;
+  } else if (text == "zbv" || text == "zb-v") {
+    spec.kind = Schedule::kZeroBubble;
+    spec.virtual_stages = 2;
   } else if (text.rfind("interleaved:", 0) == 0) {
     spec.kind = Schedule::kInterleaved;
     const std::string v = text.substr(12);
@@ -35,7 +42,7 @@ core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text) {
     }
   } else {
     return core::Status::Error(
-        fmt::format("schedule: kind='{}' is not one of gpipe, 1f1b, interleaved:V, zb", text));
+        fmt::format("schedule: kind='{}' is not one of gpipe, 1f1b, interleaved:V, zb, zbv", text));
   }
   return spec;
 }
@@ -49,6 +56,10 @@ core::Status ValidateSchedule(const ScheduleSpec& s) {
   if (s.microbatches < 1 || s.microbatches > kMaxMicrobatches) {
     return fail(
         fmt::format("microbatches={} must be in [1, {}]", s.microbatches, kMaxMicrobatches));
+  }
+  if (s.kind == Schedule::kZeroBubble) {
+    if (s.virtual_stages == 1 || s.virtual_stages == 2) return core::Status::Ok();
+    return fail(fmt::format("virtual_stages={} must be 1 (ZB-H1) or 2 (ZB-V)", s.virtual_stages));
   }
   if (s.kind != Schedule::kInterleaved) {
     if (s.virtual_stages == 1) return core::Status::Ok();
@@ -102,7 +113,8 @@ core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches, in
     case Schedule::kInterleaved:
       return Interleaved(pp, rank, microbatches, virtual_stages);
     case Schedule::kZeroBubble:
-      return ZeroBubbleH1(pp, rank, microbatches);
+      return virtual_stages == 2 ? ZeroBubbleV(pp, rank, microbatches)
+                                 : ZeroBubbleH1(pp, rank, microbatches);
   }
   return core::Status::Error("schedule: unknown kind");
 }

@@ -24,5 +24,16 @@ TEST(Topology, ChunkCOfRankRHoldsStageCTimesPpPlusR) {
   for (int s = 0; s < t.stages(); ++s) EXPECT_EQ(t.Stage(t.RankOf(s), t.ChunkOf(s)), s);
 }
 
+TEST(Topology, VShapeFoldsTheSecondChunkBack) {
+  const Topology t{
+      .pp = 4, .virtual_stages = 2, .microbatches = 8, .placement = Placement::kVShape};
+  EXPECT_EQ(t.Stage(0, 0), 0);
+  EXPECT_EQ(t.Stage(0, 1), 7);  // rank 0 holds the first and the last stage
+  EXPECT_EQ(t.Stage(3, 1), 4);  // the turn 3 -> 4 stays on rank 3
+  EXPECT_EQ(t.RankOf(4), 3);
+  EXPECT_EQ(t.RankOf(6), 1);
+  for (int s = 0; s < t.stages(); ++s) EXPECT_EQ(t.Stage(t.RankOf(s), t.ChunkOf(s)), s);
+}
+
 }  // namespace
 }  // namespace pentamesh::schedule

@@ -45,6 +45,22 @@ TEST(Generate, ZeroBubbleH1DefersRWeightPasses) {
             "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
 }
 
+TEST(Generate, ZeroBubbleVFollowsTheVShape) {
+  // pp=2, m=4, rank 0 (holds stages 0 and 3): 2(p-r)-1 = 3 chunk-0 forwards, p-r = 2 chunk-1
+  // F B W steps, steady F B W on chunk 0 then chunk 1, cooldown B W on chunk 0.
+  EXPECT_EQ(Print(Schedule::kZeroBubble, 2, 0, 4, 2),
+            "F0.0 F1.0 F2.0 F0.1 B0.1 W0.1 F1.1 B1.1 W1.1 F3.0 B0.0 W0.0 F2.1 B2.1 W2.1 B1.0 W1.0 "
+            "F3.1 B3.1 W3.1 B2.0 W2.0 B3.0 W3.0");
+  auto zbv = ParseScheduleKind("zbv");
+  ASSERT_TRUE(zbv.ok());
+  EXPECT_EQ(zbv->kind, Schedule::kZeroBubble);
+  EXPECT_EQ(zbv->virtual_stages, 2);
+  EXPECT_TRUE(zbv->v_shape());
+  EXPECT_EQ(ToString(*zbv), "zbv");
+  EXPECT_EQ(zbv->topology().placement, Placement::kVShape);
+  EXPECT_EQ(ScheduleSpec{}.topology().placement, Placement::kLoop);
+}
+
 TEST(Generate, MakeRejectsInvalidSpecsNamingTheField) {
   struct Case {
     Schedule kind;
@@ -56,7 +72,8 @@ TEST(Generate, MakeRejectsInvalidSpecsNamingTheField) {
            Case{Schedule::kOneFOneB, 2000, 0, 4, 1, "pp=2000 must be in [1, 1024]"},
            Case{Schedule::kGPipe, 2, 0, 0, 1, "microbatches=0 must be in [1, 65536]"},
            Case{Schedule::kOneFOneB, 2, 0, 4, 2, "virtual_stages=2 must be 1"},
-           Case{Schedule::kZeroBubble, 2, 0, 4, 3, "virtual_stages=3 must be 1"},
+           Case{Schedule::kZeroBubble, 2, 0, 4, 3,
+                "virtual_stages=3 must be 1 (ZB-H1) or 2 (ZB-V)"},
            Case{Schedule::kInterleaved, 2, 0, 4, 1, "virtual_stages=1 must be in [2, 64]"},
            Case{Schedule::kInterleaved, 2, 0, 4, 65, "virtual_stages=65 must be in [2, 64]"},
            Case{Schedule::kInterleaved, 1, 0, 4, 2, "interleaved needs pp >= 2"},
@@ -91,7 +108,7 @@ TEST(Generate, ParsesScheduleKinds) {
   EXPECT_EQ(inter->kind, Schedule::kInterleaved);
   EXPECT_EQ(inter->virtual_stages, 3);
   EXPECT_EQ(ToString(*inter), "interleaved:3");
-  for (const char* bad : {"interleaved:", "interleaved:x", "interleaved:2x", "1F1B", "zb-v", ""}) {
+  for (const char* bad : {"interleaved:", "interleaved:x", "interleaved:2x", "1F1B", "zb-h2", ""}) {
     auto r = ParseScheduleKind(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("schedule: kind="), std::string::npos);

@@ -286,7 +286,8 @@ TEST(Simulate, RandomProgramsAgreeWithTheDagOracle) {
     const int pp = 1 + static_cast<int>(rng() % 4), v = 1 + static_cast<int>(rng() % 2);
     const int m = 1 + static_cast<int>(rng() % 4);
     const bool split = rng() % 2 == 0;
-    const Topology t{pp, v, m};
+    const Placement placement = v == 2 && rng() % 2 == 0 ? Placement::kVShape : Placement::kLoop;
+    const Topology t{pp, v, m, placement};
     std::vector<Program> programs(static_cast<size_t>(pp));
     for (int r = 0; r < pp; ++r) {
       // Start from a dependency-respecting order (all F by stage, then all B by reverse stage),

@@ -20,6 +20,7 @@ constexpr Schedule kKinds[] = {Schedule::kGPipe, Schedule::kOneFOneB, Schedule::
 
 // The validity rules, restated independently of ValidateSchedule.
 bool ExpectValid(Schedule kind, int pp, int m, int v) {
+  if (kind == Schedule::kZeroBubble) return v == 1 || v == 2;  // ZB-H1, ZB-V
   if (kind != Schedule::kInterleaved) return v == 1;
   return pp >= 2 && v >= 2 && m % pp == 0;
 }
@@ -52,8 +53,11 @@ SimResult CheckOne(const ScheduleSpec& s) {
   if (!sim.ok()) return {};
   EXPECT_TRUE(sim->complete) << name << ": " << sim->deadlock;
   for (int rank = 0; rank < s.pp; ++rank) {
-    EXPECT_EQ(sim->ranks[rank].peak_in_flight, PeakInFlightClosedForm(s, rank))
-        << name << " rank " << rank;
+    if (const auto closed = PeakInFlightClosedForm(s, rank)) {
+      EXPECT_EQ(sim->ranks[rank].peak_in_flight, *closed) << name << " rank " << rank;
+    }
+    EXPECT_EQ(sim->ranks[rank].peak_in_flight,
+              *PeakInFlight(s.kind, s.pp, s.microbatches, s.virtual_stages, rank));
   }
   if (const auto closed = BubbleFractionClosedForm(s)) {
     EXPECT_NEAR(sim->bubble_fraction, *closed, 1e-12) << name;
@@ -79,10 +83,10 @@ TEST(Sweep, EveryScheduleIsCompletePairedDeadlockFreeAndMatchesClosedForms) {
   });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // 3 kinds x 8 x 32 with V = 1, plus interleaved: pp 2..8, V 2..4, m % pp == 0.
+  // 3 kinds x 8 x 32 with V = 1, ZB-V (V = 2) x 8 x 32, interleaved: pp 2..8, V 2..4, m % pp == 0.
   int interleaved = 0;
   for (int pp = 2; pp <= 8; ++pp) interleaved += 3 * (32 / pp);
-  EXPECT_EQ(valid, 3 * 8 * 32 + interleaved);
+  EXPECT_EQ(valid, 4 * 8 * 32 + interleaved);
   EXPECT_EQ(valid + invalid, 4 * 8 * 32 * 4);
   std::printf("sweep: %d valid specs simulated, %d rejected, %.3f s\n", valid, invalid, seconds);
   EXPECT_LT(seconds, 20.0);  // release: well under a second; sanitizers are slower
@@ -104,8 +108,11 @@ TEST(Sweep, BubbleClosedFormsInBothNormalisations) {
         EXPECT_NEAR(sim->bubble_ratio, (p - 1) / (v * m), 1e-12);
         break;
       case Schedule::kZeroBubble:
-        if (m >= p) {
+        if (v == 1 && m >= p) {
           EXPECT_NEAR(sim->bubble_ratio, (p - 1) / (3 * m), 1e-12);
+        }
+        if (v == 2 && m >= 2 * p - 1) {
+          EXPECT_NEAR(sim->bubble_ratio, (p - 1) / (6 * m), 1e-12);
         }
         break;
     }
@@ -136,6 +143,28 @@ TEST(Sweep, ZeroBubbleIdleIsAThirdOfOneFOneBWhenMAtLeastP) {
       }
       if (m < pp && pp > 1) {
         EXPECT_GT(zb->bubble_ratio, ofob->bubble_ratio / 3);
+      }
+    }
+  }
+}
+
+TEST(Sweep, ZeroBubbleVHalvesZbH1sBubbleWithinOneFOneBsMemory) {
+  // ZB-V splits each rank into two half-stage chunks in a V. Per-chunk equal costs make a stage
+  // cost 2 units, so idle (p-1) chunk units = (p-1)/2 stage units: half of ZB-H1's (p-1), a sixth
+  // of 1F1B's 3(p-1), once m >= 2p - 1. Its stash never exceeds 1F1B's stage 0: 2 min(m, p)
+  // chunks = min(m, p) stages.
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 32; ++m) {
+      auto zbv = SimulateSchedule({Schedule::kZeroBubble, pp, m, 2}, Costs::Equal());
+      auto ofob = SimulateSchedule({Schedule::kOneFOneB, pp, m, 1}, Costs::Equal());
+      ASSERT_TRUE(zbv.ok() && ofob.ok());
+      for (int rank = 0; rank < pp; ++rank) {
+        EXPECT_LE(zbv->ranks[rank].peak_in_flight, 2 * std::min(m, pp)) << pp << " " << m;
+        if (m >= 2 * pp - 1) {
+          EXPECT_EQ(zbv->ranks[rank].idle_s, pp - 1);
+          EXPECT_EQ(zbv->ranks[rank].peak_in_flight, 2 * pp);
+          EXPECT_NEAR(zbv->ranks[rank].idle_s / 2, ofob->ranks[rank].idle_s / 6, 1e-12);
+        }
       }
     }
   }
@@ -217,7 +246,10 @@ TEST(Sweep, UnequalCostsStayCompleteAndRespectLowerBounds) {
     ASSERT_TRUE(sim.ok()) << sim.status().message();
     double critical_s = 0;
     for (const ActionCosts& c : costs.per_stage) critical_s += c.time_f_s + c.time_b_s;
-    critical_s += 2 * (s.pp > 1 ? s.pp * s.virtual_stages - 1 : 0) * costs.time_p2p_s;
+    const Topology t = s.topology();
+    for (int stage = 0; stage + 1 < t.stages(); ++stage) {  // cross-rank hops, both directions
+      if (t.RankOf(stage) != t.RankOf(stage + 1)) critical_s += 2 * costs.time_p2p_s;
+    }
     EXPECT_GE(sim->makespan_s + 1e-9, critical_s);
     for (const RankStats& r : sim->ranks) {
       EXPECT_GE(sim->makespan_s + 1e-9, r.busy_s);
