@@ -1,11 +1,12 @@
-// ZB-V (Qi et al., "Zero Bubble (Almost) Pipeline Parallelism", ICLR 2024, the V-shape schedule;
-// the phases follow PyTorch pipelining's ScheduleZBVZeroBubble): two chunks per rank in a V (chunk
-// 0 = stage r, chunk 1 = stage 2p-1-r), backward split into B and W. Phases on rank r: 2(p-r)-1
-// forwards of chunk 0; r pairs of (F chunk 1, F chunk 0); p-r steps of (F, B, W) on chunk 1; steady
-// steps of (F B W) on chunk 0 then on chunk 1; cooldown B passes, then the remaining W passes. The
-// generator runs the phases for max(m, 2p-1) micro-batches and drops the padding ones, so any m >=
-// 1 is valid. Invariant: rank r never stashes more than 2p chunk activations (p stages' worth,
-// 1F1B's stage-0 peak).
+// ZB-V (Qi et al., "Zero Bubble (Almost) Pipeline Parallelism", ICLR 2024, the V-shape
+// schedule; the phases follow PyTorch pipelining's ScheduleZBVZeroBubble): two chunks per rank in
+// a V (chunk 0 = stage r, chunk 1 = stage 2p-1-r), backward split into B and W. Phases on rank r:
+// 2(p-r)-1 forwards of chunk 0; r pairs of (F chunk 1, F chunk 0); p-r steps of (F, B, W) on
+// chunk 1; steady steps of (F B W) on chunk 0 then on chunk 1; cooldown B passes, then the
+// remaining W passes. The generator runs the phases for max(m, 2p-1) micro-batches and drops the
+// padding ones, so any m >= 1 is valid.
+// Invariant: rank r never stashes more than 2p chunk activations (p stages' worth, 1F1B's
+// stage-0 peak).
 #include <algorithm>
 
 #include "core/check.h"
