@@ -3,14 +3,13 @@
 //
 // Validity rules (ValidateSchedule returns the first violated rule, naming the field):
 //   all:          1 <= pp <= 1024, 1 <= microbatches <= 65536, 0 <= rank < pp
-//   gpipe, 1f1b: virtual_stages == 1
+//   gpipe, 1f1b:  virtual_stages == 1
 //   zb:           virtual_stages == 1 (ZB-H1) or 2 (ZB-V, V-shaped placement)
-//   interleaved:  pp >= 2, 2 <= virtual_stages <= 64, microbatches % pp == 0 (Megatron-LM's rules;
-//   the
-//                 same ones spec::Validate applies to a Layout)
+//   interleaved:  pp >= 2, 2 <= virtual_stages <= 64, microbatches % pp == 0 (Megatron-LM's
+//                 rules; the same ones spec::Validate applies to a Layout)
 // Invariant: for a valid spec every generated program set is complete (one F and one B per
-// (micro-batch, virtual stage), plus one W for zb) and deadlock-free; tests/schedule proves it for
-// pp <= 8, m <= 32, V <= 4.
+// (micro-batch, virtual stage), plus one W for zb/zbv) and deadlock-free; tests/schedule proves
+// it for pp <= 8, m <= 32, V <= 4.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // receive: a deadlock is a cycle of data dependencies through the program orders, which the
 // simulator detects and reports (which rank is stuck on which action, waiting for what).
 //
-// Dependencies, with stage s = chunk * pp + rank and S = pp * V stages:
+// Dependencies, with s = Topology::Stage(rank, chunk) and S = pp * V stages:
 //   F(mb, s)  needs F(mb, s-1)                         (activation from the previous stage)
 //   B(mb, s)  needs F(mb, s) and B(mb, s+1), or only F(mb, S-1) on the last stage (the loss)
 //   W(mb, s)  needs B(mb, s)                           (same rank)
