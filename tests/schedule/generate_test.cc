@@ -19,7 +19,7 @@ TEST(Generate, GPipeRunsAllForwardsThenAllBackwards) {
 }
 
 TEST(Generate, OneFOneBHasWarmupSteadyCooldown) {
-  // pp=4: rank r warms up with p-r-1 forwards (Narayanan et al. 2021, Fig. 4 top).
+  // pp=4: rank r warms up with p-r-1 forwards (PipeDream-Flush, Narayanan et al. 2021).
   EXPECT_EQ(Print(Schedule::kOneFOneB, 4, 0, 6), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
   EXPECT_EQ(Print(Schedule::kOneFOneB, 4, 1, 6), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
   EXPECT_EQ(Print(Schedule::kOneFOneB, 4, 3, 3), "F0 B0 F1 B1 F2 B2");
@@ -37,8 +37,8 @@ TEST(Generate, InterleavedFollowsMegatronOrder) {
 }
 
 TEST(Generate, ZeroBubbleH1DefersRWeightPasses) {
-  // Qi et al. 2023, Fig. 3 (ZB-H1), p=4, m=8: the first rank is 1F1B with W right after B; the
-  // last rank defers its first p-1 W passes and drains them at the end.
+  // The handcrafted ZB-H1 of Qi et al. 2023, p=4, m=8: the first rank is 1F1B with W right after
+  // B; the last rank defers its first p-1 W passes and drains them at the end.
   EXPECT_EQ(Print(Schedule::kZeroBubble, 4, 0, 8),
             "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7");
   EXPECT_EQ(Print(Schedule::kZeroBubble, 4, 3, 8),
