@@ -31,6 +31,10 @@ core::Status CheckComplete(const std::vector<Program>& programs, const Topology&
     return core::Status::Error(
         fmt::format("complete: {} programs for pp={}", programs.size(), t.pp));
   }
+  if (t.placement == Placement::kVShape && t.virtual_stages != 2) {
+    return core::Status::Error(
+        fmt::format("complete: the V-shaped placement needs V=2 (V={})", t.virtual_stages));
+  }
   if (t.microbatches < 1 || t.virtual_stages < 1 ||
       int64_t{t.microbatches} * t.pp * t.virtual_stages > kMaxScheduledPairs) {
     return core::Status::Error(fmt::format("complete: m={} V={} out of range (m * pp * V <= {})",

@@ -42,9 +42,11 @@ double ShortestAction(const SimResult& result) {
 
 std::string FormatGrid(const SimResult& result, int virtual_stages, double slot_s, int max_rows) {
   const bool chunks = virtual_stages > 1;
-  if (slot_s <= 0) slot_s = ShortestAction(result);
+  if (!(slot_s > 0) || !std::isfinite(slot_s)) slot_s = ShortestAction(result);
+  max_rows = std::max(max_rows, 0);
   const int ranks = static_cast<int>(result.timeline.size());
-  const double rows_exact = result.makespan_s / slot_s;
+  // Clamped before the cast: a tiny slot must not overflow the row count.
+  const double rows_exact = std::min(result.makespan_s / slot_s, 1e9);
   const int rows = static_cast<int>(std::ceil(rows_exact - 1e-9));
   size_t width = 6;  // "rank N"
   for (const auto& rank_timeline : result.timeline) {

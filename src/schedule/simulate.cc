@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/check.h"
 #include "schedule/format.h"
 #include "schedule/generate.h"
 
@@ -54,6 +55,10 @@ core::Status CheckInputs(const std::vector<Program>& programs, const Topology& t
   if (t.pp < 1 || t.virtual_stages < 1 || t.microbatches < 1) {
     return core::Status::Error(fmt::format("simulate: pp={} V={} m={} must all be >= 1", t.pp,
                                            t.virtual_stages, t.microbatches));
+  }
+  if (t.placement == Placement::kVShape && t.virtual_stages != 2) {
+    return core::Status::Error(
+        fmt::format("simulate: the V-shaped placement needs V=2 (V={})", t.virtual_stages));
   }
   if (static_cast<int>(programs.size()) != t.pp) {
     return core::Status::Error(
@@ -230,11 +235,16 @@ int PeakInFlight(const Program& program, int virtual_stages, int microbatches) {
   const size_t n = static_cast<size_t>(virtual_stages) * static_cast<size_t>(microbatches);
   std::vector<uint8_t> split(n, 0);
   auto index = [&](const Action& a) {
+    PM_CHECK(a.chunk >= 0 && a.chunk < virtual_stages)
+        << ToString(a, true) << " V=" << virtual_stages;
+    PM_CHECK(a.microbatch >= 0 && a.microbatch < microbatches)
+        << ToString(a, true) << " m=" << microbatches;
     return static_cast<size_t>(a.microbatch) * static_cast<size_t>(virtual_stages) +
            static_cast<size_t>(a.chunk);
   };
   for (const Action& a : program) {
-    if (a.kind == ActionKind::kWeight) split[index(a)] = 1;
+    const size_t i = index(a);  // checks every action's range
+    if (a.kind == ActionKind::kWeight) split[i] = 1;
   }
   int in_flight = 0, peak = 0;
   for (const Action& a : program) {

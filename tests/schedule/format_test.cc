@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "schedule/estimate.h"
 #include "schedule/generate.h"
 
@@ -34,6 +36,10 @@ TEST(Format, GridShowsStepsByRank) {
             "   8       -      .\n");
   const std::string capped = FormatGrid(*sim, 1, 0.0, 3);
   EXPECT_NE(capped.find("... 6 more rows"), std::string::npos) << capped;
+  // Degenerate slot widths and row limits fall back to safe values instead of overflowing.
+  EXPECT_EQ(FormatGrid(*sim, 1, std::nan("")), FormatGrid(*sim, 1));
+  EXPECT_NE(FormatGrid(*sim, 1, 1e-300, 2).find("more rows"), std::string::npos);
+  EXPECT_NE(FormatGrid(*sim, 1, 0.0, -5).find("... 9 more rows"), std::string::npos);
   // Wider slots: each row covers two time units.
   const std::string wide = FormatGrid(*sim, 1, 2.0);
   EXPECT_EQ(std::count(wide.begin(), wide.end(), '\n'), 1 + 5);

@@ -120,6 +120,10 @@ TEST(Simulate, RejectsMalformedInput) {
            Case{{{F(0), B(0)}, {F(0), B(0)}}, {2, 1, 1}, wrong_len, "has 3 entries, need 1 or 2"},
            Case{{{F(0), B(0)}}, {1, 1, 1}, bad_p2p, "time_p2p_s=-0.1"},
            Case{{}, {0, 1, 1}, Costs{}, "pp=0 V=1 m=1 must all be >= 1"},
+           Case{{{F(0), B(0)}, {F(0), B(0)}},
+                {2, 3, 1, Placement::kVShape},
+                Costs{},
+                "V-shaped placement needs V=2 (V=3)"},
            Case{std::vector<Program>(512), {512, 4, 4096}, Costs{}, "m * pp * V = 8388608 exceeds"},
        }) {
     auto r = Simulate(c.programs, c.t, c.costs);
@@ -136,6 +140,11 @@ TEST(Simulate, PeakInFlightFreesAtWWhenSplitElseAtB) {
   EXPECT_EQ(PeakInFlight({F(0), B(0), W(0), F(1), B(1), W(1)}, 1, 2), 1);
   // Chunks count separately.
   EXPECT_EQ(PeakInFlight({F(0, 0), F(0, 1), B(0, 1), B(0, 0)}, 2, 1), 2);
+}
+
+TEST(PeakInFlightDeathTest, OutOfRangeActionIsAProgrammerError) {
+  EXPECT_DEATH(PeakInFlight({F(0, 2)}, 2, 1), "chunk");
+  EXPECT_DEATH(PeakInFlight({F(3)}, 1, 2), "microbatch");
 }
 
 TEST(ExpandComm, DerivesTransfersFromComputeOrder) {
@@ -180,6 +189,7 @@ TEST(CheckComplete, FindsMissingDuplicateAndPartialW) {
   auto need_w = CheckComplete(All(Schedule::kOneFOneB, 2, 2), t, /*require_w=*/true);
   EXPECT_FALSE(need_w.ok());
   EXPECT_FALSE(CheckComplete({{}, {}}, {2, 1, 0}, false).ok());
+  EXPECT_FALSE(CheckComplete({{}, {}}, {2, 1, 1, Placement::kVShape}, false).ok());
   auto range = CheckComplete({{F(5)}, {}}, t, false);
   EXPECT_NE(range.message().find("out-of-range action F5.0"), std::string::npos);
 }
