@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "schedule/estimate.h"
 #include "schedule/generate.h"
@@ -90,6 +91,27 @@ TEST(Sweep, EveryScheduleIsCompletePairedDeadlockFreeAndMatchesClosedForms) {
   EXPECT_EQ(valid + invalid, 4 * 8 * 32 * 4);
   std::printf("sweep: %d valid specs simulated, %d rejected, %.3f s\n", valid, invalid, seconds);
   EXPECT_LT(seconds, 20.0);  // release: well under a second; sanitizers are slower
+}
+
+TEST(Sweep, ClosedFormsHoldBeyondTheExhaustiveRange) {
+  // The planner calls the closed forms far beyond pp <= 8, m <= 32: spot-check random larger
+  // specs (pp 9..32, m up to 96) against full simulations, including the peak of every rank.
+  std::mt19937 rng(2024);
+  int checked = 0;
+  while (checked < 40) {
+    const Schedule kind = kKinds[rng() % 4];
+    const int pp = 9 + static_cast<int>(rng() % 24);
+    const int v = kind == Schedule::kInterleaved  ? 2 + static_cast<int>(rng() % 3)
+                  : kind == Schedule::kZeroBubble ? 1 + static_cast<int>(rng() % 2)
+                                                  : 1;
+    int m = 1 + static_cast<int>(rng() % 96);
+    if (kind == Schedule::kInterleaved) m = pp * (1 + m % 3);
+    const ScheduleSpec s{kind, pp, m, v};
+    ASSERT_TRUE(ValidateSchedule(s).ok()) << ValidateSchedule(s).message();
+    const SimResult sim = CheckOne(s);  // complete, paired, closed forms for bubble and peaks
+    EXPECT_TRUE(sim.complete) << ToString(s) << " pp=" << pp << " m=" << m;
+    ++checked;
+  }
 }
 
 TEST(Sweep, BubbleClosedFormsInBothNormalisations) {
