@@ -1,0 +1,141 @@
+// Validity rules and the dispatch from a schedule kind to its generator.
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "schedule/generate.h"
+
+namespace pentamesh::schedule {
+
+constexpr int kMaxPp = 1024;
+constexpr int kMaxMicrobatches = 65536;
+constexpr int kMaxVirtualStages = 64;
+
+std::string ToString(const ScheduleSpec& spec) {
+  if (spec.kind == Schedule::kInterleaved) {
+    return fmt::format("interleaved:{}", spec.virtual_stages);
+  }
+  if (spec.kind == Schedule::kZeroBubble && spec.virtual_stages != 1) {
+    return spec.virtual_stages == 2 ? "zbv" : fmt::format("zb:{}", spec.virtual_stages);
+  }
+  return spec::ToString(spec.kind);
+}
+
+core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text) {
+  ScheduleSpec spec;
+  if (text == "gpipe") {
+    spec.kind = Schedule::kGPipe;
+  } else if (text == "1f1b") {
+    spec.kind = Schedule::kOneFOneB;
+  } else if (text == "zb" || text == "zb-h1") {
+    spec.kind = Schedule::kZeroBubble;
+  } else if (text == "zbv" || text == "zb-v") {
+    spec.kind = Schedule::kZeroBubble;
+    spec.virtual_stages = 2;
+  } else if (text.rfind("interleaved:", 0) == 0) {
+    spec.kind = Schedule::kInterleaved;
+    const std::string v = text.substr(12);
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), spec.virtual_stages);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+      return core::Status::Error(
+          fmt::format("schedule: kind='{}': V='{}' is not an integer", text, v));
+    }
+  } else {
+    return core::Status::Error(
+        fmt::format("schedule: kind='{}' is not one of gpipe, 1f1b, interleaved:V, zb, zbv", text));
+  }
+  return spec;
+}
+
+// Cheap on the accepted path (no allocation): the planner calls it millions of times.
+core::Status ValidateSchedule(const ScheduleSpec& s) {
+  auto fail = [&s](const std::string& reason) {
+    return core::Status::Error(fmt::format("schedule {}: {}", ToString(s), reason));
+  };
+  if (s.pp < 1 || s.pp > kMaxPp) return fail(fmt::format("pp={} must be in [1, {}]", s.pp, kMaxPp));
+  if (s.microbatches < 1 || s.microbatches > kMaxMicrobatches) {
+    return fail(
+        fmt::format("microbatches={} must be in [1, {}]", s.microbatches, kMaxMicrobatches));
+  }
+  if (s.kind == Schedule::kZeroBubble) {
+    if (s.virtual_stages == 1 || s.virtual_stages == 2) return core::Status::Ok();
+    return fail(fmt::format("virtual_stages={} must be 1 (ZB-H1) or 2 (ZB-V)", s.virtual_stages));
+  }
+  if (s.kind != Schedule::kInterleaved) {
+    if (s.virtual_stages == 1) return core::Status::Ok();
+    return fail(fmt::format("virtual_stages={} must be 1 (only interleaved has virtual stages)",
+                            s.virtual_stages));
+  }
+  if (s.virtual_stages < 2 || s.virtual_stages > kMaxVirtualStages) {
+    return fail(
+        fmt::format("virtual_stages={} must be in [2, {}]", s.virtual_stages, kMaxVirtualStages));
+  }
+  if (s.pp < 2) return fail(fmt::format("interleaved needs pp >= 2 (pp={})", s.pp));
+  if (s.microbatches % s.pp != 0) {
+    return fail(fmt::format(
+        "microbatches={} must be divisible by pp={} (Megatron's interleaved schedule runs "
+        "micro-batches in groups of pp)",
+        s.microbatches, s.pp));
+  }
+  return core::Status::Ok();
+}
+
+core::Result<ScheduleSpec> FromLayout(const spec::Layout& layout, int64_t microbatches) {
+  auto narrow = [](int64_t v, int64_t limit) {
+    return v < 0 || v > limit ? -1 : static_cast<int>(v);
+  };
+  const ScheduleSpec spec{layout.schedule, narrow(layout.pp, kMaxPp),
+                          narrow(microbatches, kMaxMicrobatches),
+                          narrow(layout.virtual_stages, kMaxVirtualStages)};
+  if (spec.pp < 0 || spec.microbatches < 0 || spec.virtual_stages < 0) {
+    return core::Status::Error(fmt::format(
+        "schedule: layout pp={} virtual_stages={} with microbatches={} is out of range (pp <= {}, "
+        "virtual_stages <= {}, microbatches <= {})",
+        layout.pp, layout.virtual_stages, microbatches, kMaxPp, kMaxVirtualStages,
+        kMaxMicrobatches));
+  }
+  PM_RETURN_IF_ERROR(ValidateSchedule(spec));
+  return spec;
+}
+
+core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches, int virtual_stages) {
+  const ScheduleSpec spec{kind, pp, microbatches, virtual_stages};
+  PM_RETURN_IF_ERROR(ValidateSchedule(spec));
+  if (rank < 0 || rank >= pp) {
+    return core::Status::Error(
+        fmt::format("schedule {}: rank={} must be in [0, pp={})", ToString(spec), rank, pp));
+  }
+  switch (kind) {
+    case Schedule::kGPipe:
+      return GPipe(pp, rank, microbatches);
+    case Schedule::kOneFOneB:
+      return OneFOneB(pp, rank, microbatches);
+    case Schedule::kInterleaved:
+      return Interleaved(pp, rank, microbatches, virtual_stages);
+    case Schedule::kZeroBubble:
+      return virtual_stages == 2 ? ZeroBubbleV(pp, rank, microbatches)
+                                 : ZeroBubbleH1(pp, rank, microbatches);
+  }
+  return core::Status::Error("schedule: unknown kind");
+}
+
+core::Result<std::vector<Program>> MakeAll(const ScheduleSpec& spec) {
+  PM_RETURN_IF_ERROR(ValidateSchedule(spec));
+  const int64_t pairs = int64_t{spec.microbatches} * spec.pp * spec.virtual_stages;
+  if (pairs > kMaxScheduledPairs) {
+    return core::Status::Error(fmt::format(
+        "schedule {}: microbatches * pp * virtual_stages = {} exceeds {} (too large to generate "
+        "and simulate; the closed forms in estimate.h have no limit)",
+        ToString(spec), pairs, kMaxScheduledPairs));
+  }
+  std::vector<Program> programs;
+  programs.reserve(static_cast<size_t>(spec.pp));
+  for (int rank = 0; rank < spec.pp; ++rank) {
+    PM_ASSIGN_OR_RETURN(Program program,
+                        Make(spec.kind, spec.pp, rank, spec.microbatches, spec.virtual_stages));
+    programs.push_back(std::move(program));
+  }
+  return programs;
+}
+
+}  // namespace pentamesh::schedule
