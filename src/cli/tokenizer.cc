@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "data/dataset.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
 
@@ -70,6 +71,13 @@ RunFn AddTokenizeCommand(CLI::App& app) {
         stats->documents, stats->lines, static_cast<double>(stats->bytes) / 1e6,
         stats->train_tokens, stats->heldout_tokens, stats->shards, o->output_dir, stats->seconds,
         tokens / std::max(stats->seconds, 1e-9));
+    auto dataset = data::Dataset::Open(o->output_dir);
+    if (!dataset.ok()) return Fail(dataset.status().message());
+    const data::UnigramStats u = data::ComputeUnigramStats(*dataset);
+    fmt::print(
+        "unigram baseline: train entropy {:.4f} nats/token, heldout cross-entropy {:.4f} "
+        "nats/token\n",
+        u.train_entropy_nats, u.heldout_cross_entropy_nats);
     return 0;
   };
 }

@@ -72,6 +72,10 @@ class Dataset {
   int32_t eos_id() const { return manifest_.eos_id; }
   uint64_t tokens(Split split) const;
 
+  // OK iff a model with `model_vocab` embedding rows matches this dataset's tokenizer; the error
+  // names the field: "model.vocab=N does not match the tokenizer's vocab_size=M (<manifest>)".
+  core::Status CheckModelVocab(int64_t model_vocab) const;
+
   // Copies tokens [start, start + count) of a split's stream (crossing shards) as int32.
   // REQUIRES: start + count <= tokens(split).
   void Read(Split split, uint64_t start, uint64_t count, int32_t* out) const;
@@ -91,5 +95,16 @@ class Dataset {
   Stream train_;
   Stream heldout_;
 };
+
+// The unigram baseline a language model must beat to show it learned context: the entropy of
+// the train split's token frequencies, and the cross-entropy of the heldout split under those
+// frequencies with add-one smoothing over the vocabulary (both in nats per token).
+struct UnigramStats {
+  double train_entropy_nats = 0;
+  double heldout_cross_entropy_nats = 0;  // 0 when the heldout split is empty
+  uint64_t train_tokens = 0;
+  uint64_t heldout_tokens = 0;
+};
+UnigramStats ComputeUnigramStats(const Dataset& dataset);
 
 }  // namespace pentamesh::data
