@@ -34,6 +34,7 @@ RunFn AddTokenizerCommand(CLI::App& app) {
   train->add_option("--character-coverage", o->character_coverage)->capture_default_str();
   train->add_option("--normalization", o->normalization, "identity or nmt_nfkc")
       ->capture_default_str();
+  train->add_option("--seed", o->seed, "seed of SentencePiece's sampling")->capture_default_str();
   train->add_flag("--verbose", o->verbose, "show SentencePiece's training log");
   return [o]() -> int {
     auto stats = data::TrainTokenizer(*o);

@@ -32,7 +32,7 @@ struct TokenizeOptions {
   std::string output_dir;           // created if missing
   double heldout_fraction = 0.01;   // in [0, 1)
   uint64_t split_seed = 1234;
-  int64_t shard_tokens = int64_t{1} << 26;  // tokens per shard file (the last may be shorter)
+  int64_t shard_tokens = int64_t{1} << 24;  // tokens per shard (64 MiB buffer per split)
 };
 
 struct TokenizeStats {

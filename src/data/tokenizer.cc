@@ -154,6 +154,7 @@ Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& o) {
       {"normalization_rule_name", o.normalization},
       {"hard_vocab_limit", "true"},
   };
+  sentencepiece::SetRandomGeneratorSeed(o.seed);              // else seeded from std::random_device
   sentencepiece::logging::SetMinLogLevel(o.verbose ? 0 : 1);  // 1: warnings and errors only
   const sentencepiece::util::Status st = sentencepiece::SentencePieceTrainer::Train(args, &lines);
   if (!st.ok()) {

@@ -42,6 +42,23 @@ TEST(Tokenizer, TrainedOnTheSliceWithoutDroppingLongLines) {
   EXPECT_EQ(c.train_stats.lines, lines);
 }
 
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(Tokenizer, TrainingIsDeterministic) {
+  const auto& c = Corpus();
+  const std::string dir = testing::MakeTempDir("tok_det");
+  TokenizerTrainOptions t{.inputs = {c.corpus}, .model_prefix = dir + "/tok", .vocab_size = 512};
+  ASSERT_TRUE(TrainTokenizer(t).ok());
+  // Same pieces with the same scores; the .model differs only in the stored model_prefix.
+  EXPECT_EQ(Slurp(dir + "/tok.vocab"), Slurp(c.dir + "/tok.vocab"));
+  auto again = Tokenizer::Load(dir + "/tok.model");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->Encode(c.docs[3][0]), Tok().Encode(c.docs[3][0]));
+}
+
 TEST(Tokenizer, DecodeEncodeRoundTripsEveryLine) {
   int64_t checked = 0;
   for (const auto& doc : Corpus().docs) {
