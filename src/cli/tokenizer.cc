@@ -62,6 +62,8 @@ RunFn AddTokenizeCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard file")
       ->capture_default_str();
+  sub->add_option("--threads", o->num_threads, "encode threads (output does not depend on it)")
+      ->capture_default_str();
   return [o]() -> int {
     auto stats = data::TokenizeCorpus(*o);
     if (!stats.ok()) return Fail(stats.status().message());

@@ -12,7 +12,8 @@
 // stay together, in order, as that split's version of the document (ended by eos_id); a document
 // with no lines in a split adds nothing to it. So train and heldout are disjoint by line.
 //
-// Memory: one line plus at most shard_tokens tokens per split are held at any time, so a corpus
+// Memory: one block of lines (2,048 non-empty lines, encoded on num_threads threads) plus at most
+// shard_tokens tokens per split are held at any time, so a corpus
 // larger than memory works. Shards and the manifest are written atomically (temp + rename); the
 // manifest is written last, so a crash leaves either no dataset or a complete one (older shards
 // of a previous run in the same directory may remain, unlisted).
@@ -33,6 +34,7 @@ struct TokenizeOptions {
   double heldout_fraction = 0.01;   // in [0, 1)
   uint64_t split_seed = 1234;
   int64_t shard_tokens = int64_t{1} << 24;  // tokens per shard (64 MiB buffer per split)
+  int num_threads = 2;                      // encode threads; the output does not depend on it
 };
 
 struct TokenizeStats {

@@ -156,6 +156,33 @@ TEST(Tokenize, HeldoutIsDisjointAndNearTheFraction) {
   EXPECT_GT(ds->tokens(Split::kTrain), 20 * ds->tokens(Split::kHeldout) / 2);
 }
 
+// Thread count and shard size change neither the streams nor (for equal shard size) the bytes.
+TEST(Tokenize, OutputIndependentOfThreadsAndShardSize) {
+  const auto& c = Corpus();
+  const std::string dir = testing::MakeTempDir("tok_threads");
+  TokenizeOptions o = c.tokenize_options;
+  o.output_dir = dir + "/t1";
+  o.num_threads = 1;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.output_dir = dir + "/t3";
+  o.num_threads = 3;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.output_dir = dir + "/big";
+  o.shard_tokens = 1 << 24;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  for (const auto& entry : std::filesystem::directory_iterator(c.dataset)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(Slurp(dir + "/t1/" + name), Slurp(entry.path().string())) << name;
+    EXPECT_EQ(Slurp(dir + "/t3/" + name), Slurp(entry.path().string())) << name;
+  }
+  auto small = Dataset::Open(c.dataset);
+  auto big = Dataset::Open(dir + "/big");
+  ASSERT_TRUE(small.ok() && big.ok());
+  EXPECT_EQ(big->manifest().train.shards.size(), 1u);
+  EXPECT_EQ(ReadAll(*big, Split::kTrain), ReadAll(*small, Split::kTrain));
+  EXPECT_EQ(ReadAll(*big, Split::kHeldout), ReadAll(*small, Split::kHeldout));
+}
+
 TEST(Tokenize, ErrorsNameTheFlag) {
   const auto& c = Corpus();
   auto expect = [](TokenizeOptions o, const std::string& flag) {
@@ -164,6 +191,8 @@ TEST(Tokenize, ErrorsNameTheFlag) {
     EXPECT_NE(r.status().message().find(flag), std::string::npos) << r.status().message();
   };
   const std::string out = testing::MakeTempDir("tok_err");
+  expect({.inputs = {c.corpus}, .model_path = c.model, .output_dir = out, .num_threads = 0},
+         "--threads");
   expect({.inputs = {"/nonexistent.txt"}, .model_path = c.model, .output_dir = out}, "--input");
   expect({.inputs = {c.corpus}, .model_path = c.model, .output_dir = out, .heldout_fraction = 1.5},
          "--heldout-fraction");
