@@ -215,6 +215,15 @@ Status Dataset::CheckModelVocab(int64_t model_vocab) const {
       model_vocab, manifest_.vocab_size, dir_, kManifestFile, manifest_.tokenizer_path));
 }
 
+Status Dataset::CheckTokenizer(const std::string& model_path) const {
+  PM_ASSIGN_OR_RETURN(uint64_t hash, FileFnv1a64(model_path));
+  if (hash == manifest_.tokenizer_fnv1a64) return Status::Ok();
+  return Status::Error(fmt::format(
+      "{}: tokenizer checksum {:016x} differs from {:016x} recorded in {}/{} (made with {})",
+      model_path, hash, manifest_.tokenizer_fnv1a64, dir_, kManifestFile,
+      manifest_.tokenizer_path));
+}
+
 namespace {
 
 // Token counts of one split, read in bounded chunks.

@@ -75,6 +75,9 @@ class Dataset {
   // OK iff a model with `model_vocab` embedding rows matches this dataset's tokenizer; the error
   // names the field: "model.vocab=N does not match the tokenizer's vocab_size=M (<manifest>)".
   core::Status CheckModelVocab(int64_t model_vocab) const;
+  // OK iff the file at `model_path` is byte-identical (FNV-1a 64) to the tokenizer the shards
+  // were made with; use before decoding tokens with a tokenizer loaded from elsewhere.
+  core::Status CheckTokenizer(const std::string& model_path) const;
 
   // Copies tokens [start, start + count) of a split's stream (crossing shards) as int32.
   // REQUIRES: start + count <= tokens(split).

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "data/tokenizer.h"
 #include "fixtures.h"
 
@@ -181,6 +182,43 @@ TEST(Tokenize, OutputIndependentOfThreadsAndShardSize) {
   EXPECT_EQ(big->manifest().train.shards.size(), 1u);
   EXPECT_EQ(ReadAll(*big, Split::kTrain), ReadAll(*small, Split::kTrain));
   EXPECT_EQ(ReadAll(*big, Split::kHeldout), ReadAll(*small, Split::kHeldout));
+}
+
+TEST(Tokenize, DatasetRecognisesItsTokenizer) {
+  const auto& c = Corpus();
+  auto ds = Dataset::Open(c.dataset);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_TRUE(ds->CheckTokenizer(c.model).ok());
+  const core::Status st = ds->CheckTokenizer(c.corpus);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("checksum"), std::string::npos) << st.message();
+  EXPECT_FALSE(ds->CheckTokenizer("/nonexistent.model").ok());
+}
+
+// The sampler on real shards: every row is the documented window of the train stream, and
+// documents' eos tokens appear inside sequences (packing across document boundaries).
+TEST(Tokenize, SamplerRowsAreWindowsOfTheRealStream) {
+  auto ds = Dataset::Open(Corpus().dataset);
+  ASSERT_TRUE(ds.ok());
+  const std::vector<int32_t> stream = ReadAll(*ds, Split::kTrain);
+  auto sampler = Sampler::Create(*ds, {.seq_len = 64, .global_batch_seqs = 8, .seed = 3});
+  ASSERT_TRUE(sampler.ok()) << sampler.status().message();
+  int64_t eos_seen = 0;
+  const uint64_t windows = sampler->windows_per_epoch();
+  EXPECT_EQ(windows, (stream.size() - 1) / 64);
+  for (uint64_t step = 0; step < windows / 8; ++step) {
+    const Batch b = sampler->Next();
+    for (int64_t row = 0; row < 8; ++row) {
+      const uint64_t w = GlobalWindow(3, true, windows, b.first_sequence + row);
+      for (int64_t t = 0; t < 64; ++t) {
+        ASSERT_EQ(b.tokens[row * 64 + t], stream[w * 64 + t]);
+        ASSERT_EQ(b.targets[row * 64 + t], stream[w * 64 + t + 1]);
+        eos_seen += b.targets[row * 64 + t] == Tok().eos_id() ? 1 : 0;
+      }
+    }
+  }
+  // Nearly one epoch: almost every document's eos is a target somewhere.
+  EXPECT_GT(eos_seen, static_cast<int64_t>(ds->manifest().train.documents) / 2);
 }
 
 TEST(Tokenize, ErrorsNameTheFlag) {
