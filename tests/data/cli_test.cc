@@ -70,6 +70,12 @@ TEST(DataCli, BadFlagsNameTheFlag) {
   ExpectFails(
       "tokenizer train --input /nonexistent.txt --vocab-size 300 --model-prefix " + dir + "/t",
       "--input");
+  ExpectFails("tokenizer train" + in + " --vocab-size 400 --normalization nope --model-prefix " +
+                  dir + "/t",
+              "--normalization");
+  ExpectFails("tokenizer train" + in + " --vocab-size 400 --character-coverage 0 --model-prefix " +
+                  dir + "/t",
+              "--character-coverage");
   ExpectFails("tokenizer train" + in + " --vocab-size 300 --model-prefix /nonexistent/dir/t",
               "--model-prefix");
   ExpectFails("tokenize --model " + c.model + in + " --output " + dir + "/o --bogus 1", "--bogus");
