@@ -181,6 +181,8 @@ Result<Dataset::Stream> Dataset::OpenStream(const std::string& dir, const Manife
                       path, h.vocab_size, h.eos_id, TokenDtypeName(shard.dtype()),
                       manifest.vocab_size, manifest.eos_id, TokenDtypeName(manifest.dtype)));
     }
+    stream.fingerprint = Fnv1a64(&h.token_count, 8, stream.fingerprint);
+    stream.fingerprint = Fnv1a64(&h.tokens_fnv1a64, 8, stream.fingerprint);
     stream.starts.push_back(stream.tokens);
     stream.tokens += h.token_count;
     stream.shards.push_back(std::move(shard));

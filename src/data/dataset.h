@@ -71,6 +71,8 @@ class Dataset {
   int64_t vocab_size() const { return manifest_.vocab_size; }
   int32_t eos_id() const { return manifest_.eos_id; }
   uint64_t tokens(Split split) const;
+  // Identifies a split's content: FNV-1a 64 over (token_count, tokens_fnv1a64) of its shards.
+  uint64_t fingerprint(Split split) const { return stream(split).fingerprint; }
 
   // OK iff a model with `model_vocab` embedding rows matches this dataset's tokenizer; the error
   // names the field: "model.vocab=N does not match the tokenizer's vocab_size=M (<manifest>)".
@@ -88,6 +90,7 @@ class Dataset {
     std::vector<ShardReader> shards;
     std::vector<uint64_t> starts;  // starts[i] = first stream index of shard i
     uint64_t tokens = 0;
+    uint64_t fingerprint = kFnv1a64Offset;
   };
   const Stream& stream(Split split) const { return split == Split::kTrain ? train_ : heldout_; }
   static core::Result<Stream> OpenStream(const std::string& dir, const Manifest& manifest,
