@@ -216,6 +216,13 @@ Result<TokenizeStats> TokenizeCorpus(const TokenizeOptions& o) {
     return Status::Error(
         fmt::format("tokenize: --output: cannot create '{}': {}", o.output_dir, ec.message()));
   }
+  // A previous dataset here stops being valid before its shards are overwritten: a crash from
+  // now on leaves no manifest rather than one listing half-replaced shards.
+  std::filesystem::remove(std::filesystem::path(o.output_dir) / kManifestFile, ec);
+  if (ec) {
+    return Status::Error(fmt::format("tokenize: --output: cannot remove the old {}/{}: {}",
+                                     o.output_dir, kManifestFile, ec.message()));
+  }
   const auto start = std::chrono::steady_clock::now();
   Manifest m;
   m.vocab_size = tok.vocab_size();

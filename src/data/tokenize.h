@@ -12,11 +12,11 @@
 // stay together, in order, as that split's version of the document (ended by eos_id); a document
 // with no lines in a split adds nothing to it. So train and heldout are disjoint by line.
 //
-// Memory: one block of lines (2,048 non-empty lines, encoded on num_threads threads) plus at most
-// shard_tokens tokens per split are held at any time, so a corpus
-// larger than memory works. Shards and the manifest are written atomically (temp + rename); the
-// manifest is written last, so a crash leaves either no dataset or a complete one (older shards
-// of a previous run in the same directory may remain, unlisted).
+// Memory: one block of lines (2,048 non-empty lines, encoded on num_threads threads) plus at
+// most shard_tokens tokens per split are held at any time, so a corpus larger than memory works.
+// Shards and the manifest are written atomically (temp + rename); an old manifest in output_dir
+// is deleted before the first shard and the new one is written last, so a crash leaves either no
+// dataset or a complete one (unlisted shards of an earlier run may remain).
 #pragma once
 
 #include <cstdint>

@@ -246,3 +246,41 @@ TEST(Tokenize, ErrorsNameTheFlag) {
 
 }  // namespace
 }  // namespace pentamesh::data
+
+namespace pentamesh::data {
+namespace {
+
+// Re-tokenizing into a directory replaces the dataset; a stale manifest never survives a rerun,
+// even one that fails halfway.
+TEST(Tokenize, RerunReplacesTheDataset) {
+  const auto& c = testing::Corpus();
+  const std::string dir = testing::MakeTempDir("tok_rerun");
+  TokenizeOptions o = c.tokenize_options;
+  o.output_dir = dir;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.heldout_fraction = 0.2;
+  o.inputs = {"/nonexistent.txt"};
+  ASSERT_FALSE(TokenizeCorpus(o).ok());  // fails before touching the directory
+  EXPECT_TRUE(Dataset::Open(dir).ok());
+  o.inputs = c.tokenize_options.inputs;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  EXPECT_DOUBLE_EQ(ds->manifest().heldout_fraction, 0.2);
+
+  // A run that dies after writing some shards (here: the second shard cannot be renamed into
+  // place) leaves no manifest, so the half-replaced directory is not mistaken for a dataset.
+  std::filesystem::remove(dir + "/train-00001.bin");
+  std::filesystem::create_directories(dir + "/train-00001.bin/blocker");
+  o.heldout_fraction = 0.05;
+  auto failed = TokenizeCorpus(o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("train-00001.bin"), std::string::npos)
+      << failed.status().message();
+  auto gone = Dataset::Open(dir);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("manifest.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pentamesh::data
