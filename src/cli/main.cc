@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   };
   add(AddPresetsCommand);
   add(AddScheduleCommand);
+  add(AddTokenizerCommand);
+  add(AddTokenizeCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
