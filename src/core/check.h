@@ -30,7 +30,7 @@ struct CheckVoidify {
 
 }  // namespace pentamesh::core
 
-#define PM_CHECK(cond)                 \
-  (cond) ? static_cast<void>(0)        \
+#define PM_CHECK(cond)                         \
+  (cond) ? static_cast<void>(0)                \
          : ::pentamesh::core::CheckVoidify() & \
                ::pentamesh::core::CheckFailure(#cond, __FILE__, __LINE__)

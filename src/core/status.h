@@ -27,7 +27,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {}  // NOLINT: REQUIRES: !status.ok()
 
   bool ok() const { return std::holds_alternative<T>(data_); }
@@ -53,10 +53,10 @@ class Result {
 #define PM_STATUS_CONCAT(a, b) PM_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define PM_RETURN_IF_ERROR(expr)                                   \
-  do {                                                             \
-    ::pentamesh::core::Status pm_status_ = (expr);                 \
-    if (!pm_status_.ok()) return pm_status_;                       \
+#define PM_RETURN_IF_ERROR(expr)                   \
+  do {                                             \
+    ::pentamesh::core::Status pm_status_ = (expr); \
+    if (!pm_status_.ok()) return pm_status_;       \
   } while (false)
 
 // PM_ASSIGN_OR_RETURN(auto x, MakeX()); declares/assigns lhs, or returns the error.
