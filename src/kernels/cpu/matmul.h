@@ -17,7 +17,8 @@ enum class Trans { kNo, kYes };
 void matmul(Tensor c, ConstTensor a, ConstTensor b, Trans trans_a, Trans trans_b,
             float alpha = 1.0f, float beta = 0.0f);
 
-// Linear layer with PyTorch's weight layout w: (out, in).
+// Linear layer with PyTorch's weight layout w: (out, in). w may be f32 or bf16; a bf16 w is widened
+// to fp32 in tiles of rows just before sgemm (Debian's OpenBLAS has no bf16 GEMM).
 // y (T, out) = x (T, in) @ w^T  [+ y when accumulate]
 void linear_forward(Tensor y, ConstTensor x, ConstTensor w, bool accumulate = false);
 // dx (T, in) = dy @ w  [+ dx when accumulate_dx];  dw (out, in) += dy^T @ x.
