@@ -12,6 +12,8 @@ namespace pentamesh::cli {
 using RunFn = std::function<int()>;
 
 RunFn AddPresetsCommand(CLI::App& app);
+RunFn AddTokenizerCommand(CLI::App& app);  // tokenizer train
+RunFn AddTokenizeCommand(CLI::App& app);
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);
