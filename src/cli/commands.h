@@ -14,6 +14,7 @@ using RunFn = std::function<int()>;
 RunFn AddPresetsCommand(CLI::App& app);
 RunFn AddTokenizerCommand(CLI::App& app);  // tokenizer train
 RunFn AddTokenizeCommand(CLI::App& app);
+RunFn AddTrainCommand(CLI::App& app);     // train --config run.toml
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

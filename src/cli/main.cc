@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(AddPresetsCommand);
   add(AddTokenizerCommand);
   add(AddTokenizeCommand);
+  add(AddTrainCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
