@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(AddTokenizerCommand);
   add(AddTokenizeCommand);
   add(AddTrainCommand);
+  add(AddEstimateCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
