@@ -26,21 +26,32 @@ std::string Mib(int64_t bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-void PrintMemory(const std::array<int64_t, core::kMemTagCount>& peak, int64_t total) {
-  fmt::print("measured peak memory per tag (this process, whole run):\n");
+void PrintMemory(const std::array<int64_t, core::kMemTagCount>& peak, int64_t total,
+                 const cost::Memory& predicted) {
+  const double pred[] = {predicted.weights,
+                         predicted.grads,
+                         predicted.optimizer,
+                         predicted.activations,
+                         predicted.logits,
+                         predicted.comm_buffers,
+                         0};
+  fmt::print("peak memory per tag: measured (allocator, whole run) vs predicted (cost model):\n");
   for (int i = 0; i < core::kMemTagCount; ++i) {
-    fmt::print("  {:<12} {:>12}\n", core::MemTagName(static_cast<core::MemTag>(i)),
-               Mib(peak[static_cast<size_t>(i)]));
+    const auto tag = static_cast<core::MemTag>(i);
+    const double m = static_cast<double>(peak[static_cast<size_t>(i)]);
+    fmt::print("  {:<12} {:>12} {:>12} {}\n", core::MemTagName(tag),
+               Mib(peak[static_cast<size_t>(i)]),
+               tag == core::MemTag::kOther ? "-" : Mib(static_cast<int64_t>(pred[i])),
+               pred[i] > 0 ? fmt::format("({:+.1f}%)", (m - pred[i]) / pred[i] * 100) : "");
   }
-  fmt::print("  {:<12} {:>12}\n", "total", Mib(total));
-  fmt::print(
-      "  (cost-model prediction: not yet wired; the planner's cost API lands in a later merge)\n");
+  fmt::print("  {:<12} {:>12} {:>12}\n", "total", Mib(total),
+             Mib(static_cast<int64_t>(predicted.total)));
 }
 
 std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
-  std::string line =
-      fmt::format("step {:>5}/{} loss {:.4f} lr {:.2e} gnorm {:.3f} {:>8.0f} tok/s ETA {:>4.0f}s",
-                  s.step, total, s.loss, s.lr, s.grad_norm, s.tokens_per_s, eta_s);
+  std::string line = fmt::format(
+      "step {:>5}/{} loss {:.4f} lr {:.2e} gnorm {:.3f} {:>8.0f} tok/s mfu {:.3f} ETA {:>4.0f}s",
+      s.step, total, s.loss, s.lr, s.grad_norm, s.tokens_per_s, s.mfu, eta_s);
   if (!s.moe.routed.empty()) {
     line += fmt::format(" aux {:.4f} imb {:.2f} drop {}", s.moe.aux_loss, s.moe.LoadImbalance(),
                         s.moe.dropped);
@@ -91,7 +102,7 @@ int RunTrain(const TrainArgs& args) {
     for (size_t t = 0; t < peak.size(); ++t) peak[t] = std::max(peak[t], s.peak_bytes[t]);
     peak_total = std::max(peak_total, s.peak_bytes_total);
     if (metrics) {
-      core::Status st = metrics->Write(s);
+      core::Status st = metrics->Write(s, &trainer.predicted(), trainer.flops_per_token());
       if (!st.ok()) return Fail(st.message());
     }
     const double eta =
@@ -110,7 +121,7 @@ int RunTrain(const TrainArgs& args) {
       total, elapsed_s, static_cast<double>(total * c.train.global_batch_tokens) / elapsed_s,
       last_eval, baseline->heldout_xent,
       last_eval < baseline->heldout_xent ? "learned context" : "NOT below the unigram baseline");
-  PrintMemory(peak, peak_total);
+  PrintMemory(peak, peak_total, trainer.predicted().memory);
   if (metrics) fmt::print("metrics: {}\n", metrics->path());
   return 0;
 }

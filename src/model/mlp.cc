@@ -5,27 +5,24 @@
 
 namespace pentamesh::model {
 
-void SwiGluFfnForward(Tensor y, Tensor h1, Tensor h3, ConstTensor x, ConstTensor w1, ConstTensor w3,
-                      ConstTensor w2, const LayerContext& ctx) {
+void SwiGluFfnForward(Tensor y, Tensor h1, Tensor h3, Tensor g, ConstTensor x, ConstTensor w1,
+                      ConstTensor w3, ConstTensor w2, const LayerContext& ctx) {
   kernels::linear_forward(h1, x, w1);
   kernels::linear_forward(h3, x, w3);
   RoundActivation(ctx, h1);
   RoundActivation(ctx, h3);
-  core::Buffer g = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
-  kernels::swiglu_forward(g.view(), h1, h3);
-  RoundActivation(ctx, g.view());
-  kernels::linear_forward(y, g.view(), w2);
+  kernels::swiglu_forward(g, h1, h3);
+  RoundActivation(ctx, g);
+  kernels::linear_forward(y, g, w2);
   RoundActivation(ctx, y);
 }
 
 void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTensor dy, ConstTensor x,
-                       ConstTensor h1, ConstTensor h3, ConstTensor w1, ConstTensor w3,
-                       ConstTensor w2, const LayerContext& ctx, bool accumulate_dx) {
-  core::Buffer g = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
-  kernels::swiglu_forward(g.view(), h1, h3);
-  RoundActivation(ctx, g.view());
-  kernels::linear_backward_weight(dw2, dy, g.view());
-  core::Buffer dg = std::move(g);  // reuse: g is no longer needed
+                       ConstTensor h1, ConstTensor h3, ConstTensor g, ConstTensor w1,
+                       ConstTensor w3, ConstTensor w2, const LayerContext& ctx,
+                       bool accumulate_dx) {
+  kernels::linear_backward_weight(dw2, dy, g);
+  core::Buffer dg = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   kernels::linear_backward_input(dg.view(), dy, w2);
   core::Buffer dh1 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   core::Buffer dh3 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
@@ -52,15 +49,16 @@ void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx
   const int64_t T = x.dim(0);
   saved.h1 = NewBuffer(ctx, tag, {T, ffn_local_});
   saved.h3 = NewBuffer(ctx, tag, {T, ffn_local_});
-  SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), x, params_.weight(w1_), params_.weight(w3_),
-                   params_.weight(w2_), ctx);
+  saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
+  SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
+                   params_.weight(w3_), params_.weight(w2_), ctx);
 }
 
 void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
                    bool accumulate_dx) const {
   SwiGluFfnBackward(dx, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
-                    saved.h1.view(), saved.h3.view(), params_.weight(w1_), params_.weight(w3_),
-                    params_.weight(w2_), ctx, accumulate_dx);
+                    saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
+                    params_.weight(w3_), params_.weight(w2_), ctx, accumulate_dx);
   saved = Saved();
 }
 

@@ -1,6 +1,7 @@
 // SwiGLU feed-forward: y = (silu(x W1^T) * (x W3^T)) W2^T. W1, W3 column-parallel (F/tp rows),
 // W2 row-parallel; with tp > 1 the same copy_to_tp / reduce_from_tp pair as attention wraps it.
-// Saved: h1 = x W1^T and h3 = x W3^T, (T, F); the gate g is recomputed in backward (element-wise).
+// Saved: h1 = x W1^T, h3 = x W3^T and g = silu(h1) * h3, each (T, F) (the cost model's 3 F per
+// token of a SwiGLU FFN).
 // The same free functions compute one expert of an MoE layer on its gathered rows.
 #pragma once
 
@@ -11,18 +12,19 @@
 
 namespace pentamesh::model {
 
-// y (N, H) from x (N, H) through one SwiGLU FFN; h1, h3 (N, F) are written for backward.
-void SwiGluFfnForward(Tensor y, Tensor h1, Tensor h3, ConstTensor x, ConstTensor w1, ConstTensor w3,
-                      ConstTensor w2, const LayerContext& ctx);
+// y (N, H) from x (N, H) through one SwiGLU FFN; h1, h3, g (N, F) are written for backward.
+void SwiGluFfnForward(Tensor y, Tensor h1, Tensor h3, Tensor g, ConstTensor x, ConstTensor w1,
+                      ConstTensor w3, ConstTensor w2, const LayerContext& ctx);
 // dx (N, H) is written (or accumulated when accumulate_dx); dw1, dw3, dw2 accumulate.
 void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTensor dy, ConstTensor x,
-                       ConstTensor h1, ConstTensor h3, ConstTensor w1, ConstTensor w3,
-                       ConstTensor w2, const LayerContext& ctx, bool accumulate_dx = false);
+                       ConstTensor h1, ConstTensor h3, ConstTensor g, ConstTensor w1,
+                       ConstTensor w3, ConstTensor w2, const LayerContext& ctx,
+                       bool accumulate_dx = false);
 
 class Mlp {
  public:
   struct Saved {
-    core::Buffer h1, h3;  // (T, F/tp)
+    core::Buffer h1, h3, g;  // (T, F/tp)
   };
   Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ffn_hidden,
       double std_out, const ShardConfig& shard);

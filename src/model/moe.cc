@@ -127,6 +127,7 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
   const int64_t N = static_cast<int64_t>(s.token.size());
   s.h1 = NewBuffer(ctx, tag, {N, Fe});
   s.h3 = NewBuffer(ctx, tag, {N, Fe});
+  s.g = NewBuffer(ctx, tag, {N, Fe});
   s.out = NewBuffer(ctx, tag, {N, H});
   for (int64_t e = 0; e < experts_local_; ++e) {
     const int64_t r0 = s.offsets[static_cast<size_t>(e)],
@@ -135,7 +136,7 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
     core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
     kernels::gather_rows(xe.view(), x, s.token.data() + r0);
     SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
-                     xe.view(), ExpertSlice(params_.weight(w1_), e),
+                     s.g.view().Rows(r0, r1), xe.view(), ExpertSlice(params_.weight(w1_), e),
                      ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
   }
   kernels::fill(y, 0.0f);
@@ -202,11 +203,11 @@ void Moe::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& s,
       for (int64_t i = 0; i < H; ++i) d[i] *= g;
     }
     core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-    SwiGluFfnBackward(dxe.view(), ExpertSlice(params_.grad(w1_), e),
-                      ExpertSlice(params_.grad(w3_), e), ExpertSlice(params_.grad(w2_), e),
-                      dout.view(), xe.view(), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
-                      ExpertSlice(params_.weight(w1_), e), ExpertSlice(params_.weight(w3_), e),
-                      ExpertSlice(params_.weight(w2_), e), ctx);
+    SwiGluFfnBackward(
+        dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
+        ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
+        s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
+        ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
     kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
   }
   RouterBackward(dx, dprobs.view(), x, s, ctx);

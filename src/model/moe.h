@@ -55,7 +55,7 @@ class Moe {
     std::vector<float> gate;       // (N)
     std::vector<int64_t> offsets;  // (E_local + 1) assignment ranges per local expert
     std::vector<float> fraction;   // (E) f_i
-    core::Buffer h1, h3;           // (N, Fe)
+    core::Buffer h1, h3, g;        // (N, Fe)
     core::Buffer out;              // (N, H) expert outputs before gating
     Mlp::Saved shared;
     float aux_scale = 1.0f;

@@ -9,7 +9,8 @@
 
 namespace pentamesh::train {
 
-std::string StepStatsToJson(const StepStats& s) {
+std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
+                            double flops_per_token) {
   nlohmann::ordered_json j;
   j["step"] = s.step;
   j["loss"] = s.loss;
@@ -19,6 +20,7 @@ std::string StepStatsToJson(const StepStats& s) {
   j["tokens"] = s.tokens;
   j["step_time_s"] = s.step_time_s;
   j["tokens_per_s"] = s.tokens_per_s;
+  j["mfu"] = s.mfu;
   nlohmann::ordered_json peak;
   for (int i = 0; i < core::kMemTagCount; ++i) {
     peak[core::MemTagName(static_cast<core::MemTag>(i))] = s.peak_bytes[static_cast<size_t>(i)];
@@ -33,6 +35,19 @@ std::string StepStatsToJson(const StepStats& s) {
     j["dropped_tokens"] = s.moe.dropped;
   }
   if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
+  if (predicted) {
+    const cost::Memory& m = predicted->memory;
+    nlohmann::ordered_json p;
+    p["peak_bytes"] = {{"weights", m.weights},     {"grads", m.grads},
+                       {"optimizer", m.optimizer}, {"activations", m.activations},
+                       {"logits", m.logits},       {"comm", m.comm_buffers},
+                       {"total", m.total}};
+    p["flops_per_token"] = flops_per_token;
+    const cost::Time& t = predicted->time;
+    p["time_s"] = {{"compute", t.compute}, {"optimizer", t.optimizer}, {"step", t.step}};
+    p["mfu"] = predicted->mfu;
+    j["predicted"] = p;
+  }
   return j.dump();
 }
 
@@ -52,8 +67,9 @@ MetricsWriter::~MetricsWriter() {
   if (file_) std::fclose(file_);
 }
 
-core::Status MetricsWriter::Write(const StepStats& s) {
-  const std::string line = StepStatsToJson(s) + "\n";
+core::Status MetricsWriter::Write(const StepStats& s, const cost::Estimate* predicted,
+                                  double flops_per_token) {
+  const std::string line = StepStatsToJson(s, predicted, flops_per_token) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     return core::Status::Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
   }

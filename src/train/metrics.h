@@ -13,7 +13,9 @@
 
 namespace pentamesh::train {
 
-std::string StepStatsToJson(const StepStats& stats);
+// `predicted` (may be null): the cost model's memory per category, FLOPs and time terms.
+std::string StepStatsToJson(const StepStats& stats, const cost::Estimate* predicted = nullptr,
+                            double flops_per_token = 0);
 
 class MetricsWriter {
  public:
@@ -24,7 +26,9 @@ class MetricsWriter {
   }
   MetricsWriter& operator=(MetricsWriter&&) = delete;
   ~MetricsWriter();
-  core::Status Write(const StepStats& stats);  // one line, flushed
+  // One line, flushed.
+  core::Status Write(const StepStats& stats, const cost::Estimate* predicted = nullptr,
+                     double flops_per_token = 0);
   const std::string& path() const { return path_; }
 
  private:

@@ -99,6 +99,8 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Number("eval_batches", o.eval_batches, 1);
   r.Number("log_every", o.log_every, 1);
   r.Number("threads", o.threads, 0);
+  r.Number("peak_gflops", o.peak_gflops, 0, true);
+  r.Number("mem_gbps", o.mem_gbps, 0, true);
   r.RejectUnknown();
   if (!layout.empty()) {
     core::Result<spec::Layout> l = spec::ParseLayout(layout);

@@ -9,7 +9,7 @@
 //            heldout_fraction, split_seed
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
-//            log_every, threads
+//            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
 // Invariant: every unknown key and every invalid value is reported, all at once, by field name.
@@ -52,7 +52,9 @@ struct RunOptions {
   int64_t eval_every = 50;   // steps; 0 = only at the end
   int64_t eval_batches = 8;  // held-out batches per evaluation
   int64_t log_every = 1;
-  int threads = 0;  // BLAS threads; 0 = OpenBLAS default
+  int threads = 0;           // BLAS threads; 0 = OpenBLAS default
+  double peak_gflops = 100;  // this host's dense fp32 peak, for MFU and the cost model
+  double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
 };
 
 struct RunConfig {

@@ -46,6 +46,28 @@ core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t voca
   return data::Dataset::Open(c.dataset);
 }
 
+spec::ClusterSpec HostCluster(const RunConfig& c) {
+  return {.name = "cpu-host",
+          .gpu = "cpu",
+          .peak_tflops = c.run.peak_gflops / 1e3,
+          .hbm_gb = 1e3,
+          .hbm_gbps = c.run.mem_gbps,
+          .gpus_per_node = 1,
+          .nodes = 1,
+          .intra_node_gbps = c.run.mem_gbps,
+          .nics_per_node = 1,
+          .inter_node_gbps = 1};
+}
+
+cost::Estimate PredictRun(const RunConfig& c) {
+  cost::CostParams p;
+  p.grad_bytes = 4;
+  p.framework_bytes = 0;
+  p.fragmentation = 0;
+  p.safety_margin_bytes = 0;
+  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
+}
+
 core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config) {
   PM_RETURN_IF_ERROR(model::CheckSupported(config.model, {}));
   PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
@@ -80,6 +102,8 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
                .lr_min = c.optim.min_lr,
                .warmup_steps = c.optim.warmup_steps,
                .total_steps = c.total_steps()};
+  predicted_ = PredictRun(c);
+  flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
   adamw_ = {.beta1 = c.optim.beta1,
             .beta2 = c.optim.beta2,
             .eps = c.optim.eps,
@@ -136,6 +160,7 @@ StepStats Trainer::Step() {
   s.tokens = static_cast<int64_t>(batch_.tokens.size());
   s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   s.tokens_per_s = static_cast<double>(s.tokens) / s.step_time_s;
+  s.mfu = flops_per_token_ * s.tokens_per_s / (config_.run.peak_gflops * 1e9);
   for (int i = 0; i < core::kMemTagCount; ++i)
     s.peak_bytes[static_cast<size_t>(i)] = alloc_.peak_bytes(static_cast<core::MemTag>(i));
   s.peak_bytes_total = alloc_.peak_bytes_total();

@@ -14,6 +14,7 @@
 
 #include "core/allocator.h"
 #include "core/status.h"
+#include "cost/cost.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/stage.h"
@@ -32,6 +33,7 @@ struct StepStats {
   int64_t tokens = 0;    // tokens in the step
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs (cost::Flops) * tokens/s / run.peak_gflops
   std::array<int64_t, core::kMemTagCount> peak_bytes{};  // per MemTag during the step
   int64_t peak_bytes_total = 0;
   model::MoeStats moe;  // empty for dense models
@@ -59,6 +61,10 @@ class Trainer {
   model::ParamSet& params() { return model_->params(); }
   const core::Allocator& allocator() const { return alloc_; }
   const data::Dataset& dataset() const { return *dataset_; }
+  // The cost model's prediction for this model and layout on this host (memory per category,
+  // FLOPs, step-time terms).
+  const cost::Estimate& predicted() const { return predicted_; }
+  double flops_per_token() const { return flops_per_token_; }
 
  private:
   Trainer(const RunConfig& config, data::Dataset dataset);
@@ -73,8 +79,16 @@ class Trainer {
   LrSchedule schedule_;
   AdamWConfig adamw_;
   data::Batch batch_;
+  cost::Estimate predicted_;
+  double flops_per_token_ = 0;
   int64_t step_ = 0;
 };
+
+// The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).
+spec::ClusterSpec HostCluster(const RunConfig& config);
+// The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
+// framework overhead or fragmentation (the allocator measures exact bytes).
+cost::Estimate PredictRun(const RunConfig& config);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of
 // `vocab` tokens and tokenizes the corpus into it first (prints what it does).
