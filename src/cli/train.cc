@@ -112,6 +112,7 @@ int RunTrain(const TrainArgs& args) {
       std::fflush(stdout);
     } else if (eval_now || s.step % c.run.log_every == 0) {
       fmt::print("{}\n", StepLine(s, total, eta));
+      std::fflush(stdout);
     }
   }
   if (tty) fmt::print("\n");

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -89,6 +91,10 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config) 
 
 Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
     : config_(c), dataset_(std::make_unique<data::Dataset>(std::move(dataset))) {
+  // Stashes are allocated and freed every micro-batch: keep freed memory in the heap instead of
+  // returning large blocks to the OS (each fresh mmap costs page faults on every step).
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   kernels::SetBlasThreads(c.run.threads);
   model_ = std::make_unique<model::Model>(
       model::StageConfig{.model = c.model,

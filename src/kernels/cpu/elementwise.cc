@@ -74,7 +74,7 @@ void softmax_rows(Tensor probs, Tensor lse, ConstTensor logits) {
     float* out = probs.f32() + r * w;
     const float mx = *std::max_element(in, in + w);
     double sum = 0;
-    for (int64_t i = 0; i < w; ++i) sum += std::exp(static_cast<double>(in[i] - mx));
+    for (int64_t i = 0; i < w; ++i) sum += static_cast<double>(std::exp(in[i] - mx));
     const float l = mx + static_cast<float>(std::log(sum));
     for (int64_t i = 0; i < w; ++i) out[i] = std::exp(in[i] - l);
     if (!lse.empty()) lse.f32()[r] = l;

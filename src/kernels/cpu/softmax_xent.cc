@@ -16,7 +16,7 @@ double softmax_xent_forward(Tensor lse, ConstTensor logits, ConstTensor targets)
     const float* row = pl + t * V;
     const float mx = *std::max_element(row, row + V);
     double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
+    for (int64_t i = 0; i < V; ++i) sum += static_cast<double>(std::exp(row[i] - mx));
     plse[t] = mx + static_cast<float>(std::log(sum));
     if (pt[t] >= 0) {
       PM_CHECK(pt[t] < V) << "target " << pt[t] << " >= vocab " << V;
