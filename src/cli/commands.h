@@ -15,6 +15,7 @@ RunFn AddPresetsCommand(CLI::App& app);
 RunFn AddScheduleCommand(CLI::App& app);
 RunFn AddTokenizerCommand(CLI::App& app);  // tokenizer train
 RunFn AddTokenizeCommand(CLI::App& app);
+RunFn AddTrainCommand(CLI::App& app);     // train --config run.toml
 RunFn AddEstimateCommand(CLI::App& app);
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(AddScheduleCommand);
   add(AddTokenizerCommand);
   add(AddTokenizeCommand);
+  add(AddTrainCommand);
   add(AddEstimateCommand);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,21 @@
+// Softmax cross-entropy over the vocabulary, fused with its backward.
+// T = tokens, V = vocab. Targets < 0 are ignored (padding): they add no loss and get zero grad.
+// The loss is normalised by a caller-given token count (the GLOBAL valid tokens of the step), so
+// micro-batches and data-parallel ranks sum to the same loss as one big batch.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace pentamesh::kernels {
+
+using core::ConstTensor;
+using core::Tensor;
+
+// lse (T) = logsumexp(logits) per row.  Returns sum over valid rows of (lse - logit[target]).
+double softmax_xent_forward(Tensor lse, ConstTensor logits, ConstTensor targets);
+// dlogits (T, V) = (softmax - onehot(target)) * scale; rows with target < 0 are zero.
+// dlogits may alias logits.
+void softmax_xent_backward(Tensor dlogits, ConstTensor logits, ConstTensor lse, ConstTensor targets,
+                           float scale);
+
+}  // namespace pentamesh::kernels

@@ -1,0 +1,92 @@
+#include "model/attention.h"
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/matmul.h"
+
+namespace pentamesh::model {
+
+Attention::Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& c)
+    : params_(params),
+      config_(c),
+      heads_local_(c.heads / c.shard.tp_size),
+      kv_heads_local_(c.kv_heads / c.shard.tp_size),
+      rope_(c.max_seq, c.head_dim, c.rope_theta) {
+  const int64_t H = c.hidden, D = c.head_dim;
+  const Sharding column{
+      .dim = 0, .axis = MeshAxis::kTp, .size = c.shard.tp_size, .rank = c.shard.tp_rank};
+  const Sharding row{
+      .dim = 1, .axis = MeshAxis::kTp, .size = c.shard.tp_size, .rank = c.shard.tp_rank};
+  const InitRule init{.kind = InitKind::kNormal, .std = 0.02};
+  wq_ = params.Add(prefix + ".wq", {c.heads * D, H}, column, init, true);
+  wk_ = params.Add(prefix + ".wk", {c.kv_heads * D, H}, column, init, true);
+  wv_ = params.Add(prefix + ".wv", {c.kv_heads * D, H}, column, init, true);
+  wo_ = params.Add(prefix + ".wo", {H, c.heads * D}, row,
+                   {.kind = InitKind::kNormal, .std = c.std_out}, true);
+}
+
+void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
+                          core::MemTag tag) const {
+  const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
+  s.q = NewBuffer(ctx, tag, {T, A, D});
+  s.k = NewBuffer(ctx, tag, {T, K, D});
+  s.v = NewBuffer(ctx, tag, {T, K, D});
+  s.o = NewBuffer(ctx, tag, {T, A, D});
+  s.lse = NewBuffer(ctx, tag, {dims.batch, A, dims.seq});
+  kernels::linear_forward(s.q.view().Reshape({T, A * D}), x, params_.weight(wq_));
+  kernels::linear_forward(s.k.view().Reshape({T, K * D}), x, params_.weight(wk_));
+  kernels::linear_forward(s.v.view().Reshape({T, K * D}), x, params_.weight(wv_));
+  kernels::rope_forward(s.q.view(), s.q.view(), rope_, dims.seq);
+  kernels::rope_forward(s.k.view(), s.k.view(), rope_, dims.seq);
+  RoundActivation(ctx, s.q.view());
+  RoundActivation(ctx, s.k.view());
+  RoundActivation(ctx, s.v.view());
+  const kernels::AttentionDims ad{
+      .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
+  kernels::attention_forward(s.o.view(), s.lse.view(), s.q.view(), s.k.view(), s.v.view(), ad);
+  RoundActivation(ctx, s.o.view());
+}
+
+void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
+                        bool keep_internals) const {
+  Saved local;
+  Saved& s = keep_internals ? saved : local;
+  Internals(s, x, dims, ctx, keep_internals ? core::MemTag::kActivations : core::MemTag::kOther);
+  const int64_t T = dims.tokens();
+  kernels::linear_forward(y, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
+                          params_.weight(wo_));
+  RoundActivation(ctx, y);
+}
+
+void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, Dims dims,
+                         const LayerContext& ctx) const {
+  if (saved.empty()) Internals(saved, x, dims, ctx, core::MemTag::kOther);  // selective recompute
+  const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
+  ConstTensor o2d = saved.o.view().Reshape({T, A * D});
+  kernels::linear_backward_weight(params_.grad(wo_), dy, o2d);
+  core::Buffer dq = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
+  core::Buffer dk = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
+  core::Buffer dv = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
+  {
+    core::Buffer d_o = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
+    kernels::linear_backward_input(d_o.view().Reshape({T, A * D}), dy, params_.weight(wo_));
+    const kernels::AttentionDims ad{
+        .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
+    kernels::attention_backward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
+                                saved.k.view(), saved.v.view(), saved.o.view(), saved.lse.view(),
+                                ad);
+  }
+  kernels::rope_backward(dq.view(), dq.view(), rope_, dims.seq);
+  kernels::rope_backward(dk.view(), dk.view(), rope_, dims.seq);
+  ConstTensor dq2 = dq.view().Reshape({T, A * D}), dk2 = dk.view().Reshape({T, K * D}),
+              dv2 = dv.view().Reshape({T, K * D});
+  kernels::linear_backward_weight(params_.grad(wq_), dq2, x);
+  kernels::linear_backward_weight(params_.grad(wk_), dk2, x);
+  kernels::linear_backward_weight(params_.grad(wv_), dv2, x);
+  kernels::linear_backward_input(dx, dq2, params_.weight(wq_));
+  kernels::linear_backward_input(dx, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
+  kernels::linear_backward_input(dx, dv2, params_.weight(wv_), /*accumulate_dx=*/true);
+  saved = Saved();  // the stash is consumed
+}
+
+}  // namespace pentamesh::model

@@ -1,0 +1,56 @@
+// Causal self-attention with RoPE and grouped-query heads.
+//   q = x Wq^T, k = x Wk^T, v = x Wv^T (column-parallel: this rank's A/tp and K/tp heads),
+//   rope(q), rope(k), o = flash_attention(q, k, v), y = o Wo^T (row-parallel over A/tp * D).
+// With tp > 1 the input enters through copy_to_tp and y leaves through reduce_from_tp
+// (model/regions.h, issue 5); with tp = 1 both are the identity.
+// Saved: q, k (after RoPE), v, o and the log-sum-exp; never the S x S scores. Under selective
+// recomputation nothing is saved and Backward recomputes them from the layer input.
+#pragma once
+
+#include <string>
+
+#include "kernels/cpu/rope.h"
+#include "model/layer_common.h"
+#include "model/param_set.h"
+
+namespace pentamesh::model {
+
+struct AttentionConfig {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  double rope_theta = 10000.0;
+  int64_t max_seq = 0;
+  double std_out = 0.02;  // init std of Wo
+  ShardConfig shard{};
+};
+
+class Attention {
+ public:
+  struct Saved {
+    core::Buffer q;    // (T, A, D) after RoPE
+    core::Buffer k;    // (T, K, D) after RoPE
+    core::Buffer v;    // (T, K, D)
+    core::Buffer o;    // (T, A, D)
+    core::Buffer lse;  // (B, A, S)
+    bool empty() const { return q.empty(); }
+  };
+
+  Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& config);
+  // y (T, H). keep_internals = false (selective recompute) leaves `saved` empty.
+  void Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
+               bool keep_internals) const;
+  // dx (T, H) is written; weight grads accumulate.
+  void Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, Dims dims,
+                const LayerContext& ctx) const;
+
+ private:
+  // Fills q, k, v, o, lse of `s` (buffers of `tag`) from x.
+  void Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
+                 core::MemTag tag) const;
+  ParamSet& params_;
+  AttentionConfig config_;
+  int64_t heads_local_, kv_heads_local_;
+  ParamId wq_, wk_, wv_, wo_;
+  kernels::RopeTable rope_;
+};
+
+}  // namespace pentamesh::model

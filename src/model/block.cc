@@ -1,0 +1,84 @@
+#include "model/block.h"
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/elementwise.h"
+
+namespace pentamesh::model {
+
+Block::Block(ParamSet& params, int64_t layer, const BlockConfig& c)
+    : config_(c),
+      norm1_(params, fmt::format("layers.{}.attention_norm.weight", layer), c.attention.hidden,
+             c.norm_eps),
+      norm2_(params, fmt::format("layers.{}.ffn_norm.weight", layer), c.attention.hidden,
+             c.norm_eps),
+      attention_(params, fmt::format("layers.{}.attention", layer), c.attention) {
+  if (c.moe) {
+    moe_ = std::make_unique<Moe>(params, fmt::format("layers.{}.moe", layer), c.moe_config);
+  } else {
+    mlp_ = std::make_unique<Mlp>(params, fmt::format("layers.{}.mlp", layer), c.attention.hidden,
+                                 c.ffn_hidden, c.attention.std_out, c.attention.shard);
+  }
+}
+
+void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx, MoeStats* stats,
+                        bool keep_attention) const {
+  const int64_t T = dims.tokens(), H = config_.attention.hidden;
+  const core::MemTag act = core::MemTag::kActivations;
+  s.n1 = NewBuffer(ctx, act, {T, H});
+  norm1_.Forward(s.n1.view(), s.norm1, s.x.view(), ctx);
+  s.h = NewBuffer(ctx, act, {T, H});
+  attention_.Forward(s.h.view(), s.attention, s.n1.view(), dims, ctx, keep_attention);
+  kernels::add(s.h.view(), s.h.view(), s.x.view());
+  RoundActivation(ctx, s.h.view());
+  s.n2 = NewBuffer(ctx, act, {T, H});
+  norm2_.Forward(s.n2.view(), s.norm2, s.h.view(), ctx);
+  if (moe_) {
+    moe_->Forward(out, s.moe, s.n2.view(), ctx, stats);
+  } else {
+    mlp_->Forward(out, s.mlp, s.n2.view(), ctx);
+  }
+  kernels::add(out, out, s.h.view());
+  RoundActivation(ctx, out);
+}
+
+void Block::Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
+                    MoeStats* stats) const {
+  saved.x = NewBuffer(ctx, core::MemTag::kActivations, {dims.tokens(), config_.attention.hidden});
+  kernels::copy(saved.x.view(), x);
+  if (config_.recompute == spec::Recompute::kFull) {
+    Saved transient;
+    transient.x = std::move(saved.x);
+    ForwardKeep(out, transient, dims, ctx, stats, /*keep_attention=*/false);
+    saved.x = std::move(transient.x);  // everything else is freed here
+    return;
+  }
+  ForwardKeep(out, saved, dims, ctx, stats, config_.recompute == spec::Recompute::kNone);
+}
+
+void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
+                     const LayerContext& ctx) const {
+  if (config_.recompute == spec::Recompute::kFull) {  // rerun forward, stats not counted twice
+    core::Buffer out =
+        NewBuffer(ctx, core::MemTag::kOther, {dims.tokens(), config_.attention.hidden});
+    ForwardKeep(out.view(), s, dims, ctx, nullptr, /*keep_attention=*/true);
+  }
+  const int64_t T = dims.tokens(), H = config_.attention.hidden;
+  // FFN branch: dh = dy + d(norm2)(d ffn).
+  core::Buffer dn = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  if (moe_) {
+    moe_->Backward(dn.view(), dy, s.n2.view(), s.moe, ctx);
+  } else {
+    mlp_->Backward(dn.view(), dy, s.n2.view(), s.mlp, ctx);
+  }
+  core::Buffer dh = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  norm2_.Backward(dh.view(), dn.view(), s.h.view(), s.norm2);
+  kernels::add_inplace(dh.view(), dy);
+  // Attention branch: dx = dh + d(norm1)(d attention).
+  attention_.Backward(dn.view(), dh.view(), s.n1.view(), s.attention, dims, ctx);
+  norm1_.Backward(dx, dn.view(), s.x.view(), s.norm1);
+  kernels::add_inplace(dx, dh.view());
+  s = Saved();
+}
+
+}  // namespace pentamesh::model

@@ -1,0 +1,61 @@
+// One decoder layer: h = x + Attention(RMSNorm(x)); out = h + FFN(RMSNorm(h)), FFN = SwiGLU MLP
+// or MoE. Recomputation is per layer:
+//   none      saves everything backward needs (attention q/k/v/o/lse, norms, FFN internals);
+//   selective saves all but the attention internals, which Backward recomputes from RMSNorm(x);
+//   full      saves only the layer input x; Backward reruns Forward, then runs backward.
+// Invariant: Backward consumes the Saved of the same micro-batch exactly once.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/attention.h"
+#include "model/mlp.h"
+#include "model/moe.h"
+#include "model/norm.h"
+#include "spec/layout.h"
+
+namespace pentamesh::model {
+
+struct BlockConfig {
+  AttentionConfig attention;
+  bool moe = false;
+  int64_t ffn_hidden = 0;  // dense FFN
+  MoeConfig moe_config;    // when moe
+  double norm_eps = 1e-5;
+  spec::Recompute recompute = spec::Recompute::kNone;
+};
+
+class Block {
+ public:
+  struct Saved {
+    core::Buffer x;  // (T, H) layer input: the only thing kept under full recompute
+    RmsNorm::Saved norm1;
+    core::Buffer n1;  // (T, H)
+    Attention::Saved attention;
+    core::Buffer h;  // (T, H) after the attention residual
+    RmsNorm::Saved norm2;
+    core::Buffer n2;  // (T, H)
+    Mlp::Saved mlp;
+    Moe::Saved moe;
+  };
+
+  Block(ParamSet& params, int64_t layer, const BlockConfig& config);
+  // out (T, H) from x (T, H); out may not alias x.
+  void Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
+               MoeStats* stats) const;
+  // dx (T, H) is written.
+  void Backward(Tensor dx, ConstTensor dy, Saved& saved, Dims dims, const LayerContext& ctx) const;
+
+ private:
+  // Forward keeping everything (policy none or selective) into `s`, x already copied in s.x.
+  void ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx, MoeStats* stats,
+                   bool keep_attention) const;
+  BlockConfig config_;
+  RmsNorm norm1_, norm2_;
+  Attention attention_;
+  std::unique_ptr<Mlp> mlp_;
+  std::unique_ptr<Moe> moe_;
+};
+
+}  // namespace pentamesh::model

@@ -1,0 +1,30 @@
+// Token embedding, vocab-parallel: this rank holds rows [tp_rank * V/tp, (tp_rank+1) * V/tp) of the
+// (V, H) table. With tp > 1 rows outside the shard give zeros and reduce_from_tp sums the shards
+// (issue 5); on one process the shard is the whole table.
+// No stash: backward needs only the token ids, which the stage keeps.
+#pragma once
+
+#include <string>
+
+#include "model/layer_common.h"
+#include "model/param_set.h"
+
+namespace pentamesh::model {
+
+class Embedding {
+ public:
+  Embedding(ParamSet& params, const std::string& name, int64_t vocab, int64_t hidden,
+            const ShardConfig& shard);
+  // y (T, H) = table[tokens]; tokens (T) i32 in [0, V).
+  void Forward(Tensor y, ConstTensor tokens, const LayerContext& ctx) const;
+  // dtable[tokens[t]] += dy[t].
+  void Backward(ConstTensor dy, ConstTensor tokens) const;
+  ParamId weight() const { return weight_; }
+
+ private:
+  ParamSet& params_;
+  ParamId weight_;
+  int64_t vocab_, vocab_local_ = 0, vocab_begin_ = 0, hidden_;
+};
+
+}  // namespace pentamesh::model

@@ -1,0 +1,38 @@
+// The last stage's head: final RMSNorm, LM projection (vocab-parallel rows of (V, H); tied heads
+// reuse the embedding table) and softmax cross-entropy normalised by the step's global valid
+// tokens. Saved: the normalised input, the logits (tag kLogits) and their log-sum-exp.
+#pragma once
+
+#include <string>
+
+#include "model/layer_common.h"
+#include "model/norm.h"
+#include "model/param_set.h"
+
+namespace pentamesh::model {
+
+class Head {
+ public:
+  struct Saved {
+    RmsNorm::Saved norm;
+    core::Buffer xn;      // (T, H)
+    core::Buffer logits;  // (T, V/tp)
+    core::Buffer lse;     // (T)
+  };
+  // tied_weight >= 0: use that (V, H) parameter (the embedding) instead of an own lm_head.
+  Head(ParamSet& params, int64_t hidden, int64_t vocab, double norm_eps, ParamId tied_weight,
+       const ShardConfig& shard);
+  // Returns the summed cross-entropy of the valid targets (targets < 0 are ignored).
+  double Forward(Saved& saved, ConstTensor x, ConstTensor targets, const LayerContext& ctx) const;
+  // dx (T, H) is written. loss_scale = 1 / global valid tokens of the step.
+  void Backward(Tensor dx, ConstTensor x, ConstTensor targets, Saved& saved, float loss_scale,
+                const LayerContext& ctx) const;
+
+ private:
+  ParamSet& params_;
+  RmsNorm norm_;
+  ParamId weight_;
+  int64_t hidden_, vocab_local_;
+};
+
+}  // namespace pentamesh::model

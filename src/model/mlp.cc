@@ -1,0 +1,65 @@
+#include "model/mlp.h"
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace pentamesh::model {
+
+void SwiGluFfnForward(Tensor y, Tensor h1, Tensor h3, Tensor g, ConstTensor x, ConstTensor w1,
+                      ConstTensor w3, ConstTensor w2, const LayerContext& ctx) {
+  kernels::linear_forward(h1, x, w1);
+  kernels::linear_forward(h3, x, w3);
+  RoundActivation(ctx, h1);
+  RoundActivation(ctx, h3);
+  kernels::swiglu_forward(g, h1, h3);
+  RoundActivation(ctx, g);
+  kernels::linear_forward(y, g, w2);
+  RoundActivation(ctx, y);
+}
+
+void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTensor dy, ConstTensor x,
+                       ConstTensor h1, ConstTensor h3, ConstTensor g, ConstTensor w1,
+                       ConstTensor w3, ConstTensor w2, const LayerContext& ctx,
+                       bool accumulate_dx) {
+  kernels::linear_backward_weight(dw2, dy, g);
+  core::Buffer dg = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
+  kernels::linear_backward_input(dg.view(), dy, w2);
+  core::Buffer dh1 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
+  core::Buffer dh3 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
+  kernels::swiglu_backward(dh1.view(), dh3.view(), dg.view(), h1, h3);
+  kernels::linear_backward_weight(dw1, dh1.view(), x);
+  kernels::linear_backward_weight(dw3, dh3.view(), x);
+  kernels::linear_backward_input(dx, dh1.view(), w1, accumulate_dx);
+  kernels::linear_backward_input(dx, dh3.view(), w3, /*accumulate_dx=*/true);
+}
+
+Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ffn_hidden,
+         double std_out, const ShardConfig& shard)
+    : params_(params), ffn_local_(ffn_hidden / shard.tp_size) {
+  const Sharding column{
+      .dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
+  const Sharding row{.dim = 1, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
+  w1_ = params.Add(prefix + ".w1", {ffn_hidden, hidden}, column, {.std = 0.02}, true);
+  w3_ = params.Add(prefix + ".w3", {ffn_hidden, hidden}, column, {.std = 0.02}, true);
+  w2_ = params.Add(prefix + ".w2", {hidden, ffn_hidden}, row, {.std = std_out}, true);
+}
+
+void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx,
+                  core::MemTag tag) const {
+  const int64_t T = x.dim(0);
+  saved.h1 = NewBuffer(ctx, tag, {T, ffn_local_});
+  saved.h3 = NewBuffer(ctx, tag, {T, ffn_local_});
+  saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
+  SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
+                   params_.weight(w3_), params_.weight(w2_), ctx);
+}
+
+void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
+                   bool accumulate_dx) const {
+  SwiGluFfnBackward(dx, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
+                    saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
+                    params_.weight(w3_), params_.weight(w2_), ctx, accumulate_dx);
+  saved = Saved();
+}
+
+}  // namespace pentamesh::model

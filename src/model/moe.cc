@@ -1,0 +1,217 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/matmul.h"
+
+namespace pentamesh::model {
+
+void MoeStats::Add(const MoeStats& o) {
+  if (routed.size() < o.routed.size()) routed.resize(o.routed.size(), 0);
+  if (kept.size() < o.kept.size()) kept.resize(o.kept.size(), 0);
+  for (size_t i = 0; i < o.routed.size(); ++i) routed[i] += o.routed[i];
+  for (size_t i = 0; i < o.kept.size(); ++i) kept[i] += o.kept[i];
+  dropped += o.dropped;
+  aux_loss += o.aux_loss;
+  z_loss += o.z_loss;
+}
+
+double MoeStats::LoadImbalance() const {
+  if (routed.empty()) return 0;
+  const double total =
+      static_cast<double>(std::accumulate(routed.begin(), routed.end(), int64_t{0}));
+  if (total == 0) return 0;
+  const double mx = static_cast<double>(*std::max_element(routed.begin(), routed.end()));
+  return mx / (total / static_cast<double>(routed.size()));
+}
+
+Moe::Moe(ParamSet& params, const std::string& prefix, const MoeConfig& c)
+    : params_(params),
+      config_(c),
+      experts_local_(c.experts / c.shard.ep_size),
+      expert_begin_(c.shard.ep_rank * (c.experts / c.shard.ep_size)) {
+  const int64_t E = c.experts, H = c.hidden, Fe = c.expert_ffn;
+  const Sharding ep{
+      .dim = 0, .axis = MeshAxis::kEp, .size = c.shard.ep_size, .rank = c.shard.ep_rank};
+  router_ = params.Add(prefix + ".router", {E, H}, {}, {.std = 0.02}, true);
+  w1_ = params.Add(prefix + ".experts.w1", {E, Fe, H}, ep, {.std = 0.02}, true);
+  w3_ = params.Add(prefix + ".experts.w3", {E, Fe, H}, ep, {.std = 0.02}, true);
+  w2_ = params.Add(prefix + ".experts.w2", {E, H, Fe}, ep, {.std = c.std_out}, true);
+  if (c.shared_ffn > 0) {
+    shared_ =
+        std::make_unique<Mlp>(params, prefix + ".shared", H, c.shared_ffn, c.std_out, c.shard);
+  }
+}
+
+// Router, top-k, capacity; fills probs, lse, the grouped assignments and the statistics.
+void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
+                core::MemTag tag) const {
+  const int64_t T = x.dim(0), E = config_.experts, k = config_.top_k;
+  s.probs = NewBuffer(ctx, tag, {T, E});
+  s.lse = NewBuffer(ctx, tag, {T});
+  kernels::linear_forward(s.probs.view(), x, params_.weight(router_));
+  const double z_sum = [&] {
+    kernels::softmax_rows(s.probs.view(), s.lse.view(), s.probs.view());
+    double z = 0;
+    for (int64_t t = 0; t < T; ++t) z += static_cast<double>(s.lse.f32()[t]) * s.lse.f32()[t];
+    return z;
+  }();
+  const float* p = s.probs.f32();
+  std::vector<int32_t> choice(static_cast<size_t>(T * k));  // (T, k) chosen experts
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(order.begin(), order.end(), 0);
+    const float* pt = p + t * E;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return pt[a] > pt[b] || (pt[a] == pt[b] && a < b);
+    });
+    std::copy(order.begin(), order.begin() + k, choice.begin() + t * k);
+  }
+  const int64_t capacity =
+      config_.capacity_factor > 0
+          ? static_cast<int64_t>(std::ceil(config_.capacity_factor * static_cast<double>(T * k) /
+                                           static_cast<double>(E)))
+          : T * k;
+  stats.routed.assign(static_cast<size_t>(E), 0);
+  stats.kept.assign(static_cast<size_t>(E), 0);
+  std::vector<std::vector<int32_t>> per_expert(static_cast<size_t>(E));
+  for (int64_t slot = 0; slot < k; ++slot) {  // first choices claim capacity first
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t e = choice[static_cast<size_t>(t * k + slot)];
+      ++stats.routed[static_cast<size_t>(e)];
+      if (stats.kept[static_cast<size_t>(e)] >= capacity) {
+        ++stats.dropped;
+        continue;
+      }
+      ++stats.kept[static_cast<size_t>(e)];
+      per_expert[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
+    }
+  }
+  s.offsets.assign(1, 0);
+  s.token.clear();
+  s.gate.clear();
+  for (int64_t e = expert_begin_; e < expert_begin_ + experts_local_; ++e) {
+    std::vector<int32_t>& toks = per_expert[static_cast<size_t>(e)];
+    std::sort(toks.begin(), toks.end());  // token order inside an expert
+    for (int32_t t : toks) {
+      s.token.push_back(t);
+      s.gate.push_back(p[t * E + e]);
+    }
+    s.offsets.push_back(static_cast<int64_t>(s.token.size()));
+  }
+  // Load-balancing loss alpha * E * sum f_i P_i and router z-loss beta * mean lse^2.
+  s.fraction.assign(static_cast<size_t>(E), 0.0f);
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const double f =
+        static_cast<double>(stats.routed[static_cast<size_t>(e)]) / static_cast<double>(T * k);
+    double mean_p = 0;
+    for (int64_t t = 0; t < T; ++t) mean_p += p[t * E + e];
+    mean_p /= static_cast<double>(T);
+    s.fraction[static_cast<size_t>(e)] = static_cast<float>(f);
+    aux += f * mean_p;
+  }
+  s.aux_scale = ctx.aux_scale;
+  stats.aux_loss = ctx.aux_scale * config_.aux_loss_coef * static_cast<double>(E) * aux;
+  stats.z_loss = ctx.aux_scale * config_.z_loss_coef * z_sum / static_cast<double>(T);
+}
+
+void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats* stats,
+                  core::MemTag tag) const {
+  const int64_t H = config_.hidden, Fe = config_.expert_ffn;
+  MoeStats local;
+  Route(s, x, ctx, local, tag);
+  const int64_t N = static_cast<int64_t>(s.token.size());
+  s.h1 = NewBuffer(ctx, tag, {N, Fe});
+  s.h3 = NewBuffer(ctx, tag, {N, Fe});
+  s.g = NewBuffer(ctx, tag, {N, Fe});
+  s.out = NewBuffer(ctx, tag, {N, H});
+  for (int64_t e = 0; e < experts_local_; ++e) {
+    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                  r1 = s.offsets[static_cast<size_t>(e + 1)];
+    if (r0 == r1) continue;
+    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
+    kernels::gather_rows(xe.view(), x, s.token.data() + r0);
+    SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
+                     s.g.view().Rows(r0, r1), xe.view(), ExpertSlice(params_.weight(w1_), e),
+                     ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+  }
+  kernels::fill(y, 0.0f);
+  if (shared_) shared_->Forward(y, s.shared, x, ctx, tag);
+  kernels::scatter_add_rows(y, s.out.view(), s.token.data(), s.gate.data());
+  RoundActivation(ctx, y);
+  if (stats) stats->Add(local);
+}
+
+// Softmax backward of the router plus the aux and z-loss gradients; dx accumulates.
+void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s,
+                         const LayerContext& ctx) const {
+  const int64_t T = x.dim(0), E = config_.experts;
+  const float* p = s.probs.f32();
+  const float* lse = s.lse.f32();
+  float* dp = dprobs.f32();
+  const float aux_coef = static_cast<float>(s.aux_scale * config_.aux_loss_coef *
+                                            static_cast<double>(E) / static_cast<double>(T));
+  const float z_coef =
+      static_cast<float>(s.aux_scale * config_.z_loss_coef * 2.0 / static_cast<double>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    float* dpt = dp + t * E;
+    const float* pt = p + t * E;
+    double dot = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      dpt[e] += aux_coef * s.fraction[static_cast<size_t>(e)];
+      dot += static_cast<double>(dpt[e]) * pt[e];
+    }
+    for (int64_t e = 0; e < E; ++e) {  // dlogits, in place
+      dpt[e] = pt[e] * (dpt[e] - static_cast<float>(dot)) + z_coef * lse[t] * pt[e];
+    }
+  }
+  kernels::linear_backward_weight(params_.grad(router_), dprobs, x);
+  kernels::linear_backward_input(dx, dprobs, params_.weight(router_), /*accumulate_dx=*/true);
+  (void)ctx;
+}
+
+void Moe::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& s,
+                   const LayerContext& ctx) const {
+  const int64_t T = x.dim(0), E = config_.experts, H = config_.hidden;
+  if (shared_) {
+    shared_->Backward(dx, dy, x, s.shared, ctx);
+  } else {
+    kernels::fill(dx, 0.0f);
+  }
+  core::Buffer dprobs = NewBuffer(ctx, core::MemTag::kOther, {T, E});
+  for (int64_t e = 0; e < experts_local_; ++e) {
+    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                  r1 = s.offsets[static_cast<size_t>(e + 1)];
+    if (r0 == r1) continue;
+    const int64_t n = r1 - r0;
+    const int32_t* tok = s.token.data() + r0;
+    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    core::Buffer dout = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    kernels::gather_rows(xe.view(), x, tok);
+    kernels::gather_rows(dout.view(), dy, tok);
+    const float* out = s.out.f32() + r0 * H;
+    for (int64_t r = 0; r < n; ++r) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
+      float* d = dout.f32() + r * H;
+      double dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * out[r * H + i];
+      dprobs.f32()[tok[r] * E + expert_begin_ + e] += static_cast<float>(dot);
+      const float g = s.gate[static_cast<size_t>(r0 + r)];
+      for (int64_t i = 0; i < H; ++i) d[i] *= g;
+    }
+    core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    SwiGluFfnBackward(
+        dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
+        ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
+        s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
+        ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+    kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
+  }
+  RouterBackward(dx, dprobs.view(), x, s, ctx);
+  s = Saved();
+}
+
+}  // namespace pentamesh::model

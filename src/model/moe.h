@@ -1,0 +1,84 @@
+// Mixture-of-experts FFN: router softmax -> top-k -> capacity -> experts (grouped SwiGLU pass per
+// expert on its gathered rows) -> gate-weighted combine, plus optional shared experts.
+//   gate(t, e)   = softmax(x_t Wr^T)_e for the k chosen experts (not renormalised)
+//   aux loss     = alpha * E * sum_i f_i * P_i, f_i = routed_i / (T k), P_i = mean_t p(t, i)
+//                  (the seeds' load-balancing loss; f_i carries no gradient)
+//   router z-loss= beta * mean_t logsumexp(x_t Wr^T)^2
+//   capacity     = ceil(cf * T * k / E) kept assignments per expert, first choices first in token
+//                  order; cf = 0 is dropless. A dropped assignment contributes nothing (the
+//                  residual carries the token).
+// Experts are stacked (E, Fe, H) / (E, H, Fe) and sharded on dim 0 over ep: this rank computes
+// experts [ep_rank * E/ep, (ep_rank+1) * E/ep). With ep > 1 dispatch/combine become all_to_all_v
+// on the ep group (issue 6); here every routed expert is local.
+// Saved: router probs and lse, the kept assignments grouped by expert, the experts' h1/h3 and
+// outputs (for the gate gradient).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layer_common.h"
+#include "model/mlp.h"
+#include "model/param_set.h"
+
+namespace pentamesh::model {
+
+struct MoeConfig {
+  int64_t hidden = 0, experts = 0, top_k = 0, expert_ffn = 0;
+  int64_t shared_ffn = 0;       // shared experts' total FFN width; 0 = none
+  double capacity_factor = 0;   // 0 = dropless
+  double aux_loss_coef = 0.01;  // alpha
+  double z_loss_coef = 0;       // beta
+  double std_out = 0.02;
+  ShardConfig shard{};
+};
+
+// Routing statistics of one forward (summed over micro-batches and layers by the caller).
+struct MoeStats {
+  std::vector<int64_t> routed;  // (E) assignments chosen by the router, before capacity
+  std::vector<int64_t> kept;    // (E) assignments computed
+  int64_t dropped = 0;
+  double aux_loss = 0;  // already weighted by LayerContext::aux_scale
+  double z_loss = 0;    // idem
+  void Add(const MoeStats& o);
+  // max / mean of routed tokens per expert (1 = perfectly balanced).
+  double LoadImbalance() const;
+};
+
+class Moe {
+ public:
+  struct Saved {
+    core::Buffer probs;            // (T, E)
+    core::Buffer lse;              // (T)
+    std::vector<int32_t> token;    // (N) token of each kept assignment, grouped by expert
+    std::vector<float> gate;       // (N)
+    std::vector<int64_t> offsets;  // (E_local + 1) assignment ranges per local expert
+    std::vector<float> fraction;   // (E) f_i
+    core::Buffer h1, h3, g;        // (N, Fe)
+    core::Buffer out;              // (N, H) expert outputs before gating
+    Mlp::Saved shared;
+    float aux_scale = 1.0f;
+  };
+
+  Moe(ParamSet& params, const std::string& prefix, const MoeConfig& config);
+  // y (T, H). stats (optional) receives the routing statistics.
+  void Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx, MoeStats* stats,
+               core::MemTag tag = core::MemTag::kActivations) const;
+  // dx (T, H) is written; grads accumulate; the aux and z losses' gradients are included.
+  void Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
+                const LayerContext& ctx) const;
+
+ private:
+  void Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
+             core::MemTag tag) const;
+  void RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s,
+                      const LayerContext& ctx) const;
+  ParamSet& params_;
+  MoeConfig config_;
+  int64_t experts_local_, expert_begin_;
+  ParamId router_, w1_, w3_, w2_;
+  std::unique_ptr<Mlp> shared_;
+};
+
+}  // namespace pentamesh::model

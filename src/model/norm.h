@@ -1,0 +1,31 @@
+// RMSNorm layer over the hidden dim. Replicated on every rank (never sharded).
+// Saved: rstd (T). Backward accumulates the weight grad.
+#pragma once
+
+#include <string>
+
+#include "model/layer_common.h"
+#include "model/param_set.h"
+
+namespace pentamesh::model {
+
+class RmsNorm {
+ public:
+  struct Saved {
+    core::Buffer rstd;  // (T)
+  };
+  RmsNorm(ParamSet& params, const std::string& name, int64_t hidden, double eps);
+  // y (T, H) from x (T, H).
+  void Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx,
+               core::MemTag tag = core::MemTag::kActivations) const;
+  // dx (T, H) is written.
+  void Backward(Tensor dx, ConstTensor dy, ConstTensor x, const Saved& saved) const;
+
+ private:
+  ParamSet& params_;
+  ParamId weight_;
+  int64_t hidden_;
+  float eps_;
+};
+
+}  // namespace pentamesh::model

@@ -1,0 +1,117 @@
+// ParamSet: every parameter of this rank's model chunk, enumerated once, by name, in flat buffers:
+// weights (compute dtype: f32, or bf16 in mixed precision), fp32 grads, fp32 Adam m and v, and in
+// bf16 mode the fp32 master weights. Each parameter records its GLOBAL shape, the dim it is sharded
+// on, the mesh axis and this rank's shard, its init rule and whether weight decay applies.
+// Invariants:
+//  - Init is layout independent: element e of a parameter gets
+//    init.std * CounterRng::Normal(seed, HashName(name), global_flat_index(e)), so every mesh and
+//    every shard starts from the same global weights.
+//  - Parameters are identified by name, never by position; ForEach is the one enumeration that
+//    init, the optimizer, grad norms, checkpoints and the oracle export visit.
+//  - Grads accumulate (+=) across micro-batches until ZeroGrads().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace pentamesh::model {
+
+using core::ConstTensor;
+using core::Tensor;
+
+enum class MeshAxis : uint8_t { kNone, kTp, kEp };
+const char* ToString(MeshAxis axis);
+
+// This rank's coordinates on the axes a layer can be sharded over (1/0 on one process).
+struct ShardConfig {
+  int64_t tp_size = 1, tp_rank = 0;
+  int64_t ep_size = 1, ep_rank = 0;
+};
+
+// How a parameter is split: dim `dim` of the global shape is cut into `size` equal slices
+// (size = the axis size) and this rank holds slice `rank`. dim = -1: replicated.
+struct Sharding {
+  int dim = -1;
+  MeshAxis axis = MeshAxis::kNone;
+  int64_t size = 1, rank = 0;
+};
+
+enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
+struct InitRule {
+  InitKind kind = InitKind::kNormal;
+  double std = 0.02;
+};
+
+struct ParamInfo {
+  std::string name;
+  core::Shape global_shape;
+  core::Shape local_shape;
+  Sharding sharding;
+  InitRule init;
+  bool weight_decay = true;  // false for norms and biases
+  int64_t offset = 0;        // element offset of the local shard in the flat buffers
+  int64_t numel() const { return local_shape.numel(); }
+};
+
+using ParamId = int32_t;
+
+class ParamSet {
+ public:
+  // weight_dtype: kF32 (fp32 training) or kBF16 (mixed precision with fp32 master weights).
+  ParamSet(core::Allocator& alloc, core::Dtype weight_dtype);
+  ParamSet(const ParamSet&) = delete;
+  ParamSet& operator=(const ParamSet&) = delete;
+
+  // Registers a parameter; REQUIRES: !finalized(), unique name, sharded dim divisible by size.
+  ParamId Add(const std::string& name, core::Shape global_shape, Sharding sharding, InitRule init,
+              bool weight_decay);
+  // Allocates the flat buffers (weights, grads, m, v, master). After this no Add.
+  void Finalize();
+  bool finalized() const { return finalized_; }
+
+  // Initialises every weight from the counter RNG (layout independent), zeroes grads and state.
+  void Init(uint64_t seed);
+
+  // Compute-dtype weight (f32 or bf16) with the local shape.
+  ConstTensor weight(ParamId id) const;
+  // fp32 gradient with the local shape (accumulated with +=).
+  Tensor grad(ParamId id) const;
+  // fp32 master weight: the weight itself in fp32 mode, the separate master copy in bf16 mode.
+  Tensor master(ParamId id) const;
+
+  const ParamInfo& info(ParamId id) const { return infos_.at(static_cast<size_t>(id)); }
+  ParamId Find(const std::string& name) const;  // -1 when absent
+  int32_t size() const { return static_cast<int32_t>(infos_.size()); }
+  int64_t numel() const { return numel_; }
+  core::Dtype weight_dtype() const { return weight_dtype_; }
+
+  void ZeroGrads();
+  // Visits every parameter with (info, master fp32, grad, adam m, adam v).
+  using Visitor =
+      std::function<void(const ParamInfo&, Tensor master, Tensor grad, Tensor m, Tensor v)>;
+  void ForEach(const Visitor& fn);
+  // In bf16 mode rounds the master weights into the bf16 compute weights (after an update or a
+  // load); a no-op in fp32 mode.
+  void SyncWeightsFromMaster();
+
+ private:
+  Tensor Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) const;
+  core::Allocator& alloc_;
+  core::Dtype weight_dtype_;
+  std::vector<ParamInfo> infos_;
+  std::unordered_map<std::string, ParamId> by_name_;
+  int64_t numel_ = 0;
+  bool finalized_ = false;
+  core::Buffer weights_, grads_, adam_m_, adam_v_, master_;
+};
+
+// Flat index in the GLOBAL tensor of local element `local_index` of a shard.
+int64_t GlobalIndex(const ParamInfo& info, int64_t local_index);
+
+}  // namespace pentamesh::model

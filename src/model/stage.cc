@@ -1,0 +1,169 @@
+#include "model/stage.h"
+
+#include <fmt/format.h>
+#include <cmath>
+
+#include "kernels/cpu/elementwise.h"
+
+namespace pentamesh::model {
+namespace {
+
+BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
+  const spec::ModelSpec& m = c.model;
+  const double std_out = 0.02 / std::sqrt(2.0 * static_cast<double>(m.layers));
+  BlockConfig b;
+  b.attention = {.hidden = m.hidden,
+                 .heads = m.heads,
+                 .kv_heads = m.kv_heads,
+                 .head_dim = m.head_dim,
+                 .rope_theta = m.rope_theta,
+                 .max_seq = m.max_seq_len,
+                 .std_out = std_out,
+                 .shard = c.shard};
+  b.moe = m.IsMoeLayer(layer);
+  b.ffn_hidden = m.ffn_hidden;
+  b.moe_config = {.hidden = m.hidden,
+                  .experts = m.moe.experts,
+                  .top_k = m.moe.top_k,
+                  .expert_ffn = m.moe.expert_ffn_hidden,
+                  .shared_ffn = m.moe.shared_experts * m.moe.expert_ffn_hidden,
+                  .capacity_factor = m.moe.capacity_factor,
+                  .aux_loss_coef = c.aux_loss_coef,
+                  .z_loss_coef = c.z_loss_coef,
+                  .std_out = std_out,
+                  .shard = c.shard};
+  b.norm_eps = m.norm_eps;
+  b.recompute = c.recompute;
+  return b;
+}
+
+}  // namespace
+
+core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) {
+  std::vector<std::string> errors;
+  if (m.activation != spec::Activation::kSwiGLU)
+    errors.push_back("model.activation: the engine implements swiglu only");
+  if (m.head_dim % 2 != 0)
+    errors.push_back(fmt::format("model.head_dim: {} must be even for RoPE", m.head_dim));
+  if (m.heads % m.kv_heads != 0)
+    errors.push_back(fmt::format("model.kv_heads: {} must divide heads={}", m.kv_heads, m.heads));
+  if (m.heads % shard.tp_size != 0 || m.kv_heads % shard.tp_size != 0)
+    errors.push_back(fmt::format("model.heads: heads={} and kv_heads={} must be divisible by tp={}",
+                                 m.heads, m.kv_heads, shard.tp_size));
+  if (m.vocab % shard.tp_size != 0)
+    errors.push_back(fmt::format("model.vocab: {} not divisible by tp={}", m.vocab, shard.tp_size));
+  if (m.is_moe() && m.moe.experts % shard.ep_size != 0)
+    errors.push_back(
+        fmt::format("model.moe.experts: {} not divisible by ep={}", m.moe.experts, shard.ep_size));
+  if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
+    errors.push_back("model: layers, hidden and vocab must be positive");
+  if (errors.empty()) return core::Status::Ok();
+  std::string msg = "model not supported by the engine:";
+  for (const auto& e : errors) msg += "\n  " + e;
+  return core::Status::Error(msg);
+}
+
+Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
+    : config_(c), params_(params), alloc_(alloc) {
+  const spec::ModelSpec& m = c.model;
+  PM_CHECK(0 <= c.first_layer && c.first_layer <= c.last_layer && c.last_layer <= m.layers)
+      << "layers [" << c.first_layer << ", " << c.last_layer << ") of " << m.layers;
+  PM_CHECK(c.shard.tp_size == 1 && c.shard.ep_size == 1)
+      << "tp/ep > 1 need the communication regions of the distributed engine";
+  if (c.has_embedding) {
+    embedding_ =
+        std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, c.shard);
+  }
+  for (int64_t l = c.first_layer; l < c.last_layer; ++l) {
+    blocks_.push_back(std::make_unique<Block>(params, l, MakeBlockConfig(c, l)));
+  }
+  if (c.has_head) {
+    PM_CHECK(!m.tied_embeddings || embedding_) << "a tied head needs the embedding on its stage";
+    head_ = std::make_unique<Head>(params, m.hidden, m.vocab, m.norm_eps,
+                                   m.tied_embeddings ? embedding_->weight() : -1, c.shard);
+  }
+}
+
+LayerContext Stage::Context(const MicroBatch& mb) const {
+  return {.alloc = &alloc_, .bf16 = config_.bf16, .aux_scale = mb.aux_scale};
+}
+
+StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_in, Tensor x_out) {
+  PM_CHECK(!stashes_.count(mb_id)) << "micro-batch " << mb_id << " already in flight";
+  const int64_t T = mb.dims.tokens(), H = config_.model.hidden;
+  PM_CHECK(mb.tokens.numel() == T && mb.targets.numel() == T) << "micro-batch tokens";
+  PM_CHECK(mb.dims.seq <= config_.model.max_seq_len) << "seq " << mb.dims.seq << " > max_seq_len";
+  Stash& st = stashes_[mb_id];
+  st.tokens.assign(mb.tokens.i32(), mb.tokens.i32() + T);
+  st.targets.assign(mb.targets.i32(), mb.targets.i32() + T);
+  st.mb = mb;
+  st.mb.tokens = ConstTensor(core::Tensor(st.tokens.data(), core::Dtype::kI32, {T}));
+  st.mb.targets = ConstTensor(core::Tensor(st.targets.data(), core::Dtype::kI32, {T}));
+  const LayerContext ctx = Context(mb);
+  StageForward result;
+  core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  if (embedding_) {
+    embedding_->Forward(a.view(), st.mb.tokens, ctx);
+  } else {
+    kernels::copy(a.view(), x_in);
+  }
+  st.blocks.resize(blocks_.size());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    blocks_[l]->Forward(b.view(), st.blocks[l], a.view(), mb.dims, ctx, &result.moe);
+    std::swap(a, b);
+  }
+  if (head_) {
+    st.out = NewBuffer(ctx, core::MemTag::kActivations, {T, H});
+    kernels::copy(st.out.view(), a.view());
+    result.loss_sum = head_->Forward(st.head, st.out.view(), st.mb.targets, ctx);
+    for (int32_t t : st.targets) result.valid_tokens += t >= 0 ? 1 : 0;
+  } else {
+    kernels::copy(x_out, a.view());
+  }
+  return result;
+}
+
+void Stage::Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
+  auto it = stashes_.find(mb_id);
+  PM_CHECK(it != stashes_.end()) << "Backward of micro-batch " << mb_id << " without Forward";
+  Stash& st = it->second;
+  const LayerContext ctx = Context(st.mb);
+  const int64_t T = st.mb.dims.tokens(), H = config_.model.hidden;
+  core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  if (head_) {
+    head_->Backward(dy.view(), st.out.view(), st.mb.targets, st.head, st.mb.loss_scale, ctx);
+    st.out.Release();
+  } else {
+    kernels::copy(dy.view(), dy_out);
+  }
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    blocks_[l]->Backward(dx.view(), dy.view(), st.blocks[l], st.mb.dims, ctx);
+    std::swap(dx, dy);
+  }
+  if (embedding_) {
+    embedding_->Backward(dy.view(), st.mb.tokens);
+  } else {
+    kernels::copy(dx_in, dy.view());
+  }
+  stashes_.erase(it);
+}
+
+ConstTensor Stage::logits(int64_t mb_id) const {
+  auto it = stashes_.find(mb_id);
+  PM_CHECK(it != stashes_.end() && !it->second.head.logits.empty()) << "no logits for " << mb_id;
+  return it->second.head.logits.view();
+}
+
+Model::Model(const StageConfig& config, core::Allocator& alloc)
+    : params_(alloc, config.bf16 ? core::Dtype::kBF16 : core::Dtype::kF32) {
+  StageConfig c = config;
+  c.first_layer = 0;
+  c.last_layer = c.model.layers;
+  c.has_embedding = c.has_head = true;
+  stage_ = std::make_unique<Stage>(c, params_, alloc);
+  params_.Finalize();
+}
+
+}  // namespace pentamesh::model

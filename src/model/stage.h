@@ -1,0 +1,91 @@
+// Stage: the layers one pipeline rank owns for one model chunk: [first_layer, last_layer), plus
+// the embedding on the first stage and the head on the last. Forward(mb) stashes what Backward(mb)
+// needs, one Stash per in-flight micro-batch, so any schedule (GPipe, 1F1B, interleaved) can run
+// it; with pp = 1 the single stage is the whole model.
+// Invariant: every Forward(mb) is matched by exactly one Backward(mb), which frees its stash.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "model/block.h"
+#include "model/embedding.h"
+#include "model/head.h"
+#include "spec/model_spec.h"
+
+namespace pentamesh::model {
+
+struct StageConfig {
+  spec::ModelSpec model;
+  int64_t first_layer = 0, last_layer = 0;  // [first, last)
+  bool has_embedding = true, has_head = true;
+  ShardConfig shard{};
+  spec::Recompute recompute = spec::Recompute::kNone;
+  bool bf16 = false;  // bf16 weights and activations, fp32 master weights and grads
+  double aux_loss_coef = 0.01, z_loss_coef = 0.0;
+};
+
+// One micro-batch as the stage sees it. tokens/targets: (T) i32, targets < 0 are ignored.
+struct MicroBatch {
+  ConstTensor tokens, targets;
+  Dims dims;
+  float loss_scale = 1.0f;  // 1 / global valid tokens of the step
+  float aux_scale = 1.0f;   // tokens of this micro-batch / tokens of the step
+};
+
+struct StageForward {
+  double loss_sum = 0;  // summed cross-entropy of valid targets (last stage)
+  int64_t valid_tokens = 0;
+  MoeStats moe;  // summed over this stage's MoE layers
+};
+
+class Stage {
+ public:
+  Stage(const StageConfig& config, ParamSet& params, core::Allocator& alloc);
+  // First stage reads mb.tokens, otherwise x_in (T, H). Non-last stages write x_out (T, H).
+  StageForward Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_in, Tensor x_out);
+  // Last stage ignores dy_out; non-first stages write dx_in (T, H).
+  void Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in);
+  // Drops a micro-batch's stash without backward (evaluation).
+  void Drop(int64_t mb_id) { stashes_.erase(mb_id); }
+  // The logits of a micro-batch between its Forward and Backward (for tests and eval).
+  ConstTensor logits(int64_t mb_id) const;
+  int64_t in_flight() const { return static_cast<int64_t>(stashes_.size()); }
+  const StageConfig& config() const { return config_; }
+
+ private:
+  struct Stash {
+    MicroBatch mb;
+    std::vector<int32_t> tokens, targets;  // copies, so the caller's batch may be reused
+    std::vector<Block::Saved> blocks;
+    core::Buffer out;  // (T, H) output of the last block (head input)
+    Head::Saved head;
+  };
+  LayerContext Context(const MicroBatch& mb) const;
+  StageConfig config_;
+  ParamSet& params_;
+  core::Allocator& alloc_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<Head> head_;
+  std::map<int64_t, Stash> stashes_;
+};
+
+// Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).
+core::Status CheckSupported(const spec::ModelSpec& model, const ShardConfig& shard);
+
+// The whole model on one process: a ParamSet and one Stage over all layers.
+class Model {
+ public:
+  Model(const StageConfig& config, core::Allocator& alloc);
+  ParamSet& params() { return params_; }
+  Stage& stage() { return *stage_; }
+
+ private:
+  ParamSet params_;
+  std::unique_ptr<Stage> stage_;
+};
+
+}  // namespace pentamesh::model

@@ -1,0 +1,79 @@
+#include "train/metrics.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace pentamesh::train {
+
+std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
+                            double flops_per_token) {
+  nlohmann::ordered_json j;
+  j["step"] = s.step;
+  j["loss"] = s.loss;
+  j["ce_loss"] = s.ce_loss;
+  j["lr"] = s.lr;
+  j["grad_norm"] = s.grad_norm;
+  j["tokens"] = s.tokens;
+  j["step_time_s"] = s.step_time_s;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["mfu"] = s.mfu;
+  nlohmann::ordered_json peak;
+  for (int i = 0; i < core::kMemTagCount; ++i) {
+    peak[core::MemTagName(static_cast<core::MemTag>(i))] = s.peak_bytes[static_cast<size_t>(i)];
+  }
+  peak["total"] = s.peak_bytes_total;
+  j["peak_bytes"] = peak;
+  if (!s.moe.routed.empty()) {
+    j["aux_loss"] = s.moe.aux_loss;
+    j["z_loss"] = s.moe.z_loss;
+    j["tokens_per_expert"] = s.moe.routed;
+    j["expert_load_imbalance"] = s.moe.LoadImbalance();
+    j["dropped_tokens"] = s.moe.dropped;
+  }
+  if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
+  if (predicted) {
+    const cost::Memory& m = predicted->memory;
+    nlohmann::ordered_json p;
+    p["peak_bytes"] = {{"weights", m.weights},     {"grads", m.grads},
+                       {"optimizer", m.optimizer}, {"activations", m.activations},
+                       {"logits", m.logits},       {"comm", m.comm_buffers},
+                       {"total", m.total}};
+    p["flops_per_token"] = flops_per_token;
+    const cost::Time& t = predicted->time;
+    p["time_s"] = {{"compute", t.compute}, {"optimizer", t.optimizer}, {"step", t.step}};
+    p["mfu"] = predicted->mfu;
+    j["predicted"] = p;
+  }
+  return j.dump();
+}
+
+core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return core::Status::Error(fmt::format("run.out_dir: cannot create {}: {}", dir, ec.message()));
+  const std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f)
+    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  return MetricsWriter(f, path);
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+core::Status MetricsWriter::Write(const StepStats& s, const cost::Estimate* predicted,
+                                  double flops_per_token) {
+  const std::string line = StepStatsToJson(s, predicted, flops_per_token) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    return core::Status::Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,40 @@
+// metrics.jsonl: one JSON object per optimizer step (schema in docs/engine.md). Keys:
+//   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s,
+//   peak_bytes {weights, grads, optimizer, activations, logits, comm, other, total},
+//   for MoE: aux_loss, z_loss, tokens_per_expert [E], expert_load_imbalance, dropped_tokens,
+//   eval_loss when evaluated.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "core/status.h"
+#include "train/trainer.h"
+
+namespace pentamesh::train {
+
+// `predicted` (may be null): the cost model's memory per category, FLOPs and time terms.
+std::string StepStatsToJson(const StepStats& stats, const cost::Estimate* predicted = nullptr,
+                            double flops_per_token = 0);
+
+class MetricsWriter {
+ public:
+  // Creates (truncates) dir/metrics.jsonl; the directory is created if missing.
+  static core::Result<MetricsWriter> Open(const std::string& dir);
+  MetricsWriter(MetricsWriter&& o) noexcept : file_(o.file_), path_(std::move(o.path_)) {
+    o.file_ = nullptr;
+  }
+  MetricsWriter& operator=(MetricsWriter&&) = delete;
+  ~MetricsWriter();
+  // One line, flushed.
+  core::Status Write(const StepStats& stats, const cost::Estimate* predicted = nullptr,
+                     double flops_per_token = 0);
+  const std::string& path() const { return path_; }
+
+ private:
+  MetricsWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  std::FILE* file_;
+  std::string path_;
+};
+
+}  // namespace pentamesh::train

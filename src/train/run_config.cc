@@ -1,0 +1,222 @@
+#include "train/run_config.h"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+#include <set>
+#include <sstream>
+
+#include "spec/load_toml.h"
+
+namespace pentamesh::train {
+namespace {
+
+// Reads the engine's own tables; collects every error with its dotted field name.
+class TableReader {
+ public:
+  TableReader(const toml::table& root, const char* name, std::vector<std::string>* errors)
+      : name_(name), errors_(errors) {
+    const toml::node* n = root.get(name);
+    if (n && !n->is_table()) Error("", "must be a table");
+    table_ = n ? n->as_table() : nullptr;
+  }
+  template <typename T>
+  void Number(const char* key, T& out, double min_value, bool strictly = false) {
+    seen_.insert(key);
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    if (!n) return;
+    std::optional<double> v = n->value<double>();
+    if (!v) return Error(key, "must be a number");
+    if (std::is_integral_v<T> && *v != static_cast<double>(static_cast<int64_t>(*v)))
+      return Error(key, fmt::format("must be an integer (got {})", *v));
+    if (strictly ? *v <= min_value : *v < min_value)
+      return Error(key,
+                   fmt::format("must be {} {} (got {})", strictly ? ">" : ">=", min_value, *v));
+    out = static_cast<T>(*v);
+  }
+  void String(const char* key, std::string& out) {
+    seen_.insert(key);
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    if (!n) return;
+    std::optional<std::string> v = n->value_exact<std::string>();
+    if (!v) return Error(key, "must be a string");
+    out = *v;
+  }
+  void RejectUnknown() {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      if (!seen_.count(std::string(k.str()))) Error(std::string(k.str()), "unknown key");
+    }
+  }
+  void Error(const std::string& key, const std::string& reason) {
+    errors_->push_back(fmt::format("{}{}{}: {}", name_, key.empty() ? "" : ".", key, reason));
+  }
+
+ private:
+  const char* name_;
+  const toml::table* table_ = nullptr;
+  std::vector<std::string>* errors_;
+  std::set<std::string> seen_;
+};
+
+void ReadOptim(const toml::table& root, OptimConfig& o, std::vector<std::string>* errors) {
+  TableReader r(root, "optim", errors);
+  r.Number("lr", o.lr, 0, true);
+  r.Number("min_lr", o.min_lr, 0);
+  r.Number("warmup_steps", o.warmup_steps, 0);
+  r.Number("beta1", o.beta1, 0);
+  r.Number("beta2", o.beta2, 0);
+  r.Number("eps", o.eps, 0, true);
+  r.Number("weight_decay", o.weight_decay, 0);
+  r.Number("grad_clip", o.grad_clip, 0);
+  r.Number("aux_loss_coef", o.aux_loss_coef, 0);
+  r.Number("z_loss_coef", o.z_loss_coef, 0);
+  r.RejectUnknown();
+  if (o.beta1 >= 1) r.Error("beta1", fmt::format("must be < 1 (got {})", o.beta1));
+  if (o.beta2 >= 1) r.Error("beta2", fmt::format("must be < 1 (got {})", o.beta2));
+  if (o.min_lr > o.lr) r.Error("min_lr", fmt::format("{} exceeds lr={}", o.min_lr, o.lr));
+}
+
+void ReadData(const toml::table& root, DataConfig& d, std::vector<std::string>* errors) {
+  TableReader r(root, "data", errors);
+  r.String("dataset", d.dataset);
+  r.String("corpus", d.corpus);
+  r.Number("heldout_fraction", d.heldout_fraction, 0);
+  r.Number("split_seed", d.split_seed, 0);
+  r.RejectUnknown();
+  if (d.dataset.empty()) r.Error("dataset", "missing (required): a tokenized dataset directory");
+  if (d.heldout_fraction >= 1) r.Error("heldout_fraction", "must be < 1");
+}
+
+void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* errors) {
+  TableReader r(root, "run", errors);
+  r.Number("seed", o.seed, 0);
+  r.Number("steps", o.steps, 0);
+  std::string layout;
+  r.String("layout", layout);
+  r.String("out_dir", o.out_dir);
+  r.Number("eval_every", o.eval_every, 0);
+  r.Number("eval_batches", o.eval_batches, 1);
+  r.Number("log_every", o.log_every, 1);
+  r.Number("threads", o.threads, 0);
+  r.Number("peak_gflops", o.peak_gflops, 0, true);
+  r.Number("mem_gbps", o.mem_gbps, 0, true);
+  r.RejectUnknown();
+  if (!layout.empty()) {
+    core::Result<spec::Layout> l = spec::ParseLayout(layout);
+    if (!l.ok()) return r.Error("layout", l.status().message());
+    o.layout = *l;
+  }
+  const spec::Layout& l = o.layout;
+  if (l.dp != 1 || l.tp != 1 || l.pp != 1 || l.cp != 1 || l.ep != 1 || l.zero != 0) {
+    r.Error("layout",
+            fmt::format("the single-process engine runs dp=tp=pp=cp=ep=1 zero=0 (got '{}')",
+                        spec::ShortLayout(l)));
+  }
+}
+
+// Cross-table rules: shapes the engine can run.
+void CheckCombined(const RunConfig& c, std::vector<std::string>* errors) {
+  if (c.train.seq_len > c.model.max_seq_len) {
+    errors->push_back(fmt::format("train.seq_len: {} exceeds model.max_seq_len={}", c.train.seq_len,
+                                  c.model.max_seq_len));
+  }
+  if (c.train.global_batch_seqs() % c.run.layout.mbs != 0) {
+    errors->push_back(fmt::format("run.layout: mbs={} must divide train.global_batch_seqs={}",
+                                  c.run.layout.mbs, c.train.global_batch_seqs()));
+  }
+  if (c.train.precision == spec::Precision::kFp8) {
+    errors->push_back(
+        "train.precision: fp8 is not implemented by the CPU engine (use fp32 or bf16)");
+  }
+  if (c.model.hidden % c.model.heads != 0 && c.model.head_dim * c.model.heads != c.model.hidden) {
+    errors->push_back(fmt::format("model.heads: {} does not divide hidden={} (set head_dim)",
+                                  c.model.heads, c.model.hidden));
+  }
+  if (c.total_steps() < 1) errors->push_back("train.total_tokens: gives fewer than one step");
+  if (c.optim.warmup_steps >= c.total_steps() && c.total_steps() > 1) {
+    errors->push_back(fmt::format("optim.warmup_steps: {} must be below the {} steps of the run",
+                                  c.optim.warmup_steps, c.total_steps()));
+  }
+}
+
+core::Status Join(const std::string& source, const std::vector<std::string>& errors) {
+  if (errors.empty()) return core::Status::Ok();
+  std::string msg =
+      fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
+  for (const auto& e : errors) msg += "\n  " + e;
+  return core::Status::Error(msg);
+}
+
+}  // namespace
+
+core::Result<std::string> ApplyOverrides(const std::string& text, const std::string& source,
+                                         const std::vector<std::string>& overrides) {
+  if (overrides.empty()) return text;
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return core::Status::Error(fmt::format("{}: malformed TOML: {}", source, e.description()));
+  }
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return core::Status::Error(fmt::format("--set '{}': expected table.key=value", o));
+    }
+    const std::string path = o.substr(0, eq), value = o.substr(eq + 1);
+    toml::table value_table;
+    try {
+      value_table = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      value_table.insert_or_assign("v", value);  // a bare word is a string
+    }
+    toml::table* t = &root;
+    size_t begin = 0;
+    for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', begin)) {
+      const std::string part = path.substr(begin, dot - begin);
+      if (!t->get(part)) t->insert_or_assign(part, toml::table{});
+      t = t->get(part)->as_table();
+      if (!t) return core::Status::Error(fmt::format("--set '{}': '{}' is not a table", o, part));
+      begin = dot + 1;
+    }
+    if (path.find('.') == std::string::npos) {
+      return core::Status::Error(fmt::format("--set '{}': give table.key (e.g. optim.lr)", o));
+    }
+    t->insert_or_assign(path.substr(begin), *value_table.get("v"));
+  }
+  std::ostringstream out;
+  out << root;
+  return out.str();
+}
+
+core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::string& source,
+                                          const std::vector<std::string>& overrides) {
+  PM_ASSIGN_OR_RETURN(std::string merged, ApplyOverrides(text, source, overrides));
+  RunConfig c;
+  PM_ASSIGN_OR_RETURN(c.model, spec::ModelFromTomlText(merged, source));
+  PM_ASSIGN_OR_RETURN(c.train, spec::TrainFromTomlText(merged, source));
+  toml::table root = toml::parse(merged, source);  // parsed fine above
+  std::vector<std::string> errors;
+  for (const auto& [k, v] : root) {
+    const std::string key(k.str());
+    if (key != "model" && key != "train" && key != "optim" && key != "data" && key != "run") {
+      errors.push_back(
+          fmt::format("{}: unknown table (known: model, train, optim, data, run)", key));
+    }
+  }
+  ReadOptim(root, c.optim, &errors);
+  ReadData(root, c.data, &errors);
+  ReadRun(root, c.run, &errors);
+  if (errors.empty()) CheckCombined(c, &errors);
+  PM_RETURN_IF_ERROR(Join(source, errors));
+  return c;
+}
+
+core::Result<RunConfig> LoadRunConfig(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
+  return RunConfigFromToml(text, path, overrides);
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,81 @@
+// RunConfig: everything `pentamesh train` needs, loaded from one TOML file.
+//   [model]  the ModelSpec, read by spec::ModelFromTomlText (a run file's [model] is a model spec)
+//   [train]  the planner's TrainSpec keys, read by spec::TrainFromTomlText: seq_len,
+//            global_batch_seqs | global_batch_tokens, precision (fp32 | bf16), total_tokens
+//   [optim]  lr, min_lr, warmup_steps, beta1, beta2, eps, weight_decay, grad_clip,
+//            aux_loss_coef, z_loss_coef
+//   [data]   dataset (a tokenized dataset directory), corpus (text; when the dataset directory
+//            has no manifest, the tokenizer is trained and the corpus tokenized into it),
+//            heldout_fraction, split_seed
+//   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
+//            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
+//            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction)
+// Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
+// parsed TOML before any loader runs, so they go through exactly the same checks.
+// Invariant: every unknown key and every invalid value is reported, all at once, by field name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/layout.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace pentamesh::train {
+
+struct OptimConfig {
+  double lr = 3e-3;      // peak learning rate
+  double min_lr = 3e-4;  // cosine floor
+  int64_t warmup_steps = 20;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;    // decoupled; not applied to norms
+  double grad_clip = 1.0;       // global L2 norm; 0 = off
+  double aux_loss_coef = 0.01;  // MoE load-balancing alpha
+  double z_loss_coef = 0.0;     // MoE router z-loss beta
+};
+
+struct DataConfig {
+  std::string dataset;  // directory with manifest.json
+  std::string corpus;   // optional: text to build the dataset from when it is missing
+  double heldout_fraction = 0.01;
+  uint64_t split_seed = 1234;
+};
+
+struct RunOptions {
+  uint64_t seed = 1234;
+  int64_t steps = 0;         // 0 = train.total_tokens / train.global_batch_tokens
+  spec::Layout layout;       // only mbs and recompute may differ from 1 on one process
+  std::string out_dir;       // metrics.jsonl goes here; empty = no file
+  int64_t eval_every = 50;   // steps; 0 = only at the end
+  int64_t eval_batches = 8;  // held-out batches per evaluation
+  int64_t log_every = 1;
+  int threads = 0;           // BLAS threads; 0 = OpenBLAS default
+  double peak_gflops = 100;  // this host's dense fp32 peak, for MFU and the cost model
+  double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
+};
+
+struct RunConfig {
+  spec::ModelSpec model;
+  spec::TrainSpec train;
+  OptimConfig optim;
+  DataConfig data;
+  RunOptions run;
+  int64_t total_steps() const {
+    return run.steps > 0 ? run.steps
+                         : static_cast<int64_t>(train.total_tokens /
+                                                static_cast<double>(train.global_batch_tokens));
+  }
+};
+
+// Applies "a.b.c=value" overrides to TOML text and returns the new text.
+core::Result<std::string> ApplyOverrides(const std::string& text, const std::string& source,
+                                         const std::vector<std::string>& overrides);
+core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::string& source,
+                                          const std::vector<std::string>& overrides = {});
+core::Result<RunConfig> LoadRunConfig(const std::string& path,
+                                      const std::vector<std::string>& overrides = {});
+
+}  // namespace pentamesh::train

@@ -1,0 +1,228 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <malloc.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "data/tokenize.h"
+#include "data/tokenizer.h"
+#include "kernels/cpu/matmul.h"
+
+namespace pentamesh::train {
+
+core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t vocab) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(c.dataset) / data::kManifestFile)) {
+    if (c.corpus.empty()) {
+      return core::Status::Error(
+          fmt::format("data.dataset: {} has no {} (tokenize a corpus into it, or set data.corpus)",
+                      c.dataset, data::kManifestFile));
+    }
+    if (!fs::exists(c.corpus)) {
+      return core::Status::Error(fmt::format("data.corpus: {} does not exist", c.corpus));
+    }
+    std::error_code ec;
+    fs::create_directories(c.dataset, ec);
+    if (ec)
+      return core::Status::Error(
+          fmt::format("data.dataset: cannot create {}: {}", c.dataset, ec.message()));
+    const std::string prefix = (fs::path(c.dataset) / "tokenizer").string();
+    fmt::print("data: training a {}-token BPE tokenizer on {}\n", vocab, c.corpus);
+    PM_ASSIGN_OR_RETURN(auto tstats, data::TrainTokenizer({.inputs = {c.corpus},
+                                                           .model_prefix = prefix,
+                                                           .vocab_size = static_cast<int>(vocab)}));
+    (void)tstats;
+    fmt::print("data: tokenizing {} into {}\n", c.corpus, c.dataset);
+    PM_ASSIGN_OR_RETURN(auto stats, data::TokenizeCorpus({.inputs = {c.corpus},
+                                                          .model_path = prefix + ".model",
+                                                          .output_dir = c.dataset,
+                                                          .heldout_fraction = c.heldout_fraction,
+                                                          .split_seed = c.split_seed}));
+    fmt::print("data: {} train tokens, {} held-out tokens\n", stats.train_tokens,
+               stats.heldout_tokens);
+  }
+  return data::Dataset::Open(c.dataset);
+}
+
+spec::ClusterSpec HostCluster(const RunConfig& c) {
+  return {.name = "cpu-host",
+          .gpu = "cpu",
+          .peak_tflops = c.run.peak_gflops / 1e3,
+          .hbm_gb = 1e3,
+          .hbm_gbps = c.run.mem_gbps,
+          .gpus_per_node = 1,
+          .nodes = 1,
+          .intra_node_gbps = c.run.mem_gbps,
+          .nics_per_node = 1,
+          .inter_node_gbps = 1};
+}
+
+cost::Estimate PredictRun(const RunConfig& c) {
+  cost::CostParams p;
+  p.grad_bytes = 4;
+  p.framework_bytes = 0;
+  p.fragmentation = 0;
+  p.safety_margin_bytes = 0;
+  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
+}
+
+core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config) {
+  PM_RETURN_IF_ERROR(model::CheckSupported(config.model, {}));
+  PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
+  if (dataset.vocab_size() != config.model.vocab) {
+    return core::Status::Error(
+        fmt::format("model.vocab: {} does not match the tokenizer's vocab {} of data.dataset={}",
+                    config.model.vocab, dataset.vocab_size(), config.data.dataset));
+  }
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(dataset)));
+  PM_ASSIGN_OR_RETURN(
+      data::Sampler sampler,
+      data::Sampler::Create(*t->dataset_, {.split = data::Split::kTrain,
+                                           .seq_len = config.train.seq_len,
+                                           .global_batch_seqs = config.train.global_batch_seqs(),
+                                           .seed = config.run.seed}));
+  t->sampler_ = std::make_unique<data::Sampler>(std::move(sampler));
+  return t;
+}
+
+Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
+    : config_(c), dataset_(std::make_unique<data::Dataset>(std::move(dataset))) {
+  // Stashes are allocated and freed every micro-batch: keep freed memory in the heap instead of
+  // returning large blocks to the OS (each fresh mmap costs page faults on every step).
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  kernels::SetBlasThreads(c.run.threads);
+  model_ = std::make_unique<model::Model>(
+      model::StageConfig{.model = c.model,
+                         .recompute = c.run.layout.recompute,
+                         .bf16 = c.train.precision == spec::Precision::kBf16,
+                         .aux_loss_coef = c.optim.aux_loss_coef,
+                         .z_loss_coef = c.optim.z_loss_coef},
+      alloc_);
+  model_->params().Init(c.run.seed);
+  schedule_ = {.lr_max = c.optim.lr,
+               .lr_min = c.optim.min_lr,
+               .warmup_steps = c.optim.warmup_steps,
+               .total_steps = c.total_steps()};
+  predicted_ = PredictRun(c);
+  flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
+  adamw_ = {.beta1 = c.optim.beta1,
+            .beta2 = c.optim.beta2,
+            .eps = c.optim.eps,
+            .weight_decay = c.optim.weight_decay,
+            .grad_clip = c.optim.grad_clip};
+}
+
+double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
+                         int64_t* valid) {
+  const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
+  int64_t valid_tokens = 0;
+  for (int32_t t : batch.targets) valid_tokens += t >= 0 ? 1 : 0;
+  model::Stage& stage = model_->stage();
+  double ce = 0;
+  for (int64_t mb = 0; mb * mbs < G; ++mb) {
+    const int64_t T = mbs * S, first = mb * T;
+    model::MicroBatch m{
+        .tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
+                                                 core::Dtype::kI32, {T})),
+        .targets = core::ConstTensor(core::Tensor(
+            const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
+        .dims = {.batch = mbs, .seq = S},
+        .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
+        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G)};
+    model::StageForward f = stage.Forward(mb, m, {}, {});
+    ce += f.loss_sum;
+    if (moe) moe->Add(f.moe);
+    if (train) {
+      stage.Backward(mb, {}, {});
+    } else {
+      stage.Drop(mb);
+    }
+  }
+  *valid = valid_tokens;
+  return ce;
+}
+
+StepStats Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  alloc_.ResetPeaks();
+  sampler_->NextInto(batch_);
+  model::ParamSet& params = model_->params();
+  params.ZeroGrads();
+  StepStats s;
+  int64_t valid = 0;
+  const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
+  s.grad_norm = GlobalGradNorm(params);
+  s.lr = LearningRate(schedule_, step_);
+  ++step_;
+  AdamWStep(params, adamw_, s.lr, ClipScale(s.grad_norm, adamw_.grad_clip), step_);
+  s.step = step_;
+  s.ce_loss = ce / static_cast<double>(std::max<int64_t>(valid, 1));
+  s.loss = s.ce_loss + s.moe.aux_loss + s.moe.z_loss;
+  s.tokens = static_cast<int64_t>(batch_.tokens.size());
+  s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.tokens_per_s = static_cast<double>(s.tokens) / s.step_time_s;
+  s.mfu = flops_per_token_ * s.tokens_per_s / (config_.run.peak_gflops * 1e9);
+  for (int i = 0; i < core::kMemTagCount; ++i)
+    s.peak_bytes[static_cast<size_t>(i)] = alloc_.peak_bytes(static_cast<core::MemTag>(i));
+  s.peak_bytes_total = alloc_.peak_bytes_total();
+  return s;
+}
+
+double Trainer::Evaluate() {
+  auto sampler =
+      data::Sampler::Create(*dataset_, {.split = data::Split::kHeldout,
+                                        .seq_len = config_.train.seq_len,
+                                        .global_batch_seqs = config_.train.global_batch_seqs(),
+                                        .seed = config_.run.seed,
+                                        .shuffle = false});
+  PM_CHECK(sampler.ok()) << sampler.status().message();
+  const int64_t batches = std::min<int64_t>(
+      config_.run.eval_batches,
+      static_cast<int64_t>(sampler->windows_per_epoch()) / config_.train.global_batch_seqs());
+  PM_CHECK(batches >= 1) << "held-out split smaller than one global batch";
+  double ce = 0;
+  int64_t tokens = 0;
+  data::Batch b;
+  for (int64_t i = 0; i < batches; ++i) {
+    sampler->NextInto(b);
+    int64_t valid = 0;
+    ce += RunBatch(b, /*train=*/false, nullptr, &valid);
+    tokens += valid;
+  }
+  return ce / static_cast<double>(tokens);
+}
+
+core::Result<UnigramBaseline> Trainer::Baseline() const {
+  const int64_t V = config_.model.vocab;
+  std::vector<double> counts(static_cast<size_t>(V), 1.0);  // add-one smoothing
+  std::vector<int32_t> chunk;
+  auto read_split = [&](data::Split split, auto&& fn) {
+    const uint64_t n = dataset_->tokens(split);
+    for (uint64_t start = 0; start < n; start += 1 << 20) {
+      const uint64_t count = std::min<uint64_t>(1 << 20, n - start);
+      chunk.resize(count);
+      dataset_->Read(split, start, count, chunk.data());
+      for (int32_t t : chunk) fn(t);
+    }
+    return n;
+  };
+  const double train_n = static_cast<double>(
+      read_split(data::Split::kTrain, [&](int32_t t) { counts[static_cast<size_t>(t)] += 1; }));
+  const double total = train_n + static_cast<double>(V);
+  UnigramBaseline b;
+  for (double c : counts) b.train_entropy -= (c / total) * std::log(c / total);
+  double xent = 0;
+  const double held_n = static_cast<double>(read_split(data::Split::kHeldout, [&](int32_t t) {
+    xent -= std::log(counts[static_cast<size_t>(t)] / total);
+  }));
+  if (held_n == 0) return core::Status::Error("data.dataset: the held-out split is empty");
+  b.heldout_xent = xent / held_n;
+  return b;
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,97 @@
+// Trainer: one training run on one process. Wires the run from a RunConfig: opens (or builds)
+// the tokenized dataset, builds the model (one Stage), and runs optimizer steps of
+// global_batch_seqs sequences split into micro-batches of layout.mbs sequences, with grads
+// accumulated in fp32 and the loss normalised by the step's global valid tokens.
+// Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
+// deterministic sampler, fixed BLAS threads); each step's memory peaks are measured per tag.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/status.h"
+#include "cost/cost.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "model/stage.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+#include "train/run_config.h"
+
+namespace pentamesh::train {
+
+struct StepStats {
+  int64_t step = 0;    // 1-based: the number of optimizer steps done
+  double loss = 0;     // ce_loss + aux_loss + z_loss
+  double ce_loss = 0;  // cross-entropy per valid token
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  int64_t tokens = 0;    // tokens in the step
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs (cost::Flops) * tokens/s / run.peak_gflops
+  std::array<int64_t, core::kMemTagCount> peak_bytes{};  // per MemTag during the step
+  int64_t peak_bytes_total = 0;
+  model::MoeStats moe;  // empty for dense models
+  std::optional<double> eval_loss;
+};
+
+// Cross-entropy baselines of the held-out split without context, in nats per token.
+struct UnigramBaseline {
+  double train_entropy = 0;  // entropy of the train split's unigram distribution
+  double heldout_xent = 0;   // held-out tokens under the (add-one smoothed) train unigram
+};
+
+class Trainer {
+ public:
+  static core::Result<std::unique_ptr<Trainer>> Create(const RunConfig& config);
+
+  StepStats Step();
+  // Mean cross-entropy over the first run.eval_batches held-out batches (fixed, unshuffled).
+  double Evaluate();
+  core::Result<UnigramBaseline> Baseline() const;
+
+  int64_t step() const { return step_; }
+  int64_t total_steps() const { return config_.total_steps(); }
+  const RunConfig& config() const { return config_; }
+  model::ParamSet& params() { return model_->params(); }
+  const core::Allocator& allocator() const { return alloc_; }
+  const data::Dataset& dataset() const { return *dataset_; }
+  // The cost model's prediction for this model and layout on this host (memory per category,
+  // FLOPs, step-time terms).
+  const cost::Estimate& predicted() const { return predicted_; }
+  double flops_per_token() const { return flops_per_token_; }
+
+ private:
+  Trainer(const RunConfig& config, data::Dataset dataset);
+  // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
+  double RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe, int64_t* valid);
+
+  RunConfig config_;
+  core::Allocator alloc_;
+  std::unique_ptr<data::Dataset> dataset_;
+  std::unique_ptr<data::Sampler> sampler_;
+  std::unique_ptr<model::Model> model_;
+  LrSchedule schedule_;
+  AdamWConfig adamw_;
+  data::Batch batch_;
+  cost::Estimate predicted_;
+  double flops_per_token_ = 0;
+  int64_t step_ = 0;
+};
+
+// The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).
+spec::ClusterSpec HostCluster(const RunConfig& config);
+// The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
+// framework overhead or fragmentation (the allocator measures exact bytes).
+cost::Estimate PredictRun(const RunConfig& config);
+
+// Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of
+// `vocab` tokens and tokenizes the corpus into it first (prints what it does).
+core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& config, int64_t vocab);
+
+}  // namespace pentamesh::train

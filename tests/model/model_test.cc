@@ -1,0 +1,224 @@
+// The model's layers through the whole-model gradient: every parameter's gradient against central
+// finite differences (fp32 model, perturbed weights), recomputation policies and micro-batch
+// accumulation against the plain run, MoE capacity/dropping, layout-independent init.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/stage.h"
+#include "testing/tiny_model.h"
+
+namespace pentamesh::model {
+namespace {
+
+using testing::Batch;
+using testing::ForwardBackward;
+using testing::LossOnly;
+
+StageConfig Config(const spec::ModelSpec& m, spec::Recompute rc = spec::Recompute::kNone) {
+  return {.model = m, .recompute = rc, .aux_loss_coef = 0.1, .z_loss_coef = 0.01};
+}
+
+// Larger weights than the default init, so gradients are well above fp32 finite-difference noise.
+void Perturb(ParamSet& params, uint64_t seed) {
+  params.ForEach([&](const ParamInfo& info, Tensor w, Tensor, Tensor, Tensor) {
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double n =
+          core::CounterRng::Normal(seed, core::HashName(info.name), static_cast<uint64_t>(i));
+      w.f32()[i] = info.init.kind == InitKind::kOnes ? static_cast<float>(1.0 + 0.2 * n)
+                                                     : static_cast<float>(0.3 * n);
+    }
+  });
+}
+
+std::vector<float> Grads(ParamSet& params) {
+  std::vector<float> g;
+  params.ForEach([&](const ParamInfo&, Tensor, Tensor grad, Tensor, Tensor) {
+    g.insert(g.end(), grad.f32(), grad.f32() + grad.numel());
+  });
+  return g;
+}
+
+void FiniteDifferenceCheck(const spec::ModelSpec& spec) {
+  core::Allocator alloc;
+  Model model(Config(spec), alloc);
+  model.params().Init(7);
+  Perturb(model.params(), 8);
+  const Batch b = testing::RandomBatch(2, 7, spec.vocab, 3);
+  ForwardBackward(model.stage(), model.params(), b);
+  const double eps = 1e-2;
+  const double center = LossOnly(model.stage(), b);
+  int checked = 0, failures = 0, kinks = 0;
+  model.params().ForEach([&](const ParamInfo& info, Tensor w, Tensor g, Tensor, Tensor) {
+    const int64_t stride = std::max<int64_t>(1, w.numel() / 6);
+    for (int64_t i = 0; i < w.numel(); i += stride) {
+      const float saved = w.f32()[i];
+      w.f32()[i] = static_cast<float>(saved + eps);
+      const double up = LossOnly(model.stage(), b);
+      w.f32()[i] = static_cast<float>(saved - eps);
+      const double down = LossOnly(model.stage(), b);
+      w.f32()[i] = saved;
+      const double numeric = (up - down) / (2 * eps);
+      ++checked;
+      // A top-k switch inside [-eps, eps] makes the loss non-smooth there: the one-sided
+      // differences disagree. Those points have no finite-difference reference; skip them.
+      const double right = (up - center) / eps, left = (center - down) / eps;
+      if (std::fabs(right - left) > 0.05 * std::fabs(numeric) + 2e-3) {
+        ++kinks;
+        continue;
+      }
+      if (std::fabs(numeric - g.f32()[i]) > 2e-4 + 3e-2 * std::fabs(numeric) && ++failures < 8) {
+        ADD_FAILURE() << info.name << "[" << i << "]: analytic " << g.f32()[i] << " numeric "
+                      << numeric;
+      }
+    }
+  });
+  EXPECT_GT(checked, 50);
+  EXPECT_LT(kinks, checked / 10) << "too many non-smooth points to be a fair check";
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(Model, DenseGradientsMatchFiniteDifferences) { FiniteDifferenceCheck(testing::TinyDense()); }
+
+TEST(Model, MoeGradientsMatchFiniteDifferences) {
+  spec::ModelSpec m = testing::TinyMoe();
+  m.tied_embeddings = true;
+  FiniteDifferenceCheck(m);
+}
+
+// Same weights and batch under every recompute policy: same loss and grads (bitwise: the same
+// kernels run on the same inputs).
+TEST(Model, RecomputePoliciesGiveIdenticalGradients) {
+  for (const spec::ModelSpec& spec : {testing::TinyDense(), testing::TinyMoe()}) {
+    std::vector<float> ref;
+    double ref_loss = 0;
+    for (spec::Recompute rc :
+         {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
+      core::Allocator alloc;
+      Model model(Config(spec, rc), alloc);
+      model.params().Init(11);
+      const double loss =
+          ForwardBackward(model.stage(), model.params(), testing::RandomBatch(2, 9, spec.vocab, 5))
+              .loss;
+      std::vector<float> g = Grads(model.params());
+      if (rc == spec::Recompute::kNone) {
+        ref = g;
+        ref_loss = loss;
+      } else {
+        EXPECT_EQ(loss, ref_loss) << spec.name << " " << spec::ToString(rc);
+        EXPECT_EQ(g, ref) << spec.name << " " << spec::ToString(rc);
+      }
+    }
+  }
+}
+
+TEST(Model, RecomputeLowersStashedActivations) {
+  const spec::ModelSpec spec = testing::TinyDense();
+  std::vector<int64_t> peaks;
+  for (spec::Recompute rc :
+       {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
+    core::Allocator alloc;
+    Model model(Config(spec, rc), alloc);
+    model.params().Init(1);
+    const Batch b = testing::RandomBatch(4, 16, spec.vocab, 5);
+    alloc.ResetPeaks();
+    ForwardBackward(model.stage(), model.params(), b);
+    EXPECT_EQ(alloc.live_bytes(core::MemTag::kActivations), 0) << "stash freed";
+    peaks.push_back(alloc.peak_bytes(core::MemTag::kActivations));
+  }
+  EXPECT_GT(peaks[0], peaks[1]);
+  EXPECT_GT(peaks[1], peaks[2]);
+}
+
+TEST(Model, MicroBatchAccumulationMatchesOneBatch) {
+  const spec::ModelSpec spec = testing::TinyMoe();
+  core::Allocator alloc;
+  Model model(Config(spec), alloc);
+  model.params().Init(3);
+  StageConfig c = Config(spec);
+  c.aux_loss_coef = 0;  // the aux loss is per micro-batch by definition; compare the LM part
+  c.z_loss_coef = 0;
+  core::Allocator alloc2;
+  Model model2(c, alloc2);
+  model2.params().Init(3);
+  const Batch b = testing::RandomBatch(4, 8, spec.vocab, 9);
+  const double one = ForwardBackward(model2.stage(), model2.params(), b, 1).loss;
+  const std::vector<float> g1 = Grads(model2.params());
+  const double four = ForwardBackward(model2.stage(), model2.params(), b, 4).loss;
+  const std::vector<float> g4 = Grads(model2.params());
+  EXPECT_NEAR(one, four, 1e-6 * std::fabs(one));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < g1.size(); ++i) {
+    num += (double(g1[i]) - g4[i]) * (double(g1[i]) - g4[i]);
+    den += double(g1[i]) * g1[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+}
+
+TEST(Model, MoeCapacityDropsAndCounts) {
+  spec::ModelSpec spec = testing::TinyMoe();
+  spec.moe.capacity_factor = 0.5;  // capacity = ceil(0.5 * T * k / E)
+  core::Allocator alloc;
+  Model model(Config(spec), alloc);
+  model.params().Init(3);
+  const Batch b = testing::RandomBatch(2, 8, spec.vocab, 9);
+  const testing::StepResult r = ForwardBackward(model.stage(), model.params(), b);
+  const int64_t T = 16, k = 2, E = 4, capacity = 4;  // ceil(0.5 * 16 * 2 / 4)
+  int64_t routed = 0, kept = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    routed += r.moe.routed[e];
+    kept += r.moe.kept[e];
+    EXPECT_LE(r.moe.kept[e], capacity);
+    EXPECT_EQ(r.moe.kept[e], std::min(r.moe.routed[e], capacity));
+  }
+  EXPECT_EQ(routed, T * k);  // one MoE layer
+  EXPECT_EQ(routed - kept, r.moe.dropped);
+  EXPECT_GT(r.moe.dropped, 0);
+  EXPECT_GE(r.moe.LoadImbalance(), 1.0);
+  EXPECT_GT(r.moe.aux_loss, 0);
+  EXPECT_TRUE(std::isfinite(r.loss));
+}
+
+TEST(ParamSet, InitIsLayoutIndependent) {
+  core::Allocator alloc;
+  ParamSet full(alloc, core::Dtype::kF32);
+  full.Add("w", {6, 4}, {}, {}, true);
+  full.Finalize();
+  full.Init(5);
+  for (int dim = 0; dim < 2; ++dim) {
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      ParamSet shard(alloc, core::Dtype::kF32);
+      shard.Add("w", {6, 4}, {.dim = dim, .axis = MeshAxis::kTp, .size = 2, .rank = rank}, {},
+                true);
+      shard.Finalize();
+      shard.Init(5);
+      Tensor s = shard.master(0);
+      const int64_t rows = s.dim(0), cols = s.dim(1);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t gr = dim == 0 ? rank * rows + r : r, gc = dim == 1 ? rank * cols + c : c;
+          EXPECT_EQ(s.f32()[r * cols + c], full.master(0).f32()[gr * 4 + gc]);
+        }
+    }
+  }
+  ParamSet bad(alloc, core::Dtype::kF32);
+  EXPECT_DEATH(
+      bad.Add("w", {5, 4}, {.dim = 0, .axis = MeshAxis::kTp, .size = 2, .rank = 0}, {}, true),
+      "not divisible");
+}
+
+TEST(ParamSet, Bf16KeepsMasterAndRoundsWeights) {
+  core::Allocator alloc;
+  ParamSet p(alloc, core::Dtype::kBF16);
+  p.Add("w", {3, 5}, {}, {}, true);
+  p.Finalize();
+  p.Init(2);
+  EXPECT_EQ(alloc.live_bytes(core::MemTag::kWeights), 15 * 2);
+  EXPECT_EQ(alloc.live_bytes(core::MemTag::kOptimizer), 15 * 4 * 3);
+  for (int64_t i = 0; i < 15; ++i) {
+    EXPECT_EQ(core::Bf16ToFloat(p.weight(0).bf16()[i]), core::RoundBf16(p.master(0).f32()[i]));
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh::model

@@ -1,0 +1,215 @@
+// The training loop on a small slice of the real corpus (tests/data/fixtures.h): it learns
+// (held-out loss below the unigram baseline), it is deterministic (bitwise-equal losses for the
+// same seed), bf16 mixed precision tracks fp32, and bad configs fail with the field named. Also the
+// LR schedule, clipping and the AdamW decay mask.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <cmath>
+
+#include "data/fixtures.h"
+#include "train/lr_schedule.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace pentamesh::train {
+namespace {
+
+std::string RunToml(const std::string& dataset, const std::string& extra_model = "") {
+  return fmt::format(R"(
+[model]
+name = "t"
+layers = 2
+hidden = 64
+heads = 4
+kv_heads = 2
+ffn_hidden = 160
+vocab = 512
+max_seq_len = 64
+{}
+[train]
+seq_len = 64
+global_batch_seqs = 8
+precision = "fp32"
+total_tokens = 61440
+[optim]
+lr = 1e-2
+min_lr = 1e-3
+warmup_steps = 10
+[data]
+dataset = "{}"
+[run]
+seed = 7
+layout = "mbs=4"
+eval_batches = 4
+threads = 1
+)",
+                     extra_model, dataset);
+}
+
+RunConfig Load(const std::string& text, const std::vector<std::string>& sets = {}) {
+  auto c = RunConfigFromToml(text, "test.toml", sets);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+std::string Error(const std::string& text, const std::vector<std::string>& sets = {}) {
+  auto c = RunConfigFromToml(text, "test.toml", sets);
+  if (c.ok()) {
+    auto t = Trainer::Create(*c);
+    return t.ok() ? "" : t.status().message();
+  }
+  return c.status().message();
+}
+
+TEST(LrSchedule, WarmupCosineFloor) {
+  const LrSchedule s{.lr_max = 1.0, .lr_min = 0.1, .warmup_steps = 4, .total_steps = 14};
+  EXPECT_DOUBLE_EQ(LearningRate(s, 0), 0.25);
+  EXPECT_DOUBLE_EQ(LearningRate(s, 3), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRate(s, 4), 1.0);
+  EXPECT_NEAR(LearningRate(s, 9), 0.55, 1e-12);  // half way: (max + min) / 2
+  EXPECT_NEAR(LearningRate(s, 14), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRate(s, 100), 0.1, 1e-12);
+}
+
+TEST(Optimizer, ClipAndDecayMask) {
+  EXPECT_DOUBLE_EQ(ClipScale(0.5, 1.0), 1.0);
+  EXPECT_NEAR(ClipScale(4.0, 1.0), 0.25, 1e-6);
+  EXPECT_DOUBLE_EQ(ClipScale(4.0, 0.0), 1.0);
+  core::Allocator alloc;
+  model::ParamSet p(alloc, core::Dtype::kF32);
+  p.Add("w", {2}, {}, {.kind = model::InitKind::kOnes}, /*weight_decay=*/true);
+  p.Add("norm", {2}, {}, {.kind = model::InitKind::kOnes}, /*weight_decay=*/false);
+  p.Finalize();
+  p.Init(1);  // grads are zero: only the decay moves weights
+  AdamWStep(p, {.weight_decay = 0.5}, /*lr=*/0.1, 1.0, 1);
+  EXPECT_FLOAT_EQ(p.master(0).f32()[0], 0.95f);
+  EXPECT_FLOAT_EQ(p.master(1).f32()[0], 1.0f);
+  p.grad(0).f32()[0] = 3;
+  p.grad(1).f32()[1] = 4;
+  EXPECT_DOUBLE_EQ(GlobalGradNorm(p), 5.0);
+}
+
+TEST(RunConfig, OverridesAndErrorsNameTheField) {
+  const std::string ds = data::testing::Corpus().dataset;
+  const RunConfig c =
+      Load(RunToml(ds), {"optim.lr=0.5", "run.layout=\"mbs=2 recompute=full\"", "model.layers=3"});
+  EXPECT_EQ(c.optim.lr, 0.5);
+  EXPECT_EQ(c.run.layout.mbs, 2);
+  EXPECT_EQ(c.run.layout.recompute, spec::Recompute::kFull);
+  EXPECT_EQ(c.model.layers, 3);
+  EXPECT_EQ(c.total_steps(), 120);
+  EXPECT_NE(Error(RunToml(ds), {"optim.lr_peak=1"}).find("optim.lr_peak: unknown key"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"train.seq_len=128"})
+                .find("train.seq_len: 128 exceeds model.max_seq_len"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"model.heads=3", "model.kv_heads=3"})
+                .find("model.heads: 3 does not divide hidden"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"run.layout=\"tp=2\""}).find("run.layout"), std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"run.layout=\"mbs=3\""}).find("mbs=3 must divide"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"optim.warmup_steps=500"}).find("optim.warmup_steps"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"train.precision=\"fp8\""}).find("train.precision"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"bogus.key=1"}).find("bogus: unknown table"), std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"novalue"}).find("--set 'novalue'"), std::string::npos);
+  EXPECT_NE(Error(RunToml("/nonexistent/dataset"))
+                .find("data.dataset: /nonexistent/dataset has no manifest.json"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"model.vocab=1024"})
+                .find("model.vocab: 1024 does not match the tokenizer's vocab 512"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"model.head_dim=15"}).find("model.head_dim: 15 must be even"),
+            std::string::npos);
+}
+
+std::vector<double> Losses(const RunConfig& c, int steps) {
+  auto t = Trainer::Create(c);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back((*t)->Step().loss);
+  return losses;
+}
+
+TEST(Trainer, DeterministicLosses) {
+  const std::string ds = data::testing::Corpus().dataset;
+  for (const char* precision : {"\"fp32\"", "\"bf16\""}) {
+    const RunConfig c = Load(RunToml(ds), {fmt::format("train.precision={}", precision)});
+    const std::vector<double> a = Losses(c, 4), b = Losses(c, 4);
+    EXPECT_EQ(a, b) << precision;  // bitwise
+    const RunConfig other =
+        Load(RunToml(ds), {fmt::format("train.precision={}", precision), "run.seed=8"});
+    EXPECT_NE(Losses(other, 1)[0], a[0]);
+  }
+}
+
+TEST(Trainer, MoeStepReportsRouting) {
+  const std::string ds = data::testing::Corpus().dataset;
+  const RunConfig c = Load(RunToml(
+      ds, "[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 64\ncapacity_factor = 1.0\n"));
+  auto t = Trainer::Create(c);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const StepStats s = (*t)->Step();
+  ASSERT_EQ(s.moe.routed.size(), 4u);
+  int64_t routed = 0;
+  for (int64_t r : s.moe.routed) routed += r;
+  EXPECT_EQ(routed, 2 * 8 * 64 * 2);  // 2 MoE layers x tokens x top_k
+  EXPECT_GE(s.moe.LoadImbalance(), 1.0);
+  EXPECT_GT(s.moe.aux_loss, 0);
+  const std::string json = StepStatsToJson(s);
+  for (const char* key : {"\"expert_load_imbalance\"", "\"tokens_per_expert\"",
+                          "\"dropped_tokens\"", "\"peak_bytes\"", "\"activations\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+}
+
+// Measured peaks per tag against the cost model's prediction for the same model and layout
+// (fp32, recompute none, 4 layers): model state exactly, activations within 5%. Known gaps, left
+// to the cost model: it does not count the head's stashed input (2 T H, which dominates at 2
+// layers), counts 6 bytes per logit where an fp32 run keeps 4, and its selective policy keeps
+// what this engine's selective policy recomputes (q, k, v, o under flash attention).
+TEST(Trainer, MeasuredMemoryMatchesCostModel) {
+  const std::string ds = data::testing::Corpus().dataset;
+  for (const char* layout : {"\"mbs=4\"", "\"mbs=8\""}) {
+    const RunConfig c = Load(RunToml(ds), {fmt::format("run.layout={}", layout), "model.layers=4"});
+    auto t = Trainer::Create(c);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    const StepStats s = (*t)->Step();
+    const cost::Memory& p = (*t)->predicted().memory;
+    auto measured = [&](core::MemTag tag) {
+      return static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
+    };
+    EXPECT_EQ(measured(core::MemTag::kWeights), p.weights) << layout;
+    EXPECT_EQ(measured(core::MemTag::kGrads), p.grads) << layout;
+    EXPECT_EQ(measured(core::MemTag::kOptimizer), p.optimizer) << layout;
+    EXPECT_NEAR(measured(core::MemTag::kActivations) / p.activations, 1.0, 0.05) << layout;
+  }
+}
+
+// The acceptance test of the engine: a short run on real text beats the context-free baseline.
+TEST(Trainer, LearnsBelowUnigramBaseline) {
+  const std::string ds = data::testing::Corpus().dataset;
+  const RunConfig c = Load(RunToml(ds));
+  auto t = Trainer::Create(c);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto baseline = (*t)->Baseline();
+  ASSERT_TRUE(baseline.ok());
+  const double before = (*t)->Evaluate();
+  StepStats last;
+  for (int64_t i = 0; i < (*t)->total_steps(); ++i) last = (*t)->Step();
+  const double after = (*t)->Evaluate();
+  std::printf("held-out loss %.4f -> %.4f, unigram baseline %.4f (train entropy %.4f)\n", before,
+              after, baseline->heldout_xent, baseline->train_entropy);
+  EXPECT_NEAR(before, std::log(512.0), 0.1);  // uniform at init
+  EXPECT_LT(after, baseline->heldout_xent - 0.2);
+  EXPECT_GT(last.peak_bytes[static_cast<size_t>(core::MemTag::kActivations)], 0);
+  EXPECT_EQ((*t)->allocator().live_bytes(core::MemTag::kActivations), 0);
+}
+
+}  // namespace
+}  // namespace pentamesh::train
