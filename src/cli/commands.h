@@ -12,6 +12,7 @@ namespace pentamesh::cli {
 using RunFn = std::function<int()>;
 
 RunFn AddPresetsCommand(CLI::App& app);
+RunFn AddEstimateCommand(CLI::App& app);
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   };
   add(AddPresetsCommand);
+  add(AddEstimateCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

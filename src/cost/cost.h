@@ -4,8 +4,16 @@
 // states each with its source.
 //
 // Units: bytes, seconds, FLOPs (not FLOP/s) unless the name says otherwise.
-// Invariant: EstimateLayout never allocates on its hot path when `explain` is false, so the planner
-// can call it millions of times per second.
+// Invariant: EstimateLayout(const Model&, ...) never allocates when `explain` is false, so the
+// planner can call it millions of times per second: build one cost::Model per (model, cluster,
+// train, params) and reuse it for every layout.
+//
+// Usage:
+//   cost::Model ctx(model_spec, cluster_spec, train_spec);   // once: counts, FLOPs, prefix sums
+//   for (const spec::Layout& l : candidates) {
+//     if (cost::CheckLayout(ctx, l) != cost::Rule::kOk) continue;   // numeric spec::Validate
+//     cost::Estimate e = cost::EstimateLayout(ctx, l);               // explain = false: no allocs
+//   }
 #pragma once
 
 #include <cstdint>
@@ -31,6 +39,9 @@ struct ParamCounts {
   double shared_experts = 0;
   double router = 0;
   double norms = 0;
+  // Parameters that take part in a matmul per token (FLOP counting): active minus the embedding
+  // lookup and the norms; the LM head counts (it is the embedding matrix when tied).
+  double active_matmul = 0;
   double expert() const { return routed_experts; }
   double non_expert() const { return total - routed_experts; }
 };
@@ -42,77 +53,184 @@ std::vector<std::string> CheckStatedParams(const spec::ModelSpec& model);
 
 // FLOPs per token of one training step (forward + backward).
 struct FlopsPerToken {
-  double model = 0;         // 6 * active matmul params + attention 12 * L * h_attn * s (full square)
+  double model = 0;  // 6 * active matmul params + attention 12 * L * h_attn * s (full square)
   double model_causal = 0;  // same with the causal half of attention (6 * L * h_attn * s)
-  double hardware = 0;      // model + recomputation (for HFU)
+  double hardware = 0;      // model + recomputed forward work (for HFU), full-square convention
 };
 FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute);
 
-// Tunable efficiency and overhead parameters; defaults are calibrated (docs/COST_MODEL.md).
+// Bytes per parameter of the model state (mixed-precision Adam, Rajbhandari et al. 2020).
+inline constexpr double kBytesMasterWeight = 4;  // fp32 master copy (absent when training in fp32)
+inline constexpr double kBytesAdamMoments = 8;   // fp32 m and v
+
+// Tunable efficiency and overhead parameters. The defaults are calibrated against published runs
+// (docs/COST_MODEL.md, "Calibration"); every one is a physical quantity, not a fudge on the result.
 struct CostParams {
-  double gemm_efficiency_max = 0.0;    // 0 = use the calibrated defaults set in cost.cc
-  double moe_imbalance = 1.0;          // worst EP rank gets mean * imbalance tokens
-  double dp_overlap = -1;              // fraction of DP comm hidden behind compute; <0 = default
-  double cp_overlap = -1;              // fraction of CP ring comm hidden behind attention
-  double framework_bytes = -1;         // CUDA context, NCCL, allocator reserve; <0 = default
-  double fragmentation = -1;           // fraction of allocated bytes lost to fragmentation
-  double safety_margin_bytes = -1;     // kept free below capacity; <0 = default (4 GB)
-  bool materialize_scores = false;     // attention without flash: keep the s x s scores
+  // Compute. A GEMM of M x N x K takes max(2MNK / (peak * gemm_efficiency_max) *
+  // (1 + gemm_dim_overhead * (1/M + 1/N + 1/K)), bytes(A, B, C) / (hbm * hbm_efficiency)).
+  double gemm_efficiency_max = 0.80;   // fraction of dense peak a large GEMM reaches
+  double gemm_dim_overhead = 128;      // elements of tile/wave overhead per GEMM dimension
+  double attention_efficiency = 0.50;  // fraction of peak a flash-attention kernel reaches
+  double hbm_efficiency = 0.80;        // fraction of HBM bandwidth memory-bound kernels reach
+  // Communication (alpha-beta, ring algorithms). Bus efficiency: achieved / link bandwidth.
+  double bus_efficiency_intra = 0.80;  // NVLink (nccl-tests busbw / per-direction NVLink bw)
+  double bus_efficiency_inter = 0.85;  // InfiniBand / RoCE
+  // Overlap: fraction of the overlap window that hides communication.
+  double tp_overlap = 0.0;  // TP/SP collectives hidden behind GEMMs (Megatron tp-comm-overlap)
+  double dp_overlap = 0.9;  // DP/ZeRO collectives hidden behind backward/forward compute
+  double cp_overlap = 0.9;  // CP ring KV exchange hidden behind attention compute
+  // MoE: the worst EP rank gets mean * imbalance tokens (capped by the capacity factor when > 0).
+  double moe_imbalance = 1.0;
+  // Memory.
+  double grad_bytes = 2;             // bytes per gradient element (bf16; 4 = fp32 main grads)
+  double framework_bytes = 2.5e9;    // CUDA context, NCCL, cuBLAS workspaces
+  double fragmentation = 0.10;       // fraction of the dynamic bytes lost to the allocator
+  double safety_margin_bytes = 2e9;  // kept free below HBM capacity
+  bool materialize_scores = false;   // attention without flash: keep the s x s scores
+  bool dropout = false;              // dropout masks stashed (GPT-3 / Korthikanti's count)
 };
 
 // Memory per GPU of the most loaded pipeline stage, in bytes, by category.
 struct Memory {
   double weights = 0;
   double grads = 0;
-  double optimizer = 0;      // fp32 master + Adam m and v
-  double activations = 0;    // stashed for backward, all micro-batches in flight
-  double attention_scores = 0;  // only when scores are materialized (no flash attention)
-  double logits = 0;         // logits/loss buffers on the last stage
+  double optimizer = 0;         // fp32 master + Adam m and v
+  double activations = 0;       // stashed for backward, all micro-batches in flight
+  double attention_scores = 0;  // working score block when scores are materialized (no flash)
+  double logits = 0;            // logits/loss buffers on the last stage
   double comm_buffers = 0;
   double framework = 0;
   double fragmentation = 0;
   double total = 0;
-  double capacity = 0;       // HBM minus the safety margin
+  double capacity = 0;  // HBM minus the safety margin
 };
 
-// Step time terms, seconds; `step` is what the step takes after overlap.
+// Step time terms, seconds; they add up to `step` (exposed parts only).
 struct Time {
-  double compute = 0;   // FLOPs of the stage / achieved FLOP/s, recomputation included
-  double tp = 0;        // TP/SP collectives (exposed)
-  double cp = 0;        // CP ring KV exchange or Ulysses all-to-all (exposed after overlap)
-  double ep = 0;        // EP all-to-all dispatch + combine
-  double pp = 0;        // pipeline p2p
-  double dp = 0;        // DP/ZeRO reduce-scatter / all-gather / all-reduce (exposed after overlap)
-  double bubble = 0;    // pipeline bubble
+  double compute = 0;    // GEMMs, attention and memory-bound kernels of the slowest stage, with
+                         // recomputation, all micro-batches
+  double tp = 0;         // TP/SP collectives (exposed)
+  double cp = 0;         // CP ring KV exchange or Ulysses all-to-all (exposed after overlap)
+  double ep = 0;         // EP all-to-all dispatch + combine
+  double pp = 0;         // pipeline p2p
+  double dp = 0;         // DP/ZeRO reduce-scatter / all-gather / all-reduce (exposed after overlap)
+  double bubble = 0;     // pipeline bubble
+  double optimizer = 0;  // AdamW update (memory bound)
   double step = 0;
 };
 
-// Bytes one rank sends per optimizer step, per group (what Communicator counters measure).
+// Bytes one rank sends per optimizer step, per group (what Communicator counters measure), for a
+// rank of the given pipeline stage. Ring conventions: all-reduce of n bytes over g ranks sends
+// 2(g-1)/g*n, all-gather / reduce-scatter (n = full tensor) (g-1)/g*n, all-to-all (g-1)/g*n,
+// p2p n. docs/COST_MODEL.md lists each collective.
 struct CommBytes {
   double tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;
 };
 
 struct Estimate {
   spec::Layout layout;
-  int64_t microbatches = 0;        // per pipeline per step
-  bool fits = false;               // no violation, memory within capacity
+  int64_t microbatches = 0;             // per pipeline per step
+  bool fits = false;                    // no violation, memory within capacity
   std::vector<std::string> violations;  // filled only when explain = true
   Memory memory;
   Time time;
-  CommBytes comm_bytes;
-  double bubble_fraction = 0;      // bubble / step
+  CommBytes comm_bytes;        // for a rank of stage `critical_stage`
+  int64_t memory_stage = 0;    // pp rank whose memory is reported (the most loaded)
+  int64_t critical_stage = 0;  // pp rank with the longest time per micro-batch
+  double bubble_fraction = 0;  // bubble / step
   double mfu = 0;
-  double mfu_causal = 0;           // MFU under the causal-half attention FLOP convention
+  double mfu_causal = 0;  // MFU under the causal-half attention FLOP convention
   double hfu = 0;
   double tokens_per_s = 0;
-  double days = 0;                 // for train.total_tokens
+  double days = 0;  // for train.total_tokens
   double cost_usd = 0;
 };
 
+// Structural rules, in the order spec::Validate checks them (same rules, no strings).
+enum class Rule {
+  kOk = 0,
+  kGpuCount,                 // product of degrees != GPUs
+  kTpInNode,                 // tp must divide gpus_per_node
+  kHeadsTp,                  // heads % tp
+  kKvHeadsTp,                // kv_heads % tp
+  kFfnTp,                    // ffn_hidden % tp
+  kLayersPp,                 // layers split over pp * V (spec::ChunkLayers)
+  kInterleavedPp,            // interleaved needs pp >= 2 and V >= 2
+  kEpDense,                  // ep > 1 on a dense model
+  kExpertsEp,                // experts % ep
+  kEpFolded,                 // folded: ep must divide dp * cp
+  kExpertFfnTp,              // expert_ffn_hidden % tp
+  kSeqMax,                   // seq_len > max_seq_len
+  kSeqDivisible,             // seq_len % (2 cp)(tp if sp)
+  kUlyssesHeads,             // ulysses: (kv_heads / tp) % cp
+  kBatch,                    // sequences % (data ranks * mbs)
+  kInterleavedMicrobatches,  // interleaved: micro-batches % pp
+  kDegrees,                  // a degree, mbs or V <= 0, or zero outside 0..3
+};
+const char* RuleName(Rule rule);
+
+// Everything per (model, cluster, train, params) that does not depend on the layout: counts,
+// per-layer sizes, a prefix sum of MoE layers. Copies the specs; they need not outlive it.
+class Model {
+ public:
+  Model(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+        const spec::TrainSpec& train, const CostParams& params = {});
+
+  const spec::ModelSpec& model() const { return model_; }
+  const spec::ClusterSpec& cluster() const { return cluster_; }
+  const spec::TrainSpec& train() const { return train_; }
+  const CostParams& params() const { return params_; }
+  const ParamCounts& counts() const { return counts_; }
+  // MoE layers among layers [begin, end).
+  int64_t MoeLayers(int64_t begin, int64_t end) const {
+    return moe_prefix_[static_cast<size_t>(end)] - moe_prefix_[static_cast<size_t>(begin)];
+  }
+
+  // Per-layer parameter counts (unsharded).
+  double attn_params_layer = 0;    // q, k, v, o
+  double mlp_params_layer = 0;     // dense FFN
+  double expert_params_one = 0;    // one routed expert
+  double shared_params_layer = 0;  // all shared experts of one MoE layer
+  double router_params_layer = 0;
+  double norm_params_layer = 0;
+  FlopsPerToken flops_none, flops_selective, flops_full;
+
+ private:
+  spec::ModelSpec model_;
+  spec::ClusterSpec cluster_;
+  spec::TrainSpec train_;
+  CostParams params_;
+  ParamCounts counts_;
+  std::vector<int64_t> moe_prefix_;  // moe_prefix_[i] = MoE layers among the first i
+};
+
+// First structural rule the layout breaks (Rule::kOk when none). Agrees with spec::Validate:
+// Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
+Rule CheckLayout(const Model& ctx, const spec::Layout& layout);
+
 // Costs one layout. With explain = true, every structural violation (spec::Validate) and a
-// memory violation naming the largest component are written to `violations`.
+// memory violation naming the largest component are written to `violations`. With explain =
+// false it never allocates; a structurally invalid layout returns fits = false and zero terms.
+Estimate EstimateLayout(const Model& ctx, const spec::Layout& layout, bool explain = false);
+
+// Convenience: builds a Model and explains (allocates; for the CLI and tests).
 Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                         const spec::TrainSpec& train, const spec::Layout& layout,
                         const CostParams& params = {}, bool explain = true);
+
+// Bytes one rank of pp stage `pp_rank` sends per step, per group. REQUIRES: CheckLayout == kOk.
+CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
+
+// The working block of attention scores one rank holds when scores are materialized (bytes):
+// ring CP: (heads/tp) * (s/cp)^2 * mbs * 2; Ulysses: heads/(tp*cp) * s^2 * mbs * 2 (seed 000:
+// 64 heads, tp 8, cp 16, s = 128,000 -> 1.02 GB).
+double AttentionScoreBlockBytes(int64_t heads, int64_t seq_len, int64_t mbs, int64_t tp, int64_t cp,
+                                spec::CpKind cp_kind);
+
+// Pipeline bubble as a fraction of the ideal (bubble-free) step time of m micro-batches:
+// GPipe/1F1B (p-1)/m, interleaved (p-1)/(V m), zero bubble ZB-H1 (p-1)/(3m). The fraction of the
+// whole step is b/(1+b), e.g. 1F1B p=16, m=64: (15/64)/(1+15/64) = 15/79.
+double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches,
+                       int64_t virtual_stages);
 
 }  // namespace pentamesh::cost

@@ -161,6 +161,22 @@ std::string ScheduleText(const Layout& l) {
 }
 }  // namespace
 
+int64_t ChunkLayers(int64_t layers, int64_t chunks, int64_t chunk) {
+  if (layers <= 0 || chunks <= 0 || chunk < 0 || chunk >= chunks) return -1;
+  const int64_t n = (layers + chunks - 1) / chunks;
+  const int64_t short_by = chunks * n - layers;
+  if (short_by > 2 || (short_by > 0 && n < 2) || (short_by == 2 && chunks < 2)) return -1;
+  if (chunk == chunks - 1 && short_by >= 1) return n - 1;
+  if (chunk == 0 && short_by == 2) return n - 1;
+  return n;
+}
+
+int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk) {
+  const int64_t n = (layers + chunks - 1) / chunks;
+  const int64_t short_by = chunks * n - layers;
+  return chunk * n - (chunk > 0 && short_by == 2 ? 1 : 0);
+}
+
 std::string FormatLayout(const Layout& l) {
   return fmt::format(
       "dp={} tp={} pp={} cp={} ep={} zero={} mbs={} recompute={} schedule={} cp_kind={} "

@@ -2,7 +2,9 @@
 // micro-batch, recomputation and pipeline schedule. Parsed from "dp=8 tp=8 pp=4 ..." strings.
 //
 // Two expert placements:
-//   kSeparate: EP is its own mesh axis: dp * tp * pp * cp * ep = GPUs (the seeds' formula).
+//   kSeparate: EP is its own mesh axis: dp * tp * pp * cp * ep = GPUs (the seeds' formula). The ep
+//              ranks read different sequences (they are data-parallel for the non-expert weights),
+//              so a step's sequences are split over dp * ep ranks.
 //   kFolded:   EP reuses the dp x cp ranks for MoE layers (Megatron-Core): dp * tp * pp * cp = GPUs
 //              and ep divides dp * cp; experts are replicated over dp*cp/ep ranks (expert-dp).
 #pragma once
@@ -38,8 +40,21 @@ struct Layout {
   int64_t gpus() const {
     return dp * tp * pp * cp * (ep_placement == EpPlacement::kSeparate ? ep : 1);
   }
+  // Ranks that read different sequences: dp, times ep when EP is its own axis.
+  int64_t data_ranks() const { return dp * (ep_placement == EpPlacement::kSeparate ? ep : 1); }
   bool operator==(const Layout&) const = default;
 };
+
+// Pipeline split of `layers` into `chunks` = pp * virtual_stages model chunks (chunk j = v * pp + r
+// lives on pp rank r as its v-th model chunk, Megatron's interleaved assignment). Every chunk holds
+// n = ceil(layers / chunks) layers, except when layers = chunks * n - d with d = 1 or 2: then the
+// last chunk (d >= 1) and the first chunk (d = 2) hold n - 1, so the stages that also carry the LM
+// head and the embedding carry one layer fewer (the Llama 3 405B split: 126 layers on 16 stages).
+// Returns -1 when the split is not allowed (d > 2, or a chunk would be empty).
+// Example: ChunkLayers(126, 16, 0) = 7, ChunkLayers(126, 16, 1) = 8, ChunkLayers(126, 16, 15) = 7.
+int64_t ChunkLayers(int64_t layers, int64_t chunks, int64_t chunk);
+// Index of the first layer of `chunk`. REQUIRES: ChunkLayers(layers, chunks, 0) >= 0.
+int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk);
 
 // Parses "dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2
 // cp_kind=ring ep_placement=folded sp=on". Keys may come in any order; omitted keys keep their

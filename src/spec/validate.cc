@@ -6,7 +6,7 @@ namespace pentamesh::spec {
 
 int64_t MicroBatches(const TrainSpec& train, const Layout& layout) {
   const int64_t seqs = train.global_batch_seqs();
-  const int64_t per_step = layout.dp * layout.mbs;
+  const int64_t per_step = layout.data_ranks() * layout.mbs;
   if (per_step <= 0 || seqs <= 0 || seqs % per_step != 0) return 0;
   return seqs / per_step;
 }
@@ -36,13 +36,16 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
         fmt::format("layout: ffn_hidden={} must be divisible by tp={}", model.ffn_hidden, l.tp));
   }
   const int64_t chunks = l.pp * l.virtual_stages;
-  if (model.layers % chunks != 0) {
+  if (ChunkLayers(model.layers, chunks, 0) < 0) {
     v.push_back(fmt::format("layout: layers={} must be divisible by pp*virtual_stages={} (pp={}, "
-                            "V={})",
+                            "V={}), or short of a multiple by 1 or 2 with >= 2 layers per chunk",
                             model.layers, chunks, l.pp, l.virtual_stages));
   }
   if (l.schedule == Schedule::kInterleaved && l.pp < 2) {
     v.push_back("layout: schedule=interleaved needs pp >= 2");
+  }
+  if (l.schedule != Schedule::kInterleaved && l.virtual_stages != 1) {
+    v.push_back("layout: virtual_stages > 1 needs schedule=interleaved:V");
   }
   if (l.schedule == Schedule::kInterleaved && l.virtual_stages < 2) {
     v.push_back("layout: schedule=interleaved needs virtual_stages >= 2");
@@ -79,10 +82,12 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
         model.kv_heads / l.tp, l.cp));
   }
   const int64_t seqs = train.global_batch_seqs();
-  if (seqs % (l.dp * l.mbs) != 0) {
+  if (seqs % (l.data_ranks() * l.mbs) != 0) {
+    const bool with_ep = separate && l.ep > 1;
     v.push_back(fmt::format(
-        "layout: global batch of {} sequences must be divisible by dp*mbs={} (dp={}, mbs={})",
-        seqs, l.dp * l.mbs, l.dp, l.mbs));
+        "layout: global batch of {} sequences must be divisible by {}={} (dp={}, {}mbs={})", seqs,
+        with_ep ? "dp*ep*mbs" : "dp*mbs", l.data_ranks() * l.mbs, l.dp,
+        with_ep ? fmt::format("ep={}, ", l.ep) : "", l.mbs));
   } else if (l.schedule == Schedule::kInterleaved && MicroBatches(train, l) % l.pp != 0) {
     v.push_back(fmt::format("layout: interleaved schedule needs micro-batches={} divisible by pp={}",
                             MicroBatches(train, l), l.pp));

@@ -79,7 +79,7 @@ TEST_F(ValidateTest, DivisibilityRules) {
 
 TEST_F(ValidateTest, ReportsEveryViolation) {
   auto v = Validate(model, cluster, train,
-                    Layout{.dp = 3, .tp = 16, .pp = 3, .cp = 1, .ep = 3, .mbs = 1});
+                    Layout{.dp = 3, .tp = 16, .pp = 7, .cp = 1, .ep = 3, .mbs = 1});
   EXPECT_GE(v.size(), 5u);
 }
 

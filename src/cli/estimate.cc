@@ -1,0 +1,187 @@
+// `pentamesh estimate`: costs one layout of one model on one cluster with the cost model and
+// prints memory by component, step-time terms, MFU/HFU, throughput, days and cost (table or JSON).
+// Invariant: thin: parse, call cost::EstimateLayout, print; no formula lives here.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cost/cost.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cli {
+namespace {
+
+struct EstimateArgs {
+  std::string model, cluster, train, layout;
+  int64_t gpus = 0;
+  bool json = false;
+  bool materialize_scores = false;
+  double moe_imbalance = 1.0;
+};
+
+nlohmann::json LayoutJson(const spec::Layout& l) {
+  return {{"dp", l.dp},
+          {"tp", l.tp},
+          {"pp", l.pp},
+          {"cp", l.cp},
+          {"ep", l.ep},
+          {"zero", l.zero},
+          {"mbs", l.mbs},
+          {"recompute", spec::ToString(l.recompute)},
+          {"schedule", spec::ToString(l.schedule)},
+          {"virtual_stages", l.virtual_stages},
+          {"cp_kind", spec::ToString(l.cp_kind)},
+          {"ep_placement", spec::ToString(l.ep_placement)},
+          {"sp", l.sp},
+          {"text", spec::FormatLayout(l)}};
+}
+
+nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
+                      const std::vector<std::string>& warnings) {
+  const cost::Memory& m = e.memory;
+  const cost::Time& t = e.time;
+  const cost::ParamCounts& c = ctx.counts();
+  nlohmann::json j;
+  j["layout"] = LayoutJson(e.layout);
+  j["fits"] = e.fits;
+  j["violations"] = e.violations;
+  j["warnings"] = warnings;
+  j["memory"] = {{"weights", m.weights},
+                 {"grads", m.grads},
+                 {"optimizer", m.optimizer},
+                 {"activations", m.activations},
+                 {"attention_scores", m.attention_scores},
+                 {"logits", m.logits},
+                 {"comm_buffers", m.comm_buffers},
+                 {"framework", m.framework},
+                 {"fragmentation", m.fragmentation},
+                 {"total", m.total},
+                 {"capacity", m.capacity},
+                 {"stage", e.memory_stage}};
+  j["time"] = {{"compute", t.compute}, {"tp", t.tp},
+               {"cp", t.cp},           {"ep", t.ep},
+               {"pp", t.pp},           {"dp", t.dp},
+               {"bubble", t.bubble},   {"optimizer", t.optimizer},
+               {"step", t.step},       {"critical_stage", e.critical_stage}};
+  j["microbatches"] = e.microbatches;
+  j["bubble_fraction"] = e.bubble_fraction;
+  j["mfu"] = e.mfu;
+  j["mfu_causal"] = e.mfu_causal;
+  j["hfu"] = e.hfu;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["days"] = e.days;
+  j["cost_usd"] = e.cost_usd;
+  j["params"] = {{"total", c.total},
+                 {"active", c.active},
+                 {"expert", c.expert()},
+                 {"non_expert", c.non_expert()}};
+  j["flops_per_token"] = {{"model", ctx.flops_none.model},
+                          {"model_causal", ctx.flops_none.model_causal}};
+  j["comm_bytes"] = {{"tp", e.comm_bytes.tp},
+                     {"cp", e.comm_bytes.cp},
+                     {"ep", e.comm_bytes.ep},
+                     {"pp", e.comm_bytes.pp},
+                     {"dp", e.comm_bytes.dp}};
+  return j;
+}
+
+void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
+                const std::vector<std::string>& warnings) {
+  const cost::ParamCounts& c = ctx.counts();
+  for (const auto& w : warnings) fmt::print("WARNING: {}\n", w);
+  fmt::print(
+      "model {}: {:.1f}B params ({:.1f}B active, {:.1f}B in experts); cluster {} x {}; "
+      "train {} (seq {}, {} tokens/step)\n",
+      ctx.model().name, c.total / 1e9, c.active / 1e9, c.expert() / 1e9, ctx.cluster().gpus(),
+      ctx.cluster().gpu, ctx.train().name, ctx.train().seq_len, ctx.train().global_batch_tokens);
+  fmt::print("layout: {}\n", spec::FormatLayout(e.layout));
+  if (e.microbatches == 0 && !e.violations.empty()) {
+    fmt::print("fits: no\n");
+    for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
+    return;
+  }
+  const cost::Memory& m = e.memory;
+  fmt::print("\nmemory per GPU, pp stage {} (GB)\n", e.memory_stage);
+  const std::pair<const char*, double> mem_rows[] = {{"weights", m.weights},
+                                                     {"grads", m.grads},
+                                                     {"optimizer", m.optimizer},
+                                                     {"activations", m.activations},
+                                                     {"attention_scores", m.attention_scores},
+                                                     {"logits", m.logits},
+                                                     {"comm_buffers", m.comm_buffers},
+                                                     {"framework", m.framework},
+                                                     {"fragmentation", m.fragmentation}};
+  for (const auto& [name, bytes] : mem_rows) fmt::print("  {:<18}{:>10.2f}\n", name, bytes / 1e9);
+  fmt::print("  {:<18}{:>10.2f}  of capacity {:.2f} ({:.0f}%)\n", "total", m.total / 1e9,
+             m.capacity / 1e9, 100.0 * m.total / m.capacity);
+  const cost::Time& t = e.time;
+  fmt::print("\nstep time (s), {} micro-batches, critical pp stage {}\n", e.microbatches,
+             e.critical_stage);
+  const std::pair<const char*, double> time_rows[] = {
+      {"compute", t.compute}, {"tp", t.tp}, {"cp", t.cp},         {"ep", t.ep},
+      {"pp", t.pp},           {"dp", t.dp}, {"bubble", t.bubble}, {"optimizer", t.optimizer}};
+  for (const auto& [name, s] : time_rows) {
+    fmt::print("  {:<18}{:>10.3f}  {:>5.1f}%\n", name, s, 100.0 * s / t.step);
+  }
+  fmt::print("  {:<18}{:>10.3f}\n", "step", t.step);
+  fmt::print(
+      "\nMFU {:.1f}% (causal-half attention: {:.1f}%), HFU {:.1f}%, {:.0f} TFLOP/s per GPU\n",
+      100 * e.mfu, 100 * e.mfu_causal, 100 * e.hfu, e.mfu * ctx.cluster().peak_tflops);
+  fmt::print("tokens/s {:.4g}; {:.1f} days for {:.3g} tokens; cost USD {:.4g}\n", e.tokens_per_s,
+             e.days, ctx.train().total_tokens, e.cost_usd);
+  fmt::print("fits: {}\n", e.fits ? "yes" : "no");
+  for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
+}
+
+int RunEstimate(const EstimateArgs& a) {
+  auto model = spec::LoadModel(a.model);
+  if (!model.ok()) return Fail(fmt::format("--model: {}", model.status().message()));
+  auto cluster =
+      spec::LoadCluster(a.cluster, a.gpus > 0 ? std::optional<int64_t>(a.gpus) : std::nullopt);
+  if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
+  auto train = spec::LoadTrain(a.train);
+  if (!train.ok()) return Fail(fmt::format("--train: {}", train.status().message()));
+  auto layout = spec::ParseLayout(a.layout);
+  if (!layout.ok()) return Fail(fmt::format("--layout: {}", layout.status().message()));
+  cost::CostParams params;
+  params.materialize_scores = a.materialize_scores;
+  params.moe_imbalance = a.moe_imbalance;
+  const cost::Model ctx(*model, *cluster, *train, params);
+  const cost::Estimate e = cost::EstimateLayout(ctx, *layout, /*explain=*/true);
+  const std::vector<std::string> warnings = cost::CheckStatedParams(*model);
+  const bool structural = e.microbatches == 0 && !e.violations.empty();
+  if (a.json) {
+    fmt::print("{}\n", ToJson(ctx, e, warnings).dump(2));
+  } else {
+    PrintTable(ctx, e, warnings);
+  }
+  if (structural) {
+    for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddEstimateCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("estimate", "Cost one layout: memory, step time, MFU, cost");
+  auto args = std::make_shared<EstimateArgs>();
+  sub->add_option("--model", args->model, "model preset or TOML file")->required();
+  sub->add_option("--cluster", args->cluster, "cluster preset or TOML file")->required();
+  sub->add_option("--gpus", args->gpus, "GPU count (nodes = gpus / gpus_per_node)");
+  sub->add_option("--train", args->train, "train preset or TOML file")->required();
+  sub->add_option("--layout", args->layout,
+                  "\"dp=.. tp=.. pp=.. cp=.. ep=.. zero=.. mbs=.. recompute=.. schedule=..\"")
+      ->required();
+  sub->add_flag("--json", args->json, "print JSON instead of a table");
+  sub->add_flag("--materialize-scores", args->materialize_scores,
+                "attention without flash: keep the s x s scores");
+  sub->add_option("--moe-imbalance", args->moe_imbalance,
+                  "worst EP rank's tokens / mean (default 1.0)");
+  return [args]() { return RunEstimate(*args); };
+}
+
+}  // namespace pentamesh::cli

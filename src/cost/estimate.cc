@@ -1,0 +1,202 @@
+// EstimateLayout: assembles the per-stage terms into memory of the most loaded stage, step time
+// (slowest stage x micro-batches + bubble + exposed DP + optimizer), MFU/HFU, throughput, days
+// and cost. Invariant: with explain = false no allocation happens (the planner's hot loop).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "cost/internal.h"
+#include "spec/validate.h"
+
+namespace pentamesh::cost {
+namespace {
+
+using internal::Stage;
+using internal::StageTime;
+using internal::Terms;
+
+// The stages that can be extreme: the first (embedding, most micro-batches in flight), the
+// second (full layer count, next most in flight) and the last (LM head and logits).
+int CandidateStages(int64_t pp, int64_t out[3]) {
+  int n = 0;
+  out[n++] = 0;
+  if (pp > 2) out[n++] = 1;
+  if (pp > 1) out[n++] = pp - 1;
+  return n;
+}
+
+double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s) {
+  // AdamW reads and writes master weights, m and v, reads the gradient, writes the bf16 weight.
+  const double per_param = 2.0 * (t.master_bytes + kBytesAdamMoments) + t.grad_bytes +
+                           (t.master_bytes > 0 ? t.weight_bytes : 0.0);
+  const bool shard = l.zero >= 1;
+  const double params =
+      s.params_dense / (shard ? t.g_dense : 1.0) + s.params_expert / (shard ? t.g_expert : 1.0);
+  return params * per_param / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
+}
+
+void Explain(const Model& ctx, const spec::Layout& l, Estimate& est) {
+  if (est.memory.total <= est.memory.capacity) return;
+  const Memory& m = est.memory;
+  const std::pair<const char*, double> parts[] = {{"weights", m.weights},
+                                                  {"grads", m.grads},
+                                                  {"optimizer", m.optimizer},
+                                                  {"activations", m.activations},
+                                                  {"attention_scores", m.attention_scores},
+                                                  {"logits", m.logits},
+                                                  {"comm_buffers", m.comm_buffers},
+                                                  {"framework", m.framework},
+                                                  {"fragmentation", m.fragmentation}};
+  const auto* largest =
+      std::max_element(std::begin(parts), std::end(parts),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  est.violations.push_back(fmt::format(
+      "memory: pp stage {} needs {:.1f} GB > capacity {:.1f} GB ({:.0f} GB HBM - {:.1f} GB "
+      "margin): over by {:.1f} GB; largest component {} = {:.1f} GB",
+      est.memory_stage, m.total / 1e9, m.capacity / 1e9, ctx.cluster().hbm_gb,
+      ctx.params().safety_margin_bytes / 1e9, (m.total - m.capacity) / 1e9, largest->first,
+      largest->second / 1e9));
+  (void)l;
+}
+
+void Rates(const Model& ctx, const spec::Layout& l, Estimate& est) {
+  const spec::TrainSpec& train = ctx.train();
+  const double gpus = static_cast<double>(ctx.cluster().gpus());
+  const double peak = ctx.cluster().peak_tflops * 1e12 * gpus;
+  est.tokens_per_s = static_cast<double>(train.global_batch_tokens) / est.time.step;
+  est.mfu = ctx.flops_none.model * est.tokens_per_s / peak;
+  est.mfu_causal = ctx.flops_none.model_causal * est.tokens_per_s / peak;
+  const FlopsPerToken& f = l.recompute == spec::Recompute::kFull        ? ctx.flops_full
+                           : l.recompute == spec::Recompute::kSelective ? ctx.flops_selective
+                                                                        : ctx.flops_none;
+  est.hfu = f.hardware * est.tokens_per_s / peak;
+  est.days = train.total_tokens / est.tokens_per_s / 86400.0;
+  est.cost_usd = est.days * 24.0 * gpus * train.usd_per_gpu_hour;
+}
+
+CommBytes StageCommBytes(const spec::Layout& l, const Terms& t, const Stage& s) {
+  const double dense_layers = s.layers - s.moe_layers;
+  CommBytes b;
+  b.tp = t.m * (dense_layers * t.tp_bytes_dense_layer + s.moe_layers * t.tp_bytes_moe_layer +
+                (s.first ? t.tp_bytes_embed : 0.0) + (s.last ? t.tp_bytes_head : 0.0));
+  b.cp = t.m * s.layers * t.cp_bytes_layer;
+  b.ep = t.m * s.moe_layers * t.ep_bytes_layer;
+  b.pp = t.pp > 1 ? t.m * s.sends * t.pp_bytes_send : 0.0;
+  double time_unused = 0;
+  internal::DpCommunication(l, t, s, b.dp, time_unused);
+  return b;
+}
+
+}  // namespace
+
+double AttentionScoreBlockBytes(int64_t heads, int64_t seq_len, int64_t mbs, int64_t tp, int64_t cp,
+                                spec::CpKind cp_kind) {
+  const double s = static_cast<double>(seq_len), a = static_cast<double>(heads);
+  const double t = static_cast<double>(tp), c = static_cast<double>(cp);
+  const double b = static_cast<double>(mbs);
+  if (cp_kind == spec::CpKind::kUlysses) return a / (t * c) * s * s * b * 2.0;
+  return a / t * (s / c) * (s / c) * b * 2.0;
+}
+
+double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches,
+                       int64_t virtual_stages) {
+  if (pp <= 1 || microbatches <= 0) return 0;
+  const double base = static_cast<double>(pp - 1) / static_cast<double>(microbatches);
+  switch (schedule) {
+    case spec::Schedule::kGPipe:
+    case spec::Schedule::kOneFOneB:
+      return base;
+    case spec::Schedule::kInterleaved:
+      return base / static_cast<double>(virtual_stages);
+    case spec::Schedule::kZeroBubble:
+      return base / 3.0;
+  }
+  return base;
+}
+
+Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
+  Estimate est;
+  est.layout = l;
+  const Rule rule = CheckLayout(ctx, l);
+  if (rule != Rule::kOk) {
+    if (explain) {
+      if (rule != Rule::kDegrees) {
+        est.violations = spec::Validate(ctx.model(), ctx.cluster(), ctx.train(), l);
+      }
+      if (est.violations.empty()) est.violations.push_back(RuleName(rule));
+    }
+    return est;
+  }
+  Terms t;
+  internal::ComputeTerms(ctx, l, t);
+  est.microbatches = static_cast<int64_t>(t.m);
+  int64_t ranks[3];
+  const int n = CandidateStages(l.pp, ranks);
+  Stage stages[3];
+  StageTime times[3];
+  Memory mem;
+  double slowest = -1;
+  int critical = 0;
+  for (int i = 0; i < n; ++i) {
+    internal::ComputeStage(ctx, l, t, ranks[i], stages[i]);
+    internal::StageMemory(ctx, l, t, stages[i], mem);
+    if (i == 0 || mem.total > est.memory.total) {
+      est.memory = mem;
+      est.memory_stage = ranks[i];
+    }
+    times[i] = internal::StageMicrobatchTime(t, stages[i]);
+    if (times[i].total() > slowest) {
+      slowest = times[i].total();
+      critical = i;
+    }
+  }
+  est.critical_stage = ranks[critical];
+  const StageTime& st = times[critical];
+  Time& time = est.time;
+  time.compute = t.m * st.compute;
+  time.tp = t.m * st.tp;
+  time.cp = t.m * st.cp;
+  time.ep = t.m * st.ep;
+  time.pp = t.m * st.pp;
+  time.bubble = BubbleOverIdeal(l.schedule, l.pp, est.microbatches, static_cast<int64_t>(t.V)) *
+                t.m * slowest;
+  // DP traffic hides behind compute of the overlap window: one micro-batch and the bubble
+  // (ZeRO 0-2: gradients of the last micro-batch, weights before the first), or the whole
+  // step (ZeRO-3 gathers and scatters every micro-batch).
+  const double window = (l.zero >= 3 ? t.m * slowest : slowest) + time.bubble;
+  for (int i = 0; i < n; ++i) {
+    double dp_bytes = 0, dp_time = 0;
+    internal::DpCommunication(l, t, stages[i], dp_bytes, dp_time);
+    const double exposed = std::max(0.0, dp_time - ctx.params().dp_overlap * window);
+    time.dp = std::max(time.dp, exposed);
+    time.optimizer = std::max(time.optimizer, OptimizerTime(ctx, l, t, stages[i]));
+  }
+  time.step =
+      time.compute + time.tp + time.cp + time.ep + time.pp + time.bubble + time.dp + time.optimizer;
+  est.bubble_fraction = time.bubble / time.step;
+  est.comm_bytes = StageCommBytes(l, t, stages[critical]);
+  Rates(ctx, l, est);
+  est.fits = est.memory.total <= est.memory.capacity;
+  if (explain) Explain(ctx, l, est);
+  return est;
+}
+
+Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+                        const spec::TrainSpec& train, const spec::Layout& layout,
+                        const CostParams& params, bool explain) {
+  const Model ctx(model, cluster, train, params);
+  return EstimateLayout(ctx, layout, explain);
+}
+
+CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank) {
+  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "CommBytesForStage on an invalid layout";
+  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
+  Terms t;
+  internal::ComputeTerms(ctx, layout, t);
+  Stage s;
+  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  return StageCommBytes(layout, t, s);
+}
+
+}  // namespace pentamesh::cost

@@ -1,0 +1,85 @@
+// Internal to src/cost: the per-layout quantities that memory, time and comm bytes share.
+// Invariant: plain doubles only, filled once per EstimateLayout call, never allocated.
+#pragma once
+
+#include "cost/cost.h"
+
+namespace pentamesh::cost::internal {
+
+// One communication group on the rank order pp-dp-ep-cp-tp (tp innermost).
+struct Link {
+  double size = 1;        // ranks in the group
+  double per_node = 1;    // members of the group inside one node
+  double ring_Bps = 1;    // achieved bus bandwidth of a ring collective, bytes/s per rank
+  double p2p_Bps = 1;     // bandwidth of a send to the next member of the group
+  double nvlink_Bps = 1;  // achieved intra-node bandwidth
+  double nic_Bps = 1;     // achieved inter-node bandwidth of one rank (its NIC share)
+  double alpha_s = 0;     // latency per message
+  bool intra = true;      // the whole group is inside one node
+};
+
+// Seconds of one collective; n_bytes is the full tensor (AG output, RS input, AR buffer), or the
+// local buffer for all-to-all, or the message for p2p.
+double AllGatherTime(const Link& link, double n_bytes);  // == ReduceScatterTime
+double AllReduceTime(const Link& link, double n_bytes);
+double AllToAllTime(const Link& link, double n_bytes);
+double P2pTime(const Link& link, double n_bytes);
+
+// Layout-level quantities, per micro-batch of one GPU unless the name says otherwise.
+struct Terms {
+  // Degrees as doubles; V is 1 unless the schedule is interleaved.
+  double dp = 1, tp = 1, pp = 1, cp = 1, ep = 1, V = 1, mbs = 1;
+  double seq = 0;         // sequence length s
+  double tokens = 0;      // T = mbs * s / cp: tokens of one micro-batch on one rank
+  double m = 0;           // micro-batches per pipeline per step
+  double moe_factor = 1;  // worst EP rank's tokens / mean
+  double g_dense = 1;     // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
+  double g_expert = 1;    // ranks sharing expert params: dp*cp (separate) or dp*cp/ep (folded)
+  double elem_bytes = 2;  // activation / weight element (bf16; 4 for fp32)
+  double weight_bytes = 2;
+  double grad_bytes = 2;
+  double master_bytes = 4;
+  Link tp_link, cp_link, ep_link, pp_link, dp_link, edp_link;
+  // Activations stashed per layer and micro-batch (bytes).
+  double act_dense_layer = 0, act_moe_layer = 0, act_input_layer = 0;
+  // Compute seconds per layer and micro-batch, forward + backward (+ recomputation).
+  double time_dense_layer_s = 0, time_moe_layer_s = 0;
+  double time_attn_fwd_s = 0, time_attn_bwd_s = 0;  // core attention alone (overlap window)
+  double time_head_s = 0, time_embed_s = 0;         // LM head + loss; embedding
+  // Exposed communication seconds per layer and micro-batch.
+  double tp_dense_layer_s = 0, tp_moe_layer_s = 0, cp_layer_s = 0, ep_layer_s = 0;
+  double tp_embed_s = 0, tp_head_s = 0;
+  double pp_send_s = 0;  // one activation (or gradient) send between stages
+  // Bytes sent per layer and micro-batch, per group.
+  double tp_bytes_dense_layer = 0, tp_bytes_moe_layer = 0, cp_bytes_layer = 0;
+  double ep_bytes_layer = 0, tp_bytes_embed = 0, tp_bytes_head = 0, pp_bytes_send = 0;
+};
+
+// Fills everything above. REQUIRES: CheckLayout(ctx, l) == Rule::kOk.
+void ComputeTerms(const Model& ctx, const spec::Layout& l, Terms& t);
+
+// What one pp rank holds: layers, MoE layers and parameters before ZeRO sharding.
+struct Stage {
+  double layers = 0, moe_layers = 0;
+  double params_dense = 0, params_expert = 0;  // on this rank (TP/EP-sharded, not ZeRO-sharded)
+  double max_layer_params = 0;                 // largest layer on this rank (ZeRO-3 gather)
+  double inflight = 0;                         // micro-batches of this rank's layers in flight
+  double sends = 0;                            // p2p sends per micro-batch (fwd + bwd)
+  bool first = false, last = false;
+};
+void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
+                  Stage& stage);
+
+void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+                 Memory& mem);
+// Seconds per micro-batch of this stage, by term (compute, tp, cp, ep, pp).
+struct StageTime {
+  double compute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
+  double total() const { return compute + tp + cp + ep + pp; }
+};
+StageTime StageMicrobatchTime(const Terms& t, const Stage& s);
+// DP/ZeRO bytes one rank of the stage sends per step and their time (not yet overlapped).
+void DpCommunication(const spec::Layout& l, const Terms& t, const Stage& s, double& bytes,
+                     double& time_s);
+
+}  // namespace pentamesh::cost::internal

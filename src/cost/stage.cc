@@ -1,0 +1,146 @@
+// What one pipeline stage holds and spends: its layers (uneven split per spec::ChunkLayers), its
+// parameters, its micro-batches in flight per schedule, its memory by category, its time per
+// micro-batch by term, and its DP/ZeRO traffic per step.
+// Invariant: arithmetic only (EstimateLayout's hot path); ZeRO divides each parameter class by
+// the ranks that replicate it (non-expert: g_dense, expert: g_expert).
+#include <algorithm>
+
+#include "cost/internal.h"
+
+namespace pentamesh::cost::internal {
+
+void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
+                  Stage& s) {
+  const spec::ModelSpec& md = ctx.model();
+  const int64_t V = static_cast<int64_t>(t.V);
+  const int64_t chunks = l.pp * V;
+  s = Stage{};
+  s.first = pp_rank == 0;
+  s.last = pp_rank == l.pp - 1;
+  for (int64_t v = 0; v < V; ++v) {
+    const int64_t chunk = v * l.pp + pp_rank;
+    const int64_t n = spec::ChunkLayers(md.layers, chunks, chunk);
+    const int64_t begin = spec::ChunkFirstLayer(md.layers, chunks, chunk);
+    s.layers += static_cast<double>(n);
+    s.moe_layers += static_cast<double>(ctx.MoeLayers(begin, begin + n));
+    s.sends += (chunk < chunks - 1 ? 1.0 : 0.0) + (chunk > 0 ? 1.0 : 0.0);
+  }
+  const double dense_layers = s.layers - s.moe_layers;
+  const double experts = static_cast<double>(md.moe.experts);
+  const double attn = ctx.attn_params_layer / t.tp + ctx.norm_params_layer;
+  const double moe_dense = ctx.router_params_layer + ctx.shared_params_layer / t.tp;
+  const double moe_expert = experts * ctx.expert_params_one / (t.tp * t.ep);
+  s.params_dense =
+      s.layers * attn + dense_layers * ctx.mlp_params_layer / t.tp + s.moe_layers * moe_dense;
+  s.params_expert = s.moe_layers * moe_expert;
+  const double embedding = ctx.counts().embedding / t.tp;
+  if (s.first) s.params_dense += embedding;
+  if (s.last) {
+    s.params_dense += static_cast<double>(md.hidden);  // final norm
+    if (!md.tied_embeddings) s.params_dense += embedding;
+    if (md.tied_embeddings && l.pp > 1) s.params_dense += embedding;  // head's copy
+  }
+  s.max_layer_params = attn + (s.moe_layers > 0 ? moe_dense + moe_expert : 0.0);
+  if (dense_layers > 0)
+    s.max_layer_params = std::max(s.max_layer_params, attn + ctx.mlp_params_layer / t.tp);
+  const double p = t.pp, r = static_cast<double>(pp_rank);
+  switch (l.schedule) {
+    case spec::Schedule::kGPipe:
+      s.inflight = t.m;
+      break;
+    case spec::Schedule::kOneFOneB:
+    case spec::Schedule::kZeroBubble:
+      s.inflight = std::min(t.m, p - r);
+      break;
+    case spec::Schedule::kInterleaved:
+      // Megatron's warm-up: 2(p-r-1) + (V-1)p chunk-forwards, plus the one in the steady state.
+      s.inflight = std::min(t.m * t.V, 2.0 * (p - r - 1.0) + (t.V - 1.0) * p + 1.0) / t.V;
+      break;
+  }
+}
+
+void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+                 Memory& mem) {
+  const spec::ModelSpec& md = ctx.model();
+  const CostParams& p = ctx.params();
+  const double gd = t.g_dense, ge = t.g_expert;
+  auto sharded = [&](bool shard, double bytes_per_param) {
+    return bytes_per_param *
+           (s.params_dense / (shard ? gd : 1.0) + s.params_expert / (shard ? ge : 1.0));
+  };
+  mem = Memory{};
+  mem.weights = sharded(l.zero >= 3, t.weight_bytes);
+  mem.grads = sharded(l.zero >= 2, t.grad_bytes);
+  mem.optimizer = sharded(l.zero >= 1, t.master_bytes + kBytesAdamMoments);
+  const double dense_layers = s.layers - s.moe_layers;
+  if (l.recompute == spec::Recompute::kFull) {
+    mem.activations = s.inflight * s.layers * t.act_input_layer +
+                      std::max(dense_layers > 0 ? t.act_dense_layer : 0.0,
+                               s.moe_layers > 0 ? t.act_moe_layer : 0.0);
+  } else {
+    mem.activations =
+        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer);
+  }
+  if (p.materialize_scores) {
+    mem.attention_scores =
+        AttentionScoreBlockBytes(md.heads, ctx.train().seq_len, l.mbs, l.tp, l.cp, l.cp_kind) *
+        t.elem_bytes / 2.0;
+  }
+  const double h = static_cast<double>(md.hidden);
+  if (s.last) mem.logits = t.tokens * static_cast<double>(md.vocab) / t.tp * 6.0;
+  const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
+  if (t.pp > 1) mem.comm_buffers += 4.0 * t.pp_bytes_send;
+  if (t.tp > 1) mem.comm_buffers += t.tokens * h * t.elem_bytes * std::max(1.0, copies);
+  if (t.cp > 1) {
+    const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+    mem.comm_buffers += 8.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
+  }
+  if (t.ep > 1) mem.comm_buffers += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
+  if (l.zero >= 3) mem.comm_buffers += 2.0 * s.max_layer_params * t.weight_bytes;
+  mem.framework = p.framework_bytes;
+  mem.fragmentation =
+      p.fragmentation * (mem.activations + mem.attention_scores + mem.logits + mem.comm_buffers);
+  mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.attention_scores +
+              mem.logits + mem.comm_buffers + mem.framework + mem.fragmentation;
+  mem.capacity = ctx.cluster().hbm_gb * 1e9 - p.safety_margin_bytes;
+}
+
+StageTime StageMicrobatchTime(const Terms& t, const Stage& s) {
+  const double dense_layers = s.layers - s.moe_layers;
+  StageTime st;
+  st.compute = dense_layers * t.time_dense_layer_s + s.moe_layers * t.time_moe_layer_s +
+               (s.first ? t.time_embed_s : 0.0) + (s.last ? t.time_head_s : 0.0);
+  st.tp = dense_layers * t.tp_dense_layer_s + s.moe_layers * t.tp_moe_layer_s +
+          (s.first ? t.tp_embed_s : 0.0) + (s.last ? t.tp_head_s : 0.0);
+  st.cp = s.layers * t.cp_layer_s;
+  st.ep = s.moe_layers * t.ep_layer_s;
+  st.pp = s.sends * t.pp_send_s;
+  return st;
+}
+
+void DpCommunication(const spec::Layout& l, const Terms& t, const Stage& s, double& bytes,
+                     double& time_s) {
+  bytes = 0;
+  time_s = 0;
+  auto group = [&](double params, const Link& link) {
+    const double g = link.size;
+    if (g <= 1 || params <= 0) return;
+    const double w = params * t.weight_bytes, gr = params * t.grad_bytes;
+    const double f = (g - 1) / g;
+    if (l.zero == 0) {  // all-reduce of the accumulated gradients
+      bytes += 2.0 * f * gr;
+      time_s += AllReduceTime(link, gr);
+    } else if (l.zero <= 2) {  // reduce-scatter gradients, all-gather updated weights
+      bytes += f * (gr + w);
+      time_s += AllGatherTime(link, gr) + AllGatherTime(link, w);
+    } else {  // ZeRO-3 / FSDP: per micro-batch, gather weights for forward and backward,
+              // reduce-scatter the gradients
+      bytes += t.m * f * (2.0 * w + gr);
+      time_s += t.m * (2.0 * AllGatherTime(link, w) + AllGatherTime(link, gr));
+    }
+  };
+  group(s.params_dense, t.dp_link);
+  group(s.params_expert, t.edp_link);
+}
+
+}  // namespace pentamesh::cost::internal

@@ -1,0 +1,387 @@
+// Per-layout terms: communication links on the rank order, per-layer activation bytes (Korthikanti
+// et al. 2022 adapted to GQA/SwiGLU), per-layer compute time (GEMM roofline with a size-dependent
+// efficiency, flash attention, memory-bound elementwise kernels) and per-layer communication.
+// Invariant: only arithmetic on doubles; no allocation (EstimateLayout's hot path).
+#include <algorithm>
+
+#include "cost/internal.h"
+#include "spec/validate.h"
+
+namespace pentamesh::cost::internal {
+namespace {
+
+using spec::Layout;
+
+// Group members inside one node for each axis, walking the rank order pp-dp-ep-cp-tp from the
+// innermost axis: a node holds gpus_per_node consecutive ranks.
+struct NodeFootprint {
+  double tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+};
+
+NodeFootprint Footprint(const Layout& l, double gpn) {
+  NodeFootprint f;
+  double left = gpn;
+  auto take = [&left](double size) {
+    const double n = std::max(1.0, std::min(size, left));
+    left = std::max(1.0, left / n);
+    return n;
+  };
+  f.tp = take(static_cast<double>(l.tp));
+  f.cp = take(static_cast<double>(l.cp));
+  f.ep = l.ep_placement == spec::EpPlacement::kSeparate ? take(static_cast<double>(l.ep)) : 1.0;
+  f.dp = take(static_cast<double>(l.dp));
+  f.pp = take(static_cast<double>(l.pp));
+  return f;
+}
+
+Link MakeLink(const Model& ctx, double size, double per_node) {
+  const spec::ClusterSpec& c = ctx.cluster();
+  const CostParams& p = ctx.params();
+  Link link;
+  link.size = size;
+  link.per_node = std::min(size, per_node);
+  link.intra = link.per_node >= size;
+  link.nvlink_Bps = c.intra_node_gbps * 1e9 * p.bus_efficiency_intra;
+  const double gpn = static_cast<double>(std::max<int64_t>(1, c.gpus_per_node));
+  link.nic_Bps =
+      static_cast<double>(c.nics_per_node) * c.inter_node_gbps * 1e9 / gpn * p.bus_efficiency_inter;
+  if (link.intra) {
+    link.ring_Bps = link.nvlink_Bps;
+    link.p2p_Bps = link.nvlink_Bps;
+    link.alpha_s = c.intra_node_latency_us * 1e-6;
+  } else {
+    // A ring crosses each node boundary once per channel; the members in a node drive their own
+    // NICs in parallel, so the crossing carries per_node NIC shares (capped by NVLink).
+    link.ring_Bps = std::min(link.nvlink_Bps, link.per_node * link.nic_Bps);
+    link.p2p_Bps = link.nic_Bps;
+    link.alpha_s = c.inter_node_latency_us * 1e-6;
+  }
+  return link;
+}
+
+void MakeLinks(const Model& ctx, const Layout& l, Terms& t) {
+  const NodeFootprint f = Footprint(l, static_cast<double>(ctx.cluster().gpus_per_node));
+  const bool separate = l.ep_placement == spec::EpPlacement::kSeparate;
+  t.tp_link = MakeLink(ctx, t.tp, f.tp);
+  t.cp_link = MakeLink(ctx, t.cp, f.cp);
+  t.pp_link = MakeLink(ctx, t.pp, f.pp);
+  if (separate) {
+    t.ep_link = MakeLink(ctx, t.ep, f.ep);
+    t.dp_link = MakeLink(ctx, t.dp * t.cp * t.ep, f.dp * f.cp * f.ep);
+    t.edp_link = MakeLink(ctx, t.dp * t.cp, f.dp * f.cp);
+  } else {
+    // Folded: ep takes the innermost part of the dp x cp ranks (stride tp); expert-dp the rest.
+    const double dc_node = f.dp * f.cp;
+    const double ep_node = std::min(t.ep, dc_node);
+    t.ep_link = MakeLink(ctx, t.ep, ep_node);
+    t.dp_link = MakeLink(ctx, t.dp * t.cp, dc_node);
+    t.edp_link = MakeLink(ctx, t.dp * t.cp / t.ep, std::max(1.0, dc_node / ep_node));
+  }
+}
+
+// Seconds of one GEMM (M x K) @ (K x N) forward; backward is two GEMMs of the same size.
+double GemmTime(const Model& ctx, const Terms& t, double m, double n, double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const CostParams& p = ctx.params();
+  const spec::ClusterSpec& c = ctx.cluster();
+  const bool fp8 = ctx.train().precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
+  const double peak = (fp8 ? c.peak_fp8_tflops : c.peak_tflops) * 1e12;
+  const double size = 1.0 + p.gemm_dim_overhead * (1.0 / m + 1.0 / n + 1.0 / k);
+  const double compute = 2.0 * m * n * k / (peak * p.gemm_efficiency_max) * size;
+  const double bytes = t.elem_bytes * (m * k + k * n + m * n);
+  const double memory = bytes / (c.hbm_gbps * 1e9 * p.hbm_efficiency);
+  return std::max(compute, memory);
+}
+
+double MemoryTime(const Model& ctx, double bytes) {
+  return bytes / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
+}
+
+void Activations(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const CostParams& p = ctx.params();
+  const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
+  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const double a = static_cast<double>(md.heads), tp = t.tp;
+  const double rep = l.sp ? tp : 1.0;  // sequence-parallel regions are sharded by tp
+  const double drop = p.dropout ? 1.0 : 0.0;
+  const bool swiglu = md.activation == spec::Activation::kSwiGLU;
+  // Per token (bytes). Attention block: norm input, QKV input, Q, K, V, attention output (the
+  // out-projection input), dropout mask; scores when materialized (softmax output, dropout mask
+  // and output) and not recomputed; flash keeps the fp32 log-sum-exp per head.
+  double attn = (2 * e * h + drop * h) / rep + e * (2 * h_attn + 2 * h_kv) / tp;
+  if (p.materialize_scores) {
+    if (l.recompute == spec::Recompute::kNone) attn += (e + 3 * drop) * a / tp * t.seq;
+  } else {
+    attn += 4.0 * a / tp;
+  }
+  const double mlp_in = (2 * e * h + drop * h) / rep;  // norm input, FFN input, dropout mask
+  const double f = static_cast<double>(md.ffn_hidden);
+  const double dense_mlp = mlp_in + (swiglu ? 3.0 : 2.0) * e * f / tp;
+  double moe_mlp = 0;
+  if (md.is_moe()) {
+    const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+    const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+    const double per_expert_token = 2 * e * h / tp + (swiglu ? 3.0 : 2.0) * e * fe / tp;
+    moe_mlp = mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
+              + copies * per_expert_token +
+              static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
+  }
+  t.act_dense_layer = t.tokens * (attn + dense_mlp);
+  t.act_moe_layer = t.tokens * (attn + moe_mlp);
+  t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
+}
+
+}  // namespace
+
+double AllGatherTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return 0;
+  return (link.size - 1) * link.alpha_s + (link.size - 1) / link.size * n / link.ring_Bps;
+}
+
+double AllReduceTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return 0;
+  return 2 * (link.size - 1) * link.alpha_s + 2 * (link.size - 1) / link.size * n / link.ring_Bps;
+}
+
+double AllToAllTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return 0;
+  const double g = link.size, k = link.per_node;
+  // Pairwise exchange: (k-1)/g of the buffer stays on NVLink, (g-k)/g leaves through the NIC.
+  const double on_node = (k - 1) / g * n / link.nvlink_Bps;
+  const double off_node = link.intra ? 0.0 : (g - k) / g * n / link.nic_Bps;
+  return (g - 1) * link.alpha_s + std::max(on_node, off_node);
+}
+
+double P2pTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return 0;
+  return link.alpha_s + n / link.p2p_Bps;
+}
+
+namespace {
+
+struct LayerCompute {
+  double fwd = 0, bwd = 0;
+};
+
+// Core attention on one rank: flash (causal blocks skipped: half the square executed; backward
+// recomputes the scores, 2.5x the forward's FLOPs) or materialized scores (full square GEMMs plus
+// the softmax's reads and writes of the scores).
+LayerCompute AttentionCore(const Model& ctx, const Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+  LayerCompute c;
+  if (!ctx.params().materialize_scores) {
+    const double flops_fwd = 2.0 * t.tokens * t.seq * h_attn / t.tp;
+    c.fwd = flops_fwd / (ctx.cluster().peak_tflops * 1e12 * ctx.params().attention_efficiency);
+    c.bwd = 2.5 * c.fwd;
+    return c;
+  }
+  const double heads = static_cast<double>(md.heads) / t.tp, d = static_cast<double>(md.head_dim);
+  const double gemms =
+      heads * (GemmTime(ctx, t, t.tokens, t.seq, d) + GemmTime(ctx, t, t.tokens, d, t.seq));
+  const double scores = heads * t.tokens * t.seq * t.elem_bytes;
+  c.fwd = gemms + MemoryTime(ctx, 4.0 * scores);
+  c.bwd = 2.0 * gemms + MemoryTime(ctx, 8.0 * scores);
+  return c;
+}
+
+// Forward seconds of the attention block's GEMMs and memory-bound kernels (norm, residual, RoPE).
+double AttentionBlockFwd(const Model& ctx, const Terms& t, double rep) {
+  const spec::ModelSpec& md = ctx.model();
+  const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
+  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const double gemm = GemmTime(ctx, t, t.tokens, (h_attn + 2 * h_kv) / t.tp, h) +
+                      GemmTime(ctx, t, t.tokens, h, h_attn / t.tp);
+  // RMSNorm (read + write h), residual add (read 2h, write h), RoPE on q and k (read + write).
+  const double bytes = t.tokens * (e * 5 * h / rep + 2 * e * (h_attn + h_kv) / t.tp);
+  return gemm + MemoryTime(ctx, bytes);
+}
+
+double DenseMlpFwd(const Model& ctx, const Terms& t, double rep) {
+  const spec::ModelSpec& md = ctx.model();
+  const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
+  const double f = static_cast<double>(md.ffn_hidden);
+  const bool swiglu = md.activation == spec::Activation::kSwiGLU;
+  const double gemm = GemmTime(ctx, t, t.tokens, (swiglu ? 2 : 1) * f / t.tp, h) +
+                      GemmTime(ctx, t, t.tokens, h, f / t.tp);
+  const double bytes = t.tokens * (e * 5 * h / rep + (swiglu ? 3 : 2) * e * f / t.tp);
+  return gemm + MemoryTime(ctx, bytes);
+}
+
+// Routed experts on the worst EP rank: E/ep local experts, each with ep*T*top_k*factor/E tokens
+// (grouped GEMM), plus router, shared experts, and the permutation copies of dispatch/combine.
+double MoeMlpFwd(const Model& ctx, const Terms& t, double rep) {
+  const spec::ModelSpec& md = ctx.model();
+  const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
+  const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+  const double experts = static_cast<double>(md.moe.experts);
+  const double shared = static_cast<double>(md.moe.shared_experts);
+  const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+  const double up = md.activation == spec::Activation::kSwiGLU ? 2.0 : 1.0;
+  const double tokens_per_expert = t.ep * t.tokens * copies / experts;
+  double gemm = experts / t.ep *
+                (GemmTime(ctx, t, tokens_per_expert, up * fe / t.tp, h) +
+                 GemmTime(ctx, t, tokens_per_expert, h, fe / t.tp));
+  gemm += GemmTime(ctx, t, t.tokens / rep, experts, h);
+  if (shared > 0) {
+    gemm += GemmTime(ctx, t, t.tokens, up * shared * fe / t.tp, h) +
+            GemmTime(ctx, t, t.tokens, h, shared * fe / t.tp);
+  }
+  const double bytes =
+      t.tokens * (e * 5 * h / rep + 12.0 * experts / rep + copies * 4 * e * h / t.tp +
+                  (copies + shared) * (up + 1) * e * fe / t.tp);
+  return gemm + MemoryTime(ctx, bytes);
+}
+
+double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const LayerCompute& core) {
+  const double fwd = attn_block + mlp_block + core.fwd;
+  double total = fwd + 2.0 * (attn_block + mlp_block) + core.bwd;
+  if (r == spec::Recompute::kSelective) total += core.fwd;
+  if (r == spec::Recompute::kFull) total += fwd;
+  return total;
+}
+
+void Compute(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const double rep = l.sp ? t.tp : 1.0;
+  const LayerCompute core = AttentionCore(ctx, t);
+  t.time_attn_fwd_s = core.fwd;
+  t.time_attn_bwd_s = core.bwd;
+  const double attn = AttentionBlockFwd(ctx, t, rep);
+  t.time_dense_layer_s = LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core);
+  t.time_moe_layer_s =
+      md.is_moe() ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core) : 0.0;
+  // LM head and loss: GEMM forward + two backward GEMMs; fp32 logits read and written by the
+  // softmax cross-entropy forward and backward (about 14 bytes per logit).
+  const double h = static_cast<double>(md.hidden), vocab = static_cast<double>(md.vocab);
+  t.time_head_s = 3.0 * GemmTime(ctx, t, t.tokens, vocab / t.tp, h) +
+                  MemoryTime(ctx, 14.0 * t.tokens * vocab / t.tp);
+  t.time_embed_s = MemoryTime(ctx, 3.0 * t.tokens * t.elem_bytes * h);
+}
+
+// TP/SP collectives of one block (attention or FFN) whose activation is n bytes: with SP an
+// all-gather and a reduce-scatter forward, their conjugates backward; without SP one all-reduce
+// forward and one backward. Full recomputation repeats the forward ones.
+void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& bytes) {
+  if (t.tp <= 1) return;
+  const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
+  if (l.sp) {
+    time_s += (4.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n);
+    bytes += (4.0 + 2.0 * rec) * (t.tp - 1) / t.tp * n;
+  } else {
+    time_s += (2.0 + rec) * AllReduceTime(t.tp_link, n);
+    bytes += (2.0 + rec) * 2.0 * (t.tp - 1) / t.tp * n;
+  }
+}
+
+void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const double n = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes;
+  const double exposed = 1.0 - ctx.params().tp_overlap;
+  double time_attn = 0, bytes_attn = 0, time_mlp = 0, bytes_mlp = 0, time_moe = 0, bytes_moe = 0;
+  TpBlock(t, l, n, time_attn, bytes_attn);
+  TpBlock(t, l, n, time_mlp, bytes_mlp);
+  if (md.is_moe()) {
+    TpBlock(t, l, n * static_cast<double>(md.moe.top_k) * t.moe_factor, time_moe, bytes_moe);
+  }
+  t.tp_dense_layer_s = exposed * (time_attn + time_mlp);
+  t.tp_moe_layer_s = exposed * (time_attn + time_moe);
+  t.tp_bytes_dense_layer = bytes_attn + bytes_mlp;
+  t.tp_bytes_moe_layer = bytes_attn + bytes_moe;
+  if (t.tp <= 1) return;
+  // Vocab-parallel embedding (reduce-scatter fwd / all-gather bwd with SP, all-reduce without);
+  // head: gather before the LM head, and three fp32 all-reduces of the cross-entropy (max,
+  // sum of exponentials, target logit) per token.
+  const double g = (t.tp - 1) / t.tp;
+  const double ce = 4.0 * t.tokens;
+  if (l.sp) {
+    t.tp_embed_s = 2.0 * AllGatherTime(t.tp_link, n);
+    t.tp_bytes_embed = 2.0 * g * n;
+  } else {
+    t.tp_embed_s = AllReduceTime(t.tp_link, n);
+    t.tp_bytes_embed = 2.0 * g * n;
+  }
+  t.tp_head_s = t.tp_embed_s + 3.0 * AllReduceTime(t.tp_link, ce);
+  t.tp_bytes_head = t.tp_bytes_embed + 3.0 * 2.0 * g * ce;
+  t.tp_embed_s *= exposed;
+  t.tp_head_s *= exposed;
+}
+
+void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
+  if (t.cp <= 1) return;
+  const spec::ModelSpec& md = ctx.model();
+  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const double rec = l.recompute == spec::Recompute::kNone ? 0.0 : 1.0;
+  if (l.cp_kind == spec::CpKind::kRing) {
+    // Each of the cp-1 ring steps passes this rank's K and V chunk on; backward passes K, V and
+    // their gradients dK, dV. Each step overlaps the attention block computed meanwhile.
+    const double kv = 2.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
+    const double fwd = (t.cp - 1) * P2pTime(t.cp_link, kv);
+    const double bwd = (t.cp - 1) * P2pTime(t.cp_link, 2.0 * kv);
+    const double ov = ctx.params().cp_overlap;
+    const double fwd_exposed = std::max(0.0, fwd - ov * t.time_attn_fwd_s);
+    t.cp_layer_s = (1.0 + rec) * fwd_exposed + std::max(0.0, bwd - ov * t.time_attn_bwd_s);
+    t.cp_bytes_layer = (t.cp - 1) * (3.0 + rec) * kv;
+    return;
+  }
+  // Ulysses: all-to-all of q, k, v (sequence -> heads) and of the output (heads -> sequence);
+  // backward the same four. Not overlapped.
+  const double q = t.tokens * h_attn / t.tp * t.elem_bytes;
+  const double k = t.tokens * h_kv / t.tp * t.elem_bytes;
+  const double fwd = 2.0 * AllToAllTime(t.cp_link, q) + 2.0 * AllToAllTime(t.cp_link, k);
+  t.cp_layer_s = (2.0 + rec) * fwd;
+  t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * (2.0 * q + 2.0 * k);
+}
+
+void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  if (!md.is_moe() || t.ep <= 1) return;
+  // Dispatch and combine forward, their conjugates backward; each TP rank moves its 1/tp share.
+  const double n = t.tokens / t.tp * static_cast<double>(md.moe.top_k) * t.moe_factor *
+                   static_cast<double>(md.hidden) * t.elem_bytes;
+  const double count = l.recompute == spec::Recompute::kFull ? 6.0 : 4.0;
+  t.ep_layer_s = count * AllToAllTime(t.ep_link, n);
+  t.ep_bytes_layer = count * (t.ep - 1) / t.ep * n;
+}
+
+}  // namespace
+
+void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const spec::TrainSpec& train = ctx.train();
+  const CostParams& p = ctx.params();
+  const bool separate = l.ep_placement == spec::EpPlacement::kSeparate;
+  t.dp = static_cast<double>(l.dp);
+  t.tp = static_cast<double>(l.tp);
+  t.pp = static_cast<double>(l.pp);
+  t.cp = static_cast<double>(l.cp);
+  t.ep = static_cast<double>(l.ep);
+  t.V = l.schedule == spec::Schedule::kInterleaved ? static_cast<double>(l.virtual_stages) : 1.0;
+  t.mbs = static_cast<double>(l.mbs);
+  t.seq = static_cast<double>(train.seq_len);
+  t.tokens = t.mbs * t.seq / t.cp;
+  t.m = static_cast<double>(spec::MicroBatches(train, l));
+  const double cf = md.moe.capacity_factor;
+  t.moe_factor = cf > 0 ? std::min(p.moe_imbalance, cf) : p.moe_imbalance;
+  t.g_dense = t.dp * t.cp * (separate ? t.ep : 1.0);
+  t.g_expert = separate ? t.dp * t.cp : t.dp * t.cp / t.ep;
+  const bool fp32 = train.precision == spec::Precision::kFp32;
+  t.elem_bytes = fp32 ? 4.0 : 2.0;
+  t.weight_bytes = t.elem_bytes;
+  t.grad_bytes = fp32 ? 4.0 : p.grad_bytes;
+  t.master_bytes = fp32 ? 0.0 : kBytesMasterWeight;
+  MakeLinks(ctx, l, t);
+  Activations(ctx, l, t);
+  Compute(ctx, l, t);
+  TpTerms(ctx, l, t);
+  CpTerms(ctx, l, t);
+  EpTerms(ctx, l, t);
+  t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / t.tp;
+  t.pp_send_s = t.pp > 1 ? P2pTime(t.pp_link, t.pp_bytes_send) : 0.0;
+}
+
+}  // namespace pentamesh::cost::internal

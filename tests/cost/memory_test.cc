@@ -1,0 +1,190 @@
+// Memory terms against hand derivations: Korthikanti et al. 2022's activation equations, the
+// seeds' worked numbers (1.02 GB ring-attention scores, Llama-3 405B model state), ZeRO stages,
+// EP sharding, micro-batches in flight per schedule, the uneven pipeline split.
+#include <gtest/gtest.h>
+
+#include "cost/cost.h"
+#include "spec/load_toml.h"
+#include "test_util.h"
+
+namespace pentamesh::cost {
+namespace {
+
+using spec::Layout;
+
+// Activations of one layer and one micro-batch: GPT-tiny with pp = 1, m = 1, divided by layers.
+double ActPerLayer(const Layout& l, const CostParams& p, int64_t seq = 128) {
+  const spec::ModelSpec m = testing::GptTiny();
+  const Estimate e = EstimateLayout(m, testing::Cluster(l.gpus()), testing::Train(seq, l.dp), l, p);
+  EXPECT_TRUE(e.fits) << (e.violations.empty() ? "" : e.violations[0]);
+  return e.memory.activations / static_cast<double>(m.layers);
+}
+
+TEST(Activations, KorthikantiEquationsForGpt) {
+  CostParams p;
+  p.materialize_scores = true;
+  p.dropout = true;
+  const double s = 128, b = 1, h = 64, a = 8;
+  // Eq. 1 (no parallelism): sbh(34 + 5as/h).
+  EXPECT_DOUBLE_EQ(ActPerLayer(Layout{}, p), s * b * h * (34 + 5 * a * s / h));
+  // Eq. 5 (TP t with sequence parallelism): sbh/t (34 + 5as/h).
+  Layout tp4{.tp = 4};
+  EXPECT_DOUBLE_EQ(ActPerLayer(tp4, p), s * b * h / 4 * (34 + 5 * a * s / h));
+  // Eq. 2 (TP without SP): sbh(10 + 24/t + 5as/(ht)).
+  tp4.sp = false;
+  EXPECT_DOUBLE_EQ(ActPerLayer(tp4, p), s * b * h * (10 + 24.0 / 4 + 5 * a * s / (h * 4)));
+  // Selective recomputation drops the scores: sbh/t * 34.
+  Layout sel{.tp = 4, .recompute = spec::Recompute::kSelective};
+  EXPECT_DOUBLE_EQ(ActPerLayer(sel, p), s * b * h / 4 * 34);
+}
+
+TEST(Activations, LlamaStyleFlashWithGqaAndSwiglu) {
+  // Per token: norm inputs 2*2h, QKV input 2h, Q 2h_attn, K and V 2*2h_kv, attention output
+  // 2h_attn, log-sum-exp 4a, FFN input 2h, SwiGLU gate/up/output 3*2f; all / tp with SP.
+  const spec::ModelSpec m = testing::MoeTiny();
+  spec::ModelSpec dense = m;
+  dense.moe = {};
+  const double h = 64, h_attn = 64, h_kv = 32, f = 128, a = 8, t = 2, s = 256;
+  const double per_token =
+      (2 * h + 2 * h + 2 * h_attn + 4 * h_kv + 2 * h_attn + 4 * a + 2 * h + 2 * h + 6 * f) / t;
+  const Layout l{.tp = 2, .cp = 2};
+  const Estimate e =
+      EstimateLayout(dense, testing::Cluster(4), testing::Train(512, 1), l, CostParams{});
+  ASSERT_TRUE(e.fits);
+  EXPECT_DOUBLE_EQ(e.memory.activations, 4 * s * per_token);  // 4 layers, 512/cp tokens
+}
+
+TEST(Activations, MoeLayerScalesWithTopKAndImbalance) {
+  const spec::ModelSpec m = testing::MoeTiny();
+  const Layout l{.ep = 2};
+  CostParams p;
+  const Estimate base = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 2), l, p);
+  p.moe_imbalance = 1.5;
+  const Estimate skewed = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 2), l, p);
+  // Per routed copy: dispatched input 2h, expert output 2h (combine needs it for the router's
+  // gradient), SwiGLU gate/up/output 3*2*fe; 3 MoE layers, 128 tokens, top-2.
+  const double per_copy = 2 * 64 + 2 * 64 + 6 * 32;
+  EXPECT_DOUBLE_EQ(skewed.memory.activations - base.memory.activations,
+                   3 * 128 * 2 * 0.5 * per_copy);
+  // A capacity factor caps the worst rank at cf * mean.
+  spec::ModelSpec capped = m;
+  capped.moe.capacity_factor = 1.25;
+  const Estimate c = EstimateLayout(capped, testing::Cluster(2), testing::Train(128, 2), l, p);
+  EXPECT_DOUBLE_EQ(c.memory.activations - base.memory.activations, 3 * 128 * 2 * 0.25 * per_copy);
+}
+
+TEST(AttentionScores, SeedRingAttentionExample) {
+  // Seed 000: 64 heads / TP 8 = 8 heads, 128,000 / CP 16 = 8,000 tokens: 8 * 8000^2 * 2 bytes.
+  EXPECT_DOUBLE_EQ(AttentionScoreBlockBytes(64, 128000, 1, 8, 16, spec::CpKind::kRing), 1.024e9);
+  // Without CP: 8 * 128,000^2 * 2 = 262 GB.
+  EXPECT_NEAR(AttentionScoreBlockBytes(64, 128000, 1, 8, 1, spec::CpKind::kRing) / 1e9, 262.1, 0.1);
+  // And through EstimateLayout on the case-study model.
+  const spec::ModelSpec m = *spec::LoadModel("meridianfin-72b");
+  CostParams p;
+  p.materialize_scores = true;
+  const Layout l{.dp = 1, .tp = 8, .pp = 8, .cp = 16, .ep = 1, .recompute = spec::Recompute::kFull};
+  const Estimate e = EstimateLayout(m, testing::Cluster(1024), testing::Train(128000, 16), l, p);
+  ASSERT_TRUE(e.violations.empty()) << e.violations[0];
+  EXPECT_DOUBLE_EQ(e.memory.attention_scores, 1.024e9);
+}
+
+TEST(ModelState, Llama405bSeedNumbers) {
+  // Seed 001: 405e9 params: 810 GB bf16 weights, 810 GB bf16 grads, 3,240 GB Adam m + v.
+  EXPECT_DOUBLE_EQ(405e9 * 2, 810e9);
+  EXPECT_DOUBLE_EQ(405e9 * kBytesAdamMoments, 3240e9);
+  // The derived count (405.9B) through EstimateLayout on one (huge) GPU.
+  const spec::ModelSpec m = *spec::LoadModel("llama3-405b");
+  const double n = CountParams(m).total;
+  const Estimate e = EstimateLayout(m, testing::Cluster(1), testing::Train(8192, 1), Layout{});
+  EXPECT_DOUBLE_EQ(e.memory.weights, 2 * n);
+  EXPECT_DOUBLE_EQ(e.memory.grads, 2 * n);
+  EXPECT_DOUBLE_EQ(e.memory.optimizer, (kBytesMasterWeight + kBytesAdamMoments) * n);
+  EXPECT_NEAR(e.memory.weights / 1e9, 810, 810 * 0.003);
+  // Seed 001 "FSDP" per rank with TP 8, PP 16 and DP 128 on 16,384 GPUs: the 810 / 128 of the
+  // seed omits TP and PP; with them a middle stage holds 8 layers / 8.
+}
+
+TEST(Zero, StagesShardMonotonicallyAndExactly) {
+  const spec::ModelSpec m = testing::GptTiny();
+  double prev = 1e300;
+  double w0 = 0, g0 = 0, o0 = 0;
+  for (int z = 0; z <= 3; ++z) {
+    const Layout l{.dp = 4, .zero = z};
+    const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 4), l);
+    const double state = e.memory.weights + e.memory.grads + e.memory.optimizer;
+    EXPECT_LT(state, prev) << "zero=" << z;
+    prev = state;
+    if (z == 0) {
+      w0 = e.memory.weights;
+      g0 = e.memory.grads;
+      o0 = e.memory.optimizer;
+    }
+    EXPECT_DOUBLE_EQ(e.memory.optimizer, z >= 1 ? o0 / 4 : o0);
+    EXPECT_DOUBLE_EQ(e.memory.grads, z >= 2 ? g0 / 4 : g0);
+    EXPECT_DOUBLE_EQ(e.memory.weights, z >= 3 ? w0 / 4 : w0);
+  }
+}
+
+TEST(ExpertParallel, ShardsExpertsNotTheRest) {
+  const spec::ModelSpec m = testing::MoeTiny();
+  const ParamCounts c = CountParams(m);
+  const auto weights = [&](const Layout& l, int64_t seqs) {
+    return EstimateLayout(m, testing::Cluster(l.gpus()), testing::Train(128, seqs), l)
+        .memory.weights;
+  };
+  EXPECT_DOUBLE_EQ(weights(Layout{}, 1), 2 * c.total);
+  EXPECT_DOUBLE_EQ(weights(Layout{.ep = 4}, 4), 2 * (c.non_expert() + c.expert() / 4));
+  // Folded: ep divides dp*cp; experts replicated over dp*cp/ep = 2 ranks, ZeRO-1 shards their
+  // optimizer state over those 2 and the non-expert state over all 4.
+  const Layout folded{.dp = 4, .ep = 2, .zero = 1, .ep_placement = spec::EpPlacement::kFolded};
+  const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 4), folded);
+  EXPECT_DOUBLE_EQ(e.memory.weights, 2 * (c.non_expert() + c.expert() / 2));
+  EXPECT_DOUBLE_EQ(e.memory.optimizer, 12 * (c.non_expert() / 4 + c.expert() / 2 / 2));
+}
+
+TEST(Pipeline, MicrobatchesInFlightPerSchedule) {
+  // GPT-tiny, 4 layers on pp = 2 (2 per stage), m = 8 micro-batches; stage 0 is the most loaded.
+  spec::ModelSpec m = testing::GptTiny();
+  m.vocab = 16;  // so the last stage's logits never outweigh the first stage's activations
+  const auto act = [&](spec::Schedule s, int64_t V) {
+    Layout l{.pp = 2, .schedule = s, .virtual_stages = V};
+    const Estimate e = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 8), l);
+    EXPECT_EQ(e.memory_stage, s == spec::Schedule::kGPipe ? 1 : 0);  // GPipe: equal, last wins
+    return e.memory.activations;
+  };
+  const double one = act(spec::Schedule::kOneFOneB, 1) / 2;  // min(m, p) = 2 in flight
+  EXPECT_DOUBLE_EQ(act(spec::Schedule::kGPipe, 1), 8 * one);
+  EXPECT_DOUBLE_EQ(act(spec::Schedule::kZeroBubble, 1), 2 * one);
+  // Interleaved V = 2: Megatron's warm-up 2(p-1) + (V-1)p + 1 = 5 chunk-micro-batches of 1 layer.
+  EXPECT_DOUBLE_EQ(act(spec::Schedule::kInterleaved, 2), 5 * one / 2);
+}
+
+TEST(Pipeline, UnevenSplitLlama3) {
+  // 126 layers on 16 stages: the first and last stage hold 7, the others 8 (Llama 3).
+  EXPECT_EQ(spec::ChunkLayers(126, 16, 0), 7);
+  EXPECT_EQ(spec::ChunkLayers(126, 16, 1), 8);
+  EXPECT_EQ(spec::ChunkLayers(126, 16, 15), 7);
+  EXPECT_EQ(spec::ChunkFirstLayer(126, 16, 1), 7);
+  EXPECT_EQ(spec::ChunkFirstLayer(126, 16, 15), 7 + 14 * 8);
+  int64_t sum = 0;
+  for (int64_t c = 0; c < 64; ++c) sum += spec::ChunkLayers(126, 64, c);
+  EXPECT_EQ(sum, 126);
+  EXPECT_EQ(spec::ChunkLayers(126, 128, 0), -1);  // a chunk would be empty
+  EXPECT_EQ(spec::ChunkLayers(81, 4, 0), -1);     // short by 3
+  EXPECT_EQ(spec::ChunkLayers(79, 4, 3), 19);     // short by 1: the last chunk
+  EXPECT_EQ(spec::ChunkLayers(79, 4, 0), 20);
+}
+
+TEST(Memory, OverCapacityNamesTheLargestComponent) {
+  const spec::ModelSpec m = *spec::LoadModel("llama3-70b");
+  const Estimate e = EstimateLayout(m, *spec::LoadCluster("h100-sxm", 8), testing::Train(8192, 8),
+                                    Layout{.dp = 8});
+  EXPECT_FALSE(e.fits);
+  ASSERT_EQ(e.violations.size(), 1u);
+  EXPECT_NE(e.violations[0].find("over by"), std::string::npos) << e.violations[0];
+  EXPECT_NE(e.violations[0].find("largest component optimizer"), std::string::npos)
+      << e.violations[0];
+}
+
+}  // namespace
+}  // namespace pentamesh::cost

@@ -1,0 +1,157 @@
+// Step-time terms and bytes per collective against hand derivations: bubble formulas (seed's
+// 15/79), terms adding up to the step, ring collective byte counts per group, link placement on
+// the rank order pp-dp-ep-cp-tp, and MFU/throughput/cost arithmetic.
+#include <gtest/gtest.h>
+
+#include "cost/cost.h"
+#include "spec/load_toml.h"
+#include "test_util.h"
+
+namespace pentamesh::cost {
+namespace {
+
+using spec::Layout;
+
+TEST(Bubble, ClosedForms) {
+  const double b = BubbleOverIdeal(spec::Schedule::kOneFOneB, 16, 64, 1);
+  EXPECT_DOUBLE_EQ(b / (1 + b), 15.0 / 79.0);  // seed: (p-1)/(m+p-1)
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kGPipe, 16, 64, 1), b);
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kInterleaved, 16, 64, 4), b / 4);
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kZeroBubble, 16, 64, 1), b / 3);
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kOneFOneB, 1, 64, 1), 0.0);
+}
+
+TEST(Bubble, ThroughEstimateLayout) {
+  // 64 layers on p = 16 stages, m = 64 micro-batches: bubble / (pipeline time) = 15/79.
+  spec::ModelSpec m = testing::GptTiny();
+  m.layers = 64;
+  const Layout l{.pp = 16};
+  const Estimate e = EstimateLayout(m, testing::Cluster(16), testing::Train(128, 64), l);
+  ASSERT_TRUE(e.fits);
+  const Time& t = e.time;
+  const double pipeline = t.compute + t.tp + t.cp + t.ep + t.pp + t.bubble;
+  EXPECT_NEAR(t.bubble / pipeline, 15.0 / 79.0, 1e-12);
+}
+
+TEST(StepTime, TermsAddUpAndRatesFollow) {
+  const spec::ModelSpec m = *spec::LoadModel("meridianfin-72b");
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 1024);
+  const spec::TrainSpec tr = *spec::LoadTrain("meridian-128k");
+  const Layout l{.dp = 1,
+                 .tp = 8,
+                 .pp = 4,
+                 .cp = 4,
+                 .ep = 8,
+                 .zero = 1,
+                 .recompute = spec::Recompute::kFull,
+                 .schedule = spec::Schedule::kInterleaved,
+                 .virtual_stages = 2};
+  const Estimate e = EstimateLayout(m, c, tr, l);
+  ASSERT_TRUE(e.microbatches > 0) << e.violations[0];
+  const Time& t = e.time;
+  EXPECT_DOUBLE_EQ(t.step, t.compute + t.tp + t.cp + t.ep + t.pp + t.dp + t.bubble + t.optimizer);
+  for (double term : {t.compute, t.tp, t.ep, t.pp, t.bubble}) EXPECT_GT(term, 0.0);
+  // 128K attention hides the ring KV exchange (cp_overlap), but the bytes are sent.
+  EXPECT_GE(t.cp, 0.0);
+  EXPECT_GT(e.comm_bytes.cp, 0.0);
+  EXPECT_DOUBLE_EQ(e.tokens_per_s, tr.global_batch_tokens / t.step);
+  const ParamCounts pc = CountParams(m);
+  (void)pc;
+  const double peak = 989e12 * 1024;
+  EXPECT_DOUBLE_EQ(e.mfu,
+                   Flops(m, tr.seq_len, spec::Recompute::kNone).model * e.tokens_per_s / peak);
+  EXPECT_GT(e.hfu, e.mfu);  // full recomputation
+  EXPECT_LT(e.mfu_causal, e.mfu);
+  EXPECT_DOUBLE_EQ(e.days, tr.total_tokens / e.tokens_per_s / 86400);
+  EXPECT_DOUBLE_EQ(e.cost_usd, e.days * 24 * 1024 * tr.usd_per_gpu_hour);
+  EXPECT_GT(e.mfu, 0.05);
+  EXPECT_LT(e.mfu, 0.70);
+}
+
+TEST(CommBytes, TensorParallelPerLayer) {
+  // GPT-tiny, tp = 4 with SP, 1 micro-batch of 128 tokens: per layer 4 all-gathers / reduce-
+  // scatters forward and 4 backward of n = T*h*2 bytes, each sending (t-1)/t * n; the first
+  // (= last) stage adds the embedding's RS + AG, the head's AG + RS and 3 fp32 CE all-reduces.
+  const spec::ModelSpec m = testing::GptTiny();
+  const Layout l{.tp = 4};
+  const Model ctx(m, testing::Cluster(4), testing::Train(128, 1));
+  const CommBytes b = CommBytesForStage(ctx, l, 0);
+  const double n = 128.0 * 64 * 2, g = 3.0 / 4;
+  const double ce = 3 * 2 * g * 4 * 128;
+  EXPECT_DOUBLE_EQ(b.tp, 4 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
+  // Without SP: all-reduces (2(t-1)/t n each), the same bytes.
+  Layout no_sp = l;
+  no_sp.sp = false;
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, b.tp);
+  EXPECT_DOUBLE_EQ(b.dp + b.pp + b.cp + b.ep, 0.0);
+}
+
+TEST(CommBytes, DataParallelPerZeroStage) {
+  const spec::ModelSpec m = testing::GptTiny();
+  const double p = CountParams(m).total, g = 7.0 / 8;
+  const auto dp_bytes = [&](int zero) {
+    const Layout l{.dp = 8, .zero = zero};
+    const Model ctx(m, testing::Cluster(8), testing::Train(128, 16));  // m = 2 micro-batches
+    return CommBytesForStage(ctx, l, 0).dp;
+  };
+  EXPECT_DOUBLE_EQ(dp_bytes(0), 2 * g * 2 * p);          // ring all-reduce of bf16 grads
+  EXPECT_DOUBLE_EQ(dp_bytes(1), g * 2 * p + g * 2 * p);  // reduce-scatter + all-gather
+  EXPECT_DOUBLE_EQ(dp_bytes(2), dp_bytes(1));
+  EXPECT_DOUBLE_EQ(dp_bytes(3), 2 * (2 * g * 2 * p + g * 2 * p));  // per micro-batch
+}
+
+TEST(CommBytes, PipelineContextAndExpert) {
+  const spec::ModelSpec m = testing::MoeTiny();
+  // pp = 2, cp = 2 (ring), ep = 2 separate: 8 GPUs; 4 sequences -> dp*ep = 2 data ranks, m = 2.
+  const Layout l{.pp = 2, .cp = 2, .ep = 2};
+  const Model ctx(m, testing::Cluster(8), testing::Train(256, 4));
+  const double T = 256.0 / 2;  // tokens per rank
+  const CommBytes first = CommBytesForStage(ctx, l, 0);
+  const CommBytes last = CommBytesForStage(ctx, l, 1);
+  // One activation send forward (stage 0) or one gradient send backward (stage 1) per mb.
+  EXPECT_DOUBLE_EQ(first.pp, 2 * T * 64 * 2);
+  EXPECT_DOUBLE_EQ(last.pp, first.pp);
+  // Ring CP: K and V chunk (2 * T * h_kv * 2 bytes) forward once per ring step, K, V, dK, dV
+  // backward: 3 (cp-1) chunks per layer; 2 layers per stage, 2 micro-batches.
+  EXPECT_DOUBLE_EQ(first.cp, 2 * 2 * 3 * 1 * (2 * T * 32 * 2));
+  // EP: dispatch + combine, forward and backward: 4 (ep-1)/ep * T * top_k * h * 2 per MoE layer;
+  // stage 0 has layers 0 (dense) and 1 (MoE), stage 1 has two MoE layers.
+  const double a2a = 4 * 0.5 * T * 2 * 64 * 2;
+  EXPECT_DOUBLE_EQ(first.ep, 2 * 1 * a2a);
+  EXPECT_DOUBLE_EQ(last.ep, 2 * 2 * a2a);
+}
+
+TEST(Links, TensorParallelInsideANodeIsFasterThanAcross) {
+  // Same bytes, same GPU count: TP = 8 in a node vs a TP-like CP group that crosses nodes.
+  const spec::ModelSpec m = *spec::LoadModel("llama3-70b");
+  const spec::TrainSpec tr = testing::Train(8192, 64);
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 64);
+  const Estimate inside = EstimateLayout(m, c, tr, Layout{.dp = 8, .tp = 8, .zero = 1});
+  const Estimate across = EstimateLayout(m, c, tr, Layout{.dp = 8, .tp = 8, .zero = 3});
+  EXPECT_GT(inside.time.tp, 0.0);
+  EXPECT_GT(across.comm_bytes.dp, inside.comm_bytes.dp);  // ZeRO-3 gathers every micro-batch
+  // DP over 8 ranks with stride tp = 8 lives on 8 nodes: 1 member per node -> the NIC.
+  const Estimate dp_only = EstimateLayout(*spec::LoadModel("llama3-8b"), c, tr, Layout{.dp = 64});
+  const Estimate dp_tp =
+      EstimateLayout(*spec::LoadModel("llama3-8b"), c, tr, Layout{.dp = 8, .tp = 8});
+  EXPECT_GT(dp_only.comm_bytes.dp, 0.0);
+  EXPECT_GT(dp_tp.comm_bytes.tp, 0.0);
+}
+
+TEST(Imbalance, DrivesTheWorstEpRank) {
+  const spec::ModelSpec m = *spec::LoadModel("mixtral-8x7b");
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 64);
+  const spec::TrainSpec tr = testing::Train(4096, 256);
+  const Layout l{.dp = 4, .tp = 2, .pp = 1, .ep = 8};
+  CostParams p;
+  const Estimate base = EstimateLayout(m, c, tr, l, p);
+  p.moe_imbalance = 1.5;
+  const Estimate skew = EstimateLayout(m, c, tr, l, p);
+  EXPECT_GT(skew.time.compute, base.time.compute);
+  EXPECT_GT(skew.time.ep, base.time.ep);
+  EXPECT_GT(skew.memory.activations, base.memory.activations);
+  EXPECT_DOUBLE_EQ(skew.comm_bytes.ep, 1.5 * base.comm_bytes.ep);
+}
+
+}  // namespace
+}  // namespace pentamesh::cost
