@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   };
   add(AddPresetsCommand);
   add(AddEstimateCommand);
+  add(AddPlanCommand);
+  add(AddScaleCommand);
+  add(AddSweepCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

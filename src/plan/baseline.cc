@@ -68,6 +68,26 @@ int64_t LongestSequence(const spec::ModelSpec& model, const spec::ClusterSpec& c
   return lo * granule;
 }
 
+namespace {
+
+// FSDP holding one sequence of the requested length per rank: its memory at that length, whatever
+// the batch. Violations: the requested batch's rules first, then memory.
+cost::Estimate FsdpAtSequence(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+                              const spec::TrainSpec& train, const cost::CostParams& params) {
+  const spec::Layout fsdp = FsdpLayout(cluster.gpus());
+  std::vector<std::string> violations =
+      cost::EstimateLayout(model, cluster, train, fsdp, params, /*explain=*/true).violations;
+  spec::TrainSpec one_per_rank = train;
+  one_per_rank.global_batch_tokens = train.seq_len * cluster.gpus();
+  cost::Estimate e = cost::EstimateLayout(model, cluster, one_per_rank, fsdp, params, true);
+  for (auto& v : e.violations) violations.push_back(std::move(v));
+  e.violations = std::move(violations);
+  e.fits = false;
+  return e;
+}
+
+}  // namespace
+
 core::Result<BaselineComparison> CompareWithFsdp(const spec::ModelSpec& model,
                                                  const spec::ClusterSpec& cluster,
                                                  const spec::TrainSpec& train,
@@ -77,15 +97,15 @@ core::Result<BaselineComparison> CompareWithFsdp(const spec::ModelSpec& model,
   out.best = best;
   out.seq_len_cap = kSeqLenCap;
   PM_ASSIGN_OR_RETURN(auto fsdp, BestFsdp(model, cluster, train, options));
-  out.fsdp = fsdp ? *fsdp
-                  : cost::EstimateLayout(model, cluster, train, FsdpLayout(cluster.gpus()),
-                                         options.cost, /*explain=*/true);
+  out.fsdp = fsdp ? *fsdp : FsdpAtSequence(model, cluster, train, options.cost);
   out.fsdp_max_seq_len =
       LongestSequence(model, cluster, train, FsdpLayout(cluster.gpus()), options.cost, kSeqLenCap);
   out.best_max_seq_len =
       LongestSequence(model, cluster, train, best.layout, options.cost, kSeqLenCap);
-  const cost::Estimate* reference = fsdp ? &out.fsdp : nullptr;
-  if (!fsdp) {
+  if (fsdp) {
+    out.fsdp_days = fsdp->days;
+    out.fsdp_usd = fsdp->cost_usd;
+  } else {
     // The longest power-of-two sequence at which FSDP both fits and meets the batch.
     int64_t seq_len = 1;
     while (seq_len * 2 <= std::min(out.fsdp_max_seq_len, train.seq_len)) seq_len *= 2;
@@ -98,12 +118,13 @@ core::Result<BaselineComparison> CompareWithFsdp(const spec::ModelSpec& model,
         out.fsdp_runnable_seq_len = seq_len;
       }
     }
-    if (out.fsdp_runnable) reference = &*out.fsdp_runnable;
+    if (!out.fsdp_runnable) return out;
+    out.fsdp_priced_at_equal_work = true;
+    out.fsdp_days = best.days * best.mfu / out.fsdp_runnable->mfu;
+    out.fsdp_usd = best.cost_usd * best.mfu / out.fsdp_runnable->mfu;
   }
-  if (reference != nullptr) {
-    out.days_saved = reference->days - best.days;
-    out.usd_saved = reference->cost_usd - best.cost_usd;
-  }
+  out.days_saved = out.fsdp_days - best.days;
+  out.usd_saved = out.fsdp_usd - best.cost_usd;
   return out;
 }
 

@@ -16,8 +16,10 @@
 namespace pentamesh::plan {
 
 struct BaselineComparison {
-  // FSDP at the requested sequence and batch: the best variant that fits, or else FSDP with
-  // mbs=1 and full recomputation, costed with explain = true so `violations` says why not.
+  // FSDP at the requested sequence and batch: the best variant that fits. Otherwise FSDP with
+  // mbs=1 and full recomputation holding one sequence per rank (so memory is that of the requested
+  // sequence even when the batch cannot be split over dp = GPUs), fits = false, and `violations`
+  // lists why: the requested batch's structural rules, then memory.
   cost::Estimate fsdp;
   cost::Estimate best;           // the planner's best layout
   int64_t fsdp_max_seq_len = 0;  // longest sequence FSDP holds in memory (0: none)
@@ -27,8 +29,14 @@ struct BaselineComparison {
   // what the FSDP team could actually train, to price the difference.
   std::optional<cost::Estimate> fsdp_runnable;
   int64_t fsdp_runnable_seq_len = 0;
-  double days_saved = 0;  // fsdp (or fsdp_runnable) days - best days
-  double usd_saved = 0;
+  // FSDP's days and cost for the requested run: its own when it runs; else the same work (the
+  // best layout's FLOPs) at the MFU FSDP reaches at fsdp_runnable_seq_len: best.days * best.mfu /
+  // fsdp_runnable.mfu (the seeds' own arithmetic: days scale with 1 / MFU for fixed work).
+  double fsdp_days = 0;
+  double fsdp_usd = 0;
+  bool fsdp_priced_at_equal_work = false;
+  double days_saved = 0;  // fsdp_days - best.days
+  double usd_saved = 0;   // fsdp_usd - best.cost_usd
 };
 
 spec::Layout FsdpLayout(int64_t gpus);

@@ -13,18 +13,26 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-// "layout: tp=16 must divide gpus_per_node=8" -> "layout: tp=N must divide gpus_per_node=N".
+// "layout: tp=16 must divide gpus_per_node=8" -> "layout: tp=N must divide gpus_per_node=N":
+// a number after '=' or standing alone as a word becomes N; names like llama3 or 2*cp stay.
 std::string RuleOf(const std::string& message) {
   std::string out;
-  for (size_t i = 0; i < message.size(); ++i) {
-    if (std::isdigit(static_cast<unsigned char>(message[i]))) {
-      while (i + 1 < message.size() && std::isdigit(static_cast<unsigned char>(message[i + 1]))) {
-        ++i;
-      }
-      out += 'N';
-    } else {
-      out += message[i];
+  for (size_t i = 0; i < message.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(message[i]))) {
+      out += message[i++];
+      continue;
     }
+    size_t end = i;
+    while (end < message.size() &&
+           (std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '.')) {
+      ++end;
+    }
+    const char before = i > 0 ? message[i - 1] : ' ';
+    const char after = end < message.size() ? message[end] : ' ';
+    const bool word =
+        (before == ' ' || before == '(') && (after == ' ' || after == ')' || after == ',');
+    out += before == '=' || word ? "N" : message.substr(i, end - i);
+    i = end;
   }
   return out;
 }
@@ -68,7 +76,7 @@ std::vector<std::string> ExplainStructural(const spec::ModelSpec& model,
   for (int64_t tp : Divisors(gpus)) {
     for (int64_t pp : Divisors(gpus / tp)) {
       for (int64_t cp : Divisors(gpus / tp / pp)) {
-        for (int64_t ep : Divisors(gpus / tp / pp / cp)) {
+        for (int64_t ep : Divisors(model.is_moe() ? gpus / tp / pp / cp : 1)) {
           const spec::Layout l{
               .dp = gpus / tp / pp / cp / ep, .tp = tp, .pp = pp, .cp = cp, .ep = ep};
           auto v = spec::Validate(model, cluster, train, l);

@@ -1,5 +1,9 @@
 #include "plan/scale.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "spec/load_toml.h"
 
 namespace pentamesh::plan {
@@ -20,6 +24,8 @@ const char* ToString(Term term) {
       return "dp";
     case Term::kBubble:
       return "bubble";
+    case Term::kOptimizer:
+      return "optimizer";
     case Term::kCount:
       break;
   }
@@ -42,6 +48,8 @@ double TermSeconds(const cost::Time& t, Term term) {
       return t.dp;
     case Term::kBubble:
       return t.bubble;
+    case Term::kOptimizer:
+      return t.optimizer;
     case Term::kCount:
       break;
   }
@@ -50,24 +58,26 @@ double TermSeconds(const cost::Time& t, Term term) {
 
 namespace {
 
-// Efficiency and the term whose share of the step grew most, relative to `first`.
+// Efficiency and the term whose GPU-seconds per token grew most, relative to `first`. The
+// batch is the same at every point, so GPU-seconds per token compare as seconds * GPUs.
 void CompareWithFirst(ScalePoint& point, const ScalePoint& first) {
   const cost::Estimate& a = *first.best;
   const cost::Estimate& b = *point.best;
-  point.efficiency = (b.tokens_per_s / static_cast<double>(point.gpus)) /
-                     (a.tokens_per_s / static_cast<double>(first.gpus));
+  const double gpus_a = static_cast<double>(first.gpus), gpus_b = static_cast<double>(point.gpus);
+  point.efficiency = (b.tokens_per_s / gpus_b) / (a.tokens_per_s / gpus_a);
   if (&point == &first) return;
   double growth_max = 0;
-  for (int i = static_cast<int>(Term::kTp); i < static_cast<int>(Term::kCount); ++i) {
+  for (int i = 0; i < static_cast<int>(Term::kCount); ++i) {
     const Term term = static_cast<Term>(i);
     const double growth =
-        TermSeconds(b.time, term) / b.time.step - TermSeconds(a.time, term) / a.time.step;
+        (TermSeconds(b.time, term) * gpus_b - TermSeconds(a.time, term) * gpus_a) /
+        (a.time.step * gpus_a);
     if (growth > growth_max) {
       growth_max = growth;
       point.limiting = term;
     }
   }
-  point.limiting_share_growth = growth_max;
+  point.limiting_growth = growth_max;
 }
 
 }  // namespace
@@ -126,6 +136,32 @@ core::Result<SweepResult> Sweep(const std::vector<spec::ModelSpec>& models,
       out.cells.push_back(std::move(cell));
     }
   }
+  return out;
+}
+
+}  // namespace pentamesh::plan
+
+namespace pentamesh::plan {
+
+std::string ExplainGap(const cost::Estimate& runner_up, const cost::Estimate& best) {
+  const double gap = runner_up.time.step - best.time.step;
+  if (gap <= 0) {
+    return fmt::format("same step time, {:.1f} GB more memory",
+                       (runner_up.memory.total - best.memory.total) / 1e9);
+  }
+  std::vector<std::pair<double, Term>> deltas;
+  for (int i = 0; i < static_cast<int>(Term::kCount); ++i) {
+    const Term term = static_cast<Term>(i);
+    const double d = TermSeconds(runner_up.time, term) - TermSeconds(best.time, term);
+    if (d > 0) deltas.emplace_back(d, term);
+  }
+  std::sort(deltas.rbegin(), deltas.rend());
+  std::string out = fmt::format("+{:.1f}% step:", 100 * gap / best.time.step);
+  for (size_t i = 0; i < deltas.size() && i < 3; ++i) {
+    out +=
+        fmt::format("{} {} +{:.3f} s", i ? "," : "", ToString(deltas[i].second), deltas[i].first);
+  }
+  if (deltas.empty()) out += " less overlap";
   return out;
 }
 

@@ -14,7 +14,7 @@
 namespace pentamesh::plan {
 
 // The step-time terms, in cost::Time order; used to name what limits scaling.
-enum class Term : uint8_t { kCompute, kTp, kCp, kEp, kPp, kDp, kBubble, kCount };
+enum class Term : uint8_t { kCompute, kTp, kCp, kEp, kPp, kDp, kBubble, kOptimizer, kCount };
 const char* ToString(Term term);
 double TermSeconds(const cost::Time& time, Term term);
 
@@ -23,9 +23,11 @@ struct ScalePoint {
   std::optional<cost::Estimate> best;  // empty when nothing fits
   std::vector<std::string> why_not;    // ExplainNoFit lines when empty
   double efficiency = 0;               // (tokens/s per GPU) / that of the first point that fits
-  // The non-compute term whose share of the step grew most since the first point that fits.
+  // The term whose GPU-seconds per token grew most since the first point that fits (ideal
+  // scaling keeps every term's GPU-seconds per token constant), and by how much, as a fraction of
+  // the first point's GPU-seconds per token. The growths of all terms add up to 1/efficiency - 1.
   std::optional<Term> limiting;
-  double limiting_share_growth = 0;  // its share here minus its share at the first point
+  double limiting_growth = 0;
 };
 
 core::Result<std::vector<ScalePoint>> Scale(const spec::ModelSpec& model,
@@ -53,5 +55,13 @@ struct SweepResult {
 core::Result<SweepResult> Sweep(const std::vector<spec::ModelSpec>& models,
                                 const spec::ClusterSpec& cluster, const spec::TrainSpec& train,
                                 const std::vector<int64_t>& nodes, const SearchOptions& options);
+
+}  // namespace pentamesh::plan
+
+namespace pentamesh::plan {
+
+// Why `runner_up` ranks below `best`: its step-time gap and the terms that account for it
+// ("+4.1% step: bubble +0.21 s, dp +0.05 s"), or "same step time, more memory".
+std::string ExplainGap(const cost::Estimate& runner_up, const cost::Estimate& best);
 
 }  // namespace pentamesh::plan

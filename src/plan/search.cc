@@ -69,9 +69,7 @@ struct Worker {
 };
 
 struct Context {
-  const spec::ModelSpec& model;
-  const spec::ClusterSpec& cluster;
-  const spec::TrainSpec& train;
+  const cost::Model& cost;  // built once per search: the allocation-free EstimateLayout path
   const SearchOptions& options;
   const Space& space;
 };
@@ -100,39 +98,50 @@ void Prune(Worker& w, Reason reason, int64_t n) {
   w.counts.reasons[static_cast<size_t>(reason)] += n;
 }
 
-// One branch, micro-batch sizes ascending, recompute full -> none. Returns true when the branch's
-// first costed layout shows that model states alone exceed capacity.
+// memory.total(a) >= memory.total(b) for the same layout otherwise: no recomputation stashes a
+// superset of what selective recomputation stashes. (Full recomputation is comparable with
+// neither: its one-layer recompute working set can exceed selective's stash when a stage holds
+// few layers.) Checked on every layout of several spaces in tests/plan/search_test.cc.
+bool AtLeastAsLarge(spec::Recompute a, spec::Recompute b) {
+  return a == b || (a == spec::Recompute::kNone && b == spec::Recompute::kSelective);
+}
+
+// One branch, micro-batch sizes ascending. Returns true when the branch's first costed layout
+// shows that model states alone exceed capacity.
 bool SearchBranch(const Context& ctx, Worker& w, const Mesh& mesh, const Branch& branch) {
   const Space& space = ctx.space;
   const auto& recomputes = space.recomputes();
-  const int64_t n_recompute = static_cast<int64_t>(recomputes.size());
-  int64_t limit = n_recompute;  // recompute indices >= limit are proven over capacity
+  const size_t n_recompute = recomputes.size();
+  std::array<bool, 3> over{};  // over[r]: proven over capacity at this mbs and every larger one
   bool first = true;
   for (size_t i = 0; i < mesh.mbs.size(); ++i) {
     if (!space.MbsValid(mesh, branch, mesh.mbs[i])) continue;
-    if (limit == 0) {
+    if (std::all_of(over.begin(), over.begin() + static_cast<std::ptrdiff_t>(n_recompute),
+                    [](bool o) { return o; })) {
       Prune(w, Reason::kPrunedMonotone, space.CountFrom(mesh, branch, i));
       return false;
     }
     int64_t costed = 0;
-    for (int64_t r = 0; r < limit; ++r) {
+    for (size_t r = 0; r < n_recompute; ++r) {
+      if (over[r]) continue;
       const spec::Layout layout = space.MakeLayout(mesh, branch, mesh.mbs[i], recomputes[r]);
-      const Estimate e = cost::EstimateLayout(ctx.model, ctx.cluster, ctx.train, layout,
-                                              ctx.options.cost, /*explain=*/false);
+      const Estimate e = cost::EstimateLayout(ctx.cost, layout, /*explain=*/false);
       ++costed;
       Record(ctx, w, e);
-      const bool over = e.memory.total > e.memory.capacity;
-      if (over && first && ctx.options.prune && ModelStateBytes(e.memory) > e.memory.capacity) {
+      if (!ctx.options.prune || e.memory.total <= e.memory.capacity) {
+        first = false;
+        continue;
+      }
+      if (first && ModelStateBytes(e.memory) > e.memory.capacity) {
         Prune(w, Reason::kPrunedModelStates, space.CountFrom(mesh, branch, i) - costed);
         return true;
       }
       first = false;
-      if (over && ctx.options.prune) {
-        limit = r;
-        break;
+      for (size_t bigger = 0; bigger < n_recompute; ++bigger) {
+        if (AtLeastAsLarge(recomputes[bigger], recomputes[r])) over[bigger] = true;
       }
     }
-    Prune(w, Reason::kPrunedMonotone, n_recompute - costed);
+    Prune(w, Reason::kPrunedMonotone, static_cast<int64_t>(n_recompute) - costed);
   }
   return false;
 }
@@ -169,7 +178,7 @@ const char* Describe(Reason reason) {
     case Reason::kPrunedModelStates:
       return "model states (weights+grads+optimizer) over capacity";
     case Reason::kPrunedMonotone:
-      return "a variant with less activation memory was already over";
+      return "a variant with no more memory (smaller mbs, or selective) was already over";
     case Reason::kOverWeights:
       return "over capacity, weights largest";
     case Reason::kOverGrads:
@@ -223,7 +232,8 @@ core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::Clus
   if (options.top_k < 1) return core::Status::Error("plan: --top must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   const Space space(model, cluster, train, options.space);
-  const Context ctx{model, cluster, train, options, space};
+  const cost::Model cost_model(model, cluster, train, options.cost);
+  const Context ctx{cost_model, options, space};
   const auto& meshes = space.meshes();
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -247,8 +257,7 @@ core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::Clus
   result.top = std::move(all.top);
   result.pareto = std::move(all.front);
   if (result.top.empty() && all.nearest) {
-    result.nearest_miss = cost::EstimateLayout(model, cluster, train, all.nearest->layout,
-                                               options.cost, /*explain=*/true);
+    result.nearest_miss = cost::EstimateLayout(cost_model, all.nearest->layout, /*explain=*/true);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

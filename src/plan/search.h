@@ -2,14 +2,18 @@
 // throughput, and explains the rest.
 //
 // Pruning (lossless): a layout is skipped without costing only when a layout already costed proves
-// it cannot fit, by two properties of the cost model that tests/plan/search_test.cc checks on
-// every layout of several spaces:
-//   1. Activation memory is monotone: memory.total does not decrease with the micro-batch size or
-//      with less recomputation (full -> selective -> none), everything else equal. So once
-//      (mbs, r) is over capacity, so is every (mbs' >= mbs, r' at or after r).
-//   2. Model states (weights + grads + optimizer) of the reported stage do not depend on the
-//      schedule, sp, cp_kind, mbs or recompute, and do not decrease as the ZeRO stage falls. So
-//      when they alone exceed capacity at ZeRO z, every layout of that mesh with ZeRO <= z is over.
+// it cannot fit, by properties of the cost model that tests/plan/search_test.cc checks on every
+// layout of several spaces (and that held on all 1.7M layouts of the seeds' spaces and three more):
+//   1. Activation memory grows with the micro-batch: memory.total does not decrease as mbs grows,
+//      everything else equal. So once (mbs, r) is over capacity, so is (mbs' >= mbs, r).
+//   2. No recomputation needs at least the memory of selective recomputation, everything else
+//      equal, so selective over capacity means none is too. (Full recomputation is not ordered
+//      against the others: its one-layer recompute working set can exceed selective's stash.)
+//   3. The model states (weights + grads + optimizer) of a pipeline stage do not depend on the
+//      schedule, sp, cp_kind, mbs or recompute, and do not decrease as the ZeRO stage falls; the
+//      reported memory is that of the most loaded stage, so it is at least any stage's model
+//      states. So when a costed layout's model states alone exceed capacity at ZeRO z, every
+//      layout of that mesh with ZeRO <= z is over.
 // Only layouts over capacity are ever pruned, so the set of fitting layouts, the top K and the
 // Pareto front are those of brute force (the test compares them on small spaces).
 //

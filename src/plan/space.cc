@@ -46,7 +46,7 @@ Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
   for (int64_t tp : Divisors(gpus)) {
     if (!tp_ok(tp)) continue;
     for (int64_t pp : Divisors(gpus / tp)) {
-      if (model.layers % pp != 0) continue;
+      if (spec::ChunkLayers(model.layers, pp, 0) < 0) continue;
       for (int64_t cp : Divisors(gpus / tp / pp)) {
         const int64_t rest = gpus / tp / pp / cp;
         // EP as its own axis (dp * ep = rest) ...
@@ -72,7 +72,7 @@ Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
 
 void Space::AddMesh(const Layout& degrees) {
   const Constraints& allow = options_.allow;
-  if (seqs_ % degrees.dp != 0) return;
+  if (seqs_ % degrees.data_ranks() != 0) return;
   if (!allow.Allows(Field::kDp, degrees.dp) || !allow.Allows(Field::kTp, degrees.tp) ||
       !allow.Allows(Field::kPp, degrees.pp) || !allow.Allows(Field::kCp, degrees.cp) ||
       !allow.Allows(Field::kEp, degrees.ep) ||
@@ -80,7 +80,7 @@ void Space::AddMesh(const Layout& degrees) {
     return;
   }
   Mesh mesh{.base = degrees, .mbs = {}, .branches = {}};
-  for (int64_t mbs : Divisors(seqs_ / degrees.dp)) {
+  for (int64_t mbs : Divisors(seqs_ / degrees.data_ranks())) {
     if (options_.mbs_max > 0 && mbs > options_.mbs_max) break;
     if (allow.Allows(Field::kMbs, mbs)) mesh.mbs.push_back(mbs);
   }
@@ -99,7 +99,9 @@ void Space::AddBranches(Mesh& mesh) const {
     if (options_.include_gpipe) schedules.push_back({Schedule::kGPipe, 1});
     schedules.push_back({Schedule::kZeroBubble, 1});
     for (int64_t v = 2; d.pp * v <= model_.layers; ++v) {
-      if (model_.layers % (d.pp * v) == 0) schedules.push_back({Schedule::kInterleaved, v});
+      if (spec::ChunkLayers(model_.layers, d.pp * v, 0) >= 0) {
+        schedules.push_back({Schedule::kInterleaved, v});
+      }
     }
   }
   const int64_t cp_div = d.cp > 1 ? 2 * d.cp : 1;
@@ -129,7 +131,7 @@ void Space::AddBranches(Mesh& mesh) const {
 
 bool Space::MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const {
   if (branch.schedule != Schedule::kInterleaved) return true;
-  return (seqs_ / (mesh.base.dp * mbs)) % mesh.base.pp == 0;
+  return (seqs_ / (mesh.base.data_ranks() * mbs)) % mesh.base.pp == 0;
 }
 
 int64_t Space::CountFrom(const Mesh& mesh, const Branch& branch, size_t mbs_index) const {

@@ -4,10 +4,11 @@
 //   Mesh   (dp, tp, pp, cp, ep, ep_placement)   fixes how parameters are sharded
 //   Branch (zero, schedule, V, sp, cp_kind)     fixes everything but the micro-batch and recompute;
 //                                               zero descending (3 first: least model-state memory)
-//   mbs    ascending divisors of sequences/dp   (gradient accumulation = sequences/(dp*mbs))
-//   recompute  full -> selective -> none        (ascending activation memory)
-// The inner two levels are ordered by ascending memory so the search can stop a branch at its
-// first layout that does not fit (see search.h for why that loses nothing).
+//   mbs    ascending divisors of sequences/data ranks (dp, times ep when EP is its own axis);
+//          gradient accumulation = sequences / (data ranks * mbs)
+//   recompute  full, selective, none
+// Micro-batch sizes ascend and selective comes before none, so the search can skip what a
+// smaller layout already proved cannot fit (see search.h for why that loses nothing).
 //
 // Invariant: the layouts visited are exactly {l : spec::Validate(l) is empty, IsCanonical(l),
 // allow.AllowsLayout(l)} (checked against a brute-force product in tests/plan/space_test.cc).
@@ -57,7 +58,7 @@ class Space {
         const spec::TrainSpec& train, const SpaceOptions& options);
 
   const std::vector<Mesh>& meshes() const { return meshes_; }
-  // Recompute values in ascending activation memory: full, selective, none (those allowed).
+  // Recompute values in search order: full, selective, none (those allowed).
   const std::vector<spec::Recompute>& recomputes() const { return recomputes_; }
   // Interleaved schedules need the micro-batch count divisible by pp.
   bool MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const;

@@ -62,3 +62,21 @@ inline spec::TrainSpec Train(int64_t seq_len, int64_t seqs) {
 }
 
 }  // namespace pentamesh::plan::testing
+
+#include "cost/cost.h"
+
+namespace pentamesh::plan::testing {
+
+// HBM sizes at which the tiny spaces are part fitting, part not (checked by the tests).
+inline constexpr double kHbmGbMoe = 4;
+inline constexpr double kHbmGbDense = 4;
+
+// Small fixed overheads so that the tiny models' memory is dominated by what the layout changes.
+inline cost::CostParams TestCostParams() {
+  cost::CostParams p;
+  p.framework_bytes = 0.2e9;
+  p.safety_margin_bytes = 0.2e9;
+  return p;
+}
+
+}  // namespace pentamesh::plan::testing
