@@ -8,6 +8,7 @@ PKGS=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece
   python3 python3-torch python3-numpy
+  chromium
 )
 missing=()
 for p in "${PKGS[@]}"; do

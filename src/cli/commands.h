@@ -17,6 +17,9 @@ RunFn AddTokenizerCommand(CLI::App& app);  // tokenizer train
 RunFn AddTokenizeCommand(CLI::App& app);
 RunFn AddTrainCommand(CLI::App& app);     // train --config run.toml
 RunFn AddEstimateCommand(CLI::App& app);
+RunFn AddPlanCommand(CLI::App& app);   // cli/plan.cc
+RunFn AddScaleCommand(CLI::App& app);  // cli/scale.cc
+RunFn AddSweepCommand(CLI::App& app);  // cli/sweep.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

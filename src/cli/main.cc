@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   add(AddTokenizeCommand);
   add(AddTrainCommand);
   add(AddEstimateCommand);
+  add(AddPlanCommand);
+  add(AddScaleCommand);
+  add(AddSweepCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

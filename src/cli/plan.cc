@@ -1,0 +1,222 @@
+// `pentamesh plan`: searches every 5D layout for a model on a cluster, prints the best K with
+// their memory and time breakdowns, optionally the Pareto front, the FSDP baseline and an HTML
+// report. Exits non-zero with the nearest miss when no layout fits.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/plan_common.h"
+#include "plan/baseline.h"
+#include "plan/scale.h"
+#include "report/html.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cli {
+namespace {
+
+constexpr double kGB = 1e9;
+
+struct PlanArgs {
+  SearchArgs search;
+  int top = 5;
+  bool pareto = false;
+  std::string baseline;
+};
+
+void PrintBreakdown(const cost::Estimate& e) {
+  const cost::Memory& m = e.memory;
+  const cost::Time& t = e.time;
+  fmt::print(
+      "  memory GB  weights {:.2f}  grads {:.2f}  optimizer {:.2f}  activations {:.2f}  "
+      "scores {:.2f}  logits {:.2f}  comm {:.2f}  framework {:.2f}  fragmentation {:.2f}\n"
+      "             total {:.2f} of capacity {:.2f}\n",
+      m.weights / kGB, m.grads / kGB, m.optimizer / kGB, m.activations / kGB,
+      m.attention_scores / kGB, m.logits / kGB, m.comm_buffers / kGB, m.framework / kGB,
+      m.fragmentation / kGB, m.total / kGB, m.capacity / kGB);
+  fmt::print(
+      "  time s     compute {:.4f}  tp {:.4f}  cp {:.4f}  ep {:.4f}  pp {:.4f}  dp {:.4f}  "
+      "bubble {:.4f}  optimizer {:.4f}  step {:.4f}\n",
+      t.compute, t.tp, t.cp, t.ep, t.pp, t.dp, t.bubble, t.optimizer, t.step);
+  fmt::print(
+      "  {:.0f} tokens/s  MFU {:.1f}% (causal-half {:.1f}%)  HFU {:.1f}%  bubble {:.1f}%  "
+      "micro-batches {}  {:.1f} days  USD {:.4g}\n",
+      e.tokens_per_s, 100 * e.mfu, 100 * e.mfu_causal, 100 * e.hfu, 100 * e.bubble_fraction,
+      e.microbatches, e.days, e.cost_usd);
+}
+
+void PrintTable(const std::vector<cost::Estimate>& list, const cost::Estimate& best) {
+  fmt::print("  {:>3}  {:<46} {:>7} {:>8} {:>11} {:>6} {:>7} {:>6}  {}\n", "#", "layout", "mem GB",
+             "step s", "tokens/s", "MFU", "bubble", "days", "vs best");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const cost::Estimate& e = list[i];
+    fmt::print("  {:>3}  {:<46} {:>7.1f} {:>8.3f} {:>11.0f} {:>5.1f}% {:>6.1f}% {:>6.1f}  {}\n",
+               i + 1, spec::ShortLayout(e.layout), e.memory.total / kGB, e.time.step,
+               e.tokens_per_s, 100 * e.mfu, 100 * e.bubble_fraction, e.days,
+               &e == &best || e.layout == best.layout ? "best" : plan::ExplainGap(e, best));
+  }
+}
+
+void PrintBaseline(const plan::BaselineComparison& b) {
+  auto seq = [&](int64_t s) {
+    return s == 0 ? std::string("none") : fmt::format("{}{}", s, s >= b.seq_len_cap ? "+" : "");
+  };
+  fmt::print("\nFSDP baseline (ZeRO-3, dp = GPUs) vs best:\n");
+  fmt::print("  {:<44} {:>16} {:>16}\n", "", "FSDP", "best");
+  auto row = [](const std::string& name, const std::string& a, const std::string& c) {
+    fmt::print("  {:<44} {:>16} {:>16}\n", name, a, c);
+  };
+  const cost::Estimate& f = b.fsdp;
+  const cost::Estimate& o = b.best;
+  auto gb = [](double bytes) { return fmt::format("{:.2f} GB", bytes / kGB); };
+  row("memory: weights + grads + optimizer",
+      gb(f.memory.weights + f.memory.grads + f.memory.optimizer),
+      gb(o.memory.weights + o.memory.grads + o.memory.optimizer));
+  row("memory: activations + scores + logits",
+      gb(f.memory.activations + f.memory.attention_scores + f.memory.logits),
+      gb(o.memory.activations + o.memory.attention_scores + o.memory.logits));
+  row("memory: comm + framework + fragmentation",
+      gb(f.memory.comm_buffers + f.memory.framework + f.memory.fragmentation),
+      gb(o.memory.comm_buffers + o.memory.framework + o.memory.fragmentation));
+  row("memory: total", gb(f.memory.total), gb(o.memory.total));
+  row("runs at the requested sequence and batch", f.fits ? "yes" : "no", "yes");
+  row("longest sequence held (mbs 1, full recompute)", seq(b.fsdp_max_seq_len),
+      seq(b.best_max_seq_len));
+  for (const auto& v : f.violations) fmt::print("    FSDP: {}\n", v);
+  const cost::Estimate* ref = f.fits ? &f : (b.fsdp_runnable ? &*b.fsdp_runnable : nullptr);
+  if (ref == nullptr) {
+    fmt::print("  FSDP cannot run at any sequence of 512 tokens or more\n");
+    return;
+  }
+  const std::string at = f.fits ? "" : fmt::format(" (FSDP at seq {})", b.fsdp_runnable_seq_len);
+  row("MFU" + at, fmt::format("{:.1f}%", 100 * ref->mfu), fmt::format("{:.1f}%", 100 * o.mfu));
+  row("tokens/s" + at, fmt::format("{:.0f}", ref->tokens_per_s),
+      fmt::format("{:.0f}", o.tokens_per_s));
+  const std::string work = b.fsdp_priced_at_equal_work ? " (same work at FSDP's MFU)" : "";
+  row("days" + work, fmt::format("{:.1f}", b.fsdp_days), fmt::format("{:.1f}", o.days));
+  row("cost USD" + work, fmt::format("{:.4g}", b.fsdp_usd), fmt::format("{:.4g}", o.cost_usd));
+  fmt::print("  saved by the best layout: {:.1f} days, USD {:.4g}\n", b.days_saved, b.usd_saved);
+}
+
+nlohmann::json BaselineJson(const plan::BaselineComparison& b) {
+  nlohmann::json j = {{"fsdp", EstimateJson(b.fsdp)},
+                      {"best", EstimateJson(b.best)},
+                      {"fsdp_max_seq_len", b.fsdp_max_seq_len},
+                      {"best_max_seq_len", b.best_max_seq_len},
+                      {"seq_len_cap", b.seq_len_cap},
+                      {"fsdp_days", b.fsdp_days},
+                      {"fsdp_usd", b.fsdp_usd},
+                      {"fsdp_priced_at_equal_work", b.fsdp_priced_at_equal_work},
+                      {"days_saved", b.days_saved},
+                      {"usd_saved", b.usd_saved}};
+  if (b.fsdp_runnable) {
+    j["fsdp_runnable"] = EstimateJson(*b.fsdp_runnable);
+    j["fsdp_runnable_seq_len"] = b.fsdp_runnable_seq_len;
+  }
+  return j;
+}
+
+// The HTML page of a plan: the search, the FSDP comparison, scaling over GPUs/8 .. GPUs, and the
+// seeds' sweep grid.
+core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::SearchOptions& options,
+                           const plan::SearchResult& result,
+                           const plan::BaselineComparison& baseline) {
+  report::PlanReport r{.model = in.model.name,
+                       .cluster = in.cluster.name,
+                       .train = in.train.name,
+                       .gpus = in.cluster.gpus(),
+                       .top = result.top,
+                       .counts = result.counts,
+                       .search_seconds = result.seconds,
+                       .baseline = baseline,
+                       .scale = {},
+                       .sweep = std::nullopt};
+  std::vector<int64_t> counts;
+  for (int64_t div : {8, 4, 2, 1}) {
+    const int64_t g = in.cluster.gpus() / div;
+    if (g >= in.cluster.gpus_per_node && g % in.cluster.gpus_per_node == 0) counts.push_back(g);
+  }
+  PM_ASSIGN_OR_RETURN(r.scale, plan::Scale(in.model, in.cluster, in.train, counts, options));
+  PM_ASSIGN_OR_RETURN(spec::TrainSpec sweep_train, spec::LoadTrain(kSweepTrain));
+  sweep_train.global_batch_tokens = kSweepBatchTokens;
+  PM_ASSIGN_OR_RETURN(auto nodes, ParseIntList("--nodes", kSweepNodes));
+  PM_ASSIGN_OR_RETURN(r.sweep, RunSweep(kSweepModels, in.cluster, sweep_train, nodes, options));
+  return report::WriteHtml(r, a.search.html);
+}
+
+int RunPlan(const PlanArgs& a) {
+  auto in = LoadInputs(a.search);
+  if (!in.ok()) return Fail(in.status().message());
+  auto options = MakeSearchOptions(a.search, a.top);
+  if (!options.ok()) return Fail(options.status().message());
+  options->pareto = a.pareto;
+  if (!a.baseline.empty() && a.baseline != "fsdp") {
+    return Fail(fmt::format("--baseline: '{}' is not a known baseline (known: fsdp)", a.baseline));
+  }
+  auto result = plan::Search(in->model, in->cluster, in->train, *options);
+  if (!result.ok()) return Fail(result.status().message());
+  if (result->top.empty()) {
+    return FailNoFit("plan",
+                     plan::ExplainNoFit(in->model, in->cluster, in->train, *options, *result),
+                     a.search.json);
+  }
+  const cost::Estimate& best = result->top.front();
+  std::optional<plan::BaselineComparison> baseline;
+  if (!a.baseline.empty() || !a.search.html.empty()) {
+    auto b = plan::CompareWithFsdp(in->model, in->cluster, in->train, best, *options);
+    if (!b.ok()) return Fail(b.status().message());
+    baseline = std::move(*b);
+  }
+  if (!a.search.html.empty()) {
+    auto status = WritePlanHtml(a, *in, *options, *result, *baseline);
+    if (!status.ok()) return Fail(status.message());
+  }
+  if (a.search.json) {
+    nlohmann::json j = {{"model", in->model.name},       {"cluster", in->cluster.name},
+                        {"train", in->train.name},       {"gpus", in->cluster.gpus()},
+                        {"seconds", result->seconds},    {"counts", CountsJson(result->counts)},
+                        {"top", nlohmann::json::array()}};
+    for (const auto& e : result->top) j["top"].push_back(EstimateJson(e));
+    if (a.pareto) {
+      j["pareto"] = nlohmann::json::array();
+      for (const auto& e : result->pareto) j["pareto"].push_back(EstimateJson(e));
+    }
+    if (!a.baseline.empty()) j["baseline"] = BaselineJson(*baseline);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  const plan::Counts& c = result->counts;
+  fmt::print("pentamesh plan: {} on {} x {} ({}: seq {}, {} tokens/step)\n", in->model.name,
+             in->cluster.gpus(), in->cluster.name, in->train.name, in->train.seq_len,
+             in->train.global_batch_tokens);
+  fmt::print(
+      "space: {} layouts; costed {} ({} fit, {} did not); pruned {}; {:.3f} s "
+      "({:.2f}M layouts/s)\n",
+      c.space, c.evaluated, c.fit, c.did_not_fit, c.pruned, result->seconds,
+      static_cast<double>(c.space) / std::max(result->seconds, 1e-9) / 1e6);
+  fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
+  PrintBreakdown(best);
+  fmt::print("\ntop {}:\n", result->top.size());
+  PrintTable(result->top, best);
+  if (a.pareto) {
+    fmt::print("\nPareto front (no other layout is both faster and smaller), {} layouts:\n",
+               result->pareto.size());
+    PrintTable(result->pareto, best);
+  }
+  if (baseline && !a.baseline.empty()) PrintBaseline(*baseline);
+  if (!a.search.html.empty()) fmt::print("\nreport: {}\n", a.search.html);
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddPlanCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("plan", "Search every 5D layout and rank those that fit");
+  auto args = std::make_shared<PlanArgs>();
+  AddSearchOptions(*sub, args->search, /*with_model=*/true);
+  sub->add_option("--train", args->search.train, "train preset or TOML file")->required();
+  sub->add_option("--top", args->top, "how many layouts to list")->capture_default_str();
+  sub->add_flag("--pareto", args->pareto, "also list the step-time / memory Pareto front");
+  sub->add_option("--baseline", args->baseline, "compare with a baseline: fsdp");
+  return [args]() { return RunPlan(*args); };
+}
+
+}  // namespace pentamesh::cli

@@ -1,0 +1,170 @@
+#include "cli/plan_common.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cli {
+
+void AddSearchOptions(CLI::App& sub, SearchArgs& a, bool with_model) {
+  if (with_model) sub.add_option("--model", a.model, "model preset or TOML file")->required();
+  sub.add_option("--cluster", a.cluster, "cluster preset or TOML file")->capture_default_str();
+  sub.add_option("--gpus", a.gpus, "GPU count (nodes = GPUs / gpus_per_node)");
+  sub.add_option("--allow", a.allow, "constraints, e.g. \"tp<=8 pp>=2 schedule=1f1b|zb\"");
+  sub.add_option("--threads", a.threads, "search threads (0 = all cores)");
+  sub.add_option("--mbs-max", a.mbs_max, "largest micro-batch size tried (0 = all divisors)");
+  sub.add_flag("--no-gpipe", a.no_gpipe, "leave GPipe out of the schedules searched");
+  sub.add_flag("--json", a.json, "machine-readable output");
+  sub.add_option("--html", a.html, "write a self-contained HTML report to this file");
+}
+
+core::Result<Inputs> LoadInputs(const SearchArgs& a) {
+  Inputs in;
+  if (!a.model.empty()) {
+    PM_ASSIGN_OR_RETURN(in.model, spec::LoadModel(a.model));
+  }
+  PM_ASSIGN_OR_RETURN(in.cluster, spec::LoadCluster(a.cluster, a.gpus));
+  PM_ASSIGN_OR_RETURN(in.train, spec::LoadTrain(a.train));
+  return in;
+}
+
+core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& a, int top_k) {
+  plan::SearchOptions o;
+  PM_ASSIGN_OR_RETURN(o.space.allow, plan::Constraints::Parse(a.allow));
+  o.space.include_gpipe = !a.no_gpipe;
+  if (a.mbs_max < 0) return core::Status::Error("--mbs-max: must be >= 0");
+  o.space.mbs_max = a.mbs_max;
+  if (a.threads < 0) return core::Status::Error("--threads: must be >= 0");
+  o.threads = a.threads;
+  if (top_k < 1) return core::Status::Error(fmt::format("--top: must be >= 1 (got {})", top_k));
+  o.top_k = top_k;
+  return o;
+}
+
+core::Result<std::vector<int64_t>> ParseIntList(const std::string& option,
+                                                const std::string& text) {
+  std::vector<int64_t> out;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || ptr != item.data() + item.size() || v <= 0) {
+      return core::Status::Error(
+          fmt::format("{}: '{}' is not a positive integer (expected e.g. 128,256)", option, item));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return core::Status::Error(fmt::format("{}: empty list", option));
+  return out;
+}
+
+nlohmann::json EstimateJson(const cost::Estimate& e) {
+  const spec::Layout& l = e.layout;
+  const cost::Memory& m = e.memory;
+  const cost::Time& t = e.time;
+  return {
+      {"layout",
+       {{"dp", l.dp},
+        {"tp", l.tp},
+        {"pp", l.pp},
+        {"cp", l.cp},
+        {"ep", l.ep},
+        {"zero", l.zero},
+        {"mbs", l.mbs},
+        {"recompute", spec::ToString(l.recompute)},
+        {"schedule", spec::ToString(l.schedule)},
+        {"virtual_stages", l.virtual_stages},
+        {"cp_kind", spec::ToString(l.cp_kind)},
+        {"ep_placement", spec::ToString(l.ep_placement)},
+        {"sp", l.sp},
+        {"text", spec::FormatLayout(l)}}},
+      {"fits", e.fits},
+      {"violations", e.violations},
+      {"microbatches", e.microbatches},
+      {"memory",
+       {{"weights", m.weights},
+        {"grads", m.grads},
+        {"optimizer", m.optimizer},
+        {"activations", m.activations},
+        {"attention_scores", m.attention_scores},
+        {"logits", m.logits},
+        {"comm_buffers", m.comm_buffers},
+        {"framework", m.framework},
+        {"fragmentation", m.fragmentation},
+        {"total", m.total},
+        {"capacity", m.capacity},
+        {"stage", e.memory_stage}}},
+      {"time",
+       {{"compute", t.compute},
+        {"tp", t.tp},
+        {"cp", t.cp},
+        {"ep", t.ep},
+        {"pp", t.pp},
+        {"dp", t.dp},
+        {"bubble", t.bubble},
+        {"optimizer", t.optimizer},
+        {"step", t.step},
+        {"critical_stage", e.critical_stage}}},
+      {"bubble_fraction", e.bubble_fraction},
+      {"mfu", e.mfu},
+      {"mfu_causal", e.mfu_causal},
+      {"hfu", e.hfu},
+      {"tokens_per_s", e.tokens_per_s},
+      {"days", e.days},
+      {"cost_usd", e.cost_usd},
+      {"comm_bytes",
+       {{"tp", e.comm_bytes.tp},
+        {"cp", e.comm_bytes.cp},
+        {"ep", e.comm_bytes.ep},
+        {"pp", e.comm_bytes.pp},
+        {"dp", e.comm_bytes.dp}}},
+  };
+}
+
+nlohmann::json CountsJson(const plan::Counts& c) {
+  nlohmann::json reasons = nlohmann::json::object();
+  for (size_t i = 0; i < plan::kReasonCount; ++i) {
+    if (c.reasons[i] > 0) reasons[plan::Describe(static_cast<plan::Reason>(i))] = c.reasons[i];
+  }
+  return {{"space", c.space},   {"evaluated", c.evaluated},
+          {"pruned", c.pruned}, {"did_not_fit", c.did_not_fit},
+          {"fit", c.fit},       {"reasons", reasons}};
+}
+
+int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json) {
+  if (json) {
+    fmt::print("{}\n", nlohmann::json{{"fits", false}, {"explanation", lines}}.dump(2));
+  }
+  std::string message = command + ": no layout fits";
+  for (const auto& line : lines) message += "\n  " + line;
+  return Fail(message);
+}
+
+}  // namespace pentamesh::cli
+
+namespace pentamesh::cli {
+
+core::Result<plan::SweepResult> RunSweep(const std::string& models,
+                                         const spec::ClusterSpec& cluster,
+                                         const spec::TrainSpec& train,
+                                         const std::vector<int64_t>& nodes,
+                                         const plan::SearchOptions& options) {
+  std::vector<spec::ModelSpec> specs;
+  std::istringstream in(models);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name.empty()) continue;
+    PM_ASSIGN_OR_RETURN(spec::ModelSpec m, spec::LoadModel(name));
+    specs.push_back(std::move(m));
+  }
+  if (specs.empty()) return core::Status::Error("--models: empty list");
+  return plan::Sweep(specs, cluster, train, nodes, options);
+}
+
+}  // namespace pentamesh::cli

@@ -1,0 +1,73 @@
+// Shared by `pentamesh plan`, `scale` and `sweep`: the common options, loading the specs, building
+// plan::SearchOptions, and JSON for an Estimate (the same keys as `pentamesh estimate --json`).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "cost/cost.h"
+#include "plan/scale.h"
+#include "plan/search.h"
+#include "spec/cluster_spec.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace pentamesh::cli {
+
+struct SearchArgs {
+  std::string model;
+  std::string cluster = "h100-sxm";
+  std::string train;
+  std::optional<int64_t> gpus;
+  std::string allow;
+  int threads = 0;
+  int64_t mbs_max = 0;
+  bool no_gpipe = false;
+  bool json = false;
+  std::string html;
+};
+
+// Adds --cluster --gpus --train --allow --threads --mbs-max --no-gpipe --json --html
+// (and --model when with_model).
+void AddSearchOptions(CLI::App& sub, SearchArgs& args, bool with_model);
+
+struct Inputs {
+  spec::ModelSpec model;
+  spec::ClusterSpec cluster;
+  spec::TrainSpec train;
+};
+core::Result<Inputs> LoadInputs(const SearchArgs& args);
+core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, int top_k);
+
+// "128,256,512" -> {128, 256, 512}; the error names the option and the bad item.
+core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text);
+
+nlohmann::json EstimateJson(const cost::Estimate& e);
+nlohmann::json CountsJson(const plan::Counts& c);
+
+// Prints the explanation to stderr (and to stdout as JSON when json), returns a non-zero code.
+int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json);
+
+}  // namespace pentamesh::cli
+
+namespace pentamesh::cli {
+
+// The benchmarking study of seeds/004 section 5: sequence 4096, 1M-token batch, 1 to 64 nodes.
+inline constexpr const char* kSweepModels = "llama2-7b,llama2-13b,llama3-8b,llama2-70b,llama3-70b";
+inline constexpr const char* kSweepNodes = "1,2,4,8,16,32,64";
+inline constexpr const char* kSweepTrain = "pretrain-4k";
+inline constexpr int64_t kSweepBatchTokens = 1048576;
+
+// Loads each model of a comma-separated list and runs plan::Sweep.
+core::Result<plan::SweepResult> RunSweep(const std::string& models,
+                                         const spec::ClusterSpec& cluster,
+                                         const spec::TrainSpec& train,
+                                         const std::vector<int64_t>& nodes,
+                                         const plan::SearchOptions& options);
+
+}  // namespace pentamesh::cli

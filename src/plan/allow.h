@@ -1,0 +1,61 @@
+// `--allow` constraints: a conjunction of clauses such as "tp<=8 pp>=2 schedule=1f1b|zb
+// recompute!=none" that restricts the planner's search space.
+// Invariant: a Constraints value only filters; an empty one allows every layout.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/layout.h"
+
+namespace pentamesh::plan {
+
+// The layout fields a clause may name. Enumerated fields compare by their enum's integer value.
+enum class Field : uint8_t {
+  kDp,
+  kTp,
+  kPp,
+  kCp,
+  kEp,
+  kZero,
+  kMbs,
+  kVirtualStages,
+  kRecompute,
+  kSchedule,
+  kCpKind,
+  kEpPlacement,
+  kSp,
+  kCount
+};
+enum class Op : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
+
+struct Clause {
+  Field field = Field::kDp;
+  Op op = Op::kEq;
+  std::vector<int64_t> values;  // kEq / kNe: any of (a|b); comparisons: exactly one value
+};
+
+class Constraints {
+ public:
+  // Parses space-separated clauses KEY OP VALUE, OP one of = == != < <= > >=. Keys: dp tp pp cp ep
+  // zero mbs v (virtual stages) recompute schedule cp_kind ep_placement sp. Enumerated keys take
+  // = or != and alternatives separated by '|' (schedule=1f1b|zb). Errors name the clause.
+  static core::Result<Constraints> Parse(const std::string& text);
+
+  // True when every clause on `field` holds for `value`.
+  bool Allows(Field field, int64_t value) const;
+  // True when every clause holds for the whole layout.
+  bool AllowsLayout(const spec::Layout& layout) const;
+  bool empty() const { return clauses_.empty(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::vector<Clause> clauses_;
+  std::array<bool, static_cast<size_t>(Field::kCount)> constrained_{};
+  std::string text_;
+};
+
+}  // namespace pentamesh::plan

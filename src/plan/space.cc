@@ -1,0 +1,164 @@
+#include "plan/space.h"
+
+#include <vector>
+
+namespace pentamesh::plan {
+
+using spec::CpKind;
+using spec::EpPlacement;
+using spec::Layout;
+using spec::Recompute;
+using spec::Schedule;
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+bool IsCanonical(const Layout& l) {
+  if (l.tp == 1 && !l.sp) return false;
+  if (l.cp == 1 && l.cp_kind != CpKind::kRing) return false;
+  if (l.ep == 1 && l.ep_placement != EpPlacement::kSeparate) return false;
+  if (l.pp == 1 && l.schedule != Schedule::kOneFOneB) return false;
+  if (l.schedule != Schedule::kInterleaved && l.virtual_stages != 1) return false;
+  if (l.dp * l.cp == 1 && l.zero != 0) return false;
+  return true;
+}
+
+Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+             const spec::TrainSpec& train, const SpaceOptions& options)
+    : model_(model), cluster_(cluster), train_(train), options_(options) {
+  for (Recompute r : {Recompute::kFull, Recompute::kSelective, Recompute::kNone}) {
+    if (options_.allow.Allows(Field::kRecompute, static_cast<int64_t>(r))) recomputes_.push_back(r);
+  }
+  const int64_t gpus = cluster.gpus();
+  if (gpus <= 0 || train.seq_len <= 0 || train.seq_len > model.max_seq_len) return;
+  if (train.global_batch_tokens % train.seq_len != 0) return;
+  seqs_ = train.global_batch_seqs();
+  if (seqs_ <= 0) return;
+  auto tp_ok = [&](int64_t tp) {
+    return cluster.gpus_per_node % tp == 0 && model.heads % tp == 0 && model.kv_heads % tp == 0 &&
+           model.ffn_hidden % tp == 0 && (!model.is_moe() || model.moe.expert_ffn_hidden % tp == 0);
+  };
+  for (int64_t tp : Divisors(gpus)) {
+    if (!tp_ok(tp)) continue;
+    for (int64_t pp : Divisors(gpus / tp)) {
+      if (spec::ChunkLayers(model.layers, pp, 0) < 0) continue;
+      for (int64_t cp : Divisors(gpus / tp / pp)) {
+        const int64_t rest = gpus / tp / pp / cp;
+        // EP as its own axis (dp * ep = rest) ...
+        for (int64_t ep : Divisors(rest)) {
+          if (ep > 1 && (!model.is_moe() || model.moe.experts % ep != 0)) continue;
+          AddMesh(Layout{.dp = rest / ep, .tp = tp, .pp = pp, .cp = cp, .ep = ep});
+        }
+        // ... and folded into the dp x cp ranks (ep divides dp * cp).
+        if (!model.is_moe()) continue;
+        for (int64_t ep : Divisors(model.moe.experts)) {
+          if (ep == 1 || (rest * cp) % ep != 0) continue;
+          AddMesh(Layout{.dp = rest,
+                         .tp = tp,
+                         .pp = pp,
+                         .cp = cp,
+                         .ep = ep,
+                         .ep_placement = EpPlacement::kFolded});
+        }
+      }
+    }
+  }
+}
+
+void Space::AddMesh(const Layout& degrees) {
+  const Constraints& allow = options_.allow;
+  if (seqs_ % degrees.data_ranks() != 0) return;
+  if (!allow.Allows(Field::kDp, degrees.dp) || !allow.Allows(Field::kTp, degrees.tp) ||
+      !allow.Allows(Field::kPp, degrees.pp) || !allow.Allows(Field::kCp, degrees.cp) ||
+      !allow.Allows(Field::kEp, degrees.ep) ||
+      !allow.Allows(Field::kEpPlacement, static_cast<int64_t>(degrees.ep_placement))) {
+    return;
+  }
+  Mesh mesh{.base = degrees, .mbs = {}, .branches = {}};
+  for (int64_t mbs : Divisors(seqs_ / degrees.data_ranks())) {
+    if (options_.mbs_max > 0 && mbs > options_.mbs_max) break;
+    if (allow.Allows(Field::kMbs, mbs)) mesh.mbs.push_back(mbs);
+  }
+  AddBranches(mesh);
+  // Drop interleaved branches that no micro-batch size serves, then meshes left without layouts.
+  std::erase_if(mesh.branches, [&](const Branch& b) { return CountFrom(mesh, b, 0) == 0; });
+  if (mesh.mbs.empty() || mesh.branches.empty() || recomputes_.empty()) return;
+  meshes_.push_back(std::move(mesh));
+}
+
+void Space::AddBranches(Mesh& mesh) const {
+  const Layout& d = mesh.base;
+  const Constraints& allow = options_.allow;
+  std::vector<std::pair<Schedule, int64_t>> schedules = {{Schedule::kOneFOneB, 1}};
+  if (d.pp > 1) {
+    if (options_.include_gpipe) schedules.push_back({Schedule::kGPipe, 1});
+    schedules.push_back({Schedule::kZeroBubble, 1});
+    for (int64_t v = 2; d.pp * v <= model_.layers; ++v) {
+      if (spec::ChunkLayers(model_.layers, d.pp * v, 0) >= 0) {
+        schedules.push_back({Schedule::kInterleaved, v});
+      }
+    }
+  }
+  const int64_t cp_div = d.cp > 1 ? 2 * d.cp : 1;
+  for (int zero = 3; zero >= 0; --zero) {  // descending: model states grow as zero falls
+    if ((d.dp * d.cp == 1 && zero > 0) || !allow.Allows(Field::kZero, zero)) continue;
+    for (auto [schedule, v] : schedules) {
+      if (!allow.Allows(Field::kSchedule, static_cast<int64_t>(schedule)) ||
+          !allow.Allows(Field::kVirtualStages, v)) {
+        continue;
+      }
+      for (bool sp : {true, false}) {
+        if (!sp && (d.tp == 1 || !options_.include_sp_off)) continue;
+        if (!allow.Allows(Field::kSp, sp ? 1 : 0)) continue;
+        if (train_.seq_len % (cp_div * (sp ? d.tp : 1)) != 0) continue;
+        for (CpKind kind : {CpKind::kRing, CpKind::kUlysses}) {
+          if (kind == CpKind::kUlysses && (d.cp == 1 || (model_.kv_heads / d.tp) % d.cp != 0)) {
+            continue;
+          }
+          if (!allow.Allows(Field::kCpKind, static_cast<int64_t>(kind))) continue;
+          mesh.branches.push_back(Branch{
+              .zero = zero, .schedule = schedule, .virtual_stages = v, .sp = sp, .cp_kind = kind});
+        }
+      }
+    }
+  }
+}
+
+bool Space::MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const {
+  if (branch.schedule != Schedule::kInterleaved) return true;
+  return (seqs_ / (mesh.base.data_ranks() * mbs)) % mesh.base.pp == 0;
+}
+
+int64_t Space::CountFrom(const Mesh& mesh, const Branch& branch, size_t mbs_index) const {
+  int64_t n = 0;
+  for (size_t i = mbs_index; i < mesh.mbs.size(); ++i) n += MbsValid(mesh, branch, mesh.mbs[i]);
+  return n * static_cast<int64_t>(recomputes_.size());
+}
+
+int64_t Space::CountLayouts() const {
+  int64_t n = 0;
+  for (const Mesh& mesh : meshes_) {
+    for (const Branch& b : mesh.branches) n += CountFrom(mesh, b, 0);
+  }
+  return n;
+}
+
+Layout Space::MakeLayout(const Mesh& mesh, const Branch& branch, int64_t mbs,
+                         Recompute recompute) const {
+  Layout l = mesh.base;
+  l.zero = branch.zero;
+  l.mbs = mbs;
+  l.recompute = recompute;
+  l.schedule = branch.schedule;
+  l.virtual_stages = branch.virtual_stages;
+  l.cp_kind = branch.cp_kind;
+  l.sp = branch.sp;
+  return l;
+}
+
+}  // namespace pentamesh::plan

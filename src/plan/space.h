@@ -1,0 +1,99 @@
+// The planner's search space: every structurally valid layout of a model on a cluster for a batch.
+//
+// Shape of the space, outermost first:
+//   Mesh   (dp, tp, pp, cp, ep, ep_placement)   fixes how parameters are sharded
+//   Branch (zero, schedule, V, sp, cp_kind)     fixes everything but the micro-batch and recompute;
+//                                               zero descending (3 first: least model-state memory)
+//   mbs    ascending divisors of sequences/data ranks (dp, times ep when EP is its own axis);
+//          gradient accumulation = sequences / (data ranks * mbs)
+//   recompute  full, selective, none
+// Micro-batch sizes ascend and selective comes before none, so the search can skip what a
+// smaller layout already proved cannot fit (see search.h for why that loses nothing).
+//
+// Invariant: the layouts visited are exactly {l : spec::Validate(l) is empty, IsCanonical(l),
+// allow.AllowsLayout(l)} (checked against a brute-force product in tests/plan/space_test.cc).
+// The divisibility rules below are the enumeration of spec::Validate's rules, not new facts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/allow.h"
+#include "spec/cluster_spec.h"
+#include "spec/layout.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace pentamesh::plan {
+
+struct SpaceOptions {
+  Constraints allow;
+  bool include_gpipe = true;   // GPipe is dominated by 1F1B in memory; kept for comparison
+  bool include_sp_off = true;  // sequence parallel off (only differs when tp > 1)
+  int64_t mbs_max = 0;         // largest micro-batch size tried; 0 = every divisor
+};
+
+struct Branch {
+  int zero = 0;
+  spec::Schedule schedule = spec::Schedule::kOneFOneB;
+  int64_t virtual_stages = 1;
+  bool sp = true;
+  spec::CpKind cp_kind = spec::CpKind::kRing;
+};
+
+struct Mesh {
+  spec::Layout base;         // degrees and ep_placement; other fields at their defaults
+  std::vector<int64_t> mbs;  // ascending
+  std::vector<Branch> branches;
+};
+
+// Layouts that differ only in a field that has no effect are enumerated once: sp only when tp > 1,
+// cp_kind only when cp > 1, ep_placement folded only when ep > 1, a schedule other than 1F1B only
+// when pp > 1, ZeRO > 0 only when dp * cp > 1.
+bool IsCanonical(const spec::Layout& layout);
+
+class Space {
+ public:
+  Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+        const spec::TrainSpec& train, const SpaceOptions& options);
+
+  const std::vector<Mesh>& meshes() const { return meshes_; }
+  // Recompute values in search order: full, selective, none (those allowed).
+  const std::vector<spec::Recompute>& recomputes() const { return recomputes_; }
+  // Interleaved schedules need the micro-batch count divisible by pp.
+  bool MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const;
+  // Layouts of one branch from the mbs at index `mbs_index` on.
+  int64_t CountFrom(const Mesh& mesh, const Branch& branch, size_t mbs_index) const;
+  int64_t CountLayouts() const;  // the whole space
+  spec::Layout MakeLayout(const Mesh& mesh, const Branch& branch, int64_t mbs,
+                          spec::Recompute recompute) const;
+
+  // Visits every layout of the space in canonical order (brute force; tests and counting).
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Mesh& mesh : meshes_) {
+      for (const Branch& branch : mesh.branches) {
+        for (int64_t mbs : mesh.mbs) {
+          if (!MbsValid(mesh, branch, mbs)) continue;
+          for (spec::Recompute r : recomputes_) fn(MakeLayout(mesh, branch, mbs, r));
+        }
+      }
+    }
+  }
+
+ private:
+  void AddMesh(const spec::Layout& degrees);
+  void AddBranches(Mesh& mesh) const;
+
+  const spec::ModelSpec& model_;
+  const spec::ClusterSpec& cluster_;
+  const spec::TrainSpec& train_;
+  SpaceOptions options_;
+  int64_t seqs_ = 0;  // sequences per global batch
+  std::vector<Mesh> meshes_;
+  std::vector<spec::Recompute> recomputes_;
+};
+
+std::vector<int64_t> Divisors(int64_t n);  // ascending; empty for n <= 0
+
+}  // namespace pentamesh::plan

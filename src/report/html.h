@@ -1,0 +1,36 @@
+// The planner's report as one self-contained HTML page: inline CSS and SVG, no script, no network.
+// Sections (each only when its data is present): the best layout and runners-up; memory per GPU by
+// component against capacity; step time by term; the FSDP comparison; the scaling curve; the sweep
+// heatmap. Invariant: the page only presents numbers computed elsewhere (cost/ and plan/).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/cost.h"
+#include "plan/baseline.h"
+#include "plan/scale.h"
+#include "plan/search.h"
+
+namespace pentamesh::report {
+
+struct PlanReport {
+  std::string model;  // names for the heading
+  std::string cluster;
+  std::string train;
+  int64_t gpus = 0;
+  std::vector<cost::Estimate> top;  // best first
+  std::optional<plan::Counts> counts;
+  double search_seconds = 0;
+  std::optional<plan::BaselineComparison> baseline;
+  std::vector<plan::ScalePoint> scale;
+  std::optional<plan::SweepResult> sweep;
+};
+
+std::string RenderHtml(const PlanReport& report);
+
+// Writes the page; the error names the path and the OS reason.
+core::Status WriteHtml(const PlanReport& report, const std::string& path);
+
+}  // namespace pentamesh::report
