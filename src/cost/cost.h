@@ -67,14 +67,6 @@ inline constexpr double kDefaultGemmEfficiency = 0.75;
 // Tunable efficiency and overhead parameters. The defaults are calibrated against published runs
 // (docs/COST_MODEL.md, "Calibration"); every one is a physical quantity, not a fudge on the result.
 struct CostParams {
-  double gemm_efficiency_max = 0.0;  // 0 = use the calibrated defaults set in cost.cc
-  double moe_imbalance = 1.0;        // worst EP rank gets mean * imbalance tokens
-  double dp_overlap = -1;            // fraction of DP comm hidden behind compute; <0 = default
-  double cp_overlap = -1;            // fraction of CP ring comm hidden behind attention
-  double framework_bytes = -1;       // CUDA context, NCCL, allocator reserve; <0 = default
-  double fragmentation = -1;         // fraction of allocated bytes lost to fragmentation
-  double safety_margin_bytes = -1;   // kept free below capacity; <0 = default (4 GB)
-  bool materialize_scores = false;   // attention without flash: keep the s x s scores
   // Compute. A GEMM of M x N x K takes max(2MNK / (peak * gemm_efficiency_max) *
   // (1 + gemm_dim_overhead * (1/M + 1/N + 1/K)), bytes(A, B, C) / (hbm * hbm_efficiency)).
   // gemm_efficiency_max: fraction of the dense peak a large GEMM sustains; 0 = the cluster's
@@ -97,6 +89,7 @@ struct CostParams {
   double framework_bytes = 2.5e9;    // CUDA context, NCCL, cuBLAS workspaces
   double fragmentation = 0.10;       // fraction of the dynamic bytes lost to the allocator
   double safety_margin_bytes = 2e9;  // kept free below HBM capacity
+  bool materialize_scores = false;   // attention without flash: keep the s x s scores
   bool dropout = false;              // dropout masks stashed (GPT-3 / Korthikanti's count)
 };
 
@@ -106,7 +99,6 @@ struct Memory {
   double grads = 0;
   double optimizer = 0;         // fp32 master + Adam m and v
   double activations = 0;       // stashed for backward, all micro-batches in flight
-  double attention_scores = 0;  // only when scores are materialized (no flash attention)
   double attention_scores = 0;  // working score block when scores are materialized (no flash)
   double logits = 0;            // logits/loss buffers on the last stage
   double comm_buffers = 0;
@@ -118,13 +110,6 @@ struct Memory {
 
 // Step time terms, seconds; they add up to `step` (exposed parts only).
 struct Time {
-  double compute = 0;  // FLOPs of the stage / achieved FLOP/s, recomputation included
-  double tp = 0;       // TP/SP collectives (exposed)
-  double cp = 0;       // CP ring KV exchange or Ulysses all-to-all (exposed after overlap)
-  double ep = 0;       // EP all-to-all dispatch + combine
-  double pp = 0;       // pipeline p2p
-  double dp = 0;       // DP/ZeRO reduce-scatter / all-gather / all-reduce (exposed after overlap)
-  double bubble = 0;   // pipeline bubble
   double compute = 0;    // GEMMs, attention and memory-bound kernels of the slowest stage, with
                          // recomputation, all micro-batches
   double tp = 0;         // TP/SP collectives (exposed)
@@ -152,7 +137,6 @@ struct Estimate {
   std::vector<std::string> violations;  // filled only when explain = true
   Memory memory;
   Time time;
-  CommBytes comm_bytes;
   CommBytes comm_bytes;        // for a rank of stage `critical_stage`
   int64_t memory_stage = 0;    // pp rank whose memory is reported (the most loaded)
   int64_t critical_stage = 0;  // pp rank with the longest time per micro-batch

@@ -36,15 +36,11 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
         fmt::format("layout: ffn_hidden={} must be divisible by tp={}", model.ffn_hidden, l.tp));
   }
   const int64_t chunks = l.pp * l.virtual_stages;
-  if (model.layers % chunks != 0) {
+  if (ChunkLayers(model.layers, chunks, 0) < 0) {
     v.push_back(
         fmt::format("layout: layers={} must be divisible by pp*virtual_stages={} (pp={}, "
-                    "V={})",
+                    "V={}), or short of a multiple by 1 or 2 with >= 2 layers per chunk",
                     model.layers, chunks, l.pp, l.virtual_stages));
-  if (ChunkLayers(model.layers, chunks, 0) < 0) {
-    v.push_back(fmt::format("layout: layers={} must be divisible by pp*virtual_stages={} (pp={}, "
-                            "V={}), or short of a multiple by 1 or 2 with >= 2 layers per chunk",
-                            model.layers, chunks, l.pp, l.virtual_stages));
   }
   if (l.schedule == Schedule::kInterleaved && l.pp < 2) {
     v.push_back("layout: schedule=interleaved needs pp >= 2");
@@ -90,8 +86,6 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
   if (seqs % (l.data_ranks() * l.mbs) != 0) {
     const bool with_ep = separate && l.ep > 1;
     v.push_back(fmt::format(
-        "layout: global batch of {} sequences must be divisible by dp*mbs={} (dp={}, mbs={})", seqs,
-        l.dp * l.mbs, l.dp, l.mbs));
         "layout: global batch of {} sequences must be divisible by {}={} (dp={}, {}mbs={})", seqs,
         with_ep ? "dp*ep*mbs" : "dp*mbs", l.data_ranks() * l.mbs, l.dp,
         with_ep ? fmt::format("ep={}, ", l.ep) : "", l.mbs));
