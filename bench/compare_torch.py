@@ -83,7 +83,7 @@ class Model(torch.nn.Module):
             n = rmsnorm(x, l["n2"], self.eps)
             x = x + (F.silu(n @ l["w1"].T) * (n @ l["w3"].T)) @ l["w2"].T
         logits = rmsnorm(x, self.norm, self.eps) @ self.head.T
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), reduction="sum")
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
 
 
 def torch_step_time(cfg, steps):

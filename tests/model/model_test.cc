@@ -179,6 +179,71 @@ TEST(Model, MoeCapacityDropsAndCounts) {
   EXPECT_TRUE(std::isfinite(r.loss));
 }
 
+// Two stages (embedding + layer 0 | layer 1 + head) passing activations and their gradients by
+// hand, two micro-batches in flight (F0 F1 B0 B1), give bitwise the single model's loss and grads:
+// the interface the pipeline schedules of the distributed engine drive.
+TEST(Stage, TwoStagesWithMicroBatchesInFlightMatchTheModel) {
+  spec::ModelSpec m = testing::TinyMoe();
+  const testing::Batch b = testing::RandomBatch(4, 6, m.vocab, 21);
+  core::Allocator alloc;
+  Model whole(Config(m), alloc);
+  whole.params().Init(9);
+  const double loss = ForwardBackward(whole.stage(), whole.params(), b, 2).loss;
+
+  ParamSet params(alloc, core::Dtype::kF32);
+  StageConfig c0 = Config(m), c1 = Config(m);
+  c0.first_layer = 0;
+  c0.last_layer = 1;
+  c0.has_head = false;
+  c1.first_layer = 1;
+  c1.last_layer = m.layers;
+  c1.has_embedding = false;
+  Stage s0(c0, params, alloc), s1(c1, params, alloc);
+  params.Finalize();
+  params.Init(9);
+  params.ZeroGrads();
+  const int64_t seqs = 2, T = seqs * b.seq;
+  int64_t valid = 0;
+  for (int32_t t : b.targets) valid += t >= 0 ? 1 : 0;
+  std::vector<core::Buffer> acts, grads;
+  double ce = 0, aux = 0;
+  std::vector<MicroBatch> mbs;
+  for (int64_t mb = 0; mb < 2; ++mb) {
+    mbs.push_back({.tokens = core::ConstTensor(core::Tensor(
+                       const_cast<int32_t*>(b.tokens.data()) + mb * T, core::Dtype::kI32, {T})),
+                   .targets = core::ConstTensor(core::Tensor(
+                       const_cast<int32_t*>(b.targets.data()) + mb * T, core::Dtype::kI32, {T})),
+                   .dims = {.batch = seqs, .seq = b.seq},
+                   .loss_scale = 1.0f / static_cast<float>(valid),
+                   .aux_scale = 0.5f});
+    acts.emplace_back(alloc, core::MemTag::kComm, core::Dtype::kF32, core::Shape{T, m.hidden});
+    grads.emplace_back(alloc, core::MemTag::kComm, core::Dtype::kF32, core::Shape{T, m.hidden});
+  }
+  for (int64_t mb = 0; mb < 2; ++mb) {
+    StageForward f0 = s0.Forward(mb, mbs[mb], {}, acts[mb].view());
+    StageForward f1 = s1.Forward(mb, mbs[mb], acts[mb].view(), {});
+    ce += f1.loss_sum;
+    aux += f0.moe.aux_loss + f0.moe.z_loss + f1.moe.aux_loss + f1.moe.z_loss;
+  }
+  EXPECT_EQ(s0.in_flight(), 2);
+  for (int64_t mb = 0; mb < 2; ++mb) {
+    s1.Backward(mb, {}, grads[mb].view());
+    s0.Backward(mb, grads[mb].view(), {});
+  }
+  EXPECT_EQ(s0.in_flight(), 0);
+  EXPECT_NEAR(ce / static_cast<double>(valid) + aux, loss, 1e-12 * std::fabs(loss));
+  ASSERT_EQ(params.size(), whole.params().size());
+  for (ParamId id = 0; id < params.size(); ++id) {
+    const ParamId w = whole.params().Find(params.info(id).name);
+    ASSERT_GE(w, 0) << params.info(id).name;
+    const Tensor a = params.grad(id), g = whole.params().grad(w);
+    ASSERT_EQ(a.numel(), g.numel());
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      ASSERT_EQ(a.f32()[i], g.f32()[i]) << params.info(id).name << "[" << i << "]";
+    }
+  }
+}
+
 TEST(ParamSet, InitIsLayoutIndependent) {
   core::Allocator alloc;
   ParamSet full(alloc, core::Dtype::kF32);
