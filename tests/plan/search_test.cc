@@ -299,3 +299,32 @@ TEST(SeedCase, MeridianFinOn1024H100) {
 
 }  // namespace
 }  // namespace pentamesh::plan
+
+namespace pentamesh::plan {
+namespace {
+
+// --distinct: the best layout of each mesh, ranked; the same as brute force filtered that way.
+TEST(Search, OnePerMeshMatchesBruteForce) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    SearchOptions o = Options(true, 2, 6);
+    o.one_per_mesh = true;
+    const auto r = Search(c.model, c.cluster, c.train, o);
+    const auto all = Search(c.model, c.cluster, c.train, Options(false, 1, 100000));
+    ASSERT_TRUE(r.ok() && all.ok());
+    std::vector<Layout> expected;
+    for (const Estimate& e : all->top) {
+      bool seen = false;
+      for (const Layout& l : expected) {
+        seen = seen || (l.dp == e.layout.dp && l.tp == e.layout.tp && l.pp == e.layout.pp &&
+                        l.cp == e.layout.cp && l.ep == e.layout.ep &&
+                        l.ep_placement == e.layout.ep_placement);
+      }
+      if (!seen && expected.size() < 6) expected.push_back(e.layout);
+    }
+    EXPECT_EQ(Layouts(r->top), expected);
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh::plan
