@@ -19,6 +19,7 @@ struct PlanArgs {
   SearchArgs search;
   int top = 5;
   bool pareto = false;
+  bool distinct = false;
   std::string baseline;
 };
 
@@ -148,6 +149,7 @@ int RunPlan(const PlanArgs& a) {
   auto options = MakeSearchOptions(a.search, a.top);
   if (!options.ok()) return Fail(options.status().message());
   options->pareto = a.pareto;
+  options->one_per_mesh = a.distinct;
   if (!a.baseline.empty() && a.baseline != "fsdp") {
     return Fail(fmt::format("--baseline: '{}' is not a known baseline (known: fsdp)", a.baseline));
   }
@@ -216,6 +218,8 @@ RunFn AddPlanCommand(CLI::App& app) {
   sub->add_option("--top", args->top, "how many layouts to list")->capture_default_str();
   sub->add_flag("--pareto", args->pareto, "also list the step-time / memory Pareto front");
   sub->add_option("--baseline", args->baseline, "compare with a baseline: fsdp");
+  sub->add_flag("--distinct", args->distinct,
+                "list only the best layout of each mesh (dp, tp, pp, cp, ep, placement)");
   return [args]() { return RunPlan(*args); };
 }
 

@@ -63,6 +63,7 @@ void OfferTop(std::vector<Estimate>& heap, size_t k, const Estimate& e) {
 
 struct Worker {
   std::vector<Estimate> top;
+  std::vector<Estimate> mesh_top;  // one_per_mesh: the best of the mesh being searched
   std::vector<Estimate> front;
   Counts counts;
   std::optional<Estimate> nearest;  // smallest memory overshoot among costed layouts
@@ -78,7 +79,11 @@ void Record(const Context& ctx, Worker& w, const Estimate& e) {
   ++w.counts.evaluated;
   if (e.fits) {
     ++w.counts.fit;
-    OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e);
+    if (ctx.options.one_per_mesh) {
+      OfferTop(w.mesh_top, 1, e);
+    } else {
+      OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e);
+    }
     if (ctx.options.pareto) OfferPareto(w.front, e);
     return;
   }
@@ -146,7 +151,7 @@ bool SearchBranch(const Context& ctx, Worker& w, const Mesh& mesh, const Branch&
   return false;
 }
 
-void SearchMesh(const Context& ctx, Worker& w, const Mesh& mesh) {
+void SearchMeshBranches(const Context& ctx, Worker& w, const Mesh& mesh) {
   for (size_t b = 0; b < mesh.branches.size(); ++b) {
     if (!SearchBranch(ctx, w, mesh, mesh.branches[b])) continue;
     // Model states alone are over at this ZeRO stage; the remaining branches have ZeRO <= it.
@@ -155,6 +160,12 @@ void SearchMesh(const Context& ctx, Worker& w, const Mesh& mesh) {
     }
     return;
   }
+}
+
+void SearchMesh(const Context& ctx, Worker& w, const Mesh& mesh) {
+  SearchMeshBranches(ctx, w, mesh);
+  for (const Estimate& e : w.mesh_top) OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e);
+  w.mesh_top.clear();
 }
 
 void Merge(Worker& into, Worker& from, const SearchOptions& options) {

@@ -66,8 +66,11 @@ struct SearchOptions {
   SpaceOptions space;
   int top_k = 10;
   bool pareto = false;  // also collect the layouts no other beats on step time and memory
-  bool prune = true;    // false = cost every layout (brute force, for tests)
-  int threads = 0;      // 0 = hardware concurrency
+  // Rank only the best layout of each mesh (dp, tp, pp, cp, ep, placement), so runners-up are
+  // different meshes rather than the best one with another ZeRO stage or schedule.
+  bool one_per_mesh = false;
+  bool prune = true;  // false = cost every layout (brute force, for tests)
+  int threads = 0;    // 0 = hardware concurrency
   cost::CostParams cost;
 };
 

@@ -49,21 +49,24 @@ struct Bar {
   const cost::Estimate* estimate;
 };
 
-// Horizontal stacked bars of memory per GPU by component, with the capacity line.
+// Horizontal stacked bars of memory per GPU by component, with the capacity line. The axis reaches
+// 1.5x the largest capacity; a bar beyond it is clipped and its total printed in red.
 std::string MemoryChart(const std::vector<Bar>& bars) {
-  const double width = 1180, left = 300, right = 40, row = 34, top = 40;
+  const double width = 1180, left = 390, right = 90, row = 34, top = 40;
   const double height = top + row * static_cast<double>(bars.size()) + 50;
-  double max_gb = 0;
+  double max_gb = 1.0, cap_gb = 1.0;
   for (const Bar& b : bars) {
     max_gb = std::max(
-        {max_gb, b.estimate->memory.total / kGB, b.estimate->memory.capacity / kGB * 1.05});
+        {max_gb, b.estimate->memory.total / kGB * 1.05, b.estimate->memory.capacity / kGB * 1.05});
+    cap_gb = std::max(cap_gb, b.estimate->memory.capacity / kGB);
   }
-  max_gb = std::max(max_gb, 1.0);
+  max_gb = std::min(max_gb, cap_gb * 1.5);
   const double scale = (width - left - right) / max_gb;
+  const double x_max = left + max_gb * scale;
   Svg svg(width, height);
   std::vector<std::pair<std::string, std::string>> legend;
   for (const auto& part : kMemoryParts) legend.emplace_back(part.name, part.color);
-  Legend(svg, left, 20, legend);
+  Legend(svg, 20, 20, legend);
   for (size_t i = 0; i < bars.size(); ++i) {
     const cost::Memory& m = bars[i].estimate->memory;
     const double y = top + row * static_cast<double>(i);
@@ -71,17 +74,20 @@ std::string MemoryChart(const std::vector<Bar>& bars) {
     double x = left;
     for (const auto& part : kMemoryParts) {
       const double gb = m.*(part.field) / kGB;
-      svg.Rect(x, y + 4, gb * scale, row - 10, part.color,
-               fmt::format("{} {:.2f} GB", part.name, gb));
-      x += gb * scale;
+      const double w = std::min(gb * scale, x_max - x);
+      svg.Rect(x, y + 4, w, row - 10, part.color, fmt::format("{} {:.2f} GB", part.name, gb));
+      x += w;
     }
-    svg.Text(x + 6, y + 17, fmt::format("{:.1f} GB", m.total / kGB), 12);
+    const bool clipped = m.total / kGB > max_gb;
+    svg.Text(x + 6, y + 17, fmt::format("{:.1f} GB{}", m.total / kGB, clipped ? " >>" : ""), 12,
+             "start", clipped ? "#c00" : "#222", clipped);
     const double cap_x = left + m.capacity / kGB * scale;
     svg.Line(cap_x, y, cap_x, y + row - 2, "#c00", 2, true);
   }
   const double axis_y = top + row * static_cast<double>(bars.size()) + 10;
-  svg.Line(left, axis_y, width - right, axis_y, "#888");
-  for (double gb = 0; gb <= max_gb; gb += max_gb > 200 ? 50 : (max_gb > 50 ? 10 : 5)) {
+  svg.Line(left, axis_y, x_max, axis_y, "#888");
+  const double tick = max_gb > 200 ? 50 : (max_gb > 50 ? 10 : (max_gb > 10 ? 5 : 1));
+  for (double gb = 0; gb <= max_gb; gb += tick) {
     svg.Text(left + gb * scale, axis_y + 16, fmt::format("{:.0f}", gb), 11, "middle", "#555");
   }
   svg.Text(width - right, axis_y + 34, "GB per GPU (red dashes: capacity = HBM - safety margin)",
@@ -91,7 +97,7 @@ std::string MemoryChart(const std::vector<Bar>& bars) {
 
 // Horizontal stacked bars of step time by term; a black tick marks the step after overlap.
 std::string TimeChart(const std::vector<Bar>& bars) {
-  const double width = 1180, left = 300, right = 60, row = 34, top = 40;
+  const double width = 1180, left = 390, right = 60, row = 34, top = 40;
   const double height = top + row * static_cast<double>(bars.size()) + 50;
   double max_s = 0;
   for (const Bar& b : bars) {
@@ -109,7 +115,7 @@ std::string TimeChart(const std::vector<Bar>& bars) {
     legend.emplace_back(plan::ToString(static_cast<plan::Term>(t)), kTermColors[t]);
   }
   legend.emplace_back("| step", "#000");
-  Legend(svg, left, 20, legend);
+  Legend(svg, 20, 20, legend);
   for (size_t i = 0; i < bars.size(); ++i) {
     const cost::Time& time = bars[i].estimate->time;
     const double y = top + row * static_cast<double>(i);
@@ -315,7 +321,11 @@ std::string RenderHtml(const PlanReport& r) {
     bars.push_back({"FSDP " + spec::ShortLayout(r.baseline->fsdp.layout), &r.baseline->fsdp});
   if (!bars.empty()) {
     html += "<h2>Memory per GPU by component</h2>\n" + MemoryChart(bars);
-    html += "<h2>Step time by term</h2>\n" + TimeChart(bars);
+    std::vector<Bar> running;  // step time only for layouts that run
+    for (const Bar& b : bars) {
+      if (b.estimate->fits) running.push_back(b);
+    }
+    if (!running.empty()) html += "<h2>Step time by term</h2>\n" + TimeChart(running);
   }
   if (r.baseline) html += "<h2>FSDP baseline vs best layout</h2>\n" + BaselineTable(*r.baseline);
   if (!r.scale.empty()) {
