@@ -158,7 +158,7 @@ int RunPlan(const PlanArgs& a) {
   if (result->top.empty()) {
     return FailNoFit("plan",
                      plan::ExplainNoFit(in->model, in->cluster, in->train, *options, *result),
-                     a.search.json);
+                     a.search.json, result->nearest_miss ? &*result->nearest_miss : nullptr);
   }
   const cost::Estimate& best = result->top.front();
   std::optional<plan::BaselineComparison> baseline;
