@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "data/dataset.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
 
@@ -33,6 +34,7 @@ RunFn AddTokenizerCommand(CLI::App& app) {
   train->add_option("--character-coverage", o->character_coverage)->capture_default_str();
   train->add_option("--normalization", o->normalization, "identity or nmt_nfkc")
       ->capture_default_str();
+  train->add_option("--seed", o->seed, "seed of SentencePiece's sampling")->capture_default_str();
   train->add_flag("--verbose", o->verbose, "show SentencePiece's training log");
   return [o]() -> int {
     auto stats = data::TrainTokenizer(*o);
@@ -60,6 +62,8 @@ RunFn AddTokenizeCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard file")
       ->capture_default_str();
+  sub->add_option("--threads", o->num_threads, "encode threads (output does not depend on it)")
+      ->capture_default_str();
   return [o]() -> int {
     auto stats = data::TokenizeCorpus(*o);
     if (!stats.ok()) return Fail(stats.status().message());
@@ -70,6 +74,13 @@ RunFn AddTokenizeCommand(CLI::App& app) {
         stats->documents, stats->lines, static_cast<double>(stats->bytes) / 1e6,
         stats->train_tokens, stats->heldout_tokens, stats->shards, o->output_dir, stats->seconds,
         tokens / std::max(stats->seconds, 1e-9));
+    auto dataset = data::Dataset::Open(o->output_dir);
+    if (!dataset.ok()) return Fail(dataset.status().message());
+    const data::UnigramStats u = data::ComputeUnigramStats(*dataset);
+    fmt::print(
+        "unigram baseline: train entropy {:.4f} nats/token, heldout cross-entropy {:.4f} "
+        "nats/token\n",
+        u.train_entropy_nats, u.heldout_cross_entropy_nats);
     return 0;
   };
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -180,6 +181,8 @@ Result<Dataset::Stream> Dataset::OpenStream(const std::string& dir, const Manife
                       path, h.vocab_size, h.eos_id, TokenDtypeName(shard.dtype()),
                       manifest.vocab_size, manifest.eos_id, TokenDtypeName(manifest.dtype)));
     }
+    stream.fingerprint = Fnv1a64(&h.token_count, 8, stream.fingerprint);
+    stream.fingerprint = Fnv1a64(&h.tokens_fnv1a64, 8, stream.fingerprint);
     stream.starts.push_back(stream.tokens);
     stream.tokens += h.token_count;
     stream.shards.push_back(std::move(shard));
@@ -205,6 +208,62 @@ Result<Dataset> Dataset::Open(const std::string& dir, Options options) {
 }
 
 uint64_t Dataset::tokens(Split split) const { return stream(split).tokens; }
+
+Status Dataset::CheckModelVocab(int64_t model_vocab) const {
+  if (model_vocab == manifest_.vocab_size) return Status::Ok();
+  return Status::Error(fmt::format(
+      "model.vocab={} does not match the tokenizer's vocab_size={} "
+      "({}/{}, tokenizer {})",
+      model_vocab, manifest_.vocab_size, dir_, kManifestFile, manifest_.tokenizer_path));
+}
+
+Status Dataset::CheckTokenizer(const std::string& model_path) const {
+  PM_ASSIGN_OR_RETURN(uint64_t hash, FileFnv1a64(model_path));
+  if (hash == manifest_.tokenizer_fnv1a64) return Status::Ok();
+  return Status::Error(fmt::format(
+      "{}: tokenizer checksum {:016x} differs from {:016x} recorded in {}/{} (made with {})",
+      model_path, hash, manifest_.tokenizer_fnv1a64, dir_, kManifestFile,
+      manifest_.tokenizer_path));
+}
+
+namespace {
+
+// Token counts of one split, read in bounded chunks.
+std::vector<uint64_t> CountTokens(const Dataset& ds, Split split) {
+  std::vector<uint64_t> counts(static_cast<size_t>(ds.vocab_size()), 0);
+  std::vector<int32_t> chunk(1 << 16);
+  const uint64_t total = ds.tokens(split);
+  for (uint64_t start = 0; start < total; start += chunk.size()) {
+    const uint64_t n = std::min<uint64_t>(chunk.size(), total - start);
+    ds.Read(split, start, n, chunk.data());
+    for (uint64_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(chunk[i])];
+  }
+  return counts;
+}
+
+}  // namespace
+
+UnigramStats ComputeUnigramStats(const Dataset& ds) {
+  UnigramStats stats;
+  stats.train_tokens = ds.tokens(Split::kTrain);
+  stats.heldout_tokens = ds.tokens(Split::kHeldout);
+  const std::vector<uint64_t> train = CountTokens(ds, Split::kTrain);
+  const auto n = static_cast<double>(stats.train_tokens);
+  for (uint64_t c : train) {
+    if (c > 0)
+      stats.train_entropy_nats -= static_cast<double>(c) / n * std::log(static_cast<double>(c) / n);
+  }
+  if (stats.heldout_tokens == 0) return stats;
+  const std::vector<uint64_t> heldout = CountTokens(ds, Split::kHeldout);
+  const double denominator = n + static_cast<double>(train.size());  // add-one smoothing
+  for (size_t id = 0; id < heldout.size(); ++id) {
+    if (heldout[id] == 0) continue;
+    const double p = (static_cast<double>(train[id]) + 1) / denominator;
+    stats.heldout_cross_entropy_nats -= static_cast<double>(heldout[id]) * std::log(p);
+  }
+  stats.heldout_cross_entropy_nats /= static_cast<double>(stats.heldout_tokens);
+  return stats;
+}
 
 void Dataset::Read(Split split, uint64_t start, uint64_t count, int32_t* out) const {
   const Stream& s = stream(split);

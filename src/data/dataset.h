@@ -71,6 +71,15 @@ class Dataset {
   int64_t vocab_size() const { return manifest_.vocab_size; }
   int32_t eos_id() const { return manifest_.eos_id; }
   uint64_t tokens(Split split) const;
+  // Identifies a split's content: FNV-1a 64 over (token_count, tokens_fnv1a64) of its shards.
+  uint64_t fingerprint(Split split) const { return stream(split).fingerprint; }
+
+  // OK iff a model with `model_vocab` embedding rows matches this dataset's tokenizer; the error
+  // names the field: "model.vocab=N does not match the tokenizer's vocab_size=M (<manifest>)".
+  core::Status CheckModelVocab(int64_t model_vocab) const;
+  // OK iff the file at `model_path` is byte-identical (FNV-1a 64) to the tokenizer the shards
+  // were made with; use before decoding tokens with a tokenizer loaded from elsewhere.
+  core::Status CheckTokenizer(const std::string& model_path) const;
 
   // Copies tokens [start, start + count) of a split's stream (crossing shards) as int32.
   // REQUIRES: start + count <= tokens(split).
@@ -81,6 +90,7 @@ class Dataset {
     std::vector<ShardReader> shards;
     std::vector<uint64_t> starts;  // starts[i] = first stream index of shard i
     uint64_t tokens = 0;
+    uint64_t fingerprint = kFnv1a64Offset;
   };
   const Stream& stream(Split split) const { return split == Split::kTrain ? train_ : heldout_; }
   static core::Result<Stream> OpenStream(const std::string& dir, const Manifest& manifest,
@@ -91,5 +101,16 @@ class Dataset {
   Stream train_;
   Stream heldout_;
 };
+
+// The unigram baseline a language model must beat to show it learned context: the entropy of
+// the train split's token frequencies, and the cross-entropy of the heldout split under those
+// frequencies with add-one smoothing over the vocabulary (both in nats per token).
+struct UnigramStats {
+  double train_entropy_nats = 0;
+  double heldout_cross_entropy_nats = 0;  // 0 when the heldout split is empty
+  uint64_t train_tokens = 0;
+  uint64_t heldout_tokens = 0;
+};
+UnigramStats ComputeUnigramStats(const Dataset& dataset);
 
 }  // namespace pentamesh::data

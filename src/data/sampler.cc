@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -55,10 +56,14 @@ uint64_t GlobalWindow(uint64_t seed, bool shuffle, uint64_t windows_per_epoch, u
 }
 
 std::string SamplerStateToJson(const SamplerState& s) {
-  nlohmann::json j = {
-      {"version", 1},         {"next_sequence", s.next_sequence},         {"seed", s.seed},
-      {"seq_len", s.seq_len}, {"windows_per_epoch", s.windows_per_epoch}, {"shuffle", s.shuffle},
-      {"split", s.split}};
+  nlohmann::json j = {{"version", 1},
+                      {"next_sequence", s.next_sequence},
+                      {"seed", s.seed},
+                      {"seq_len", s.seq_len},
+                      {"windows_per_epoch", s.windows_per_epoch},
+                      {"shuffle", s.shuffle},
+                      {"data_fingerprint", fmt::format("{:016x}", s.data_fingerprint)},
+                      {"split", s.split}};
   return j.dump();
 }
 
@@ -66,8 +71,8 @@ Result<SamplerState> SamplerStateFromJson(const std::string& text) {
   SamplerState s;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    for (const char* key :
-         {"version", "next_sequence", "seed", "seq_len", "windows_per_epoch", "shuffle", "split"}) {
+    for (const char* key : {"version", "next_sequence", "seed", "seq_len", "windows_per_epoch",
+                            "shuffle", "split", "data_fingerprint"}) {
       if (!j.contains(key)) return Status::Error(fmt::format("sampler state: {}: missing", key));
     }
     if (j.at("version").get<int>() != 1) {
@@ -79,6 +84,12 @@ Result<SamplerState> SamplerStateFromJson(const std::string& text) {
     s.windows_per_epoch = j.at("windows_per_epoch").get<uint64_t>();
     s.shuffle = j.at("shuffle").get<bool>();
     s.split = j.at("split").get<std::string>();
+    const std::string hex = j.at("data_fingerprint").get<std::string>();
+    char* end = nullptr;
+    s.data_fingerprint = std::strtoull(hex.c_str(), &end, 16);
+    if (hex.size() != 16 || end != hex.c_str() + hex.size()) {
+      return Status::Error("sampler state: data_fingerprint: '" + hex + "' is not 16 hex digits");
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(fmt::format("sampler state: invalid: {}", e.what()));
   }
@@ -185,7 +196,8 @@ SamplerState Sampler::state() const {
           .seq_len = options_.seq_len,
           .windows_per_epoch = windows_per_epoch_,
           .shuffle = options_.shuffle,
-          .split = SplitName(options_.split)};
+          .split = SplitName(options_.split),
+          .data_fingerprint = dataset_->fingerprint(options_.split)};
 }
 
 Status Sampler::Restore(const SamplerState& s) {
@@ -210,6 +222,12 @@ Status Sampler::Restore(const SamplerState& s) {
         "sampler state: windows_per_epoch {} differs from this dataset's {} (a different dataset "
         "or tokenizer?)",
         s.windows_per_epoch, mine.windows_per_epoch));
+  }
+  if (s.data_fingerprint != mine.data_fingerprint) {
+    return Status::Error(fmt::format(
+        "sampler state: data_fingerprint {:016x} differs from this dataset's {:016x} (the {} split "
+        "of {} holds other tokens)",
+        s.data_fingerprint, mine.data_fingerprint, mine.split, dataset_->dir()));
   }
   next_sequence_ = s.next_sequence;
   return Status::Ok();

@@ -58,6 +58,7 @@ struct SamplerState {
   uint64_t windows_per_epoch = 0;
   bool shuffle = true;
   std::string split = "train";
+  uint64_t data_fingerprint = 0;  // Dataset::fingerprint(split): same windows, same tokens
 };
 std::string SamplerStateToJson(const SamplerState& state);
 core::Result<SamplerState> SamplerStateFromJson(const std::string& text);
@@ -95,8 +96,9 @@ class Sampler {
   double epoch() const;
 
   SamplerState state() const;
-  // Continues from state.next_sequence. Errors if the state's seed/seq_len/split/shuffle or
-  // windows_per_epoch (i.e. the dataset) differ from this sampler's; dp/cp may differ freely.
+  // Continues from state.next_sequence. Errors if the state's seed/seq_len/split/shuffle,
+  // windows_per_epoch or data_fingerprint (i.e. the dataset) differ from this sampler's; dp, cp
+  // and global_batch_seqs may differ freely.
   core::Status Restore(const SamplerState& state);
 
  private:

@@ -148,6 +148,10 @@ Status ValidateHeader(const ShardHeader& h, uint64_t file_bytes, const std::stri
     return Status::Error(
         fmt::format("{}: dtype code {} is not 1 (uint16) or 2 (uint32)", path, h.dtype));
   }
+  for (uint8_t byte : h.reserved) {
+    if (byte != 0)
+      return Status::Error(fmt::format("{}: reserved header bytes must be zero", path));
+  }
   if (h.eos_id >= h.vocab_size) {
     return Status::Error(
         fmt::format("{}: eos_id {} >= vocab_size {}", path, h.eos_id, h.vocab_size));
@@ -214,6 +218,11 @@ Result<ShardReader> ShardReader::Open(const std::string& path, bool verify_check
         return Status::Error(
             fmt::format("{}: token {} at index {} is >= vocab_size {}", path, id, i, h.vocab_size));
       }
+    }
+  }
+  for (uint64_t at = kShardHeaderBytes + token_bytes; at % 8 != 0; ++at) {
+    if (reader.map_[at] != 0) {
+      return Status::Error(fmt::format("{}: padding byte at offset {} is not zero", path, at));
     }
   }
   const std::span<const uint64_t> ends = reader.doc_ends();

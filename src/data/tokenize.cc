@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/check.h"
 #include "data/dataset.h"
@@ -95,6 +96,112 @@ Status CheckOptions(const TokenizeOptions& o) {
         fmt::format("tokenize: --shard-tokens: {} must be >= 1024", o.shard_tokens));
   }
   if (o.output_dir.empty()) return Status::Error("tokenize: --output: empty");
+  if (o.num_threads < 1 || o.num_threads > 256) {
+    return Status::Error(fmt::format("tokenize: --threads: {} must be in [1, 256]", o.num_threads));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// Non-empty lines read and encoded per block: bounds memory and feeds the encode threads.
+constexpr size_t kBlockLines = 2048;
+
+// ids[i] = encoding of lines[i] (empty for an empty line), on up to `threads` threads, each a
+// contiguous range of lines. The result does not depend on the thread count.
+void EncodeBlock(const Tokenizer& tok, const std::vector<std::string>& lines,
+                 std::vector<std::vector<int>>& ids, int threads) {
+  ids.resize(lines.size());
+  auto encode = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      ids[i].clear();
+      if (!lines[i].empty()) tok.Encode(lines[i], &ids[i]);
+    }
+  };
+  const size_t n = lines.size();
+  const auto workers = static_cast<size_t>(std::max(1, threads));
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers && n >= 64; ++w) {
+    pool.emplace_back(encode, n * w / workers, n * (w + 1) / workers);
+  }
+  encode(0, pool.empty() ? n : n / workers);
+  for (auto& t : pool) t.join();
+}
+
+// Routes encoded lines to the two splits and counts documents.
+class CorpusWriter {
+ public:
+  CorpusWriter(const TokenizeOptions& o, TokenDtype dtype, uint32_t vocab, uint32_t eos,
+               TokenizeStats* stats)
+      : options_(o),
+        stats_(stats),
+        train_(Split::kTrain, o, dtype, vocab, eos),
+        heldout_(Split::kHeldout, o, dtype, vocab, eos) {}
+
+  Status AddLine(const std::vector<int>& ids) {
+    const bool held = IsHeldoutLine(options_.split_seed, options_.heldout_fraction,
+                                    static_cast<uint64_t>(stats_->lines));
+    ++stats_->lines;
+    in_doc_ = true;
+    SplitWriter& w = held ? heldout_ : train_;
+    w.AddTokens(ids);
+    return w.Flush(/*final=*/false);
+  }
+  void EndDocument() {
+    if (in_doc_) ++stats_->documents;
+    in_doc_ = false;
+    train_.EndDocument();
+    heldout_.EndDocument();
+  }
+  Status Finish() {
+    EndDocument();
+    PM_RETURN_IF_ERROR(train_.Flush(/*final=*/true));
+    return heldout_.Flush(/*final=*/true);
+  }
+  const SplitEntry& train() const { return train_.entry(); }
+  const SplitEntry& heldout() const { return heldout_.entry(); }
+
+ private:
+  const TokenizeOptions& options_;
+  TokenizeStats* stats_;
+  SplitWriter train_, heldout_;
+  bool in_doc_ = false;
+};
+
+// Streams one file in blocks of lines; the file's end ends its last document.
+Status TokenizeFile(const std::string& path, const Tokenizer& tok, const TokenizeOptions& o,
+                    CorpusWriter& writer, TokenizeStats& stats) {
+  std::ifstream in(path);
+  if (!in) return Status::Error(fmt::format("tokenize: --input: cannot open '{}'", path));
+  std::vector<std::string> block;
+  std::vector<std::vector<int>> ids;
+  bool eof = false;
+  while (!eof) {
+    block.clear();
+    size_t non_empty = 0;
+    std::string line;
+    while (non_empty < kBlockLines) {
+      if (!std::getline(in, line)) {
+        eof = true;
+        break;
+      }
+      stats.bytes += static_cast<int64_t>(line.size()) + 1;
+      non_empty += line.empty() ? 0 : 1;
+      block.push_back(std::move(line));
+    }
+    EncodeBlock(tok, block, ids, o.num_threads);
+    for (size_t i = 0; i < block.size(); ++i) {
+      if (block[i].empty()) {
+        writer.EndDocument();
+      } else {
+        PM_RETURN_IF_ERROR(writer.AddLine(ids[i]));
+      }
+    }
+  }
+  if (in.bad()) return Status::Error(fmt::format("tokenize: --input: read error in '{}'", path));
+  writer.EndDocument();
   return Status::Ok();
 }
 
@@ -109,60 +216,36 @@ Result<TokenizeStats> TokenizeCorpus(const TokenizeOptions& o) {
     return Status::Error(
         fmt::format("tokenize: --output: cannot create '{}': {}", o.output_dir, ec.message()));
   }
-  const auto start = std::chrono::steady_clock::now();
-  const auto vocab = static_cast<uint32_t>(tok.vocab_size());
-  const auto eos = static_cast<uint32_t>(tok.eos_id());
-  const TokenDtype dtype = TokenDtypeForVocab(vocab);
-  SplitWriter train(Split::kTrain, o, dtype, vocab, eos);
-  SplitWriter heldout(Split::kHeldout, o, dtype, vocab, eos);
-  TokenizeStats stats;
-  std::string line;
-  std::vector<int> ids;
-  bool in_doc = false;
-  auto end_document = [&]() {
-    if (in_doc) ++stats.documents;
-    in_doc = false;
-    train.EndDocument();
-    heldout.EndDocument();
-  };
-  for (const auto& path : o.inputs) {
-    std::ifstream in(path);
-    if (!in) return Status::Error(fmt::format("tokenize: --input: cannot open '{}'", path));
-    while (std::getline(in, line)) {
-      stats.bytes += static_cast<int64_t>(line.size()) + 1;
-      if (line.empty()) {
-        end_document();
-        continue;
-      }
-      in_doc = true;
-      ids.clear();
-      tok.Encode(line, &ids);
-      const bool held =
-          IsHeldoutLine(o.split_seed, o.heldout_fraction, static_cast<uint64_t>(stats.lines));
-      (held ? heldout : train).AddTokens(ids);
-      ++stats.lines;
-      PM_RETURN_IF_ERROR((held ? heldout : train).Flush(/*final=*/false));
-    }
-    if (in.bad()) return Status::Error(fmt::format("tokenize: --input: read error in '{}'", path));
-    end_document();  // a file's end ends its last document
+  // A previous dataset here stops being valid before its shards are overwritten: a crash from
+  // now on leaves no manifest rather than one listing half-replaced shards.
+  std::filesystem::remove(std::filesystem::path(o.output_dir) / kManifestFile, ec);
+  if (ec) {
+    return Status::Error(fmt::format("tokenize: --output: cannot remove the old {}/{}: {}",
+                                     o.output_dir, kManifestFile, ec.message()));
   }
-  PM_RETURN_IF_ERROR(train.Flush(/*final=*/true));
-  PM_RETURN_IF_ERROR(heldout.Flush(/*final=*/true));
-
+  const auto start = std::chrono::steady_clock::now();
   Manifest m;
+  m.vocab_size = tok.vocab_size();
+  m.eos_id = tok.eos_id();
+  m.dtype = TokenDtypeForVocab(m.vocab_size);
+  TokenizeStats stats;
+  CorpusWriter writer(o, m.dtype, static_cast<uint32_t>(m.vocab_size),
+                      static_cast<uint32_t>(m.eos_id), &stats);
+  for (const auto& path : o.inputs) {
+    PM_RETURN_IF_ERROR(TokenizeFile(path, tok, o, writer, stats));
+  }
+  PM_RETURN_IF_ERROR(writer.Finish());
+
   m.tokenizer_path = std::filesystem::absolute(o.model_path).string();
   PM_ASSIGN_OR_RETURN(m.tokenizer_fnv1a64, FileFnv1a64(o.model_path));
-  m.vocab_size = vocab;
-  m.eos_id = static_cast<int32_t>(eos);
-  m.dtype = dtype;
   m.heldout_fraction = o.heldout_fraction;
   m.split_seed = o.split_seed;
   m.document_rule =
       "non-empty lines up to an empty line or end of file; lines encoded "
       "separately; eos_id after each document";
   m.inputs = o.inputs;
-  m.train = train.entry();
-  m.heldout = heldout.entry();
+  m.train = writer.train();
+  m.heldout = writer.heldout();
   PM_RETURN_IF_ERROR(WriteManifest(o.output_dir, m));
 
   stats.train_tokens = m.train.tokens;

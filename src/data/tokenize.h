@@ -12,10 +12,11 @@
 // stay together, in order, as that split's version of the document (ended by eos_id); a document
 // with no lines in a split adds nothing to it. So train and heldout are disjoint by line.
 //
-// Memory: one line plus at most shard_tokens tokens per split are held at any time, so a corpus
-// larger than memory works. Shards and the manifest are written atomically (temp + rename); the
-// manifest is written last, so a crash leaves either no dataset or a complete one (older shards
-// of a previous run in the same directory may remain, unlisted).
+// Memory: one block of lines (2,048 non-empty lines, encoded on num_threads threads) plus at
+// most shard_tokens tokens per split are held at any time, so a corpus larger than memory works.
+// Shards and the manifest are written atomically (temp + rename); an old manifest in output_dir
+// is deleted before the first shard and the new one is written last, so a crash leaves either no
+// dataset or a complete one (unlisted shards of an earlier run may remain).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,8 @@ struct TokenizeOptions {
   std::string output_dir;           // created if missing
   double heldout_fraction = 0.01;   // in [0, 1)
   uint64_t split_seed = 1234;
-  int64_t shard_tokens = int64_t{1} << 26;  // tokens per shard file (the last may be shorter)
+  int64_t shard_tokens = int64_t{1} << 24;  // tokens per shard (64 MiB buffer per split)
+  int num_threads = 2;                      // encode threads; the output does not depend on it
 };
 
 struct TokenizeStats {

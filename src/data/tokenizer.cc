@@ -6,6 +6,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -124,6 +125,20 @@ Status CheckTrainOptions(const TokenizerTrainOptions& o) {
                                      o.max_sentence_length));
   }
   if (o.num_threads < 1) return Status::Error("tokenizer train: --threads: must be >= 1");
+  if (!(o.character_coverage > 0 && o.character_coverage <= 1)) {
+    return Status::Error(fmt::format("tokenizer train: --character-coverage: {} must be in (0, 1]",
+                                     o.character_coverage));
+  }
+  const std::vector<std::string> rules = {"identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"};
+  if (std::find(rules.begin(), rules.end(), o.normalization) == rules.end()) {
+    return Status::Error(fmt::format(
+        "tokenizer train: --normalization: '{}' is not one of identity, nmt_nfkc, nfkc, "
+        "nmt_nfkc_cf, nfkc_cf",
+        o.normalization));
+  }
+  if (o.input_sentence_size < 0) {
+    return Status::Error("tokenizer train: --input-sentence-size: must be >= 0");
+  }
   return Status::Ok();
 }
 
@@ -154,6 +169,7 @@ Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& o) {
       {"normalization_rule_name", o.normalization},
       {"hard_vocab_limit", "true"},
   };
+  sentencepiece::SetRandomGeneratorSeed(o.seed);              // else seeded from std::random_device
   sentencepiece::logging::SetMinLogLevel(o.verbose ? 0 : 1);  // 1: warnings and errors only
   const sentencepiece::util::Status st = sentencepiece::SentencePieceTrainer::Train(args, &lines);
   if (!st.ok()) {

@@ -28,7 +28,8 @@ struct TokenizerTrainOptions {
   double character_coverage = 0.9995;
   bool byte_fallback = true;               // unknown characters become byte tokens, not <unk>
   std::string normalization = "identity";  // identity keeps text exact; nmt_nfkc normalises
-  bool verbose = false;                    // SentencePiece's INFO log (hundreds of lines)
+  uint32_t seed = 1234;  // SentencePiece's RNG (sampling when input_sentence_size > 0)
+  bool verbose = false;  // SentencePiece's INFO log (hundreds of lines)
 };
 
 struct TokenizerTrainStats {

@@ -1,9 +1,9 @@
 // Test fixtures. (1) A synthetic dataset written directly with WriteShard/WriteManifest, whose
-// stream is known exactly. (2) A small slice of the real corpus (/work/shared/data via
-// PM_SOURCE_DIR's sibling or PM_CORPUS) with its document structure kept, a tiny BPE tokenizer
-// trained on it, and the slice tokenized into shards. Built once per test binary (training takes
-// about a second). Invariant: the slice keeps every document (first ~4 KB of lines each) and all
-// lines longer than SentencePiece's 4,192-byte default, so the long-line path is exercised.
+// stream is known exactly. (2) A small slice of the real corpus (see CorpusPath) with its
+// document structure kept, a tiny BPE tokenizer trained on it, and the slice tokenized into
+// shards. Built once per test process (training takes well under a second).
+// Invariant: the slice keeps every document (first ~4 KB of lines each) and all lines longer than
+// SentencePiece's 4,192-byte default, so the long-line path is exercised.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,8 +24,11 @@
 
 namespace pentamesh::data::testing {
 
+// $PM_CORPUS, else the shared corpus beside the repository, else its usual absolute path.
 inline std::string CorpusPath() {
   if (const char* env = std::getenv("PM_CORPUS")) return env;
+  const std::string beside = std::string(PM_SOURCE_DIR) + "/../shared/data/finance_corpus.txt";
+  if (std::filesystem::exists(beside)) return beside;
   return "/work/shared/data/finance_corpus.txt";
 }
 

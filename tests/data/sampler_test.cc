@@ -229,6 +229,21 @@ TEST(Sampler, RestoreRejectsADifferentOrder) {
   st = Make(kBase).Restore(changed);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("windows_per_epoch"), std::string::npos) << st.message();
+  changed = a.state();
+  changed.data_fingerprint ^= 1;
+  st = Make(kBase).Restore(changed);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("data_fingerprint"), std::string::npos) << st.message();
+  // The same windows over other tokens: a dataset with equal length but different content.
+  const testing::SyntheticDataset other_data = testing::WriteSynthetic(499, 70, 700);
+  auto other_ds = Dataset::Open(other_data.dir);
+  ASSERT_TRUE(other_ds.ok());
+  auto d = Sampler::Create(*other_ds, kBase);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->windows_per_epoch(), a.windows_per_epoch());
+  st = d->Restore(a.state());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("data_fingerprint"), std::string::npos) << st.message();
   EXPECT_FALSE(SamplerStateFromJson("{\"version\":1}").ok());
   EXPECT_FALSE(SamplerStateFromJson("not json").ok());
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "data/tokenizer.h"
 #include "fixtures.h"
 
@@ -40,6 +41,23 @@ TEST(Tokenizer, TrainedOnTheSliceWithoutDroppingLongLines) {
   int64_t lines = 0;
   for (const auto& doc : c.docs) lines += static_cast<int64_t>(doc.size());
   EXPECT_EQ(c.train_stats.lines, lines);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(Tokenizer, TrainingIsDeterministic) {
+  const auto& c = Corpus();
+  const std::string dir = testing::MakeTempDir("tok_det");
+  TokenizerTrainOptions t{.inputs = {c.corpus}, .model_prefix = dir + "/tok", .vocab_size = 512};
+  ASSERT_TRUE(TrainTokenizer(t).ok());
+  // Same pieces with the same scores; the .model differs only in the stored model_prefix.
+  EXPECT_EQ(Slurp(dir + "/tok.vocab"), Slurp(c.dir + "/tok.vocab"));
+  auto again = Tokenizer::Load(dir + "/tok.model");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->Encode(c.docs[3][0]), Tok().Encode(c.docs[3][0]));
 }
 
 TEST(Tokenizer, DecodeEncodeRoundTripsEveryLine) {
@@ -139,6 +157,70 @@ TEST(Tokenize, HeldoutIsDisjointAndNearTheFraction) {
   EXPECT_GT(ds->tokens(Split::kTrain), 20 * ds->tokens(Split::kHeldout) / 2);
 }
 
+// Thread count and shard size change neither the streams nor (for equal shard size) the bytes.
+TEST(Tokenize, OutputIndependentOfThreadsAndShardSize) {
+  const auto& c = Corpus();
+  const std::string dir = testing::MakeTempDir("tok_threads");
+  TokenizeOptions o = c.tokenize_options;
+  o.output_dir = dir + "/t1";
+  o.num_threads = 1;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.output_dir = dir + "/t3";
+  o.num_threads = 3;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.output_dir = dir + "/big";
+  o.shard_tokens = 1 << 24;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  for (const auto& entry : std::filesystem::directory_iterator(c.dataset)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(Slurp(dir + "/t1/" + name), Slurp(entry.path().string())) << name;
+    EXPECT_EQ(Slurp(dir + "/t3/" + name), Slurp(entry.path().string())) << name;
+  }
+  auto small = Dataset::Open(c.dataset);
+  auto big = Dataset::Open(dir + "/big");
+  ASSERT_TRUE(small.ok() && big.ok());
+  EXPECT_EQ(big->manifest().train.shards.size(), 1u);
+  EXPECT_EQ(ReadAll(*big, Split::kTrain), ReadAll(*small, Split::kTrain));
+  EXPECT_EQ(ReadAll(*big, Split::kHeldout), ReadAll(*small, Split::kHeldout));
+}
+
+TEST(Tokenize, DatasetRecognisesItsTokenizer) {
+  const auto& c = Corpus();
+  auto ds = Dataset::Open(c.dataset);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_TRUE(ds->CheckTokenizer(c.model).ok());
+  const core::Status st = ds->CheckTokenizer(c.corpus);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("checksum"), std::string::npos) << st.message();
+  EXPECT_FALSE(ds->CheckTokenizer("/nonexistent.model").ok());
+}
+
+// The sampler on real shards: every row is the documented window of the train stream, and
+// documents' eos tokens appear inside sequences (packing across document boundaries).
+TEST(Tokenize, SamplerRowsAreWindowsOfTheRealStream) {
+  auto ds = Dataset::Open(Corpus().dataset);
+  ASSERT_TRUE(ds.ok());
+  const std::vector<int32_t> stream = ReadAll(*ds, Split::kTrain);
+  auto sampler = Sampler::Create(*ds, {.seq_len = 64, .global_batch_seqs = 8, .seed = 3});
+  ASSERT_TRUE(sampler.ok()) << sampler.status().message();
+  int64_t eos_seen = 0;
+  const uint64_t windows = sampler->windows_per_epoch();
+  EXPECT_EQ(windows, (stream.size() - 1) / 64);
+  for (uint64_t step = 0; step < windows / 8; ++step) {
+    const Batch b = sampler->Next();
+    for (int64_t row = 0; row < 8; ++row) {
+      const uint64_t w = GlobalWindow(3, true, windows, b.first_sequence + row);
+      for (int64_t t = 0; t < 64; ++t) {
+        ASSERT_EQ(b.tokens[row * 64 + t], stream[w * 64 + t]);
+        ASSERT_EQ(b.targets[row * 64 + t], stream[w * 64 + t + 1]);
+        eos_seen += b.targets[row * 64 + t] == Tok().eos_id() ? 1 : 0;
+      }
+    }
+  }
+  // Nearly one epoch: almost every document's eos is a target somewhere.
+  EXPECT_GT(eos_seen, static_cast<int64_t>(ds->manifest().train.documents) / 2);
+}
+
 TEST(Tokenize, ErrorsNameTheFlag) {
   const auto& c = Corpus();
   auto expect = [](TokenizeOptions o, const std::string& flag) {
@@ -147,6 +229,8 @@ TEST(Tokenize, ErrorsNameTheFlag) {
     EXPECT_NE(r.status().message().find(flag), std::string::npos) << r.status().message();
   };
   const std::string out = testing::MakeTempDir("tok_err");
+  expect({.inputs = {c.corpus}, .model_path = c.model, .output_dir = out, .num_threads = 0},
+         "--threads");
   expect({.inputs = {"/nonexistent.txt"}, .model_path = c.model, .output_dir = out}, "--input");
   expect({.inputs = {c.corpus}, .model_path = c.model, .output_dir = out, .heldout_fraction = 1.5},
          "--heldout-fraction");
@@ -158,6 +242,44 @@ TEST(Tokenize, ErrorsNameTheFlag) {
   auto r = TrainTokenizer(t);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--vocab-size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pentamesh::data
+
+namespace pentamesh::data {
+namespace {
+
+// Re-tokenizing into a directory replaces the dataset; a stale manifest never survives a rerun,
+// even one that fails halfway.
+TEST(Tokenize, RerunReplacesTheDataset) {
+  const auto& c = testing::Corpus();
+  const std::string dir = testing::MakeTempDir("tok_rerun");
+  TokenizeOptions o = c.tokenize_options;
+  o.output_dir = dir;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  o.heldout_fraction = 0.2;
+  o.inputs = {"/nonexistent.txt"};
+  ASSERT_FALSE(TokenizeCorpus(o).ok());  // fails before touching the directory
+  EXPECT_TRUE(Dataset::Open(dir).ok());
+  o.inputs = c.tokenize_options.inputs;
+  ASSERT_TRUE(TokenizeCorpus(o).ok());
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  EXPECT_DOUBLE_EQ(ds->manifest().heldout_fraction, 0.2);
+
+  // A run that dies after writing some shards (here: the second shard cannot be renamed into
+  // place) leaves no manifest, so the half-replaced directory is not mistaken for a dataset.
+  std::filesystem::remove(dir + "/train-00001.bin");
+  std::filesystem::create_directories(dir + "/train-00001.bin/blocker");
+  o.heldout_fraction = 0.05;
+  auto failed = TokenizeCorpus(o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("train-00001.bin"), std::string::npos)
+      << failed.status().message();
+  auto gone = Dataset::Open(dir);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("manifest.json"), std::string::npos);
 }
 
 }  // namespace
