@@ -62,16 +62,19 @@ FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompu
 // Bytes per parameter of the model state (mixed-precision Adam, Rajbhandari et al. 2020).
 inline constexpr double kBytesMasterWeight = 4;  // fp32 master copy (absent when training in fp32)
 inline constexpr double kBytesAdamMoments = 8;   // fp32 m and v
+inline constexpr double kDefaultGemmEfficiency = 0.75;
 
 // Tunable efficiency and overhead parameters. The defaults are calibrated against published runs
 // (docs/COST_MODEL.md, "Calibration"); every one is a physical quantity, not a fudge on the result.
 struct CostParams {
   // Compute. A GEMM of M x N x K takes max(2MNK / (peak * gemm_efficiency_max) *
   // (1 + gemm_dim_overhead * (1/M + 1/N + 1/K)), bytes(A, B, C) / (hbm * hbm_efficiency)).
-  double gemm_efficiency_max = 0.80;   // fraction of dense peak a large GEMM reaches
-  double gemm_dim_overhead = 128;      // elements of tile/wave overhead per GEMM dimension
-  double attention_efficiency = 0.50;  // fraction of peak a flash-attention kernel reaches
-  double hbm_efficiency = 0.80;        // fraction of HBM bandwidth memory-bound kernels reach
+  // gemm_efficiency_max: fraction of the dense peak a large GEMM sustains; 0 = the cluster's
+  // gemm_efficiency, or kDefaultGemmEfficiency when the cluster does not state one.
+  double gemm_efficiency_max = 0;
+  double gemm_dim_overhead = 128;    // elements of tile/wave overhead per GEMM dimension
+  double attention_relative = 0.75;  // flash attention's FLOP rate / a large GEMM's
+  double hbm_efficiency = 0.80;      // fraction of HBM bandwidth memory-bound kernels reach
   // Communication (alpha-beta, ring algorithms). Bus efficiency: achieved / link bandwidth.
   double bus_efficiency_intra = 0.80;  // NVLink (nccl-tests busbw / per-direction NVLink bw)
   double bus_efficiency_inter = 0.85;  // InfiniBand / RoCE

@@ -35,7 +35,8 @@ struct Terms {
   double moe_factor = 1;  // worst EP rank's tokens / mean
   double g_dense = 1;     // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
   double g_expert = 1;    // ranks sharing expert params: dp*cp (separate) or dp*cp/ep (folded)
-  double elem_bytes = 2;  // activation / weight element (bf16; 4 for fp32)
+  double gemm_efficiency = 0.75;  // achieved fraction of peak of a large GEMM
+  double elem_bytes = 2;          // activation / weight element (bf16; 4 for fp32)
   double weight_bytes = 2;
   double grad_bytes = 2;
   double master_bytes = 4;

@@ -87,7 +87,7 @@ double GemmTime(const Model& ctx, const Terms& t, double m, double n, double k) 
   const bool fp8 = ctx.train().precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
   const double peak = (fp8 ? c.peak_fp8_tflops : c.peak_tflops) * 1e12;
   const double size = 1.0 + p.gemm_dim_overhead * (1.0 / m + 1.0 / n + 1.0 / k);
-  const double compute = 2.0 * m * n * k / (peak * p.gemm_efficiency_max) * size;
+  const double compute = 2.0 * m * n * k / (peak * t.gemm_efficiency) * size;
   const double bytes = t.elem_bytes * (m * k + k * n + m * n);
   const double memory = bytes / (c.hbm_gbps * 1e9 * p.hbm_efficiency);
   return std::max(compute, memory);
@@ -174,7 +174,8 @@ LayerCompute AttentionCore(const Model& ctx, const Terms& t) {
   LayerCompute c;
   if (!ctx.params().materialize_scores) {
     const double flops_fwd = 2.0 * t.tokens * t.seq * h_attn / t.tp;
-    c.fwd = flops_fwd / (ctx.cluster().peak_tflops * 1e12 * ctx.params().attention_efficiency);
+    c.fwd = flops_fwd / (ctx.cluster().peak_tflops * 1e12 * t.gemm_efficiency *
+                         ctx.params().attention_relative);
     c.bwd = 2.5 * c.fwd;
     return c;
   }
@@ -370,6 +371,9 @@ void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
   t.g_dense = t.dp * t.cp * (separate ? t.ep : 1.0);
   t.g_expert = separate ? t.dp * t.cp : t.dp * t.cp / t.ep;
   const bool fp32 = train.precision == spec::Precision::kFp32;
+  t.gemm_efficiency = p.gemm_efficiency_max > 0           ? p.gemm_efficiency_max
+                      : ctx.cluster().gemm_efficiency > 0 ? ctx.cluster().gemm_efficiency
+                                                          : kDefaultGemmEfficiency;
   t.elem_bytes = fp32 ? 4.0 : 2.0;
   t.weight_bytes = t.elem_bytes;
   t.grad_bytes = fp32 ? 4.0 : p.grad_bytes;

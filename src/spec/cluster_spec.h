@@ -21,6 +21,9 @@ struct ClusterSpec {
   int64_t nics_per_node = 0;
   double inter_node_gbps = 0;          // per NIC, per direction (400 Gb/s InfiniBand = 50 GB/s)
   double inter_node_latency_us = 0;
+  // Fraction of the dense peak that large GEMMs sustain in training (clocks under the power cap,
+  // kernel quality); 0 = the cost model's default. Calibrated per GPU in docs/COST_MODEL.md.
+  double gemm_efficiency = 0;
 
   int64_t gpus() const { return gpus_per_node * nodes; }
 };

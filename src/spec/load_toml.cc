@@ -232,6 +232,8 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Int("nics_per_node", c.nics_per_node, true);
   r.Double("inter_node_gbps", c.inter_node_gbps, true);
   r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false);
+  r.Double("gemm_efficiency", c.gemm_efficiency, false, 0, false);
+  if (c.gemm_efficiency > 1) r.Error("gemm_efficiency", "must be <= 1");
   r.RejectUnknown();
   PM_RETURN_IF_ERROR(Combine(source, errors));
   if (c.name.empty()) c.name = source;

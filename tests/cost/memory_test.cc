@@ -5,6 +5,7 @@
 
 #include "cost/cost.h"
 #include "spec/load_toml.h"
+#include "spec/validate.h"
 #include "test_util.h"
 
 namespace pentamesh::cost {
@@ -184,6 +185,50 @@ TEST(Memory, OverCapacityNamesTheLargestComponent) {
   EXPECT_NE(e.violations[0].find("over by"), std::string::npos) << e.violations[0];
   EXPECT_NE(e.violations[0].find("largest component optimizer"), std::string::npos)
       << e.violations[0];
+}
+
+}  // namespace
+}  // namespace pentamesh::cost
+
+namespace pentamesh::cost {
+namespace {
+
+TEST(Pipeline, ValidateAcceptsTheLlama3SplitAndCostsTheFullStage) {
+  const spec::ModelSpec m = *spec::LoadModel("llama3-405b");
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 16384);
+  const spec::TrainSpec t = *spec::LoadTrain("llama3-405b-8k");
+  const spec::Layout l{.dp = 128, .tp = 8, .pp = 16, .zero = 1};
+  EXPECT_TRUE(spec::Validate(m, c, t, l).empty());
+  const Model ctx(m, c, t);
+  // Stage 0 has 7 layers + embedding, stage 1 the full 8: the critical stage is a middle one.
+  const Estimate e = EstimateLayout(ctx, l);
+  EXPECT_EQ(e.critical_stage, 1);
+  // A split short by 3 is rejected with the rule's name.
+  spec::ModelSpec odd = m;
+  odd.layers = 125;
+  const auto v = spec::Validate(odd, c, t, l);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("layers=125 must be divisible by pp*virtual_stages=16"), std::string::npos);
+}
+
+TEST(Cluster, GemmEfficiencyKey) {
+  const std::string base =
+      "[cluster]\npeak_tflops = 989\nhbm_gb = 80\nhbm_gbps = 3350\ngpus_per_node = 8\n"
+      "nodes = 2\nintra_node_gbps = 450\nnics_per_node = 8\ninter_node_gbps = 50\n";
+  auto ok = spec::ClusterFromTomlText(base + "gemm_efficiency = 0.5\n", "test");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_DOUBLE_EQ(ok->gemm_efficiency, 0.5);
+  auto bad = spec::ClusterFromTomlText(base + "gemm_efficiency = 1.5\n", "test");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cluster.gemm_efficiency: must be <= 1"), std::string::npos)
+      << bad.status().message();
+  // The preset values feed the GEMM rate: halving the efficiency doubles big-GEMM compute.
+  const spec::ModelSpec m = *spec::LoadModel("llama3-8b");
+  const spec::TrainSpec t = testing::Train(8192, 8);
+  spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 8);
+  const double base_s = EstimateLayout(m, c, t, spec::Layout{.tp = 8}).time.compute;
+  c.gemm_efficiency = 0.325;
+  EXPECT_GT(EstimateLayout(m, c, t, spec::Layout{.tp = 8}).time.compute, 1.6 * base_s);
 }
 
 }  // namespace

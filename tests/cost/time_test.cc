@@ -155,3 +155,41 @@ TEST(Imbalance, DrivesTheWorstEpRank) {
 
 }  // namespace
 }  // namespace pentamesh::cost
+
+namespace pentamesh::cost {
+namespace {
+
+// Alpha-beta by hand: GPT-tiny, DP over 16 ranks on 2 nodes of 8 (tp = 1): the ring crosses the
+// node boundary with 8 members per node -> min(NVLink 450 * 0.8, 8 NICs * 50 * 0.85) = 340 GB/s.
+TEST(Links, DataParallelAllReduceAcrossTwoNodes) {
+  const spec::ModelSpec m = testing::GptTiny();
+  CostParams p;
+  p.dp_overlap = 0;
+  const Estimate e =
+      EstimateLayout(m, testing::Cluster(16), testing::Train(128, 16), spec::Layout{.dp = 16}, p);
+  const double g = 16, grads = CountParams(m).total * 2;
+  const double expected = 2 * (g - 1) * 8e-6 + 2 * (g - 1) / g * grads / 340e9;
+  EXPECT_NEAR(e.time.dp, expected, 1e-12);
+  // DP with stride tp = 8 (one member per node): each rank's own NIC share, 50 * 0.85.
+  const Estimate strided = EstimateLayout(m, testing::Cluster(16), testing::Train(128, 16),
+                                          spec::Layout{.dp = 2, .tp = 8}, p);
+  // Per-rank params: attention and FFN / 8, norms whole, embedding / 8, final norm.
+  const double local =
+      4 * (4.0 * 64 * 64 / 8 + 128) + 4 * (2.0 * 64 * 256 / 8) + 1000.0 * 64 / 8 + 64;
+  EXPECT_NEAR(strided.time.dp, 2 * 1 * 8e-6 + 2 * 0.5 * local * 2 / (50e9 * 0.85), 1e-15);
+}
+
+// TP = 8 inside a node: per layer 8 all-gathers/reduce-scatters of T*h*2 bytes at NVLink speed.
+TEST(Links, TensorParallelInsideANode) {
+  spec::ModelSpec m = testing::GptTiny();
+  CostParams p;
+  const Model ctx(m, testing::Cluster(8), testing::Train(128, 1), p);
+  const Estimate e = EstimateLayout(ctx, spec::Layout{.tp = 8});
+  const double n = 128.0 * 64 * 2, ag = 7 * 3e-6 + 7.0 / 8 * n / (450e9 * 0.8);
+  const double ce = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 4 * 128 / (450e9 * 0.8);
+  // 4 layers x 8 collectives, embedding 2, head 2 + 3 cross-entropy all-reduces; m = 1.
+  EXPECT_NEAR(e.time.tp, 4 * 8 * ag + 2 * ag + 2 * ag + 3 * ce, 1e-15);
+}
+
+}  // namespace
+}  // namespace pentamesh::cost

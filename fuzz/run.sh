@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Bounded libFuzzer run of the TOML loader (fuzz/toml_fuzz.cc): configures build-fuzz with clang,
+# builds only the fuzz target, seeds the corpus with every preset (alone and as one combined
+# model+cluster+train file) and fuzzes for FUZZ_SECONDS (default 60). Exits non-zero on a crash.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${FUZZ_SECONDS:-60}"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON >/dev/null
+cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz
+corpus=build-fuzz/corpus
+rm -rf "$corpus" && mkdir -p "$corpus"
+for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
+for m in configs/presets/models/*.toml; do
+  cat "$m" configs/presets/clusters/h100-sxm.toml configs/presets/train/pretrain-4k.toml \
+    > "$corpus/all-$(basename "$m")"
+done
+printf 'dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2' \
+  > "$corpus/layout.txt"
+mkdir -p build-fuzz/artifacts
+build-fuzz/fuzz/toml_fuzz "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+  -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 2>&1 | tail -n 25
