@@ -67,6 +67,9 @@ cost::Estimate PredictRun(const RunConfig& c) {
   p.framework_bytes = 0;
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;
+  p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
+  p.selective_recomputes_qkv = true;
+  p.moe_regathers_input = true;
   return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
 }
 

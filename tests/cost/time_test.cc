@@ -191,5 +191,34 @@ TEST(Links, TensorParallelInsideANode) {
   EXPECT_NEAR(e.time.tp, 4 * 8 * ag + 2 * ag + 2 * ag + 3 * ce, 1e-15);
 }
 
+// Overlap is bounded by what can hide: even with perfect overlap (dp_overlap = cp_overlap = 1)
+// the first layer's gradients (reduced after the last backward), ZeRO-1's first weight gather,
+// ZeRO-3's first gather and last reduce-scatter, and ring CP's last dK, dV stay exposed; and the
+// exposed DP time does not shrink when a bubble appears (the bubble hides nothing).
+TEST(Overlap, FirstAndLastBucketsStayExposed) {
+  const spec::ModelSpec m = testing::GptTiny();
+  CostParams p;
+  p.dp_overlap = 1.0;
+  p.cp_overlap = 1.0;
+  for (int zero : {0, 1, 3}) {
+    const Layout l{.dp = 4, .zero = zero};
+    const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 16), l, p);
+    ASSERT_TRUE(e.fits);
+    EXPECT_GT(e.time.dp, 0.0) << "zero=" << zero;
+  }
+  const Layout ring{.cp = 4};
+  const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 1), ring, p);
+  ASSERT_TRUE(e.fits);
+  EXPECT_GT(e.time.cp, 0.0);
+  // dp = 2 x pp = 2 (bubble) against dp = 2 alone: the stage's DP time per layer is what counts.
+  const Layout flat{.dp = 2, .zero = 1};
+  const Layout piped{.dp = 2, .pp = 2, .zero = 1};
+  const Estimate a = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 8), flat);
+  const Estimate b = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 8), piped);
+  ASSERT_TRUE(a.fits && b.fits);
+  EXPECT_GT(b.time.bubble, 0.0);
+  EXPECT_GT(b.time.dp, 0.0);
+}
+
 }  // namespace
 }  // namespace pentamesh::cost
