@@ -1,7 +1,9 @@
 // Context-parallel attention under mpirun (4 ranks): ring and Ulysses for cp in {2, 4} against
 // single-process causal attention over the whole sequence (output, dQ, dK, dV within 1e-5), the
 // bytes each rank sends on the cp group against the cost model's cp bytes (one layer, one
-// micro-batch, fp32, no recompute), and the attention stash per rank falling as 1/cp.
+// micro-batch, fp32, no recompute), and the attention stash per rank falling as 1/cp. Then the
+// whole Attention layer (projections, RoPE at global positions, CP core): y, dx and the weight
+// grads (summed over cp) against the layer on one process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "core/rng.h"
 #include "cost/cost.h"
 #include "kernels/cpu/attention.h"
+#include "model/attention.h"
 #include "model/cp_attention.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
@@ -144,6 +147,83 @@ TEST_P(CpAttention, MatchesSingleProcessAndCostBytes) {
 
 INSTANTIATE_TEST_SUITE_P(All, CpAttention,
                          ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(spec::CpKind::kRing,
+                                                              spec::CpKind::kUlysses)));
+
+// The Attention layer with a cp group vs the same layer on one process over whole sequences.
+class CpAttentionLayer : public ::testing::TestWithParam<std::tuple<int, spec::CpKind>> {};
+
+struct AttentionLayer {
+  Allocator alloc;
+  model::ParamSet params{alloc, Dtype::kF32};
+  std::unique_ptr<model::Attention> attn;
+  AttentionLayer(comm::Communicator* cp, spec::CpKind kind) {
+    model::AttentionConfig c{
+        .hidden = 32, .heads = kHeads, .kv_heads = kKvHeads, .head_dim = kHeadDim, .max_seq = kSeq};
+    c.cp = cp, c.cp_kind = kind;
+    attn = std::make_unique<model::Attention>(params, "attn", c);
+    params.Finalize();
+    params.Init(3);
+  }
+};
+
+TEST_P(CpAttentionLayer, MatchesSingleProcess) {
+  const auto [cp_size, kind] = GetParam();
+  comm::MpiWorld& world = mpitest::TestWorld();
+  const int first = world.rank() / cp_size * cp_size;
+  std::vector<int> members;
+  for (int i = 0; i < cp_size; ++i) members.push_back(first + i);
+  std::unique_ptr<comm::Communicator> cp = world.CreateGroup("cp", members);
+  constexpr int64_t H = 32;
+  const int64_t T = kBatch * kSeq, Tl = T / cp_size;
+  std::vector<float> x = Random(5, T * H), dy = Random(6, T * H);
+  std::vector<float> y(x.size()), dx(x.size());
+  AttentionLayer ref(nullptr, kind);
+  {
+    model::Attention::Saved saved;
+    const model::LayerContext ctx{.alloc = &ref.alloc};
+    const model::Dims dims{.batch = kBatch, .seq = kSeq};
+    ref.attn->Forward(core::Tensor(y.data(), {T, H}), saved, core::Tensor(x.data(), {T, H}), dims,
+                      ctx, true);
+    ref.attn->Backward(core::Tensor(dx.data(), {T, H}), core::Tensor(dy.data(), {T, H}),
+                       core::Tensor(x.data(), {T, H}), saved, dims, ctx);
+  }
+  AttentionLayer mine(cp.get(), kind);
+  // The local rows: H values per token, taken like a (T, 1, H) tensor.
+  auto local = [&](const std::vector<float>& full) {
+    std::vector<float> out(static_cast<size_t>(Tl * H));
+    const std::vector<int64_t> pos = model::CpLocalPositions(kSeq, cp_size, cp->rank());
+    const int64_t L = kSeq / cp_size;
+    for (int64_t b = 0; b < kBatch; ++b)
+      for (int64_t r = 0; r < L; ++r)
+        std::copy_n(full.begin() + (b * kSeq + pos[static_cast<size_t>(r)]) * H, H,
+                    out.begin() + (b * L + r) * H);
+    return out;
+  };
+  std::vector<float> xl = local(x), dyl = local(dy), yl(xl.size()), dxl(xl.size());
+  model::Attention::Saved saved;
+  const model::LayerContext ctx{.alloc = &mine.alloc};
+  const model::Dims dims{.batch = kBatch, .seq = kSeq / cp_size};
+  for (const bool keep : {true, false}) {  // stashed, then selective recomputation
+    mine.params.ZeroGrads();
+    mine.attn->Forward(core::Tensor(yl.data(), {Tl, H}), saved, core::Tensor(xl.data(), {Tl, H}),
+                       dims, ctx, keep);
+    mine.attn->Backward(core::Tensor(dxl.data(), {Tl, H}), core::Tensor(dyl.data(), {Tl, H}),
+                        core::Tensor(xl.data(), {Tl, H}), saved, dims, ctx);
+    std::vector<float> yw = local(y), dxw = local(dx);
+    ExpectNear(yw, yl.data(), "y");
+    ExpectNear(dxw, dxl.data(), "dx");
+    for (const char* name : {"attn.wq", "attn.wk", "attn.wv", "attn.wo"}) {
+      core::Tensor g = mine.params.grad(mine.params.Find(name));
+      cp->all_reduce(g.f32(), g.numel(), Dtype::kF32);
+      const core::Tensor want = ref.params.grad(ref.params.Find(name));
+      ExpectNear(std::vector<float>(want.f32(), want.f32() + want.numel()), g.f32(), name);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CpAttentionLayer,
+                         ::testing::Combine(::testing::Values(2, 4),
                                             ::testing::Values(spec::CpKind::kRing,
                                                               spec::CpKind::kUlysses)));
 
