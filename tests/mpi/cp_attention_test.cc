@@ -179,12 +179,14 @@ TEST_P(CpAttentionLayer, MatchesSingleProcess) {
   std::vector<float> x = Random(5, T * H), dy = Random(6, T * H);
   std::vector<float> y(x.size()), dx(x.size());
   AttentionLayer ref(nullptr, kind);
+  int64_t ref_stash_bytes = 0;  // q, k, v, o, lse of all T tokens
   {
     model::Attention::Saved saved;
     const model::LayerContext ctx{.alloc = &ref.alloc};
     const model::Dims dims{.batch = kBatch, .seq = kSeq};
     ref.attn->Forward(core::Tensor(y.data(), {T, H}), saved, core::Tensor(x.data(), {T, H}), dims,
                       ctx, true);
+    ref_stash_bytes = ref.alloc.peak_bytes(MemTag::kActivations);
     ref.attn->Backward(core::Tensor(dx.data(), {T, H}), core::Tensor(dy.data(), {T, H}),
                        core::Tensor(x.data(), {T, H}), saved, dims, ctx);
   }
@@ -208,6 +210,11 @@ TEST_P(CpAttentionLayer, MatchesSingleProcess) {
     mine.params.ZeroGrads();
     mine.attn->Forward(core::Tensor(yl.data(), {Tl, H}), saved, core::Tensor(xl.data(), {Tl, H}),
                        dims, ctx, keep);
+    if (keep) {  // the stash falls as 1/cp; Ulysses also keeps its head-sharded q, k, v, o
+      const int64_t qkvo = T * (2 * kHeads + 2 * kKvHeads) * kHeadDim * 4;
+      EXPECT_EQ(mine.alloc.peak_bytes(MemTag::kActivations),
+                (ref_stash_bytes + (kind == spec::CpKind::kUlysses ? qkvo : 0)) / cp_size);
+    }
     mine.attn->Backward(core::Tensor(dxl.data(), {Tl, H}), core::Tensor(dyl.data(), {Tl, H}),
                         core::Tensor(xl.data(), {Tl, H}), saved, dims, ctx);
     std::vector<float> yw = local(y), dxw = local(dx);
