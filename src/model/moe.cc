@@ -140,13 +140,14 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
   MoeStats local;
   Route(s, x, ctx, local, tag);
   const int64_t N = static_cast<int64_t>(s.token.size());
+  const core::MemTag rounded = ctx.RoundedStashTag(tag);
   if (expert_parallel()) {
     ExpertsForwardEp(s, x, ctx, tag);
   } else {
-    s.h1 = NewBuffer(ctx, tag, {N, Fe});
-    s.h3 = NewBuffer(ctx, tag, {N, Fe});
-    s.g = NewBuffer(ctx, tag, {N, Fe});
-    s.out = NewBuffer(ctx, tag, {N, H});
+    s.h1 = NewBuffer(ctx, rounded, {N, Fe});
+    s.h3 = NewBuffer(ctx, rounded, {N, Fe});
+    s.g = NewBuffer(ctx, rounded, {N, Fe});
+    s.out = NewBuffer(ctx, rounded, {N, H});
     for (int64_t e = 0; e < experts_local_; ++e) {
       const int64_t r0 = s.offsets[static_cast<size_t>(e)],
                     r1 = s.offsets[static_cast<size_t>(e + 1)];
@@ -160,7 +161,7 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
     }
   }
   kernels::fill(y, 0.0f);
-  if (shared_) shared_->Forward(y, s.shared, x, ctx, tag);
+  if (shared_) shared_->Forward(y, s.shared, x, ctx, ctx.RoundedStashTag(tag));
   kernels::scatter_add_rows(y, s.out.view(), s.token.data(), s.gate.data());
   RoundActivation(ctx, y);
   if (stats) stats->Add(local);
@@ -295,9 +296,10 @@ void Moe::ExpertsForwardEp(Saved& s, ConstTensor x, const LayerContext& ctx,
   ExchangeRows(ep, xrecv.view(), s.ep_recv_rows, xsend.view(), s.ep_send_rows, H);  // dispatch
   s.ep_x = NewBuffer(ctx, tag, {n_recv, H});
   kernels::gather_rows(s.ep_x.view(), xrecv.view(), s.ep_perm.data());
-  s.h1 = NewBuffer(ctx, tag, {n_recv, Fe});
-  s.h3 = NewBuffer(ctx, tag, {n_recv, Fe});
-  s.g = NewBuffer(ctx, tag, {n_recv, Fe});
+  const core::MemTag rounded = ctx.RoundedStashTag(tag);
+  s.h1 = NewBuffer(ctx, rounded, {n_recv, Fe});
+  s.h3 = NewBuffer(ctx, rounded, {n_recv, Fe});
+  s.g = NewBuffer(ctx, rounded, {n_recv, Fe});
   core::Buffer out = NewBuffer(ctx, core::MemTag::kOther, {n_recv, H});
   for (int64_t j = 0; j < El; ++j) {  // one grouped pass per local expert
     const int64_t r0 = s.ep_offsets[static_cast<size_t>(j)],
@@ -310,7 +312,7 @@ void Moe::ExpertsForwardEp(Saved& s, ConstTensor x, const LayerContext& ctx,
   }
   kernels::fill(xrecv.view(), 0.0f);  // reused: the outputs back in received order
   kernels::scatter_add_rows(xrecv.view(), out.view(), s.ep_perm.data(), nullptr);
-  s.out = NewBuffer(ctx, tag, {n_send, H});
+  s.out = NewBuffer(ctx, rounded, {n_send, H});
   ExchangeRows(ep, s.out.view(), s.ep_send_rows, xrecv.view(), s.ep_recv_rows, H);  // combine
 }
 
