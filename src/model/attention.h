@@ -1,8 +1,8 @@
 // Causal self-attention with RoPE and grouped-query heads.
 //   q = x Wq^T, k = x Wk^T, v = x Wv^T (column-parallel: this rank's A/tp and K/tp heads),
 //   rope(q), rope(k), o = flash_attention(q, k, v), y = o Wo^T (row-parallel over A/tp * D).
-// With tp > 1 the input enters through copy_to_tp and y leaves through reduce_from_tp
-// (model/regions.h, issue 5); with tp = 1 both are the identity.
+// The input enters through copy_to_tp and y leaves through reduce_from_tp (model/regions.h) on
+// config.shard.tp_comm; with tp = 1 both are the identity.
 // Context parallel (config.cp set, size > 1): x holds this rank's two chunks of each sequence
 // (data::Sampler's 2 x CP order, dims.seq = S / cp local rows); RoPE uses the rows' GLOBAL
 // positions and the attention core is model/cp_attention.h (ring or Ulysses, config.cp_kind).
@@ -59,6 +59,7 @@ class Attention {
   void Rope(Tensor x, Dims dims, bool inverse) const;
   ParamSet& params_;
   AttentionConfig config_;
+  comm::Communicator& tp_;
   int64_t heads_local_, kv_heads_local_;
   ParamId wq_, wk_, wv_, wo_;
   kernels::RopeTable rope_;

@@ -156,11 +156,12 @@ class CpAttentionLayer : public ::testing::TestWithParam<std::tuple<int, spec::C
 struct AttentionLayer {
   Allocator alloc;
   model::ParamSet params{alloc, Dtype::kF32};
+  comm::SelfCommunicator tp{"tp", 0};
   std::unique_ptr<model::Attention> attn;
   AttentionLayer(comm::Communicator* cp, spec::CpKind kind) {
     model::AttentionConfig c{
         .hidden = 32, .heads = kHeads, .kv_heads = kKvHeads, .head_dim = kHeadDim, .max_seq = kSeq};
-    c.cp = cp, c.cp_kind = kind;
+    c.cp = cp, c.cp_kind = kind, c.shard.tp_comm = &tp;
     attn = std::make_unique<model::Attention>(params, "attn", c);
     params.Finalize();
     params.Init(3);
