@@ -363,8 +363,12 @@ void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
   const double n = t.tokens / t.tp * static_cast<double>(md.moe.top_k) * t.moe_factor *
                    static_cast<double>(md.hidden) * t.elem_bytes;
   const double count = l.recompute == spec::Recompute::kFull ? 6.0 : 4.0;
-  t.ep_layer_s = count * AllToAllTime(t.ep_link, n);
-  t.ep_bytes_layer = count * (t.ep - 1) / t.ep * n;
+  // Each forward also tells the owners how many rows each of their experts gets from this rank:
+  // an all-to-all of E int64 counts (model/moe.cc).
+  const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
+  const double counts = static_cast<double>(md.moe.experts) * 8.0;
+  t.ep_layer_s = count * AllToAllTime(t.ep_link, n) + forwards * AllToAllTime(t.ep_link, counts);
+  t.ep_bytes_layer = (count * n + forwards * counts) * (t.ep - 1) / t.ep;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "cost/cost.h"
 #include "spec/load_toml.h"
+#include "spec/validate.h"
 #include "test_util.h"
 
 namespace pentamesh::cost {
@@ -114,9 +115,10 @@ TEST(CommBytes, PipelineContextAndExpert) {
   // Ring CP: K and V chunk (2 * T * h_kv * 2 bytes) forward once per ring step, K, V, dK, dV
   // backward: 3 (cp-1) chunks per layer; 2 layers per stage, 2 micro-batches.
   EXPECT_DOUBLE_EQ(first.cp, 2 * 2 * 3 * 1 * (2 * T * 32 * 2));
-  // EP: dispatch + combine, forward and backward: 4 (ep-1)/ep * T * top_k * h * 2 per MoE layer;
-  // stage 0 has layers 0 (dense) and 1 (MoE), stage 1 has two MoE layers.
-  const double a2a = 4 * 0.5 * T * 2 * 64 * 2;
+  // EP: dispatch + combine, forward and backward: 4 (ep-1)/ep * T * top_k * h * 2 per MoE layer,
+  // plus the forward's (ep-1)/ep * E int64 row counts; stage 0 has layers 0 (dense) and 1 (MoE),
+  // stage 1 has two MoE layers.
+  const double a2a = 4 * 0.5 * T * 2 * 64 * 2 + 0.5 * m.moe.experts * 8;
   EXPECT_DOUBLE_EQ(first.ep, 2 * 1 * a2a);
   EXPECT_DOUBLE_EQ(last.ep, 2 * 2 * a2a);
 }
@@ -150,7 +152,10 @@ TEST(Imbalance, DrivesTheWorstEpRank) {
   EXPECT_GT(skew.time.compute, base.time.compute);
   EXPECT_GT(skew.time.ep, base.time.ep);
   EXPECT_GT(skew.memory.activations, base.memory.activations);
-  EXPECT_DOUBLE_EQ(skew.comm_bytes.ep, 1.5 * base.comm_bytes.ep);
+  // The rows scale with the imbalance; the per-expert counts (E int64 per forward) do not.
+  const double counts = 7.0 / 8 * m.moe.experts * 8 * static_cast<double>(m.MoeLayerCount()) *
+                        static_cast<double>(spec::MicroBatches(tr, l));
+  EXPECT_DOUBLE_EQ(skew.comm_bytes.ep - counts, 1.5 * (base.comm_bytes.ep - counts));
 }
 
 }  // namespace
