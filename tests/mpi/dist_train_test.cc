@@ -22,6 +22,7 @@
 #include "mesh/mesh.h"
 #include "spec/layout.h"
 #include "tests/mpi/mpi_test_main.h"
+#include "train/metrics.h"
 #include "train/trainer.h"
 
 namespace pentamesh::train {
@@ -126,6 +127,9 @@ TEST(DistTrain, MatchesSingleProcess) {
     EXPECT_EQ(wire("tp"), predicted.tp) << spec::ShortLayout(l);
     EXPECT_EQ(wire("dp_cp") + wire("dp"), predicted.dp) << spec::ShortLayout(l);
     EXPECT_EQ(wire("cp") + wire("pp") + wire("ep"), 0.0);
+    // metrics.jsonl carries the same counters keyed by group.
+    const auto line = nlohmann::json::parse(StepStatsToJson(s));
+    EXPECT_EQ(line.at("comm_bytes").at("tp").at("bytes_wire").get<double>(), predicted.tp);
     if (l.tp > 1) {
       EXPECT_GT(wire("tp"), 0.0);
     }
