@@ -10,7 +10,7 @@ bin="$build/src/cli/pentamesh"
 [[ -x $bin ]] || bin="$build/pentamesh"
 [[ -x $bin ]] || { echo "pentamesh not built under $build" >&2; exit 1; }
 config=configs/tiny-dense.toml
-common=(--config "$config" --set run.steps="$steps" --set run.eval_every=0 --set run.eval_batches=1
+common=(--config "$config" --set run.steps="$steps" --set optim.warmup_steps=1 --set run.eval_every=0 --set run.eval_batches=1
         --set run.out_dir=\"\" --set run.log_every=1000)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The first run tokenizes the corpus into the dataset if it is missing (single process).
