@@ -81,6 +81,7 @@ int RunTrain(const TrainArgs& args) {
   if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
   auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
+  if (core::Status st = train::CheckEngineLayout(*config); !st.ok()) return Fail(st.message());
   // Distributed when launched by mpirun/srun or when the layout needs several ranks (then the
   // mesh reports the rank-count mismatch by name).
   std::unique_ptr<comm::MpiWorld> world;

@@ -20,8 +20,10 @@
 
 #include "data/fixtures.h"
 #include "mesh/mesh.h"
+#include "model/regions.h"
 #include "spec/layout.h"
 #include "tests/mpi/mpi_test_main.h"
+#include "train/metrics.h"
 #include "train/trainer.h"
 
 namespace pentamesh::train {
@@ -126,6 +128,9 @@ TEST(DistTrain, MatchesSingleProcess) {
     EXPECT_EQ(wire("tp"), predicted.tp) << spec::ShortLayout(l);
     EXPECT_EQ(wire("dp_cp") + wire("dp"), predicted.dp) << spec::ShortLayout(l);
     EXPECT_EQ(wire("cp") + wire("pp") + wire("ep"), 0.0);
+    // metrics.jsonl carries the same counters keyed by group.
+    const auto line = nlohmann::json::parse(StepStatsToJson(s));
+    EXPECT_EQ(line.at("comm_bytes").at("tp").at("bytes_wire").get<double>(), predicted.tp);
     if (l.tp > 1) {
       EXPECT_GT(wire("tp"), 0.0);
     }
@@ -179,6 +184,33 @@ TEST(DistTrain, MatchesSingleProcess) {
       "layout %s: weights within %.3g (relative, per tensor); worst element %.3g of the "
       "tensor's max (%s)\n",
       spec::ShortLayout(l).c_str(), worst_norm, worst, worst_at.c_str());
+}
+
+// The SP regions of model/regions.h on this layout's tp group: gather_seq_tp puts the ranks' rows
+// in rank order and scatter_seq_tp (its conjugate) hands each rank the sum of its rows.
+TEST(DistTrain, SequenceRegionsAreConjugate) {
+  comm::MpiWorld& world = mpitest::TestWorld();
+  auto mesh = mesh::Mesh::Create(Config(LayoutText()).run.layout, world);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().message();
+  comm::Communicator& tp = mesh->tp();
+  const int64_t rows = 3, cols = 2, g = tp.size(), r = tp.rank();
+  std::vector<float> local(static_cast<size_t>(rows * cols)),
+      full(static_cast<size_t>(g * rows * cols));
+  for (size_t i = 0; i < local.size(); ++i)
+    local[i] = static_cast<float>(100 * r + static_cast<int64_t>(i));
+  model::GatherSeqTp(tp, core::Tensor(full.data(), core::Dtype::kF32, {g * rows, cols}),
+                     core::Tensor(local.data(), core::Dtype::kF32, {rows, cols}));
+  for (int64_t p = 0; p < g; ++p) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      EXPECT_EQ(full[static_cast<size_t>(p * rows * cols + i)], static_cast<float>(100 * p + i));
+    }
+  }
+  std::vector<float> mine(local.size());
+  model::ScatterSeqTp(tp, core::Tensor(mine.data(), core::Dtype::kF32, {rows, cols}),
+                      core::Tensor(full.data(), core::Dtype::kF32, {g * rows, cols}));
+  for (int64_t i = 0; i < rows * cols; ++i) {  // every rank held the same full tensor: g copies
+    EXPECT_EQ(mine[static_cast<size_t>(i)], static_cast<float>(g * (100 * r + i)));
+  }
 }
 
 }  // namespace
