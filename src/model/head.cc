@@ -35,7 +35,7 @@ void Head::Backward(Tensor dx, ConstTensor x, ConstTensor targets, Saved& s, flo
                     const LayerContext& ctx) const {
   Tensor dlogits = s.logits.view();  // in place
   kernels::softmax_xent_backward(dlogits, s.logits.view(), s.lse.view(), targets, loss_scale);
-  kernels::linear_backward_weight(params_.grad(weight_), dlogits, s.xn.view());
+  WeightGradGemm(ctx, params_.grad(weight_), dlogits, s.xn.view());
   core::Buffer dxn = NewBuffer(ctx, core::MemTag::kOther, {x.dim(0), hidden_});
   kernels::linear_backward_input(dxn.view(), dlogits, params_.weight(weight_));
   norm_.Backward(dx, dxn.view(), x, s.norm);
