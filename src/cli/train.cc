@@ -1,15 +1,20 @@
-// `pentamesh train --config run.toml [--set table.key=value ...]`: trains on one process, prints a
-// progress line per step (a live line on a terminal), writes metrics.jsonl to run.out_dir and ends
-// with the held-out loss against the corpus's unigram baseline and the measured memory per tag.
+// `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]`:
+// trains on one process, or as one rank of `mpirun -np N pentamesh train ...` (also under Slurm's
+// srun through Open MPI's PMIx). Rank 0 prints a progress line per step (a live line on a
+// terminal), writes metrics.jsonl (with comm_bytes per mesh group) to run.out_dir and ends with
+// the held-out loss against the corpus's unigram baseline and the measured memory per tag.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "comm/mpi_communicator.h"
+#include "mesh/mesh.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -17,10 +22,21 @@
 namespace pentamesh::cli {
 namespace {
 
+int RunTrainer(train::Trainer& trainer);
+
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
+  std::string layout;  // overrides run.layout
 };
+
+// True when a launcher (mpirun, srun through PMIx) started this process.
+bool UnderLauncher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
 
 std::string Mib(int64_t bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -61,12 +77,38 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
 }
 
 int RunTrain(const TrainArgs& args) {
-  auto config = train::LoadRunConfig(args.config, args.sets);
+  std::vector<std::string> sets = args.sets;
+  if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
+  auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
-  auto created = train::Trainer::Create(*config);
+  // Distributed when launched by mpirun/srun or when the layout needs several ranks (then the
+  // mesh reports the rank-count mismatch by name).
+  std::unique_ptr<comm::MpiWorld> world;
+  std::unique_ptr<mesh::Mesh> mesh;
+  train::Distributed dist;
+  if (UnderLauncher() || config->run.layout.gpus() > 1) {
+    auto w = comm::MpiWorld::Create();
+    if (!w.ok()) return Fail(w.status().message());
+    world = std::move(*w);
+    auto m = mesh::Mesh::Create(config->run.layout, *world);
+    if (!m.ok()) return Fail(fmt::format("run.layout: {}", m.status().message()));
+    mesh = std::make_unique<mesh::Mesh>(std::move(*m));
+    dist = {.mesh = mesh.get(), .world = &world->world()};
+  }
+  auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
-  train::Trainer& trainer = **created;
+  const int code = RunTrainer(**created);
+  created->reset();  // the trainer's groups go before the mesh and the world
+  mesh.reset();
+  return code;
+}
+
+int RunTrainer(train::Trainer& trainer) {
   const train::RunConfig& c = trainer.config();
+  const bool lead = trainer.rank() == 0;
+  // Rank 0 reports; the others print nothing (errors still reach stderr).
+  if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
+    return Fail("cannot silence stdout");
   auto baseline = trainer.Baseline();
   if (!baseline.ok()) return Fail(baseline.status().message());
   fmt::print("model {}: {} params, {} layers, hidden {}, vocab {}{}; {} precision, layout {}\n",
@@ -83,7 +125,7 @@ int RunTrain(const TrainArgs& args) {
       trainer.dataset().tokens(data::Split::kHeldout), baseline->train_entropy,
       baseline->heldout_xent);
   std::unique_ptr<train::MetricsWriter> metrics;
-  if (!c.run.out_dir.empty()) {
+  if (lead && !c.run.out_dir.empty()) {
     auto w = train::MetricsWriter::Open(c.run.out_dir);
     if (!w.ok()) return Fail(w.status().message());
     metrics = std::make_unique<train::MetricsWriter>(std::move(*w));
@@ -135,6 +177,8 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--config", args->config, "run TOML: [model] [train] [optim] [data] [run]")
       ->required();
   sub->add_option("--set", args->sets, "override a key, e.g. --set optim.lr=1e-3 (repeatable)");
+  sub->add_option("--layout", args->layout,
+                  "the layout, e.g. \"dp=2 tp=2 zero=1 sp=off\" (run under mpirun -np dp*tp)");
   return [args]() { return RunTrain(*args); };
 }
 

@@ -3,12 +3,14 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
 Attention::Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& c)
     : params_(params),
       config_(c),
+      tp_(*c.shard.tp_comm),
       heads_local_(c.heads / c.shard.tp_size),
       kv_heads_local_(c.kv_heads / c.shard.tp_size),
       rope_(c.max_seq, c.head_dim, c.rope_theta) {
@@ -56,6 +58,7 @@ void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const 
   const int64_t T = dims.tokens();
   kernels::linear_forward(y, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
                           params_.weight(wo_));
+  ReduceFromTpForward(tp_, y);
   RoundActivation(ctx, y);
 }
 
@@ -87,6 +90,7 @@ void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
   kernels::linear_backward_input(dx, dq2, params_.weight(wq_));
   kernels::linear_backward_input(dx, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
   kernels::linear_backward_input(dx, dv2, params_.weight(wv_), /*accumulate_dx=*/true);
+  CopyToTpBackward(tp_, dx);
   saved = Saved();  // the stash is consumed
 }
 

@@ -1,8 +1,8 @@
 // Causal self-attention with RoPE and grouped-query heads.
 //   q = x Wq^T, k = x Wk^T, v = x Wv^T (column-parallel: this rank's A/tp and K/tp heads),
 //   rope(q), rope(k), o = flash_attention(q, k, v), y = o Wo^T (row-parallel over A/tp * D).
-// With tp > 1 the input enters through copy_to_tp and y leaves through reduce_from_tp
-// (model/regions.h, issue 5); with tp = 1 both are the identity.
+// The input enters through copy_to_tp and y leaves through reduce_from_tp (model/regions.h) on
+// config.shard.tp_comm; with tp = 1 both are the identity.
 // Saved: q, k (after RoPE), v, o and the log-sum-exp; never the S x S scores. Under selective
 // recomputation nothing is saved and Backward recomputes them from the layer input.
 #pragma once
@@ -48,6 +48,7 @@ class Attention {
                  core::MemTag tag) const;
   ParamSet& params_;
   AttentionConfig config_;
+  comm::Communicator& tp_;
   int64_t heads_local_, kv_heads_local_;
   ParamId wq_, wk_, wv_, wo_;
   kernels::RopeTable rope_;

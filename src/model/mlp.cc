@@ -1,7 +1,9 @@
 #include "model/mlp.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/swiglu.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -35,7 +37,7 @@ void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTenso
 
 Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ffn_hidden,
          double std_out, const ShardConfig& shard)
-    : params_(params), ffn_local_(ffn_hidden / shard.tp_size) {
+    : params_(params), tp_(*shard.tp_comm), ffn_local_(ffn_hidden / shard.tp_size) {
   const Sharding column{
       .dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
   const Sharding row{.dim = 1, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
@@ -52,13 +54,24 @@ void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx
   saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
   SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
                    params_.weight(w3_), params_.weight(w2_), ctx);
+  ReduceFromTpForward(tp_, y);
 }
 
 void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
                    bool accumulate_dx) const {
-  SwiGluFfnBackward(dx, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
+  // copy_to_tp's backward sums this block's input grad alone, so an accumulating caller gets it
+  // through a scratch buffer.
+  core::Buffer scratch;
+  Tensor dx_block = dx;
+  if (accumulate_dx) {
+    scratch = NewBuffer(ctx, core::MemTag::kOther, dx.shape());
+    dx_block = scratch.view();
+  }
+  SwiGluFfnBackward(dx_block, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
                     saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
-                    params_.weight(w3_), params_.weight(w2_), ctx, accumulate_dx);
+                    params_.weight(w3_), params_.weight(w2_), ctx);
+  CopyToTpBackward(tp_, dx_block);
+  if (accumulate_dx) kernels::add_inplace(dx, dx_block);
   saved = Saved();
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "model/block.h"
 #include "model/embedding.h"
@@ -75,6 +76,7 @@ class Stage {
   StageConfig config_;
   ParamSet& params_;
   core::Allocator& alloc_;
+  std::unique_ptr<comm::Communicator> own_tp_;  // the one-rank tp group when none was given
   std::unique_ptr<Embedding> embedding_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Head> head_;
@@ -88,7 +90,7 @@ core::Status CheckSupported(const spec::ModelSpec& model, const ShardConfig& sha
 // The whole model on one process: a ParamSet and one Stage over all layers.
 class Model {
  public:
-  Model(const StageConfig& config, core::Allocator& alloc);
+  Model(const StageConfig& config, core::Allocator& alloc, const ParamLayout& param_layout = {});
   ParamSet& params() { return params_; }
   Stage& stage() { return *stage_; }
 
