@@ -233,6 +233,9 @@ Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& c
 
 // Bytes one rank of pp stage `pp_rank` sends per step, per group. REQUIRES: CheckLayout == kOk.
 CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
+// Memory of a rank of pp stage `pp_rank` (its layers, micro-batches in flight per schedule,
+// embedding/head where they live). REQUIRES: CheckLayout == kOk.
+Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
 
 // The working block of attention scores one rank holds when scores are materialized (bytes):
 // ring CP: (heads/tp) * (s/cp)^2 * mbs * 2; Ulysses: heads/(tp*cp) * s^2 * mbs * 2 (seed 000:

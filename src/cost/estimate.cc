@@ -230,4 +230,16 @@ CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_
   return StageCommBytes(layout, t, s);
 }
 
+Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank) {
+  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "MemoryForStage on an invalid layout";
+  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
+  Terms t;
+  internal::ComputeTerms(ctx, layout, t);
+  Stage s;
+  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  Memory mem;
+  internal::StageMemory(ctx, layout, t, s, mem);
+  return mem;
+}
+
 }  // namespace pentamesh::cost

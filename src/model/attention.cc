@@ -95,7 +95,7 @@ void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
   if (saved.empty()) Internals(saved, x, dims, ctx, core::MemTag::kOther);  // selective recompute
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
   ConstTensor o2d = saved.o.view().Reshape({T, A * D});
-  kernels::linear_backward_weight(params_.grad(wo_), dy, o2d);
+  WeightGradGemm(ctx, params_.grad(wo_), dy, o2d);
   core::Buffer dq = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
   core::Buffer dk = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
   core::Buffer dv = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
@@ -123,9 +123,9 @@ void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
   Rope(dk.view(), dims, true);
   ConstTensor dq2 = dq.view().Reshape({T, A * D}), dk2 = dk.view().Reshape({T, K * D}),
               dv2 = dv.view().Reshape({T, K * D});
-  kernels::linear_backward_weight(params_.grad(wq_), dq2, x);
-  kernels::linear_backward_weight(params_.grad(wk_), dk2, x);
-  kernels::linear_backward_weight(params_.grad(wv_), dv2, x);
+  WeightGradGemm(ctx, params_.grad(wq_), dq2, x);
+  WeightGradGemm(ctx, params_.grad(wk_), dk2, x);
+  WeightGradGemm(ctx, params_.grad(wv_), dv2, x);
   kernels::linear_backward_input(dx, dq2, params_.weight(wq_));
   kernels::linear_backward_input(dx, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
   kernels::linear_backward_input(dx, dv2, params_.weight(wv_), /*accumulate_dx=*/true);

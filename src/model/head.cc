@@ -104,7 +104,7 @@ void Head::Backward(Tensor dx, ConstTensor x, ConstTensor targets, Saved& s, flo
   Tensor dlogits = s.logits.view();  // in place
   VocabParallelXentBackward(dlogits, s.logits.view(), s.lse.view(), targets, loss_scale,
                             vocab_begin_);
-  kernels::linear_backward_weight(params_.grad(weight_), dlogits, s.xn.view());
+  WeightGradGemm(ctx, params_.grad(weight_), dlogits, s.xn.view());
   core::Buffer dxn = NewBuffer(ctx, core::MemTag::kOther, {x.dim(0), hidden_});
   kernels::linear_backward_input(dxn.view(), dlogits, params_.weight(weight_));
   CopyToTpBackward(tp_, dxn.view());  // the LM head is column-parallel over the vocab

@@ -23,14 +23,14 @@ void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTenso
                        ConstTensor h1, ConstTensor h3, ConstTensor g, ConstTensor w1,
                        ConstTensor w3, ConstTensor w2, const LayerContext& ctx,
                        bool accumulate_dx) {
-  kernels::linear_backward_weight(dw2, dy, g);
+  WeightGradGemm(ctx, dw2, dy, g);
   core::Buffer dg = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   kernels::linear_backward_input(dg.view(), dy, w2);
   core::Buffer dh1 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   core::Buffer dh3 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   kernels::swiglu_backward(dh1.view(), dh3.view(), dg.view(), h1, h3);
-  kernels::linear_backward_weight(dw1, dh1.view(), x);
-  kernels::linear_backward_weight(dw3, dh3.view(), x);
+  WeightGradGemm(ctx, dw1, dh1.view(), x);
+  WeightGradGemm(ctx, dw3, dh3.view(), x);
   kernels::linear_backward_input(dx, dh1.view(), w1, accumulate_dx);
   kernels::linear_backward_input(dx, dh3.view(), w3, /*accumulate_dx=*/true);
 }

@@ -190,7 +190,7 @@ void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s
       dpt[e] = pt[e] * (dpt[e] - static_cast<float>(dot)) + z_coef * lse[t] * pt[e];
     }
   }
-  kernels::linear_backward_weight(params_.grad(router_), dprobs, x);
+  WeightGradGemm(ctx, params_.grad(router_), dprobs, x);
   kernels::linear_backward_input(dx, dprobs, params_.weight(router_), /*accumulate_dx=*/true);
   (void)ctx;
 }

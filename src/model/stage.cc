@@ -143,10 +143,29 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
 }
 
 void Stage::Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
+  RunBackward(mb_id, dy_out, dx_in, nullptr);
+}
+
+void Stage::BackwardInput(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
+  PM_CHECK(!deferred_.count(mb_id)) << "BackwardInput of micro-batch " << mb_id << " twice";
+  RunBackward(mb_id, dy_out, dx_in, &deferred_[mb_id]);
+}
+
+void Stage::BackwardWeight(int64_t mb_id) {
+  auto it = deferred_.find(mb_id);
+  PM_CHECK(it != deferred_.end()) << "BackwardWeight of micro-batch " << mb_id
+                                  << " without BackwardInput";
+  it->second.Run();
+  deferred_.erase(it);
+}
+
+void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
+                        DeferredWeightGrads* deferred) {
   auto it = stashes_.find(mb_id);
   PM_CHECK(it != stashes_.end()) << "Backward of micro-batch " << mb_id << " without Forward";
   Stash& st = it->second;
-  const LayerContext ctx = Context(st.mb);
+  LayerContext ctx = Context(st.mb);
+  ctx.deferred = deferred;
   const int64_t T = st.mb.dims.tokens(), H = config_.model.hidden;
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
