@@ -111,7 +111,52 @@ class FieldReader {
   std::set<std::string> seen_;
 };
 
+// TOML 1.0 allows non-ASCII bytes only inside strings and comments. toml++ 3.3 (Debian 12)
+// reaches __builtin_unreachable on some non-ASCII characters elsewhere (its whitespace table,
+// found by fuzz/toml_fuzz.cc), so such input is rejected here, before the parser sees it.
+// Returns the 1-based line of the first offending byte, or 0.
+int64_t NonAsciiOutsideStrings(const std::string& text) {
+  int64_t line = 1;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto starts = [&](const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
+  while (i < n) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      ++i;
+    } else if (c == '#') {
+      while (i < n && text[i] != '\n') ++i;
+    } else if (starts("\"\"\"") || starts("'''")) {
+      const std::string close = text.substr(i, 3);
+      i += 3;
+      while (i < n && !(text.compare(i, 3, close) == 0)) {
+        if (close[0] == '"' && text[i] == '\\') ++i;
+        if (i < n && text[i] == '\n') ++line;
+        ++i;
+      }
+      i += 3;
+    } else if (c == '"' || c == '\'') {
+      ++i;
+      while (i < n && text[i] != c && text[i] != '\n') {
+        if (c == '"' && text[i] == '\\') ++i;
+        ++i;
+      }
+      ++i;
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      return line;
+    } else {
+      ++i;
+    }
+  }
+  return 0;
+}
+
 core::Result<toml::table> ParseToml(const std::string& text, const std::string& source) {
+  if (const int64_t line = NonAsciiOutsideStrings(text); line > 0) {
+    return core::Status::Error(fmt::format(
+        "{}:{}: malformed TOML: a non-ASCII character outside a string or comment", source, line));
+  }
   try {
     return toml::parse(text, source);
   } catch (const toml::parse_error& e) {

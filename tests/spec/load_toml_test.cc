@@ -154,3 +154,27 @@ TEST(LoadTrain, BatchMustBeWholeSequences) {
 
 }  // namespace
 }  // namespace pentamesh::spec
+
+namespace pentamesh::spec {
+namespace {
+
+// fuzz/toml_fuzz.cc found that toml++ 3.3 reaches __builtin_unreachable on a non-ASCII character
+// in a bare key; such input must be an error naming the line, and non-ASCII text inside strings
+// and comments must still load.
+TEST(LoadModel, NonAsciiOutsideStringsIsAnErrorNotACrash) {
+  auto bad = ModelFromTomlText("[model]\nlayers = 2\nrope_theta\xd1\xa0 499999.0\n", "u.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.status().message(), "u.toml:3: malformed TOML: a non-ASCII character"))
+      << bad.status().message();
+  auto good = ModelFromTomlText(
+      "# mod\xc3\xa8le\n[model]\nname = \"caf\xc3\xa9 \\\" \xe2\x82\xac\"\nlayers = 2\nhidden = "
+      "64\n"
+      "heads = 4\nffn_hidden = 128\nvocab = 100\nmax_seq_len = 32  # \xe2\x82\xac\n"
+      "activation = '''swiglu'''\n",
+      "u8.toml");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->name, "caf\xc3\xa9 \" \xe2\x82\xac");
+}
+
+}  // namespace
+}  // namespace pentamesh::spec
