@@ -19,5 +19,11 @@ $pm estimate --model llama3-405b --cluster h100-sxm --gpus 16384 --train llama3-
   --layout "dp=128 tp=8 pp=16 zero=1 schedule=1f1b recompute=selective" || true
 
 echo "== a short training run on the finance corpus (tiny dense model)"
-$pm train --config configs/tiny-dense.toml --set run.steps=60 --set run.eval_every=30 \
+$pm train --config configs/tiny-dense.toml --set run.steps=60 --set optim.warmup_steps=10 --set run.eval_every=30 \
   --set run.out_dir=out/runs/demo
+
+echo "== the same model on 4 MPI ranks: data parallel x tensor parallel with ZeRO-1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun --oversubscribe --mca btl self,vader -np 4 $pm train --config configs/tiny-dense.toml \
+  --layout "mbs=4 dp=2 tp=2 zero=1 sp=off" --set run.steps=20 --set optim.warmup_steps=5 \
+  --set run.eval_every=20 --set run.out_dir=out/runs/demo-dp2-tp2
