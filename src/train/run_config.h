@@ -10,7 +10,7 @@
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
-//            max_nonfinite_in_row, debug_nan_step, debug_nan_count (fault injection)
+//            max_nonfinite_in_row, debug_nan_step, debug_nan_count, debug_kill_step (faults)
 //   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
@@ -64,6 +64,10 @@ struct RunOptions {
   // attempts) get a NaN written into the first gradient before the norm. 0 = off.
   int64_t debug_nan_step = 0;
   int64_t debug_nan_count = 1;
+  // Fault injection: the process SIGKILLs itself right after optimizer step debug_kill_step
+  // (while an async checkpoint may be in flight), only in a run that started at step 0 (so a
+  // relaunch with --resume continues). 0 = off.
+  int64_t debug_kill_step = 0;
 };
 
 struct CkptConfig {
