@@ -106,8 +106,9 @@ core::Status Publish(const SaveOptions& o, const std::string& tmp, int64_t step,
   PM_RETURN_IF_ERROR(env->WriteFile(o.root + "/latest.tmp", StepDirName(step) + "\n"));
   PM_RETURN_IF_ERROR(env->Rename(o.root + "/latest.tmp", o.root + "/" + kLatest));
   PM_RETURN_IF_ERROR(env->SyncDir(o.root));
-  std::vector<std::string> all = ListCheckpoints(o.root);
-  std::sort(all.begin(), all.end(), std::greater<>());
+  // Newest first, the one just published (now `latest`) always first: a run resumed from an
+  // older checkpoint never has its fresh checkpoints deleted in favour of stale newer-named ones.
+  const std::vector<std::string> all = ListCheckpoints(o.root);
   for (size_t i = static_cast<size_t>(std::max(o.keep, 1)); i < all.size(); ++i)
     PM_RETURN_IF_ERROR(env->RemoveAll(all[i]));
   return core::Status::Ok();

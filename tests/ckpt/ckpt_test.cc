@@ -163,6 +163,16 @@ TEST(Checkpoint, AtomicPublishAndRetention) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
+TEST(Checkpoint, RetentionKeepsTheFreshCheckpointOfAResumedRun) {
+  const std::string root = data::testing::MakeTempDir("ckpt_keep_resumed");
+  ASSERT_TRUE(SaveRanks(root, 4, 1, /*keep=*/2).ok());
+  ASSERT_TRUE(SaveRanks(root, 6, 1, /*keep=*/2).ok());
+  ASSERT_TRUE(SaveRanks(root, 2, 1, /*keep=*/1).ok());  // a run resumed from an older state
+  const std::vector<std::string> dirs = ListCheckpoints(root);
+  ASSERT_EQ(dirs.size(), 1u);
+  EXPECT_EQ(fs::path(dirs[0]).filename(), "step-00000002");
+}
+
 TEST(Checkpoint, DiskFullLeavesPreviousWhole) {
   const std::string root = data::testing::MakeTempDir("ckpt_full");
   ASSERT_TRUE(SaveRanks(root, 5, 2).ok());
