@@ -3,6 +3,8 @@
 // report. Exits non-zero with the nearest miss when no layout fits.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/commands.h"
 #include "cli/plan_common.h"
 #include "plan/baseline.h"
@@ -42,6 +44,19 @@ void PrintBreakdown(const cost::Estimate& e) {
       "micro-batches {}  {:.1f} days  USD {:.4g}\n",
       e.tokens_per_s, 100 * e.mfu, 100 * e.mfu_causal, 100 * e.hfu, 100 * e.bubble_fraction,
       e.microbatches, e.days, e.cost_usd);
+}
+
+// The commonest reasons layouts did not fit (pruned or costed), most frequent first.
+void PrintReasons(const plan::Counts& c) {
+  std::vector<std::pair<int64_t, size_t>> sorted;
+  for (size_t i = 0; i < plan::kReasonCount; ++i) {
+    if (c.reasons[i] > 0) sorted.emplace_back(c.reasons[i], i);
+  }
+  std::sort(sorted.rbegin(), sorted.rend());
+  for (size_t i = 0; i < sorted.size() && i < 4; ++i) {
+    fmt::print("  {:>9} did not fit: {}\n", sorted[i].first,
+               plan::Describe(static_cast<plan::Reason>(sorted[i].second)));
+  }
 }
 
 void PrintTable(const std::vector<cost::Estimate>& list, const cost::Estimate& best) {
@@ -158,7 +173,7 @@ int RunPlan(const PlanArgs& a) {
   if (result->top.empty()) {
     return FailNoFit("plan",
                      plan::ExplainNoFit(in->model, in->cluster, in->train, *options, *result),
-                     a.search.json);
+                     a.search.json, result->nearest_miss ? &*result->nearest_miss : nullptr);
   }
   const cost::Estimate& best = result->top.front();
   std::optional<plan::BaselineComparison> baseline;
@@ -194,6 +209,7 @@ int RunPlan(const PlanArgs& a) {
       "({:.2f}M layouts/s)\n",
       c.space, c.evaluated, c.fit, c.did_not_fit, c.pruned, result->seconds,
       static_cast<double>(c.space) / std::max(result->seconds, 1e-9) / 1e6);
+  PrintReasons(c);
   fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
   PrintBreakdown(best);
   fmt::print("\ntop {}:\n", result->top.size());

@@ -137,9 +137,12 @@ nlohmann::json CountsJson(const plan::Counts& c) {
           {"fit", c.fit},       {"reasons", reasons}};
 }
 
-int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json) {
+int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json,
+              const cost::Estimate* nearest_miss) {
   if (json) {
-    fmt::print("{}\n", nlohmann::json{{"fits", false}, {"explanation", lines}}.dump(2));
+    nlohmann::json j = {{"fits", false}, {"explanation", lines}};
+    if (nearest_miss != nullptr) j["nearest_miss"] = EstimateJson(*nearest_miss);
+    fmt::print("{}\n", j.dump(2));
   }
   std::string message = command + ": no layout fits";
   for (const auto& line : lines) message += "\n  " + line;

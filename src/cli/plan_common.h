@@ -50,8 +50,10 @@ core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const
 nlohmann::json EstimateJson(const cost::Estimate& e);
 nlohmann::json CountsJson(const plan::Counts& c);
 
-// Prints the explanation to stderr (and to stdout as JSON when json), returns a non-zero code.
-int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json);
+// Prints the explanation to stderr (and to stdout as JSON when json, with the nearest miss's
+// estimate when there is one), returns a non-zero code.
+int FailNoFit(const std::string& command, const std::vector<std::string>& lines, bool json,
+              const cost::Estimate* nearest_miss = nullptr);
 
 }  // namespace pentamesh::cli
 

@@ -19,7 +19,7 @@ struct SweepArgs {
 
 void PrintSweep(const plan::SweepResult& s) {
   fmt::print("{:<16}", "MFU (layout)");
-  for (int64_t n : s.nodes) fmt::print(" {:>22}", fmt::format("{} nodes", n));
+  for (int64_t n : s.nodes) fmt::print(" {:>22}", fmt::format("{} node{}", n, n == 1 ? "" : "s"));
   fmt::print("\n");
   for (size_t r = 0; r < s.models.size(); ++r) {
     fmt::print("{:<16}", s.models[r]);

@@ -64,6 +64,9 @@ class Buffer {
   int32_t* i32() const { return view().i32(); }
   int64_t bytes() const { return bytes_; }
   bool empty() const { return data_ == nullptr; }
+  MemTag tag() const { return tag_; }
+  Dtype dtype() const { return dtype_; }
+  Allocator* allocator() const { return alloc_; }
   void Release();
 
  private:

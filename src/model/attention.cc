@@ -28,10 +28,11 @@ Attention::Attention(ParamSet& params, const std::string& prefix, const Attentio
 void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
                           core::MemTag tag) const {
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
-  s.q = NewBuffer(ctx, tag, {T, A, D});
-  s.k = NewBuffer(ctx, tag, {T, K, D});
-  s.v = NewBuffer(ctx, tag, {T, K, D});
-  s.o = NewBuffer(ctx, tag, {T, A, D});
+  const core::MemTag rounded = ctx.RoundedStashTag(tag);
+  s.q = NewBuffer(ctx, rounded, {T, A, D});
+  s.k = NewBuffer(ctx, rounded, {T, K, D});
+  s.v = NewBuffer(ctx, rounded, {T, K, D});
+  s.o = NewBuffer(ctx, rounded, {T, A, D});
   s.lse = NewBuffer(ctx, tag, {dims.batch, A, dims.seq});
   kernels::linear_forward(s.q.view().Reshape({T, A * D}), x, params_.weight(wq_));
   kernels::linear_forward(s.k.view().Reshape({T, K * D}), x, params_.weight(wk_));

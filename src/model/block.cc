@@ -24,7 +24,7 @@ Block::Block(ParamSet& params, int64_t layer, const BlockConfig& c)
 void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx, MoeStats* stats,
                         bool keep_attention) const {
   const int64_t T = dims.tokens(), H = config_.attention.hidden;
-  const core::MemTag act = core::MemTag::kActivations;
+  const core::MemTag act = ctx.RoundedStashTag(core::MemTag::kActivations);
   s.n1 = NewBuffer(ctx, act, {T, H});
   norm1_.Forward(s.n1.view(), s.norm1, s.x.view(), ctx);
   s.h = NewBuffer(ctx, act, {T, H});
@@ -36,7 +36,7 @@ void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx
   if (moe_) {
     moe_->Forward(out, s.moe, s.n2.view(), ctx, stats);
   } else {
-    mlp_->Forward(out, s.mlp, s.n2.view(), ctx);
+    mlp_->Forward(out, s.mlp, s.n2.view(), ctx, act);
   }
   kernels::add(out, out, s.h.view());
   RoundActivation(ctx, out);
@@ -44,20 +44,24 @@ void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx
 
 void Block::Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
                     MoeStats* stats) const {
-  saved.x = NewBuffer(ctx, core::MemTag::kActivations, {dims.tokens(), config_.attention.hidden});
+  saved.x = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations),
+                      {dims.tokens(), config_.attention.hidden});
   kernels::copy(saved.x.view(), x);
   if (config_.recompute == spec::Recompute::kFull) {
     Saved transient;
     transient.x = std::move(saved.x);
     ForwardKeep(out, transient, dims, ctx, stats, /*keep_attention=*/false);
     saved.x = std::move(transient.x);  // everything else is freed here
-    return;
+  } else {
+    ForwardKeep(out, saved, dims, ctx, stats, config_.recompute == spec::Recompute::kNone);
   }
-  ForwardKeep(out, saved, dims, ctx, stats, config_.recompute == spec::Recompute::kNone);
+  if (ctx.bf16) saved.ForEachActivation(CompactToBf16);
 }
 
 void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
                      const LayerContext& ctx) const {
+  s.ForEachActivation(ExpandToF32);
+
   if (config_.recompute == spec::Recompute::kFull) {  // rerun forward, stats not counted twice
     core::Buffer out =
         NewBuffer(ctx, core::MemTag::kOther, {dims.tokens(), config_.attention.hidden});

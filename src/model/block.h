@@ -38,6 +38,15 @@ class Block {
     core::Buffer n2;  // (T, H)
     Mlp::Saved mlp;
     Moe::Saved moe;
+    // The stash buffers whose values are bf16-rounded activations (not rstd, lse or probs).
+    template <typename Fn>
+    void ForEachActivation(Fn fn) {
+      for (core::Buffer* b : {&x, &n1, &h, &n2, &attention.q, &attention.k, &attention.v,
+                              &attention.o, &mlp.h1, &mlp.h3, &mlp.g, &moe.h1, &moe.h3, &moe.g,
+                              &moe.out, &moe.shared.h1, &moe.shared.h3, &moe.shared.g}) {
+        fn(*b);
+      }
+    }
   };
 
   Block(ParamSet& params, int64_t layer, const BlockConfig& config);

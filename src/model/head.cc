@@ -23,7 +23,7 @@ Head::Head(ParamSet& params, int64_t hidden, int64_t vocab, double norm_eps, Par
 
 double Head::Forward(Saved& s, ConstTensor x, ConstTensor targets, const LayerContext& ctx) const {
   const int64_t T = x.dim(0);
-  s.xn = NewBuffer(ctx, core::MemTag::kActivations, {T, hidden_});
+  s.xn = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {T, hidden_});
   norm_.Forward(s.xn.view(), s.norm, x, ctx);
   s.logits = NewBuffer(ctx, core::MemTag::kLogits, {T, vocab_local_});
   s.lse = NewBuffer(ctx, core::MemTag::kLogits, {T});

@@ -125,10 +125,11 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
   MoeStats local;
   Route(s, x, ctx, local, tag);
   const int64_t N = static_cast<int64_t>(s.token.size());
-  s.h1 = NewBuffer(ctx, tag, {N, Fe});
-  s.h3 = NewBuffer(ctx, tag, {N, Fe});
-  s.g = NewBuffer(ctx, tag, {N, Fe});
-  s.out = NewBuffer(ctx, tag, {N, H});
+  const core::MemTag rounded = ctx.RoundedStashTag(tag);
+  s.h1 = NewBuffer(ctx, rounded, {N, Fe});
+  s.h3 = NewBuffer(ctx, rounded, {N, Fe});
+  s.g = NewBuffer(ctx, rounded, {N, Fe});
+  s.out = NewBuffer(ctx, rounded, {N, H});
   for (int64_t e = 0; e < experts_local_; ++e) {
     const int64_t r0 = s.offsets[static_cast<size_t>(e)],
                   r1 = s.offsets[static_cast<size_t>(e + 1)];
@@ -140,7 +141,7 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
                      ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
   }
   kernels::fill(y, 0.0f);
-  if (shared_) shared_->Forward(y, s.shared, x, ctx, tag);
+  if (shared_) shared_->Forward(y, s.shared, x, ctx, ctx.RoundedStashTag(tag));
   kernels::scatter_add_rows(y, s.out.view(), s.token.data(), s.gate.data());
   RoundActivation(ctx, y);
   if (stats) stats->Add(local);

@@ -114,9 +114,13 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
     std::swap(a, b);
   }
   if (head_) {
-    st.out = NewBuffer(ctx, core::MemTag::kActivations, {T, H});
+    st.out = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {T, H});
     kernels::copy(st.out.view(), a.view());
     result.loss_sum = head_->Forward(st.head, st.out.view(), st.mb.targets, ctx);
+    if (ctx.bf16) {  // both hold bf16-rounded values: store them as bf16
+      CompactToBf16(st.out);
+      CompactToBf16(st.head.xn);
+    }
     for (int32_t t : st.targets) result.valid_tokens += t >= 0 ? 1 : 0;
   } else {
     kernels::copy(x_out, a.view());
@@ -133,6 +137,8 @@ void Stage::Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   if (head_) {
+    ExpandToF32(st.out);
+    ExpandToF32(st.head.xn);
     head_->Backward(dy.view(), st.out.view(), st.mb.targets, st.head, st.mb.loss_scale, ctx);
     st.out.Release();
   } else {

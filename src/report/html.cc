@@ -190,7 +190,8 @@ std::string SweepChart(const plan::SweepResult& sweep) {
   Svg svg(width, height);
   for (size_t c = 0; c < sweep.nodes.size(); ++c) {
     svg.Text(left + cell_w * (static_cast<double>(c) + 0.5), top - 12,
-             fmt::format("{} nodes", sweep.nodes[c]), 12, "middle", "#222", true);
+             fmt::format("{} node{}", sweep.nodes[c], sweep.nodes[c] == 1 ? "" : "s"), 12, "middle",
+             "#222", true);
   }
   for (size_t r = 0; r < sweep.models.size(); ++r) {
     const double y = top + cell_h * static_cast<double>(r);

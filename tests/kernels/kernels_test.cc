@@ -8,6 +8,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -273,6 +274,25 @@ TEST(Elementwise, GatherScatterSoftmax) {
   EXPECT_NEAR(lse[2], 6 + std::log1p(std::exp(-1.0)), 1e-5);
   std::vector<int32_t> bad = {3};
   EXPECT_DEATH(gather_rows(T2(y, 1, 2), T2(x, 3, 2), bad.data()), "gather index");
+}
+
+}  // namespace
+}  // namespace pentamesh::kernels
+
+namespace pentamesh::kernels {
+namespace {
+
+TEST(FastExp, RelativeErrorBelow2e7) {
+  double worst = 0;
+  for (int i = -870000; i <= 880000; ++i) {
+    const float x = static_cast<float>(i) * 1e-4f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(FastExp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(FastExp(0.0f), 1.0f);
+  EXPECT_LT(FastExp(-1000.0f), 1e-37f);
+  EXPECT_GT(FastExp(-1000.0f), 0.0f);
 }
 
 }  // namespace

@@ -77,6 +77,13 @@ TEST(PlanCli, ModelThatCannotFitNamesTheNearestMiss) {
   EXPECT_TRUE(Has(r.out, "no layout fits")) << r.out;
   EXPECT_TRUE(Has(r.out, "nearest miss")) << r.out;
   EXPECT_TRUE(Has(r.out, "GB over")) << r.out;
+  const CliRun j = Pentamesh(
+      "plan --model llama3-405b --cluster a100-80gb --gpus 8 --train pretrain-4k --json", false);
+  EXPECT_NE(j.code, 0);
+  const auto json = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(json["fits"].get<bool>());
+  EXPECT_GT(json["nearest_miss"]["memory"]["total"].get<double>(),
+            json["nearest_miss"]["memory"]["capacity"].get<double>());
 }
 
 TEST(PlanCli, BatchNoLayoutMeetsNamesTheRule) {

@@ -176,14 +176,17 @@ TEST(Trainer, MoeStepReportsRouting) {
 }
 
 // Measured peaks per tag against the cost model's prediction for the same model and layout
-// (fp32, recompute none, 4 layers): model state exactly, activations within 5%. Known gaps, left
-// to the cost model: it does not count the head's stashed input (2 T H, which dominates at 2
-// layers), counts 6 bytes per logit where an fp32 run keeps 4, and its selective policy keeps
+// (fp32 and bf16, recompute none, 4 layers): model state exactly, activations within 5%. Known
+// gaps, left to the cost model: it does not count the head's stashed input (2 T H, which dominates
+// at 2 layers), counts 6 bytes per logit where an fp32 run keeps 4, and its selective policy keeps
 // what this engine's selective policy recomputes (q, k, v, o under flash attention).
 TEST(Trainer, MeasuredMemoryMatchesCostModel) {
   const std::string ds = data::testing::Corpus().dataset;
-  for (const char* layout : {"\"mbs=4\"", "\"mbs=8\""}) {
-    const RunConfig c = Load(RunToml(ds), {fmt::format("run.layout={}", layout), "model.layers=4"});
+  for (const char* layout : {"\"mbs=4\"", "\"mbs=8\"", "\"mbs=4\" bf16"}) {
+    const bool bf16 = std::string(layout).ends_with("bf16");
+    const RunConfig c = Load(
+        RunToml(ds), {fmt::format("run.layout={}", bf16 ? "\"mbs=4\"" : layout), "model.layers=4",
+                      fmt::format("train.precision=\"{}\"", bf16 ? "bf16" : "fp32")});
     auto t = Trainer::Create(c);
     ASSERT_TRUE(t.ok()) << t.status().message();
     const StepStats s = (*t)->Step();

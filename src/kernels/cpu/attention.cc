@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/fast_math.h"
+
 namespace pentamesh::kernels {
 namespace {
 
@@ -79,9 +81,10 @@ void attention_forward(Tensor o, Tensor lse, ConstTensor q, ConstTensor k, Const
             const float correction = std::exp(m[r] - row_max);  // exp(-inf) = 0 at first tile
             float* ar = acc.data() + r * D;
             for (int64_t x = 0; x < D; ++x) ar[x] *= correction;
+            for (int64_t j = 0; j < jend - j0; ++j) sr[j] = FastExp(sr[j] - row_max);
             float sum = 0;
             for (int64_t j = j0; j < jend; ++j) {
-              const float p = std::exp(sr[j - j0] - row_max);
+              const float p = sr[j - j0];
               sum += p;
               const float* vj = Vr.at(b, j, S, kh, D);
               for (int64_t x = 0; x < D; ++x) ar[x] += p * vj[x];
@@ -143,7 +146,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, Const
             for (int64_t j = j0; j < jend; ++j) {
               const float* kj = Kr.at(b, j, S, kh, D);
               const float* vj = Vr.at(b, j, S, kh, D);
-              const float p = std::exp(Dot(qi, kj, D) * scale - lse_bh[i]);
+              const float p = FastExp(Dot(qi, kj, D) * scale - lse_bh[i]);
               const float dp = Dot(doi, vj, D);
               const float ds = p * (dp - delta_bh[i]) * scale;
               float* dvj = dv_acc.data() + (j - j0) * D;

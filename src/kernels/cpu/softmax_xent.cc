@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/fast_math.h"
+
 namespace pentamesh::kernels {
 
 double softmax_xent_forward(Tensor lse, ConstTensor logits, ConstTensor targets) {
@@ -15,8 +17,14 @@ double softmax_xent_forward(Tensor lse, ConstTensor logits, ConstTensor targets)
   for (int64_t t = 0; t < T; ++t) {
     const float* row = pl + t * V;
     const float mx = *std::max_element(row, row + V);
+    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // independent partial sums: vectorizes
+    int64_t i = 0;
+    for (; i + 8 <= V; i += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += FastExp(row[i + j] - mx);
+    }
     double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += static_cast<double>(std::exp(row[i] - mx));
+    for (; i < V; ++i) sum += static_cast<double>(FastExp(row[i] - mx));
+    for (float l : lanes) sum += static_cast<double>(l);
     plse[t] = mx + static_cast<float>(std::log(sum));
     if (pt[t] >= 0) {
       PM_CHECK(pt[t] < V) << "target " << pt[t] << " >= vocab " << V;
@@ -41,7 +49,8 @@ void softmax_xent_backward(Tensor dlogits, ConstTensor logits, ConstTensor lse, 
       std::fill(drow, drow + V, 0.0f);
       continue;
     }
-    for (int64_t i = 0; i < V; ++i) drow[i] = std::exp(row[i] - plse[t]) * scale;
+    const float lse_t = plse[t];
+    for (int64_t i = 0; i < V; ++i) drow[i] = FastExp(row[i] - lse_t) * scale;
     drow[pt[t]] -= scale;
   }
 }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/fast_math.h"
+
 namespace pentamesh::kernels {
 
 void swiglu_forward(Tensor g, ConstTensor a, ConstTensor b) {
@@ -11,7 +13,7 @@ void swiglu_forward(Tensor g, ConstTensor a, ConstTensor b) {
   const float* pb = b.f32();
   float* pg = g.f32();
   for (int64_t i = 0; i < n; ++i) {
-    const float sig = 1.0f / (1.0f + std::exp(-pa[i]));
+    const float sig = 1.0f / (1.0f + FastExp(-pa[i]));
     pg[i] = pa[i] * sig * pb[i];
   }
 }
@@ -27,7 +29,7 @@ void swiglu_backward(Tensor da, Tensor db, ConstTensor dg, ConstTensor a, ConstT
   float* pdb = db.f32();
   for (int64_t i = 0; i < n; ++i) {
     const float x = pa[i];
-    const float sig = 1.0f / (1.0f + std::exp(-x));
+    const float sig = 1.0f / (1.0f + FastExp(-x));
     const float silu = x * sig;
     const float dsilu = sig * (1.0f + x * (1.0f - sig));
     const float d = pdg[i];
