@@ -22,6 +22,11 @@ Snapshot TrainerSnapshot(train::Trainer& trainer, int rank, int world) {
 }
 
 core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer) {
+  if (trainer.optimizer().stage() >= 1)
+    return core::Status::Error(fmt::format(
+        "run.layout: zero={} keeps Adam state in the sharded optimizer, which checkpoints do not "
+        "cover yet; resume needs zero=0",
+        trainer.optimizer().stage()));
   const nlohmann::json& st = ckpt.state();
   if (!st.contains("sampler") || !st.contains("step") || !st["step"].is_number_integer())
     return core::Status::Error(

@@ -15,7 +15,8 @@ namespace pentamesh::ckpt {
 Snapshot TrainerSnapshot(train::Trainer& trainer, int rank = 0, int world = 1);
 
 // Loads weights, optimizer state, step and data position. Errors name the field that does not
-// match (a different model, dataset or seed).
+// match (a different model, dataset or seed), or run.layout when zero >= 1 (not covered yet).
+// TrainerSnapshot REQUIRES zero=0 (the CLI refuses ckpt.dir otherwise).
 core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer);
 
 }  // namespace pentamesh::ckpt

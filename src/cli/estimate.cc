@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/estimate_json.h"
 #include "cost/cost.h"
 #include "spec/load_toml.h"
 
@@ -21,69 +22,17 @@ struct EstimateArgs {
   double moe_imbalance = 1.0;
 };
 
-nlohmann::json LayoutJson(const spec::Layout& l) {
-  return {{"dp", l.dp},
-          {"tp", l.tp},
-          {"pp", l.pp},
-          {"cp", l.cp},
-          {"ep", l.ep},
-          {"zero", l.zero},
-          {"mbs", l.mbs},
-          {"recompute", spec::ToString(l.recompute)},
-          {"schedule", spec::ToString(l.schedule)},
-          {"virtual_stages", l.virtual_stages},
-          {"cp_kind", spec::ToString(l.cp_kind)},
-          {"ep_placement", spec::ToString(l.ep_placement)},
-          {"sp", l.sp},
-          {"text", spec::FormatLayout(l)}};
-}
-
 nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
                       const std::vector<std::string>& warnings) {
-  const cost::Memory& m = e.memory;
-  const cost::Time& t = e.time;
   const cost::ParamCounts& c = ctx.counts();
-  nlohmann::json j;
-  j["layout"] = LayoutJson(e.layout);
-  j["fits"] = e.fits;
-  j["violations"] = e.violations;
+  nlohmann::json j = EstimateJson(e);
   j["warnings"] = warnings;
-  j["memory"] = {{"weights", m.weights},
-                 {"grads", m.grads},
-                 {"optimizer", m.optimizer},
-                 {"activations", m.activations},
-                 {"attention_scores", m.attention_scores},
-                 {"logits", m.logits},
-                 {"comm_buffers", m.comm_buffers},
-                 {"framework", m.framework},
-                 {"fragmentation", m.fragmentation},
-                 {"total", m.total},
-                 {"capacity", m.capacity},
-                 {"stage", e.memory_stage}};
-  j["time"] = {{"compute", t.compute}, {"tp", t.tp},
-               {"cp", t.cp},           {"ep", t.ep},
-               {"pp", t.pp},           {"dp", t.dp},
-               {"bubble", t.bubble},   {"optimizer", t.optimizer},
-               {"step", t.step},       {"critical_stage", e.critical_stage}};
-  j["microbatches"] = e.microbatches;
-  j["bubble_fraction"] = e.bubble_fraction;
-  j["mfu"] = e.mfu;
-  j["mfu_causal"] = e.mfu_causal;
-  j["hfu"] = e.hfu;
-  j["tokens_per_s"] = e.tokens_per_s;
-  j["days"] = e.days;
-  j["cost_usd"] = e.cost_usd;
   j["params"] = {{"total", c.total},
                  {"active", c.active},
                  {"expert", c.expert()},
                  {"non_expert", c.non_expert()}};
   j["flops_per_token"] = {{"model", ctx.flops_none.model},
                           {"model_causal", ctx.flops_none.model_causal}};
-  j["comm_bytes"] = {{"tp", e.comm_bytes.tp},
-                     {"cp", e.comm_bytes.cp},
-                     {"ep", e.comm_bytes.ep},
-                     {"pp", e.comm_bytes.pp},
-                     {"dp", e.comm_bytes.dp}};
   return j;
 }
 

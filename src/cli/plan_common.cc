@@ -64,69 +64,6 @@ core::Result<std::vector<int64_t>> ParseIntList(const std::string& option,
   return out;
 }
 
-nlohmann::json EstimateJson(const cost::Estimate& e) {
-  const spec::Layout& l = e.layout;
-  const cost::Memory& m = e.memory;
-  const cost::Time& t = e.time;
-  return {
-      {"layout",
-       {{"dp", l.dp},
-        {"tp", l.tp},
-        {"pp", l.pp},
-        {"cp", l.cp},
-        {"ep", l.ep},
-        {"zero", l.zero},
-        {"mbs", l.mbs},
-        {"recompute", spec::ToString(l.recompute)},
-        {"schedule", spec::ToString(l.schedule)},
-        {"virtual_stages", l.virtual_stages},
-        {"cp_kind", spec::ToString(l.cp_kind)},
-        {"ep_placement", spec::ToString(l.ep_placement)},
-        {"sp", l.sp},
-        {"text", spec::FormatLayout(l)}}},
-      {"fits", e.fits},
-      {"violations", e.violations},
-      {"microbatches", e.microbatches},
-      {"memory",
-       {{"weights", m.weights},
-        {"grads", m.grads},
-        {"optimizer", m.optimizer},
-        {"activations", m.activations},
-        {"attention_scores", m.attention_scores},
-        {"logits", m.logits},
-        {"comm_buffers", m.comm_buffers},
-        {"framework", m.framework},
-        {"fragmentation", m.fragmentation},
-        {"total", m.total},
-        {"capacity", m.capacity},
-        {"stage", e.memory_stage}}},
-      {"time",
-       {{"compute", t.compute},
-        {"tp", t.tp},
-        {"cp", t.cp},
-        {"ep", t.ep},
-        {"pp", t.pp},
-        {"dp", t.dp},
-        {"bubble", t.bubble},
-        {"optimizer", t.optimizer},
-        {"step", t.step},
-        {"critical_stage", e.critical_stage}}},
-      {"bubble_fraction", e.bubble_fraction},
-      {"mfu", e.mfu},
-      {"mfu_causal", e.mfu_causal},
-      {"hfu", e.hfu},
-      {"tokens_per_s", e.tokens_per_s},
-      {"days", e.days},
-      {"cost_usd", e.cost_usd},
-      {"comm_bytes",
-       {{"tp", e.comm_bytes.tp},
-        {"cp", e.comm_bytes.cp},
-        {"ep", e.comm_bytes.ep},
-        {"pp", e.comm_bytes.pp},
-        {"dp", e.comm_bytes.dp}}},
-  };
-}
-
 nlohmann::json CountsJson(const plan::Counts& c) {
   nlohmann::json reasons = nlohmann::json::object();
   for (size_t i = 0; i < plan::kReasonCount; ++i) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/estimate_json.h"  // EstimateJson
 #include "core/status.h"
 #include "cost/cost.h"
 #include "plan/scale.h"
@@ -47,7 +48,6 @@ core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, int 
 // "128,256,512" -> {128, 256, 512}; the error names the option and the bad item.
 core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text);
 
-nlohmann::json EstimateJson(const cost::Estimate& e);
 nlohmann::json CountsJson(const plan::Counts& c);
 
 // Prints the explanation to stderr (and to stdout as JSON when json, with the nearest miss's

@@ -1,21 +1,27 @@
-// `pentamesh train --config run.toml [--set table.key=value ...] [--resume auto|PATH]`: trains on
-// one process, prints a progress line per step (a live line on a terminal), writes metrics.jsonl
-// to run.out_dir, checkpoints to ckpt.dir every ckpt.interval steps (in the background), and ends
-// with the held-out loss against the corpus's unigram baseline and the measured memory per tag.
-// A step with a non-finite loss or grad norm is skipped; more than run.max_nonfinite_in_row in a
-// row stop the run (exit 3) with the last good checkpoint named.
+// `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
+// [--resume auto|PATH]`: trains on one process, or as one rank of `mpirun -np N pentamesh train
+// ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
+// (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
+// run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
+// measured memory per tag. On one process with zero=0, checkpoints go to ckpt.dir every
+// ckpt.interval steps (in the background); checkpoints with several ranks or zero >= 1 are
+// refused by name. A step with a non-finite loss or grad norm is skipped (on every rank); more
+// than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last good checkpoint named.
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/train_state.h"
 #include "cli/commands.h"
+#include "comm/mpi_communicator.h"
+#include "mesh/mesh.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -23,11 +29,22 @@
 namespace pentamesh::cli {
 namespace {
 
+int RunTrainer(train::Trainer& trainer, const std::string& resume);
+
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
   std::string resume;  // "", "auto" or a checkpoint path
+  std::string layout;  // overrides run.layout
 };
+
+// True when a launcher (mpirun, srun through PMIx) started this process.
+bool UnderLauncher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
 
 std::string Mib(int64_t bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -121,13 +138,60 @@ int OnNonFinite(const train::StepStats& s, train::Trainer& trainer, ckpt::AsyncS
   return 3;
 }
 
+// Checkpoints (ckpt.dir, --resume) cover one process with zero=0: a ZeRO >= 1 optimizer owns
+// the Adam state outside the ParamSet, and multi-rank saves are not wired to the mesh yet.
+core::Status CheckCheckpointLayout(const train::RunConfig& config, const std::string& resume) {
+  if (config.ckpt.dir.empty() && resume.empty()) return core::Status::Ok();
+  const std::string what = config.ckpt.dir.empty() ? "--resume" : "ckpt.dir";
+  if (config.run.layout.zero >= 1)
+    return core::Status::Error(fmt::format(
+        "run.layout: {} needs zero=0 (zero={}: the sharded optimizer's Adam state is not "
+        "checkpointed yet); unset ckpt.dir or use zero=0",
+        what, config.run.layout.zero));
+  if (config.run.layout.gpus() > 1)
+    return core::Status::Error(fmt::format(
+        "run.layout: {} needs one process (layout has {} ranks: multi-rank checkpoints are not "
+        "supported yet); unset ckpt.dir or train on one process",
+        what, config.run.layout.gpus()));
+  return core::Status::Ok();
+}
+
 int RunTrain(const TrainArgs& args) {
-  auto config = train::LoadRunConfig(args.config, args.sets);
+  std::vector<std::string> sets = args.sets;
+  if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
+  auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
-  auto created = train::Trainer::Create(*config);
+  if (core::Status st = train::CheckEngineLayout(*config); !st.ok()) return Fail(st.message());
+  if (core::Status st = CheckCheckpointLayout(*config, args.resume); !st.ok())
+    return Fail(st.message());
+  // Distributed when launched by mpirun/srun or when the layout needs several ranks (then the
+  // mesh reports the rank-count mismatch by name).
+  std::unique_ptr<comm::MpiWorld> world;
+  std::unique_ptr<mesh::Mesh> mesh;
+  train::Distributed dist;
+  if (UnderLauncher() || config->run.layout.gpus() > 1) {
+    auto w = comm::MpiWorld::Create();
+    if (!w.ok()) return Fail(w.status().message());
+    world = std::move(*w);
+    auto m = mesh::Mesh::Create(config->run.layout, *world);
+    if (!m.ok()) return Fail(fmt::format("run.layout: {}", m.status().message()));
+    mesh = std::make_unique<mesh::Mesh>(std::move(*m));
+    dist = {.mesh = mesh.get(), .world = &world->world()};
+  }
+  auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
-  train::Trainer& trainer = **created;
+  const int code = RunTrainer(**created, args.resume);
+  created->reset();  // the trainer's groups go before the mesh and the world
+  mesh.reset();
+  return code;
+}
+
+int RunTrainer(train::Trainer& trainer, const std::string& resume) {
   const train::RunConfig& c = trainer.config();
+  const bool lead = trainer.rank() == 0;
+  // Rank 0 reports; the others print nothing (errors still reach stderr).
+  if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
+    return Fail("cannot silence stdout");
   auto baseline = trainer.Baseline();
   if (!baseline.ok()) return Fail(baseline.status().message());
   fmt::print("model {}: {} params, {} layers, hidden {}, vocab {}{}; {} precision, layout {}\n",
@@ -144,8 +208,8 @@ int RunTrain(const TrainArgs& args) {
       trainer.dataset().tokens(data::Split::kHeldout), baseline->train_entropy,
       baseline->heldout_xent);
   const int64_t start_step = trainer.step();
-  if (!args.resume.empty()) {
-    core::Status st = Resume(args.resume, trainer);
+  if (!resume.empty()) {
+    core::Status st = Resume(resume, trainer);
     if (!st.ok()) return Fail(st.message());
   }
   const bool resumed = trainer.step() > start_step;
@@ -153,7 +217,7 @@ int RunTrain(const TrainArgs& args) {
       {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = {}},
       c.ckpt.async);
   std::unique_ptr<train::MetricsWriter> metrics;
-  if (!c.run.out_dir.empty()) {
+  if (lead && !c.run.out_dir.empty()) {
     auto w = train::MetricsWriter::Open(c.run.out_dir, resumed);
     if (!w.ok()) return Fail(w.status().message());
     metrics = std::make_unique<train::MetricsWriter>(std::move(*w));
@@ -218,6 +282,8 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "auto: newest intact checkpoint under ckpt.dir (none: start fresh); or a "
                   "checkpoint directory");
+  sub->add_option("--layout", args->layout,
+                  "the layout, e.g. \"dp=2 tp=2 zero=1 sp=off\" (run under mpirun -np dp*tp)");
   return [args]() { return RunTrain(*args); };
 }
 

@@ -186,6 +186,37 @@ void Communicator::recv(void* buffer, int64_t count, core::Dtype dtype, int peer
   Counted(Op::kRecv, Bytes(count, dtype), 0.0, [&] { DoRecv(buffer, count, dtype, peer); });
 }
 
+void Communicator::post_send(const void* buffer, int64_t count, core::Dtype dtype, int peer,
+                             int tag) {
+  PM_CHECK(peer >= 0 && peer < size() && peer != rank())
+      << Describe() << " post_send: peer " << peer << " is not another member (rank " << rank()
+      << ")";
+  PM_CHECK(tag >= 1 && tag <= TagBound())
+      << Describe() << " post_send: tag " << tag << " outside [1, " << TagBound() << "]";
+  PM_CHECK(count >= 0 && (buffer != nullptr || count == 0)) << Describe() << " post_send count";
+  const int64_t n = Bytes(count, dtype);
+  Counted(Op::kSend, n, cost::SendWireBytes(static_cast<double>(n)),
+          [&] { DoPostSend(buffer, count, dtype, peer, tag); });
+}
+
+void Communicator::recv_tagged(void* buffer, int64_t count, core::Dtype dtype, int peer, int tag) {
+  PM_CHECK(peer >= 0 && peer < size() && peer != rank())
+      << Describe() << " recv_tagged: peer " << peer << " is not another member (rank " << rank()
+      << ")";
+  PM_CHECK(tag >= 1 && tag <= TagBound())
+      << Describe() << " recv_tagged: tag " << tag << " outside [1, " << TagBound() << "]";
+  PM_CHECK(count >= 0 && (buffer != nullptr || count == 0)) << Describe() << " recv_tagged count";
+  Counted(Op::kRecv, Bytes(count, dtype), 0.0,
+          [&] { DoRecvTagged(buffer, count, dtype, peer, tag); });
+}
+
+void Communicator::wait_sends() {
+  const auto start = std::chrono::steady_clock::now();
+  DoWaitSends();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  stats_[Op::kSend].time_s += elapsed.count();
+}
+
 void Communicator::send_recv(void* recv_buffer, int64_t recv_count, int src,
                              const void* send_buffer, int64_t send_count, int dst,
                              core::Dtype dtype) {
@@ -245,6 +276,10 @@ void SelfCommunicator::DoSendRecv(void*, int64_t, int, const void*, int64_t, int
 }
 void SelfCommunicator::DoBroadcast(void*, int64_t, core::Dtype, int) { PM_SELF_UNREACHABLE; }
 void SelfCommunicator::DoBarrier() { PM_SELF_UNREACHABLE; }
+void SelfCommunicator::DoPostSend(const void*, int64_t, core::Dtype, int, int) {
+  PM_SELF_UNREACHABLE;
+}
+void SelfCommunicator::DoRecvTagged(void*, int64_t, core::Dtype, int, int) { PM_SELF_UNREACHABLE; }
 #undef PM_SELF_UNREACHABLE
 
 }  // namespace pentamesh::comm

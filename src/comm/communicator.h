@@ -92,6 +92,17 @@ class Communicator {
   // src = rank-1). dst == src == rank() copies locally.
   void send_recv(void* recv_buffer, int64_t recv_count, int src, const void* send_buffer,
                  int64_t send_count, int dst, core::Dtype dtype);
+  // Pipeline point-to-point with a message tag (1 <= tag <= TagBound()): post_send copies the
+  // buffer into a staging buffer the communicator owns and returns at once (the caller may reuse
+  // its buffer), so a rank never blocks on a send and only ever waits in recv_tagged; messages
+  // are matched by (peer, tag), whatever the posting order. wait_sends() completes every posted
+  // send (call it before the sent data's peer could be gone, e.g. at the end of a step).
+  // Counted as send (calls, bytes at post; time includes the final wait) and recv.
+  void post_send(const void* buffer, int64_t count, core::Dtype dtype, int peer, int tag);
+  void recv_tagged(void* buffer, int64_t count, core::Dtype dtype, int peer, int tag);
+  void wait_sends();
+  // The largest tag the backend supports (MPI_TAG_UB; at least 32767).
+  virtual int TagBound() const { return 32767; }
   // buffer <- root's buffer on every member.
   void broadcast(void* buffer, int64_t count, core::Dtype dtype, int root);
   void barrier();
@@ -116,6 +127,11 @@ class Communicator {
   virtual void DoSendRecv(void* recv_buffer, int64_t recv_count, int src, const void* send_buffer,
                           int64_t send_count, int dst, core::Dtype dtype) = 0;
   virtual void DoBroadcast(void* buffer, int64_t count, core::Dtype dtype, int root) = 0;
+  // Tagged non-blocking send / blocking receive / completion of all posted sends (see post_send).
+  virtual void DoPostSend(const void* buffer, int64_t count, core::Dtype dtype, int peer,
+                          int tag) = 0;
+  virtual void DoRecvTagged(void* buffer, int64_t count, core::Dtype dtype, int peer, int tag) = 0;
+  virtual void DoWaitSends() = 0;
   virtual void DoBarrier() = 0;
 
  private:
@@ -144,6 +160,9 @@ class SelfCommunicator final : public Communicator {
   void DoSendRecv(void*, int64_t, int, const void*, int64_t, int, core::Dtype) override;
   void DoBroadcast(void*, int64_t, core::Dtype, int) override;
   void DoBarrier() override;
+  void DoPostSend(const void*, int64_t, core::Dtype, int, int) override;
+  void DoRecvTagged(void*, int64_t, core::Dtype, int, int) override;
+  void DoWaitSends() override {}  // nothing is ever posted on a group of one
 };
 
 // The set of all ranks of a job and the factory of sub-communicators. One per process.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -76,6 +77,10 @@ class MpiCommunicator final : public Communicator {
                   int64_t send_count, int dst, core::Dtype dtype) override;
   void DoBroadcast(void* buffer, int64_t count, core::Dtype dtype, int root) override;
   void DoBarrier() override;
+  void DoPostSend(const void* buffer, int64_t count, core::Dtype dtype, int peer, int tag) override;
+  void DoRecvTagged(void* buffer, int64_t count, core::Dtype dtype, int peer, int tag) override;
+  void DoWaitSends() override;
+  int TagBound() const override;
 
  private:
   static int RankIn(MPI_Comm comm) {
@@ -87,8 +92,14 @@ class MpiCommunicator final : public Communicator {
   void Wait(MPI_Request* requests, int count, Op op, int64_t bytes, core::Dtype dtype);
   [[noreturn]] void AbortOnTimeout(Op op, int64_t bytes, core::Dtype dtype) const;
 
+  // Frees the staging buffers of completed posted sends.
+  void ReapSends();
+
   MPI_Comm comm_;
   double timeout_s_;
+  // Posted sends: requests and their staging copies, in posting order.
+  std::vector<MPI_Request> send_requests_;
+  std::vector<std::vector<char>> send_staging_;
 };
 
 void MpiCommunicator::Wait(MPI_Request* requests, int count, Op op, int64_t bytes,
@@ -198,6 +209,58 @@ void MpiCommunicator::DoSendRecv(void* recv_buffer, int64_t recv_count, int src,
                          &requests[1]));
   Wait(requests, 2, Op::kSendRecv,
        (send_count + recv_count) * static_cast<int64_t>(core::DtypeSize(dtype)), dtype);
+}
+
+int MpiCommunicator::TagBound() const {
+  void* value = nullptr;
+  int found = 0;
+  PM_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found));
+  return found ? *static_cast<int*>(value) : 32767;
+}
+
+void MpiCommunicator::DoPostSend(const void* buffer, int64_t count, core::Dtype dtype, int peer,
+                                 int tag) {
+  ReapSends();
+  const size_t bytes = static_cast<size_t>(count) * core::DtypeSize(dtype);
+  send_staging_.emplace_back(static_cast<const char*>(buffer),
+                             static_cast<const char*>(buffer) + bytes);
+  send_requests_.emplace_back();
+  PM_MPI_CHECK(MPI_Isend(send_staging_.back().data(), ToInt(count, "count"), ToMpi(dtype), peer,
+                         tag, comm_, &send_requests_.back()));
+}
+
+void MpiCommunicator::DoRecvTagged(void* buffer, int64_t count, core::Dtype dtype, int peer,
+                                   int tag) {
+  MPI_Request request;
+  PM_MPI_CHECK(MPI_Irecv(buffer, ToInt(count, "count"), ToMpi(dtype), peer, tag, comm_, &request));
+  Wait(&request, 1, Op::kRecv, count * static_cast<int64_t>(core::DtypeSize(dtype)), dtype);
+  ReapSends();
+}
+
+void MpiCommunicator::ReapSends() {
+  size_t kept = 0;
+  for (size_t i = 0; i < send_requests_.size(); ++i) {
+    int done = 0;
+    PM_MPI_CHECK(MPI_Test(&send_requests_[i], &done, MPI_STATUS_IGNORE));
+    if (done) continue;
+    if (kept != i) {
+      send_requests_[kept] = send_requests_[i];
+      send_staging_[kept] = std::move(send_staging_[i]);
+    }
+    ++kept;
+  }
+  send_requests_.resize(kept);
+  send_staging_.resize(kept);
+}
+
+void MpiCommunicator::DoWaitSends() {
+  if (send_requests_.empty()) return;
+  int64_t bytes = 0;
+  for (const auto& s : send_staging_) bytes += static_cast<int64_t>(s.size());
+  Wait(send_requests_.data(), static_cast<int>(send_requests_.size()), Op::kSend, bytes,
+       core::Dtype::kU8);
+  send_requests_.clear();
+  send_staging_.clear();
 }
 
 void MpiCommunicator::DoBroadcast(void* buffer, int64_t count, core::Dtype dtype, int root) {

@@ -91,6 +91,16 @@ struct CostParams {
   double safety_margin_bytes = 2e9;  // kept free below HBM capacity
   bool materialize_scores = false;   // attention without flash: keep the s x s scores
   bool dropout = false;              // dropout masks stashed (GPT-3 / Korthikanti's count)
+  // Stash policy of the implementation; the defaults are Megatron-LM's (the planner's target).
+  // fp32_logits_only: the LM head writes fp32 logits directly (fused cross-entropy, the CPU
+  // engine) instead of bf16 logits plus an fp32 copy. selective_recomputes_qkv: selective
+  // recomputation also reruns the QKV projections and RoPE, keeping neither q, k, v nor the
+  // attention output (the CPU engine); Megatron recomputes core attention only.
+  // moe_regathers_input: at ep = 1 the experts' backward gathers its input rows again from the
+  // FFN input instead of stashing the dispatched copy (the CPU engine).
+  bool fp32_logits_only = false;
+  bool selective_recomputes_qkv = false;
+  bool moe_regathers_input = false;
 };
 
 // Memory per GPU of the most loaded pipeline stage, in bytes, by category.
@@ -100,7 +110,7 @@ struct Memory {
   double optimizer = 0;         // fp32 master + Adam m and v
   double activations = 0;       // stashed for backward, all micro-batches in flight
   double attention_scores = 0;  // working score block when scores are materialized (no flash)
-  double logits = 0;            // logits/loss buffers on the last stage
+  double logits = 0;            // logits/loss buffers on the last stage (fp32 + bf16 copy)
   double comm_buffers = 0;
   double framework = 0;
   double fragmentation = 0;
@@ -223,6 +233,9 @@ Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& c
 
 // Bytes one rank of pp stage `pp_rank` sends per step, per group. REQUIRES: CheckLayout == kOk.
 CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
+// Memory of a rank of pp stage `pp_rank` (its layers, micro-batches in flight per schedule,
+// embedding/head where they live). REQUIRES: CheckLayout == kOk.
+Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
 
 // The working block of attention scores one rank holds when scores are materialized (bytes):
 // ring CP: (heads/tp) * (s/cp)^2 * mbs * 2; Ulysses: heads/(tp*cp) * s^2 * mbs * 2 (seed 000:

@@ -36,6 +36,44 @@ double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, co
   return params * per_param / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
 }
 
+// Exposed DP/ZeRO seconds of one stage per step. Traffic hides only behind compute that runs while
+// it is in flight, and never the first layer's bucket a computation waits for nor the last one
+// it produces. ZeRO 0-2: gradients reduce during the LAST micro-batch's backward (the first
+// layer's gradients, produced last, stay exposed); ZeRO-1/2's updated weights gather during the
+// next step's first forward (the first layer's gather stays exposed). ZeRO-3: every micro-batch
+// gathers during its forward and gathers + reduce-scatters during its backward; the step's first
+// gather and last reduce-scatter (one layer each) stay exposed. The pipeline bubble hides
+// nothing: the stage that ends the step (stage 0 of 1F1B) idles before its first backward, when
+// no gradient exists yet and its weights are already needed. `compute_mb_s`: the stage's compute
+// per micro-batch (forward: a third of it, a quarter with full recomputation).
+double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+                 double compute_mb_s) {
+  double bytes = 0, time_s = 0;
+  internal::DpCommunication(l, t, s, bytes, time_s);
+  if (time_s <= 0) return 0;
+  const double ov = ctx.params().dp_overlap;
+  const double fwd_s = compute_mb_s / (l.recompute == spec::Recompute::kFull ? 4.0 : 3.0);
+  const double bwd_s = compute_mb_s - fwd_s;
+  const double layers = std::max(1.0, s.layers);
+  const double w = t.weight_bytes, g = t.grad_bytes;
+  auto hide = [&](double comm_s, double window_s) {
+    return std::max(comm_s / layers, comm_s - ov * window_s);
+  };
+  if (l.zero == 0) return hide(time_s, bwd_s);
+  if (l.zero <= 2) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  // Per micro-batch: gather (fwd), gather + reduce-scatter (bwd), each once per layer: the
+  // stage's collectives pay the ring latency L times, not once (DpCommunication counts one).
+  double latency_s = 0;
+  if (s.params_dense > 0) latency_s += (t.dp_link.size - 1) * t.dp_link.alpha_s;
+  if (s.params_expert > 0) latency_s += (t.edp_link.size - 1) * t.edp_link.alpha_s;
+  const double per_mb = time_s / t.m + 3.0 * (layers - 1.0) * latency_s;
+  const double fwd_comm = per_mb * w / (2.0 * w + g), bwd_comm = per_mb - fwd_comm;
+  const double exposed_mb =
+      std::max(0.0, fwd_comm - ov * fwd_s) + std::max(0.0, bwd_comm - ov * bwd_s);
+  const double first_last = (fwd_comm + per_mb * g / (2.0 * w + g)) / layers;
+  return std::max(first_last, t.m * exposed_mb);
+}
+
 void Explain(const Model& ctx, const spec::Layout& l, Estimate& est) {
   if (est.memory.total <= est.memory.capacity) return;
   const Memory& m = est.memory;
@@ -161,15 +199,8 @@ Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
   time.pp = t.m * st.pp;
   time.bubble = BubbleOverIdeal(l.schedule, l.pp, est.microbatches, static_cast<int64_t>(t.V)) *
                 t.m * slowest;
-  // DP traffic hides behind compute of the overlap window: one micro-batch and the bubble
-  // (ZeRO 0-2: gradients of the last micro-batch, weights before the first), or the whole
-  // step (ZeRO-3 gathers and scatters every micro-batch).
-  const double window = (l.zero >= 3 ? t.m * slowest : slowest) + time.bubble;
   for (int i = 0; i < n; ++i) {
-    double dp_bytes = 0, dp_time = 0;
-    internal::DpCommunication(l, t, stages[i], dp_bytes, dp_time);
-    const double exposed = std::max(0.0, dp_time - ctx.params().dp_overlap * window);
-    time.dp = std::max(time.dp, exposed);
+    time.dp = std::max(time.dp, ExposedDp(ctx, l, t, stages[i], times[i].compute));
     time.optimizer = std::max(time.optimizer, OptimizerTime(ctx, l, t, stages[i]));
   }
   time.step =
@@ -197,6 +228,18 @@ CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_
   Stage s;
   internal::ComputeStage(ctx, layout, t, pp_rank, s);
   return StageCommBytes(layout, t, s);
+}
+
+Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank) {
+  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "MemoryForStage on an invalid layout";
+  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
+  Terms t;
+  internal::ComputeTerms(ctx, layout, t);
+  Stage s;
+  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  Memory mem;
+  internal::StageMemory(ctx, layout, t, s, mem);
+  return mem;
 }
 
 }  // namespace pentamesh::cost

@@ -43,6 +43,7 @@ struct Terms {
   Link tp_link, cp_link, ep_link, pp_link, dp_link, edp_link;
   // Activations stashed per layer and micro-batch (bytes).
   double act_dense_layer = 0, act_moe_layer = 0, act_input_layer = 0;
+  double act_head = 0;  // last stage: final norm input and LM head input
   // Compute seconds per layer and micro-batch, forward + backward (+ recomputation).
   double time_dense_layer_s = 0, time_moe_layer_s = 0;
   double time_attn_fwd_s = 0, time_attn_bwd_s = 0;  // core attention alone (overlap window)

@@ -73,13 +73,18 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
   mem.grads = sharded(l.zero >= 2, t.grad_bytes);
   mem.optimizer = sharded(l.zero >= 1, t.master_bytes + kBytesAdamMoments);
   const double dense_layers = s.layers - s.moe_layers;
+  const double head = s.last ? t.act_head : 0.0;  // per micro-batch in flight
   if (l.recompute == spec::Recompute::kFull) {
+    // Layer inputs of every micro-batch in flight, and either the head's stash (end of forward)
+    // or, once the head's backward freed it, the rest of the layer being recomputed.
+    const double layer = std::max(dense_layers > 0 ? t.act_dense_layer : 0.0,
+                                  s.moe_layers > 0 ? t.act_moe_layer : 0.0);
     mem.activations = s.inflight * s.layers * t.act_input_layer +
-                      std::max(dense_layers > 0 ? t.act_dense_layer : 0.0,
-                               s.moe_layers > 0 ? t.act_moe_layer : 0.0);
+                      std::max(0.0, s.inflight - 1.0) * head +
+                      std::max(head, layer - t.act_input_layer);
   } else {
     mem.activations =
-        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer);
+        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head);
   }
   if (p.materialize_scores) {
     mem.attention_scores =
@@ -87,7 +92,12 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
         t.elem_bytes / 2.0;
   }
   const double h = static_cast<double>(md.hidden);
-  if (s.last) mem.logits = t.tokens * static_cast<double>(md.vocab) / t.tp * 6.0;
+  if (s.last) {
+    // fp32 logits for the softmax cross-entropy (+ the bf16 GEMM output they were cast from,
+    // unless fp32_logits_only) and the fp32 log-sum-exp per token.
+    const double low = t.elem_bytes < 4.0 && !p.fp32_logits_only ? t.elem_bytes : 0.0;
+    mem.logits = t.tokens * (static_cast<double>(md.vocab) / t.tp * (4.0 + low) + 4.0);
+  }
   const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
   if (t.pp > 1) mem.comm_buffers += 4.0 * t.pp_bytes_send;
   if (t.tp > 1) mem.comm_buffers += t.tokens * h * t.elem_bytes * std::max(1.0, copies);

@@ -109,11 +109,14 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   const bool swiglu = md.activation == spec::Activation::kSwiGLU;
   // Per token (bytes). Attention block: norm input, QKV input, Q, K, V, attention output (the
   // out-projection input), dropout mask; scores when materialized (softmax output, dropout mask
-  // and output) and not recomputed; flash keeps the fp32 log-sum-exp per head.
-  double attn = (2 * e * h + drop * h) / rep + e * (2 * h_attn + 2 * h_kv) / tp;
+  // and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
+  // recomputation reruns core attention (the lse lives inside the checkpoint).
+  const bool selective = l.recompute == spec::Recompute::kSelective;
+  double attn = (2 * e * h + drop * h) / rep;
+  if (!(selective && p.selective_recomputes_qkv)) attn += e * (2 * h_attn + 2 * h_kv) / tp;
   if (p.materialize_scores) {
     if (l.recompute == spec::Recompute::kNone) attn += (e + 3 * drop) * a / tp * t.seq;
-  } else {
+  } else if (!selective) {
     attn += 4.0 * a / tp;
   }
   const double mlp_in = (2 * e * h + drop * h) / rep;  // norm input, FFN input, dropout mask
@@ -123,7 +126,8 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   if (md.is_moe()) {
     const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
     const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
-    const double per_expert_token = 2 * e * h / tp + (swiglu ? 3.0 : 2.0) * e * fe / tp;
+    const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
+    const double per_expert_token = inputs * e * h / tp + (swiglu ? 3.0 : 2.0) * e * fe / tp;
     moe_mlp = mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
               + copies * per_expert_token +
               static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
@@ -131,6 +135,7 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   t.act_dense_layer = t.tokens * (attn + dense_mlp);
   t.act_moe_layer = t.tokens * (attn + moe_mlp);
   t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
+  t.act_head = t.tokens * 2.0 * e * h / rep;   // final norm input and the LM head's input
 }
 
 }  // namespace
@@ -237,10 +242,13 @@ double MoeMlpFwd(const Model& ctx, const Terms& t, double rep) {
   return gemm + MemoryTime(ctx, bytes);
 }
 
-double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const LayerCompute& core) {
+// selective_s: what selective recomputation reruns besides core attention (QKV projections when
+// selective_recomputes_qkv).
+double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const LayerCompute& core,
+                 double selective_s) {
   const double fwd = attn_block + mlp_block + core.fwd;
   double total = fwd + 2.0 * (attn_block + mlp_block) + core.bwd;
-  if (r == spec::Recompute::kSelective) total += core.fwd;
+  if (r == spec::Recompute::kSelective) total += core.fwd + selective_s;
   if (r == spec::Recompute::kFull) total += fwd;
   return total;
 }
@@ -252,9 +260,13 @@ void Compute(const Model& ctx, const Layout& l, Terms& t) {
   t.time_attn_fwd_s = core.fwd;
   t.time_attn_bwd_s = core.bwd;
   const double attn = AttentionBlockFwd(ctx, t, rep);
-  t.time_dense_layer_s = LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core);
+  const double h_qkv = static_cast<double>((md.heads + 2 * md.kv_heads) * md.head_dim);
+  const double qkv = ctx.params().selective_recomputes_qkv
+                         ? GemmTime(ctx, t, t.tokens, h_qkv / t.tp, static_cast<double>(md.hidden))
+                         : 0.0;
+  t.time_dense_layer_s = LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core, qkv);
   t.time_moe_layer_s =
-      md.is_moe() ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core) : 0.0;
+      md.is_moe() ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core, qkv) : 0.0;
   // LM head and loss: GEMM forward + two backward GEMMs; fp32 logits read and written by the
   // softmax cross-entropy forward and backward (about 14 bytes per logit).
   const double h = static_cast<double>(md.hidden), vocab = static_cast<double>(md.vocab);
@@ -318,14 +330,20 @@ void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
   const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
   const double rec = l.recompute == spec::Recompute::kNone ? 0.0 : 1.0;
   if (l.cp_kind == spec::CpKind::kRing) {
-    // Each of the cp-1 ring steps passes this rank's K and V chunk on; backward passes K, V and
-    // their gradients dK, dV. Each step overlaps the attention block computed meanwhile.
+    // Each of the cp-1 ring steps passes this rank's K and V chunk on; a step's transfer hides
+    // only behind the attention block computed meanwhile (1/cp of the layer's core attention,
+    // load-balanced causal chunks): it exposes max(0, transfer - cp_overlap x block). Backward
+    // sends K, V on and the previous block's dK, dV back (lagging one step): the first step
+    // carries K, V only, and the last block's dK, dV go after it with nothing left to hide behind.
     const double kv = 2.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
-    const double fwd = (t.cp - 1) * P2pTime(t.cp_link, kv);
-    const double bwd = (t.cp - 1) * P2pTime(t.cp_link, 2.0 * kv);
     const double ov = ctx.params().cp_overlap;
-    const double fwd_exposed = std::max(0.0, fwd - ov * t.time_attn_fwd_s);
-    t.cp_layer_s = (1.0 + rec) * fwd_exposed + std::max(0.0, bwd - ov * t.time_attn_bwd_s);
+    auto step = [&](double bytes, double block_s) {
+      return std::max(0.0, P2pTime(t.cp_link, bytes) - ov * block_s / t.cp);
+    };
+    const double fwd_exposed = (t.cp - 1) * step(kv, t.time_attn_fwd_s);
+    const double bwd_exposed = (t.cp - 2) * step(2.0 * kv, t.time_attn_bwd_s) +
+                               step(kv, t.time_attn_bwd_s) + P2pTime(t.cp_link, kv);
+    t.cp_layer_s = (1.0 + rec) * fwd_exposed + bwd_exposed;
     t.cp_bytes_layer = (t.cp - 1) * (3.0 + rec) * kv;
     return;
   }
@@ -345,8 +363,12 @@ void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
   const double n = t.tokens / t.tp * static_cast<double>(md.moe.top_k) * t.moe_factor *
                    static_cast<double>(md.hidden) * t.elem_bytes;
   const double count = l.recompute == spec::Recompute::kFull ? 6.0 : 4.0;
-  t.ep_layer_s = count * AllToAllTime(t.ep_link, n);
-  t.ep_bytes_layer = count * (t.ep - 1) / t.ep * n;
+  // Each forward also tells the owners how many rows each of their experts gets from this rank:
+  // an all-to-all of E int64 counts (model/moe.cc).
+  const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
+  const double counts = static_cast<double>(md.moe.experts) * 8.0;
+  t.ep_layer_s = count * AllToAllTime(t.ep_link, n) + forwards * AllToAllTime(t.ep_link, counts);
+  t.ep_bytes_layer = (count * n + forwards * counts) * (t.ep - 1) / t.ep;
 }
 
 }  // namespace

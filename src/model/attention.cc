@@ -3,12 +3,14 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
 Attention::Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& c)
     : params_(params),
       config_(c),
+      tp_(*c.shard.tp_comm),
       heads_local_(c.heads / c.shard.tp_size),
       kv_heads_local_(c.kv_heads / c.shard.tp_size),
       rope_(c.max_seq, c.head_dim, c.rope_theta) {
@@ -25,6 +27,24 @@ Attention::Attention(ParamSet& params, const std::string& prefix, const Attentio
                    {.kind = InitKind::kNormal, .std = c.std_out}, true);
 }
 
+void Attention::Rope(Tensor x, Dims dims, bool inverse) const {
+  auto apply = [&](Tensor rows, int64_t seq, int64_t pos0) {
+    if (inverse) {
+      kernels::rope_backward(rows, rows, rope_, seq, pos0);
+    } else {
+      kernels::rope_forward(rows, rows, rope_, seq, pos0);
+    }
+  };
+  if (!context_parallel()) return apply(x, dims.seq, 0);
+  const int cp = config_.cp->size(), rank = config_.cp->rank();
+  const int64_t chunk = dims.seq / 2;
+  for (int64_t b = 0; b < dims.batch; ++b) {
+    const int64_t row = b * dims.seq;
+    apply(x.Rows(row, row + chunk), chunk, rank * chunk);
+    apply(x.Rows(row + chunk, row + 2 * chunk), chunk, (2 * cp - 1 - rank) * chunk);
+  }
+}
+
 void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
                           core::MemTag tag) const {
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
@@ -33,18 +53,28 @@ void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext
   s.k = NewBuffer(ctx, rounded, {T, K, D});
   s.v = NewBuffer(ctx, rounded, {T, K, D});
   s.o = NewBuffer(ctx, rounded, {T, A, D});
-  s.lse = NewBuffer(ctx, tag, {dims.batch, A, dims.seq});
+  if (!context_parallel()) s.lse = NewBuffer(ctx, tag, {dims.batch, A, dims.seq});
   kernels::linear_forward(s.q.view().Reshape({T, A * D}), x, params_.weight(wq_));
   kernels::linear_forward(s.k.view().Reshape({T, K * D}), x, params_.weight(wk_));
   kernels::linear_forward(s.v.view().Reshape({T, K * D}), x, params_.weight(wv_));
-  kernels::rope_forward(s.q.view(), s.q.view(), rope_, dims.seq);
-  kernels::rope_forward(s.k.view(), s.k.view(), rope_, dims.seq);
+  Rope(s.q.view(), dims, false);
+  Rope(s.k.view(), dims, false);
   RoundActivation(ctx, s.q.view());
   RoundActivation(ctx, s.k.view());
   RoundActivation(ctx, s.v.view());
-  const kernels::AttentionDims ad{
-      .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
-  kernels::attention_forward(s.o.view(), s.lse.view(), s.q.view(), s.k.view(), s.v.view(), ad);
+  if (context_parallel()) {
+    const CpAttentionDims cd{.batch = dims.batch,
+                             .seq = dims.seq * config_.cp->size(),
+                             .heads = A,
+                             .kv_heads = K,
+                             .head_dim = D};
+    CpAttentionForward(s.o.view(), s.cp, s.q.view(), s.k.view(), s.v.view(), cd, config_.cp_kind,
+                       *config_.cp, *ctx.alloc);
+  } else {
+    const kernels::AttentionDims ad{
+        .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
+    kernels::attention_forward(s.o.view(), s.lse.view(), s.q.view(), s.k.view(), s.v.view(), ad);
+  }
   RoundActivation(ctx, s.o.view());
 }
 
@@ -56,6 +86,7 @@ void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const 
   const int64_t T = dims.tokens();
   kernels::linear_forward(y, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
                           params_.weight(wo_));
+  ReduceFromTpForward(tp_, y);
   RoundActivation(ctx, y);
 }
 
@@ -64,29 +95,41 @@ void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
   if (saved.empty()) Internals(saved, x, dims, ctx, core::MemTag::kOther);  // selective recompute
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
   ConstTensor o2d = saved.o.view().Reshape({T, A * D});
-  kernels::linear_backward_weight(params_.grad(wo_), dy, o2d);
+  WeightGradGemm(ctx, params_.grad(wo_), dy, o2d);
   core::Buffer dq = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
   core::Buffer dk = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
   core::Buffer dv = NewBuffer(ctx, core::MemTag::kOther, {T, K, D});
   {
     core::Buffer d_o = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
     kernels::linear_backward_input(d_o.view().Reshape({T, A * D}), dy, params_.weight(wo_));
-    const kernels::AttentionDims ad{
-        .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
-    kernels::attention_backward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
-                                saved.k.view(), saved.v.view(), saved.o.view(), saved.lse.view(),
-                                ad);
+    if (context_parallel()) {
+      const CpAttentionDims cd{.batch = dims.batch,
+                               .seq = dims.seq * config_.cp->size(),
+                               .heads = A,
+                               .kv_heads = K,
+                               .head_dim = D};
+      CpAttentionBackward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
+                          saved.k.view(), saved.v.view(), saved.o.view(), saved.cp, cd,
+                          config_.cp_kind, *config_.cp, *ctx.alloc);
+    } else {
+      const kernels::AttentionDims ad{
+          .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
+      kernels::attention_backward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
+                                  saved.k.view(), saved.v.view(), saved.o.view(), saved.lse.view(),
+                                  ad);
+    }
   }
-  kernels::rope_backward(dq.view(), dq.view(), rope_, dims.seq);
-  kernels::rope_backward(dk.view(), dk.view(), rope_, dims.seq);
+  Rope(dq.view(), dims, true);
+  Rope(dk.view(), dims, true);
   ConstTensor dq2 = dq.view().Reshape({T, A * D}), dk2 = dk.view().Reshape({T, K * D}),
               dv2 = dv.view().Reshape({T, K * D});
-  kernels::linear_backward_weight(params_.grad(wq_), dq2, x);
-  kernels::linear_backward_weight(params_.grad(wk_), dk2, x);
-  kernels::linear_backward_weight(params_.grad(wv_), dv2, x);
+  WeightGradGemm(ctx, params_.grad(wq_), dq2, x);
+  WeightGradGemm(ctx, params_.grad(wk_), dk2, x);
+  WeightGradGemm(ctx, params_.grad(wv_), dv2, x);
   kernels::linear_backward_input(dx, dq2, params_.weight(wq_));
   kernels::linear_backward_input(dx, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
   kernels::linear_backward_input(dx, dv2, params_.weight(wv_), /*accumulate_dx=*/true);
+  CopyToTpBackward(tp_, dx);
   saved = Saved();  // the stash is consumed
 }
 

@@ -1,15 +1,20 @@
 // Causal self-attention with RoPE and grouped-query heads.
 //   q = x Wq^T, k = x Wk^T, v = x Wv^T (column-parallel: this rank's A/tp and K/tp heads),
 //   rope(q), rope(k), o = flash_attention(q, k, v), y = o Wo^T (row-parallel over A/tp * D).
-// With tp > 1 the input enters through copy_to_tp and y leaves through reduce_from_tp
-// (model/regions.h, issue 5); with tp = 1 both are the identity.
+// The input enters through copy_to_tp and y leaves through reduce_from_tp (model/regions.h) on
+// config.shard.tp_comm; with tp = 1 both are the identity.
+// Context parallel (config.cp set, size > 1): x holds this rank's two chunks of each sequence
+// (data::Sampler's 2 x CP order, dims.seq = S / cp local rows); RoPE uses the rows' GLOBAL
+// positions and the attention core is model/cp_attention.h (ring or Ulysses, config.cp_kind).
 // Saved: q, k (after RoPE), v, o and the log-sum-exp; never the S x S scores. Under selective
 // recomputation nothing is saved and Backward recomputes them from the layer input.
 #pragma once
 
 #include <string>
 
+#include "comm/communicator.h"
 #include "kernels/cpu/rope.h"
+#include "model/cp_attention.h"
 #include "model/layer_common.h"
 #include "model/param_set.h"
 
@@ -21,16 +26,19 @@ struct AttentionConfig {
   int64_t max_seq = 0;
   double std_out = 0.02;  // init std of Wo
   ShardConfig shard{};
+  comm::Communicator* cp = nullptr;  // the cp group; null or size 1 = no context parallelism
+  spec::CpKind cp_kind = spec::CpKind::kRing;
 };
 
 class Attention {
  public:
   struct Saved {
-    core::Buffer q;    // (T, A, D) after RoPE
-    core::Buffer k;    // (T, K, D) after RoPE
-    core::Buffer v;    // (T, K, D)
-    core::Buffer o;    // (T, A, D)
-    core::Buffer lse;  // (B, A, S)
+    core::Buffer q;       // (T, A, D) after RoPE
+    core::Buffer k;       // (T, K, D) after RoPE
+    core::Buffer v;       // (T, K, D)
+    core::Buffer o;       // (T, A, D)
+    core::Buffer lse;     // (B, A, S)
+    CpAttentionSaved cp;  // context parallel: the attention core's stash instead of lse
     bool empty() const { return q.empty(); }
   };
 
@@ -46,8 +54,12 @@ class Attention {
   // Fills q, k, v, o, lse of `s` (buffers of `tag`) from x.
   void Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
                  core::MemTag tag) const;
+  bool context_parallel() const { return config_.cp != nullptr && config_.cp->size() > 1; }
+  // RoPE (or its inverse) of x (T, N, D) at the rows' global positions (chunks under cp).
+  void Rope(Tensor x, Dims dims, bool inverse) const;
   ParamSet& params_;
   AttentionConfig config_;
+  comm::Communicator& tp_;
   int64_t heads_local_, kv_heads_local_;
   ParamId wq_, wk_, wv_, wo_;
   kernels::RopeTable rope_;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "model/regions.h"
+
 namespace pentamesh::model {
 
 Embedding::Embedding(ParamSet& params, const std::string& name, int64_t vocab, int64_t hidden,
                      const ShardConfig& shard)
-    : params_(params), vocab_(vocab), hidden_(hidden) {
+    : params_(params), tp_(*shard.tp_comm), vocab_(vocab), hidden_(hidden) {
   weight_ =
       params.Add(name, {vocab, hidden},
                  {.dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank},
@@ -33,6 +35,7 @@ void Embedding::Forward(Tensor y, ConstTensor tokens, const LayerContext& ctx) c
       core::Bf16ToFloat(dst, w.bf16() + row * hidden_, hidden_);
     }
   }
+  ReduceFromTpForward(tp_, y);  // rows outside every other shard were zeros
   RoundActivation(ctx, y);
 }
 

@@ -1,6 +1,7 @@
 // Token embedding, vocab-parallel: this rank holds rows [tp_rank * V/tp, (tp_rank+1) * V/tp) of the
-// (V, H) table. With tp > 1 rows outside the shard give zeros and reduce_from_tp sums the shards
-// (issue 5); on one process the shard is the whole table.
+// (V, H) table. Rows outside the shard give zeros and reduce_from_tp sums the shards over
+// shard.tp_comm (model/regions.h); on one process the shard is the whole table. Backward needs no
+// communication: dy is replicated over tp.
 // No stash: backward needs only the token ids, which the stage keeps.
 #pragma once
 
@@ -23,6 +24,7 @@ class Embedding {
 
  private:
   ParamSet& params_;
+  comm::Communicator& tp_;
   ParamId weight_;
   int64_t vocab_, vocab_local_ = 0, vocab_begin_ = 0, hidden_;
 };

@@ -1,6 +1,8 @@
 // The last stage's head: final RMSNorm, LM projection (vocab-parallel rows of (V, H); tied heads
 // reuse the embedding table) and softmax cross-entropy normalised by the step's global valid
-// tokens. Saved: the normalised input, the logits (tag kLogits) and their log-sum-exp.
+// tokens, vocab-parallel over shard.tp_comm (three T-value all-reduces forward, the input grad's
+// all-reduce backward; model/regions.h). Saved: the normalised input, the logits (tag kLogits) and
+// their log-sum-exp.
 #pragma once
 
 #include <string>
@@ -30,9 +32,10 @@ class Head {
 
  private:
   ParamSet& params_;
+  comm::Communicator& tp_;
   RmsNorm norm_;
   ParamId weight_;
-  int64_t hidden_, vocab_local_;
+  int64_t hidden_, vocab_local_, vocab_begin_;
 };
 
 }  // namespace pentamesh::model

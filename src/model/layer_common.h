@@ -6,12 +6,16 @@
 //   N = routed (token, expert) assignments. Local shapes divide A, K, F by tp and E by ep.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/bf16.h"
+#include "core/check.h"
 #include "core/tensor.h"
+#include "kernels/cpu/matmul.h"
 
 namespace pentamesh::model {
 
@@ -23,8 +27,13 @@ struct Dims {
   int64_t tokens() const { return batch * seq; }
 };
 
+class DeferredWeightGrads;
+
 struct LayerContext {
   core::Allocator* alloc = nullptr;
+  // Zero-bubble split backward (B then W): when set, layers hand their weight-gradient GEMMs to
+  // it instead of running them (see WeightGradGemm); null runs the full backward.
+  DeferredWeightGrads* deferred = nullptr;
   bool bf16 = false;       // round activations to bf16 values as they are produced
   float aux_scale = 1.0f;  // weight of this micro-batch's auxiliary (MoE) losses in the step loss
   // Tag for a stash buffer holding bf16-rounded activations: in bf16 mode the fp32 buffer is a
@@ -36,6 +45,56 @@ struct LayerContext {
 
 inline core::Buffer NewBuffer(const LayerContext& ctx, core::MemTag tag, core::Shape shape) {
   return core::Buffer(*ctx.alloc, tag, core::Dtype::kF32, shape);
+}
+
+// The weight half of a split backward (zero-bubble "W"): the GEMMs dw += dy^T @ x that B
+// deferred, with copies of their dy and x (tag kActivations: they are what W needs stashed).
+// Norm and embedding weight grads (O(T*H) element-wise work) stay in B.
+// Invariant: Run() applies every recorded GEMM exactly once, in recording order, into the same
+// grad tensors the full backward writes, so B + W == the full backward up to the fp32 summation
+// order of the grad accumulation.
+class DeferredWeightGrads {
+ public:
+  void Add(const LayerContext& ctx, Tensor dw, ConstTensor dy, ConstTensor x) {
+    PM_CHECK(dy.dtype() == core::Dtype::kF32 && x.dtype() == core::Dtype::kF32)
+        << "deferred weight grad needs fp32 dy and x";
+    Item item{dw, NewBuffer(ctx, core::MemTag::kActivations, dy.shape()), nullptr, x.f32()};
+    std::copy(dy.f32(), dy.f32() + dy.numel(), item.dy.f32());
+    // Consecutive GEMMs on the same input (wq, wk, wv; w1, w3) share one copy of it.
+    if (!items_.empty() && items_.back().x_source == x.f32() &&
+        items_.back().x->view().numel() == x.numel()) {
+      item.x = items_.back().x;
+    } else {
+      item.x =
+          std::make_shared<core::Buffer>(NewBuffer(ctx, core::MemTag::kActivations, x.shape()));
+      std::copy(x.f32(), x.f32() + x.numel(), item.x->f32());
+    }
+    items_.push_back(std::move(item));
+  }
+  void Run() {
+    for (Item& item : items_)
+      kernels::linear_backward_weight(item.dw, item.dy.view(), item.x->view());
+    items_.clear();
+  }
+  bool empty() const { return items_.empty(); }
+
+ private:
+  struct Item {
+    Tensor dw;
+    core::Buffer dy;
+    std::shared_ptr<core::Buffer> x;
+    const float* x_source = nullptr;  // where x was copied from (sharing test only)
+  };
+  std::vector<Item> items_;
+};
+
+// dw += dy^T @ x now, or recorded for W when the context defers weight gradients.
+inline void WeightGradGemm(const LayerContext& ctx, Tensor dw, ConstTensor dy, ConstTensor x) {
+  if (ctx.deferred) {
+    ctx.deferred->Add(ctx, dw, dy, x);
+  } else {
+    kernels::linear_backward_weight(dw, dy, x);
+  }
 }
 
 // In bf16 mode activations are rounded to bf16 values (round-to-nearest-even) when produced.

@@ -1,7 +1,9 @@
 #include "model/mlp.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/swiglu.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -21,21 +23,21 @@ void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTenso
                        ConstTensor h1, ConstTensor h3, ConstTensor g, ConstTensor w1,
                        ConstTensor w3, ConstTensor w2, const LayerContext& ctx,
                        bool accumulate_dx) {
-  kernels::linear_backward_weight(dw2, dy, g);
+  WeightGradGemm(ctx, dw2, dy, g);
   core::Buffer dg = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   kernels::linear_backward_input(dg.view(), dy, w2);
   core::Buffer dh1 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   core::Buffer dh3 = NewBuffer(ctx, core::MemTag::kOther, h1.shape());
   kernels::swiglu_backward(dh1.view(), dh3.view(), dg.view(), h1, h3);
-  kernels::linear_backward_weight(dw1, dh1.view(), x);
-  kernels::linear_backward_weight(dw3, dh3.view(), x);
+  WeightGradGemm(ctx, dw1, dh1.view(), x);
+  WeightGradGemm(ctx, dw3, dh3.view(), x);
   kernels::linear_backward_input(dx, dh1.view(), w1, accumulate_dx);
   kernels::linear_backward_input(dx, dh3.view(), w3, /*accumulate_dx=*/true);
 }
 
 Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ffn_hidden,
          double std_out, const ShardConfig& shard)
-    : params_(params), ffn_local_(ffn_hidden / shard.tp_size) {
+    : params_(params), tp_(*shard.tp_comm), ffn_local_(ffn_hidden / shard.tp_size) {
   const Sharding column{
       .dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
   const Sharding row{.dim = 1, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
@@ -52,13 +54,24 @@ void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx
   saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
   SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
                    params_.weight(w3_), params_.weight(w2_), ctx);
+  ReduceFromTpForward(tp_, y);
 }
 
 void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
                    bool accumulate_dx) const {
-  SwiGluFfnBackward(dx, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
+  // copy_to_tp's backward sums this block's input grad alone, so an accumulating caller gets it
+  // through a scratch buffer.
+  core::Buffer scratch;
+  Tensor dx_block = dx;
+  if (accumulate_dx) {
+    scratch = NewBuffer(ctx, core::MemTag::kOther, dx.shape());
+    dx_block = scratch.view();
+  }
+  SwiGluFfnBackward(dx_block, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
                     saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
-                    params_.weight(w3_), params_.weight(w2_), ctx, accumulate_dx);
+                    params_.weight(w3_), params_.weight(w2_), ctx);
+  CopyToTpBackward(tp_, dx_block);
+  if (accumulate_dx) kernels::add_inplace(dx, dx_block);
   saved = Saved();
 }
 

@@ -35,6 +35,7 @@ class Mlp {
 
  private:
   ParamSet& params_;
+  comm::Communicator& tp_;
   int64_t ffn_local_;
   ParamId w1_, w3_, w2_;
 };

@@ -28,11 +28,22 @@ double MoeStats::LoadImbalance() const {
   return mx / (total / static_cast<double>(routed.size()));
 }
 
+double MoeStats::MaxExpertShare() const {
+  const int64_t total = std::accumulate(routed.begin(), routed.end(), int64_t{0});
+  if (total == 0) return 0;
+  return static_cast<double>(*std::max_element(routed.begin(), routed.end())) /
+         static_cast<double>(total);
+}
+
 Moe::Moe(ParamSet& params, const std::string& prefix, const MoeConfig& c)
     : params_(params),
       config_(c),
       experts_local_(c.experts / c.shard.ep_size),
-      expert_begin_(c.shard.ep_rank * (c.experts / c.shard.ep_size)) {
+      expert_begin_(c.shard.ep_rank * (c.experts / c.shard.ep_size)),
+      bias_(static_cast<size_t>(c.experts), 0.0f) {
+  PM_CHECK(c.ep == nullptr || (c.ep->size() == c.shard.ep_size && c.ep->rank() == c.shard.ep_rank))
+      << "moe: ep communicator " << c.ep->Describe() << " differs from shard ep " << c.shard.ep_rank
+      << "/" << c.shard.ep_size;
   const int64_t E = c.experts, H = c.hidden, Fe = c.expert_ffn;
   const Sharding ep{
       .dim = 0, .axis = MeshAxis::kEp, .size = c.shard.ep_size, .rank = c.shard.ep_rank};
@@ -62,9 +73,12 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
   const float* p = s.probs.f32();
   std::vector<int32_t> choice(static_cast<size_t>(T * k));  // (T, k) chosen experts
   std::vector<int32_t> order(static_cast<size_t>(E));
+  std::vector<float> score(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     std::iota(order.begin(), order.end(), 0);
-    const float* pt = p + t * E;
+    for (int64_t e = 0; e < E; ++e)
+      score[static_cast<size_t>(e)] = p[t * E + e] + bias_[static_cast<size_t>(e)];
+    const float* pt = score.data();
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
       return pt[a] > pt[b] || (pt[a] == pt[b] && a < b);
     });
@@ -93,7 +107,8 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
   s.offsets.assign(1, 0);
   s.token.clear();
   s.gate.clear();
-  for (int64_t e = expert_begin_; e < expert_begin_ + experts_local_; ++e) {
+  const bool ep = expert_parallel();  // with ep: every expert, in send order
+  for (int64_t e = ep ? 0 : expert_begin_; e < (ep ? E : expert_begin_ + experts_local_); ++e) {
     std::vector<int32_t>& toks = per_expert[static_cast<size_t>(e)];
     std::sort(toks.begin(), toks.end());  // token order inside an expert
     for (int32_t t : toks) {
@@ -126,19 +141,24 @@ void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, Mo
   Route(s, x, ctx, local, tag);
   const int64_t N = static_cast<int64_t>(s.token.size());
   const core::MemTag rounded = ctx.RoundedStashTag(tag);
-  s.h1 = NewBuffer(ctx, rounded, {N, Fe});
-  s.h3 = NewBuffer(ctx, rounded, {N, Fe});
-  s.g = NewBuffer(ctx, rounded, {N, Fe});
-  s.out = NewBuffer(ctx, rounded, {N, H});
-  for (int64_t e = 0; e < experts_local_; ++e) {
-    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
-                  r1 = s.offsets[static_cast<size_t>(e + 1)];
-    if (r0 == r1) continue;
-    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
-    kernels::gather_rows(xe.view(), x, s.token.data() + r0);
-    SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
-                     s.g.view().Rows(r0, r1), xe.view(), ExpertSlice(params_.weight(w1_), e),
-                     ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+  if (expert_parallel()) {
+    ExpertsForwardEp(s, x, ctx, tag);
+  } else {
+    s.h1 = NewBuffer(ctx, rounded, {N, Fe});
+    s.h3 = NewBuffer(ctx, rounded, {N, Fe});
+    s.g = NewBuffer(ctx, rounded, {N, Fe});
+    s.out = NewBuffer(ctx, rounded, {N, H});
+    for (int64_t e = 0; e < experts_local_; ++e) {
+      const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                    r1 = s.offsets[static_cast<size_t>(e + 1)];
+      if (r0 == r1) continue;
+      core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
+      kernels::gather_rows(xe.view(), x, s.token.data() + r0);
+      SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1),
+                       s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), xe.view(),
+                       ExpertSlice(params_.weight(w1_), e), ExpertSlice(params_.weight(w3_), e),
+                       ExpertSlice(params_.weight(w2_), e), ctx);
+    }
   }
   kernels::fill(y, 0.0f);
   if (shared_) shared_->Forward(y, s.shared, x, ctx, ctx.RoundedStashTag(tag));
@@ -170,7 +190,7 @@ void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s
       dpt[e] = pt[e] * (dpt[e] - static_cast<float>(dot)) + z_coef * lse[t] * pt[e];
     }
   }
-  kernels::linear_backward_weight(params_.grad(router_), dprobs, x);
+  WeightGradGemm(ctx, params_.grad(router_), dprobs, x);
   kernels::linear_backward_input(dx, dprobs, params_.weight(router_), /*accumulate_dx=*/true);
   (void)ctx;
 }
@@ -184,35 +204,172 @@ void Moe::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& s,
     kernels::fill(dx, 0.0f);
   }
   core::Buffer dprobs = NewBuffer(ctx, core::MemTag::kOther, {T, E});
-  for (int64_t e = 0; e < experts_local_; ++e) {
-    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
-                  r1 = s.offsets[static_cast<size_t>(e + 1)];
-    if (r0 == r1) continue;
-    const int64_t n = r1 - r0;
-    const int32_t* tok = s.token.data() + r0;
-    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-    core::Buffer dout = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-    kernels::gather_rows(xe.view(), x, tok);
-    kernels::gather_rows(dout.view(), dy, tok);
-    const float* out = s.out.f32() + r0 * H;
-    for (int64_t r = 0; r < n; ++r) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
-      float* d = dout.f32() + r * H;
-      double dot = 0;
-      for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * out[r * H + i];
-      dprobs.f32()[tok[r] * E + expert_begin_ + e] += static_cast<float>(dot);
-      const float g = s.gate[static_cast<size_t>(r0 + r)];
-      for (int64_t i = 0; i < H; ++i) d[i] *= g;
+  kernels::fill(dprobs.view(), 0.0f);
+  if (expert_parallel()) {
+    ExpertsBackwardEp(dx, dprobs.view(), dy, s, ctx);
+  } else {
+    for (int64_t e = 0; e < experts_local_; ++e) {
+      const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                    r1 = s.offsets[static_cast<size_t>(e + 1)];
+      if (r0 == r1) continue;
+      const int64_t n = r1 - r0;
+      const int32_t* tok = s.token.data() + r0;
+      core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+      core::Buffer dout = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+      kernels::gather_rows(xe.view(), x, tok);
+      kernels::gather_rows(dout.view(), dy, tok);
+      const float* out = s.out.f32() + r0 * H;
+      for (int64_t r = 0; r < n; ++r) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
+        float* d = dout.f32() + r * H;
+        double dot = 0;
+        for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * out[r * H + i];
+        dprobs.f32()[tok[r] * E + expert_begin_ + e] += static_cast<float>(dot);
+        const float g = s.gate[static_cast<size_t>(r0 + r)];
+        for (int64_t i = 0; i < H; ++i) d[i] *= g;
+      }
+      core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+      SwiGluFfnBackward(
+          dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
+          ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
+          s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
+          ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+      kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
     }
-    core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-    SwiGluFfnBackward(
-        dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
-        ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
-        s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
-        ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
-    kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
   }
   RouterBackward(dx, dprobs.view(), x, s, ctx);
   s = Saved();
+}
+
+namespace {
+
+// Element counts of an all_to_all_v moving `rows[p]` rows of `width` floats to/from peer p.
+std::vector<int64_t> Elements(const std::vector<int64_t>& rows, int64_t width) {
+  std::vector<int64_t> out(rows.size());
+  for (size_t p = 0; p < rows.size(); ++p) out[p] = rows[p] * width;
+  return out;
+}
+
+// Rows of `rows` (N, W) moved to the peers by `send_rows`, received per `recv_rows`.
+void ExchangeRows(comm::Communicator& ep, Tensor recv, const std::vector<int64_t>& recv_rows,
+                  ConstTensor send, const std::vector<int64_t>& send_rows, int64_t width) {
+  ep.all_to_all_v(recv.f32(), Elements(recv_rows, width), send.f32(), Elements(send_rows, width),
+                  core::Dtype::kF32);
+}
+
+}  // namespace
+
+void Moe::ExpertsForwardEp(Saved& s, ConstTensor x, const LayerContext& ctx,
+                           core::MemTag tag) const {
+  comm::Communicator& ep = *config_.ep;
+  const int64_t H = config_.hidden, Fe = config_.expert_ffn, El = experts_local_;
+  const int P = ep.size();
+  // Kept assignments per (peer, local expert of that peer): sent first so owners can regroup.
+  std::vector<int64_t> send_meta(static_cast<size_t>(config_.experts)), recv_meta(send_meta.size());
+  for (size_t e = 0; e < send_meta.size(); ++e) send_meta[e] = s.offsets[e + 1] - s.offsets[e];
+  const std::vector<int64_t> meta_counts(static_cast<size_t>(P), El);
+  ep.all_to_all_v(recv_meta.data(), meta_counts, send_meta.data(), meta_counts, core::Dtype::kI64);
+  s.ep_send_rows.assign(static_cast<size_t>(P), 0);
+  s.ep_recv_rows.assign(static_cast<size_t>(P), 0);
+  std::vector<int64_t> recv_start(static_cast<size_t>(P * El + 1), 0);
+  for (int64_t i = 0; i < P * El; ++i) {
+    s.ep_send_rows[static_cast<size_t>(i / El)] += send_meta[static_cast<size_t>(i)];
+    s.ep_recv_rows[static_cast<size_t>(i / El)] += recv_meta[static_cast<size_t>(i)];
+    recv_start[static_cast<size_t>(i + 1)] =
+        recv_start[static_cast<size_t>(i)] + recv_meta[static_cast<size_t>(i)];
+  }
+  // Received rows come peer-major; the grouped pass wants them expert-major.
+  s.ep_perm.clear();
+  s.ep_offsets.assign(1, 0);
+  for (int64_t j = 0; j < El; ++j) {
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t start = recv_start[static_cast<size_t>(p * El + j)];
+      for (int64_t r = 0; r < recv_meta[static_cast<size_t>(p * El + j)]; ++r)
+        s.ep_perm.push_back(static_cast<int32_t>(start + r));
+    }
+    s.ep_offsets.push_back(static_cast<int64_t>(s.ep_perm.size()));
+  }
+  const int64_t n_send = static_cast<int64_t>(s.token.size()),
+                n_recv = static_cast<int64_t>(s.ep_perm.size());
+  core::Buffer xsend = NewBuffer(ctx, core::MemTag::kComm, {n_send, H});
+  core::Buffer xrecv = NewBuffer(ctx, core::MemTag::kComm, {n_recv, H});
+  kernels::gather_rows(xsend.view(), x, s.token.data());
+  ExchangeRows(ep, xrecv.view(), s.ep_recv_rows, xsend.view(), s.ep_send_rows, H);  // dispatch
+  s.ep_x = NewBuffer(ctx, tag, {n_recv, H});
+  kernels::gather_rows(s.ep_x.view(), xrecv.view(), s.ep_perm.data());
+  const core::MemTag rounded = ctx.RoundedStashTag(tag);
+  s.h1 = NewBuffer(ctx, rounded, {n_recv, Fe});
+  s.h3 = NewBuffer(ctx, rounded, {n_recv, Fe});
+  s.g = NewBuffer(ctx, rounded, {n_recv, Fe});
+  core::Buffer out = NewBuffer(ctx, core::MemTag::kOther, {n_recv, H});
+  for (int64_t j = 0; j < El; ++j) {  // one grouped pass per local expert
+    const int64_t r0 = s.ep_offsets[static_cast<size_t>(j)],
+                  r1 = s.ep_offsets[static_cast<size_t>(j + 1)];
+    if (r0 == r1) continue;
+    SwiGluFfnForward(out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
+                     s.g.view().Rows(r0, r1), s.ep_x.view().Rows(r0, r1),
+                     ExpertSlice(params_.weight(w1_), j), ExpertSlice(params_.weight(w3_), j),
+                     ExpertSlice(params_.weight(w2_), j), ctx);
+  }
+  kernels::fill(xrecv.view(), 0.0f);  // reused: the outputs back in received order
+  kernels::scatter_add_rows(xrecv.view(), out.view(), s.ep_perm.data(), nullptr);
+  s.out = NewBuffer(ctx, rounded, {n_send, H});
+  ExchangeRows(ep, s.out.view(), s.ep_send_rows, xrecv.view(), s.ep_recv_rows, H);  // combine
+}
+
+void Moe::ExpertsBackwardEp(Tensor dx, Tensor dprobs, ConstTensor dy, Saved& s,
+                            const LayerContext& ctx) const {
+  comm::Communicator& ep = *config_.ep;
+  const int64_t H = config_.hidden, E = config_.experts;
+  const int64_t n_send = static_cast<int64_t>(s.token.size()),
+                n_recv = static_cast<int64_t>(s.ep_perm.size());
+  core::Buffer dsend = NewBuffer(ctx, core::MemTag::kComm, {n_send, H});
+  kernels::gather_rows(dsend.view(), dy, s.token.data());
+  for (int64_t e = 0; e < E; ++e) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
+    for (int64_t a = s.offsets[static_cast<size_t>(e)]; a < s.offsets[static_cast<size_t>(e + 1)];
+         ++a) {
+      float* d = dsend.f32() + a * H;
+      const float* o = s.out.f32() + a * H;
+      double dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * o[i];
+      dprobs.f32()[s.token[static_cast<size_t>(a)] * E + e] += static_cast<float>(dot);
+      const float g = s.gate[static_cast<size_t>(a)];
+      for (int64_t i = 0; i < H; ++i) d[i] *= g;
+    }
+  }
+  core::Buffer drecv = NewBuffer(ctx, core::MemTag::kComm, {n_recv, H});
+  ExchangeRows(ep, drecv.view(), s.ep_recv_rows, dsend.view(), s.ep_send_rows, H);
+  core::Buffer dgrouped = NewBuffer(ctx, core::MemTag::kOther, {n_recv, H});
+  core::Buffer dxg = NewBuffer(ctx, core::MemTag::kOther, {n_recv, H});
+  kernels::gather_rows(dgrouped.view(), drecv.view(), s.ep_perm.data());
+  for (int64_t j = 0; j < experts_local_; ++j) {
+    const int64_t r0 = s.ep_offsets[static_cast<size_t>(j)],
+                  r1 = s.ep_offsets[static_cast<size_t>(j + 1)];
+    if (r0 == r1) continue;
+    SwiGluFfnBackward(dxg.view().Rows(r0, r1), ExpertSlice(params_.grad(w1_), j),
+                      ExpertSlice(params_.grad(w3_), j), ExpertSlice(params_.grad(w2_), j),
+                      dgrouped.view().Rows(r0, r1), s.ep_x.view().Rows(r0, r1),
+                      s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1),
+                      ExpertSlice(params_.weight(w1_), j), ExpertSlice(params_.weight(w3_), j),
+                      ExpertSlice(params_.weight(w2_), j), ctx);
+  }
+  kernels::fill(drecv.view(), 0.0f);  // reused: dx rows back in received order
+  kernels::scatter_add_rows(drecv.view(), dxg.view(), s.ep_perm.data(), nullptr);
+  ExchangeRows(ep, dsend.view(), s.ep_send_rows, drecv.view(), s.ep_recv_rows, H);
+  kernels::scatter_add_rows(dx, dsend.view(), s.token.data(), nullptr);
+}
+
+void Moe::UpdateBias(const MoeStats& step) {
+  if (config_.bias_update_rate == 0 || step.routed.empty()) return;
+  PM_CHECK(static_cast<int64_t>(step.routed.size()) == config_.experts)
+      << "UpdateBias: " << step.routed.size() << " experts in stats, " << config_.experts;
+  const double mean =
+      static_cast<double>(std::accumulate(step.routed.begin(), step.routed.end(), int64_t{0})) /
+      static_cast<double>(config_.experts);
+  const float rate = static_cast<float>(config_.bias_update_rate);
+  for (size_t e = 0; e < bias_.size(); ++e) {
+    const double load = static_cast<double>(step.routed[e]);
+    bias_[e] += load < mean ? rate : (load > mean ? -rate : 0.0f);
+  }
 }
 
 }  // namespace pentamesh::model

@@ -9,7 +9,14 @@
 //                  residual carries the token).
 // Experts are stacked (E, Fe, H) / (E, H, Fe) and sharded on dim 0 over ep: this rank computes
 // experts [ep_rank * E/ep, (ep_rank+1) * E/ep). With ep > 1 dispatch/combine become all_to_all_v
-// on the ep group (issue 6); here every routed expert is local.
+// on the ep group: with MoeConfig::ep set (size > 1) each rank routes ITS tokens over all E
+// experts, sends every kept assignment's row to the rank owning the expert (all_to_all_v,
+// grouped by expert), the owner runs one grouped pass per local expert over the rows of all
+// sources, and the outputs return the same way to be combined with the gates; backward sends
+// gate * dy out and dx back (4 row all_to_all_v per layer, plus one all_to_all_v of the E i64
+// per-expert counts forward). Without `ep` every routed expert is local (ep_size 1).
+// Auxiliary-loss-free balancing (DeepSeek-V3): top-k is chosen on probs + bias (bias per expert,
+// not a parameter), the gates stay the unbiased probs; UpdateBias nudges the bias after a step.
 // Saved: router probs and lse, the kept assignments grouped by expert, the experts' h1/h3 and
 // outputs (for the gate gradient).
 #pragma once
@@ -18,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/layer_common.h"
 #include "model/mlp.h"
 #include "model/param_set.h"
@@ -31,7 +39,9 @@ struct MoeConfig {
   double aux_loss_coef = 0.01;  // alpha
   double z_loss_coef = 0;       // beta
   double std_out = 0.02;
+  double bias_update_rate = 0;  // aux-loss-free balancing step gamma; 0 = off
   ShardConfig shard{};
+  comm::Communicator* ep = nullptr;  // the ep group (size shard.ep_size) for dispatch/combine
 };
 
 // Routing statistics of one forward (summed over micro-batches and layers by the caller).
@@ -44,6 +54,10 @@ struct MoeStats {
   void Add(const MoeStats& o);
   // max / mean of routed tokens per expert (1 = perfectly balanced).
   double LoadImbalance() const;
+  // Largest share of routed assignments one expert took (0 when none were routed).
+  double MaxExpertShare() const;
+  // Expert collapse: one expert took more than 25% of the routed assignments.
+  bool CollapseWarning() const { return MaxExpertShare() > 0.25; }
 };
 
 class Moe {
@@ -53,10 +67,16 @@ class Moe {
     core::Buffer lse;              // (T)
     std::vector<int32_t> token;    // (N) token of each kept assignment, grouped by expert
     std::vector<float> gate;       // (N)
-    std::vector<int64_t> offsets;  // (E_local + 1) assignment ranges per local expert
-    std::vector<float> fraction;   // (E) f_i
-    core::Buffer h1, h3, g;        // (N, Fe)
-    core::Buffer out;              // (N, H) expert outputs before gating
+    std::vector<int64_t> offsets;  // (E_local + 1) assignment ranges per local expert (all E + 1
+                                   // with ep: the send order)
+    // Expert parallel only: rows per peer sent / received, the received rows regrouped by local
+    // expert (grouped row i is received row perm[i]), offsets of the local experts in that order.
+    std::vector<int64_t> ep_send_rows, ep_recv_rows, ep_offsets;
+    std::vector<int32_t> ep_perm;
+    core::Buffer ep_x;            // (N_recv, H) received rows, grouped by local expert
+    std::vector<float> fraction;  // (E) f_i
+    core::Buffer h1, h3, g;       // (N, Fe)
+    core::Buffer out;             // (N, H) expert outputs before gating
     Mlp::Saved shared;
     float aux_scale = 1.0f;
   };
@@ -68,6 +88,11 @@ class Moe {
   // dx (T, H) is written; grads accumulate; the aux and z losses' gradients are included.
   void Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
                 const LayerContext& ctx) const;
+  // Aux-loss-free balancing: bias_e += rate * sign(mean load - load_e) from one step's routed
+  // counts (summed over the ranks sharing the router, by the caller). No-op when rate is 0.
+  void UpdateBias(const MoeStats& step);
+  const std::vector<float>& bias() const { return bias_; }
+  bool expert_parallel() const { return config_.ep != nullptr && config_.ep->size() > 1; }
 
  private:
   void Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
@@ -78,7 +103,12 @@ class Moe {
   MoeConfig config_;
   int64_t experts_local_, expert_begin_;
   ParamId router_, w1_, w3_, w2_;
+  // Expert parallel halves of Forward / Backward (expert_parallel()).
+  void ExpertsForwardEp(Saved& s, ConstTensor x, const LayerContext& ctx, core::MemTag tag) const;
+  void ExpertsBackwardEp(Tensor dx, Tensor dprobs, ConstTensor dy, Saved& s,
+                         const LayerContext& ctx) const;
   std::unique_ptr<Mlp> shared_;
+  std::vector<float> bias_;  // (E) routing bias of aux-loss-free balancing
 };
 
 }  // namespace pentamesh::model

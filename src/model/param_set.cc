@@ -53,16 +53,37 @@ ParamId ParamSet::Add(const std::string& name, core::Shape global_shape, Shardin
   return id;
 }
 
-void ParamSet::Finalize() {
+void ParamSet::Finalize(const ParamLayout& layout) {
   PM_CHECK(!finalized_) << "Finalize twice";
+  PM_CHECK(layout.pad_multiple >= 1) << "pad_multiple " << layout.pad_multiple;
+  PM_CHECK(layout.optimizer_state || weight_dtype_ == core::Dtype::kF32)
+      << "a sharded optimizer keeps bf16 master weights itself: not implemented";
   finalized_ = true;
-  weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {numel_});
-  grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {numel_});
-  adam_m_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {numel_});
-  adam_v_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {numel_});
-  if (weight_dtype_ == core::Dtype::kBF16) {
-    master_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {numel_});
+  layout_ = layout;
+  numel_padded_ = (numel_ + layout.pad_multiple - 1) / layout.pad_multiple * layout.pad_multiple;
+  const int64_t n = numel_padded_;
+  weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
+  grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
+  if (weight_dtype_ == core::Dtype::kF32) {
+    std::fill(weights_.f32(), weights_.f32() + n, 0.0f);
   }
+  std::fill(grads_.f32(), grads_.f32() + n, 0.0f);
+  if (!layout.optimizer_state) return;
+  adam_m_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+  adam_v_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+  if (weight_dtype_ == core::Dtype::kBF16) {
+    master_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+  }
+}
+
+Tensor ParamSet::flat_grads() const {
+  PM_CHECK(finalized_) << "flat_grads before Finalize";
+  return grads_.view();
+}
+
+Tensor ParamSet::flat_master() const {
+  PM_CHECK(finalized_) << "flat_master before Finalize";
+  return weight_dtype_ == core::Dtype::kF32 ? weights_.view() : master_.view();
 }
 
 int64_t GlobalIndex(const ParamInfo& info, int64_t local_index) {
@@ -105,6 +126,7 @@ void ParamSet::Init(uint64_t seed) {
   }
   SyncWeightsFromMaster();
   ZeroGrads();
+  if (!layout_.optimizer_state) return;
   std::fill(adam_m_.f32(), adam_m_.f32() + numel_, 0.0f);
   std::fill(adam_v_.f32(), adam_v_.f32() + numel_, 0.0f);
 }
@@ -132,6 +154,7 @@ ParamId ParamSet::Find(const std::string& name) const {
 void ParamSet::ZeroGrads() { std::fill(grads_.f32(), grads_.f32() + numel_, 0.0f); }
 
 void ParamSet::ForEach(const Visitor& fn) {
+  PM_CHECK(layout_.optimizer_state) << "ForEach visits Adam state, which a sharded optimizer owns";
   for (ParamId id = 0; id < size(); ++id) {
     fn(info(id), master(id), grad(id), Slice(adam_m_, core::Dtype::kF32, id),
        Slice(adam_v_, core::Dtype::kF32, id));

@@ -20,6 +20,10 @@
 #include "core/allocator.h"
 #include "core/tensor.h"
 
+namespace pentamesh::comm {
+class Communicator;
+}
+
 namespace pentamesh::model {
 
 using core::ConstTensor;
@@ -29,9 +33,12 @@ enum class MeshAxis : uint8_t { kNone, kTp, kEp };
 const char* ToString(MeshAxis axis);
 
 // This rank's coordinates on the axes a layer can be sharded over (1/0 on one process).
+// tp_comm: the tp group (size tp_size) the layers' regions communicate over (model/regions.h);
+// null means "one process": Stage then supplies a one-rank group.
 struct ShardConfig {
   int64_t tp_size = 1, tp_rank = 0;
   int64_t ep_size = 1, ep_rank = 0;
+  comm::Communicator* tp_comm = nullptr;
 };
 
 // How a parameter is split: dim `dim` of the global shape is cut into `size` equal slices
@@ -61,6 +68,15 @@ struct ParamInfo {
 
 using ParamId = int32_t;
 
+// How Finalize lays out the flat buffers. pad_multiple: the flat length is rounded up to a
+// multiple of it (ZeRO shards the flat buffers over dp ranks; padding elements stay zero and belong
+// to no parameter). optimizer_state = false: no Adam m/v (and no bf16 master) here, because a
+// sharded optimizer (train/zero_optimizer.h) keeps only its own range of them.
+struct ParamLayout {
+  int64_t pad_multiple = 1;
+  bool optimizer_state = true;
+};
+
 class ParamSet {
  public:
   // weight_dtype: kF32 (fp32 training) or kBF16 (mixed precision with fp32 master weights).
@@ -72,7 +88,7 @@ class ParamSet {
   ParamId Add(const std::string& name, core::Shape global_shape, Sharding sharding, InitRule init,
               bool weight_decay);
   // Allocates the flat buffers (weights, grads, m, v, master). After this no Add.
-  void Finalize();
+  void Finalize(const ParamLayout& layout = {});
   bool finalized() const { return finalized_; }
 
   // Initialises every weight from the counter RNG (layout independent), zeroes grads and state.
@@ -89,6 +105,12 @@ class ParamSet {
   ParamId Find(const std::string& name) const;  // -1 when absent
   int32_t size() const { return static_cast<int32_t>(infos_.size()); }
   int64_t numel() const { return numel_; }
+  // Length of the flat buffers: numel() rounded up to layout.pad_multiple.
+  int64_t numel_padded() const { return numel_padded_; }
+  bool has_optimizer_state() const { return layout_.optimizer_state; }
+  // The whole flat buffers (numel_padded() elements), for ZeRO and bucketed reductions.
+  Tensor flat_grads() const;
+  Tensor flat_master() const;  // fp32 master weights (the weights themselves in fp32 mode)
   core::Dtype weight_dtype() const { return weight_dtype_; }
 
   void ZeroGrads();
@@ -106,7 +128,8 @@ class ParamSet {
   core::Dtype weight_dtype_;
   std::vector<ParamInfo> infos_;
   std::unordered_map<std::string, ParamId> by_name_;
-  int64_t numel_ = 0;
+  int64_t numel_ = 0, numel_padded_ = 0;
+  ParamLayout layout_;
   bool finalized_ = false;
   core::Buffer weights_, grads_, adam_m_, adam_v_, master_;
 };

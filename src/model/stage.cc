@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <cmath>
 
+#include "comm/communicator.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace pentamesh::model {
@@ -52,6 +53,10 @@ core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) 
                                  m.heads, m.kv_heads, shard.tp_size));
   if (m.vocab % shard.tp_size != 0)
     errors.push_back(fmt::format("model.vocab: {} not divisible by tp={}", m.vocab, shard.tp_size));
+  if (m.is_moe() && shard.tp_size > 1)
+    errors.push_back(
+        fmt::format("model.moe: MoE layers with tp={} > 1 are not implemented by the engine yet",
+                    shard.tp_size));
   if (m.is_moe() && m.moe.experts % shard.ep_size != 0)
     errors.push_back(
         fmt::format("model.moe.experts: {} not divisible by ep={}", m.moe.experts, shard.ep_size));
@@ -65,22 +70,31 @@ core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) 
 
 Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
     : config_(c), params_(params), alloc_(alloc) {
+  if (config_.shard.tp_comm == nullptr) {
+    PM_CHECK(c.shard.tp_size == 1) << "tp=" << c.shard.tp_size << " needs shard.tp_comm";
+    own_tp_ = std::make_unique<comm::SelfCommunicator>("tp", 0);
+    config_.shard.tp_comm = own_tp_.get();
+  }
+  PM_CHECK(config_.shard.tp_comm->size() == c.shard.tp_size &&
+           config_.shard.tp_comm->rank() == c.shard.tp_rank)
+      << "shard tp " << c.shard.tp_rank << "/" << c.shard.tp_size << " vs tp group "
+      << config_.shard.tp_comm->Describe();
+  const StageConfig& cs = config_;
   const spec::ModelSpec& m = c.model;
   PM_CHECK(0 <= c.first_layer && c.first_layer <= c.last_layer && c.last_layer <= m.layers)
       << "layers [" << c.first_layer << ", " << c.last_layer << ") of " << m.layers;
-  PM_CHECK(c.shard.tp_size == 1 && c.shard.ep_size == 1)
-      << "tp/ep > 1 need the communication regions of the distributed engine";
+  PM_CHECK(c.shard.ep_size == 1) << "ep > 1 needs the expert dispatcher of the distributed engine";
   if (c.has_embedding) {
     embedding_ =
-        std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, c.shard);
+        std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, cs.shard);
   }
   for (int64_t l = c.first_layer; l < c.last_layer; ++l) {
-    blocks_.push_back(std::make_unique<Block>(params, l, MakeBlockConfig(c, l)));
+    blocks_.push_back(std::make_unique<Block>(params, l, MakeBlockConfig(cs, l)));
   }
   if (c.has_head) {
     PM_CHECK(!m.tied_embeddings || embedding_) << "a tied head needs the embedding on its stage";
     head_ = std::make_unique<Head>(params, m.hidden, m.vocab, m.norm_eps,
-                                   m.tied_embeddings ? embedding_->weight() : -1, c.shard);
+                                   m.tied_embeddings ? embedding_->weight() : -1, cs.shard);
   }
 }
 
@@ -129,10 +143,29 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
 }
 
 void Stage::Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
+  RunBackward(mb_id, dy_out, dx_in, nullptr);
+}
+
+void Stage::BackwardInput(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
+  PM_CHECK(!deferred_.count(mb_id)) << "BackwardInput of micro-batch " << mb_id << " twice";
+  RunBackward(mb_id, dy_out, dx_in, &deferred_[mb_id]);
+}
+
+void Stage::BackwardWeight(int64_t mb_id) {
+  auto it = deferred_.find(mb_id);
+  PM_CHECK(it != deferred_.end()) << "BackwardWeight of micro-batch " << mb_id
+                                  << " without BackwardInput";
+  it->second.Run();
+  deferred_.erase(it);
+}
+
+void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
+                        DeferredWeightGrads* deferred) {
   auto it = stashes_.find(mb_id);
   PM_CHECK(it != stashes_.end()) << "Backward of micro-batch " << mb_id << " without Forward";
   Stash& st = it->second;
-  const LayerContext ctx = Context(st.mb);
+  LayerContext ctx = Context(st.mb);
+  ctx.deferred = deferred;
   const int64_t T = st.mb.dims.tokens(), H = config_.model.hidden;
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
@@ -162,14 +195,14 @@ ConstTensor Stage::logits(int64_t mb_id) const {
   return it->second.head.logits.view();
 }
 
-Model::Model(const StageConfig& config, core::Allocator& alloc)
+Model::Model(const StageConfig& config, core::Allocator& alloc, const ParamLayout& param_layout)
     : params_(alloc, config.bf16 ? core::Dtype::kBF16 : core::Dtype::kF32) {
   StageConfig c = config;
   c.first_layer = 0;
   c.last_layer = c.model.layers;
   c.has_embedding = c.has_head = true;
   stage_ = std::make_unique<Stage>(c, params_, alloc);
-  params_.Finalize();
+  params_.Finalize(param_layout);
 }
 
 }  // namespace pentamesh::model

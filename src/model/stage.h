@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "model/block.h"
 #include "model/embedding.h"
@@ -48,11 +49,18 @@ class Stage {
   StageForward Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_in, Tensor x_out);
   // Last stage ignores dy_out; non-first stages write dx_in (T, H).
   void Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in);
+  // Zero-bubble split of Backward: BackwardInput ("B") computes dx_in and the norm/embedding
+  // grads, frees the forward stash and keeps what the weight GEMMs need; BackwardWeight ("W")
+  // runs those GEMMs into the grads. B then W equals Backward (tests/model).
+  void BackwardInput(int64_t mb_id, ConstTensor dy_out, Tensor dx_in);
+  void BackwardWeight(int64_t mb_id);
   // Drops a micro-batch's stash without backward (evaluation).
   void Drop(int64_t mb_id) { stashes_.erase(mb_id); }
   // The logits of a micro-batch between its Forward and Backward (for tests and eval).
   ConstTensor logits(int64_t mb_id) const;
   int64_t in_flight() const { return static_cast<int64_t>(stashes_.size()); }
+  // Micro-batches between BackwardInput and BackwardWeight.
+  int64_t pending_weight() const { return static_cast<int64_t>(deferred_.size()); }
   const StageConfig& config() const { return config_; }
 
  private:
@@ -64,13 +72,16 @@ class Stage {
     Head::Saved head;
   };
   LayerContext Context(const MicroBatch& mb) const;
+  void RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in, DeferredWeightGrads* deferred);
   StageConfig config_;
   ParamSet& params_;
   core::Allocator& alloc_;
+  std::unique_ptr<comm::Communicator> own_tp_;  // the one-rank tp group when none was given
   std::unique_ptr<Embedding> embedding_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Head> head_;
   std::map<int64_t, Stash> stashes_;
+  std::map<int64_t, DeferredWeightGrads> deferred_;
 };
 
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).
@@ -79,7 +90,7 @@ core::Status CheckSupported(const spec::ModelSpec& model, const ShardConfig& sha
 // The whole model on one process: a ParamSet and one Stage over all layers.
 class Model {
  public:
-  Model(const StageConfig& config, core::Allocator& alloc);
+  Model(const StageConfig& config, core::Allocator& alloc, const ParamLayout& param_layout = {});
   ParamSet& params() { return params_; }
   Stage& stage() { return *stage_; }
 

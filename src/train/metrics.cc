@@ -35,6 +35,7 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
     j["dropped_tokens"] = s.moe.dropped;
   }
   if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
+  if (!s.comm_bytes.empty()) j["comm_bytes"] = s.comm_bytes;  // per mesh group (distributed runs)
   if (predicted) {
     const cost::Memory& m = predicted->memory;
     nlohmann::ordered_json p;

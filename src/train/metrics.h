@@ -2,7 +2,9 @@
 //   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s,
 //   peak_bytes {weights, grads, optimizer, activations, logits, comm, other, total},
 //   for MoE: aux_loss, z_loss, tokens_per_expert [E], expert_load_imbalance, dropped_tokens,
-//   eval_loss when evaluated.
+//   eval_loss when evaluated; in distributed runs comm_bytes {tp, cp, dp, pp, ep, dp_cp, expert_dp}
+//   with each group's counters during the step (comm::ToJson: calls, bytes_wire, bytes_payload,
+//   time_s, ops).
 #pragma once
 
 #include <cstdio>

@@ -119,12 +119,8 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
     if (!l.ok()) return r.Error("layout", l.status().message());
     o.layout = *l;
   }
-  const spec::Layout& l = o.layout;
-  if (l.dp != 1 || l.tp != 1 || l.pp != 1 || l.cp != 1 || l.ep != 1 || l.zero != 0) {
-    r.Error("layout",
-            fmt::format("the single-process engine runs dp=tp=pp=cp=ep=1 zero=0 (got '{}')",
-                        spec::ShortLayout(l)));
-  }
+  // Which degrees the engine runs is Trainer's rule (CheckEngineLayout), checked at launch
+  // against the number of ranks.
 }
 
 void ReadCkpt(const toml::table& root, CkptConfig& c, std::vector<std::string>* errors) {

@@ -55,7 +55,7 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
           .peak_tflops = c.run.peak_gflops / 1e3,
           .hbm_gb = 1e3,
           .hbm_gbps = c.run.mem_gbps,
-          .gpus_per_node = 1,
+          .gpus_per_node = c.run.layout.gpus(),  // one "device" per rank, all on this host
           .nodes = 1,
           .intra_node_gbps = c.run.mem_gbps,
           .nics_per_node = 1,
@@ -68,30 +68,103 @@ cost::Estimate PredictRun(const RunConfig& c) {
   p.framework_bytes = 0;
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;
+  p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
+  p.selective_recomputes_qkv = true;
+  p.moe_regathers_input = true;
   return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
 }
 
-core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config) {
-  PM_RETURN_IF_ERROR(model::CheckSupported(config.model, {}));
+core::Status CheckEngineLayout(const RunConfig& c) {
+  const spec::Layout& l = c.run.layout;
+  std::vector<std::string> errors;
+  if (l.pp > 1 || l.cp > 1 || l.ep > 1) {
+    errors.push_back(fmt::format(
+        "run.layout: pp={} cp={} ep={}: the engine runs dp, tp (with sp) and zero so far; "
+        "pipeline, context and expert parallelism are not wired into the trainer yet",
+        l.pp, l.cp, l.ep));
+  }
+  if (l.sp && l.tp > 1) {
+    errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
+  }
+  if (l.zero > 2) {
+    errors.push_back(fmt::format(
+        "run.layout: zero={} is not implemented by the engine yet (stages 0, 1, 2 are)", l.zero));
+  }
+  if (l.zero > 0 && c.train.precision != spec::Precision::kFp32) {
+    errors.push_back(fmt::format(
+        "run.layout: zero={} with precision bf16 is not implemented yet (sharded bf16 master "
+        "weights); use zero=0 or train.precision=fp32",
+        l.zero));
+  }
+  const int64_t seqs = c.train.global_batch_seqs();
+  if (seqs % (l.dp * l.mbs) != 0) {
+    errors.push_back(fmt::format(
+        "run.layout: dp={} x mbs={} must divide train.global_batch_seqs={}", l.dp, l.mbs, seqs));
+  }
+  if (errors.empty()) return core::Status::Ok();
+  std::string msg = errors.front();
+  for (size_t i = 1; i < errors.size(); ++i) msg += "\n" + errors[i];
+  return core::Status::Error(msg);
+}
+
+core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
+                                                       const Distributed& dist) {
+  PM_RETURN_IF_ERROR(CheckEngineLayout(config));
+  PM_CHECK(!dist.mesh || dist.world) << "a distributed Trainer needs the world communicator";
+  if (!dist.mesh && config.run.layout.gpus() != 1) {
+    return core::Status::Error(fmt::format(
+        "run.layout: '{}' needs {} ranks; launch with mpirun -np {}",
+        spec::ShortLayout(config.run.layout), config.run.layout.gpus(), config.run.layout.gpus()));
+  }
+  model::ShardConfig shard;
+  if (dist.mesh) {
+    shard.tp_size = dist.mesh->layout().tp;
+    shard.tp_rank = dist.mesh->coords().dense.tp;
+  }
+  PM_RETURN_IF_ERROR(model::CheckSupported(config.model, shard));
   PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
   if (dataset.vocab_size() != config.model.vocab) {
     return core::Status::Error(
         fmt::format("model.vocab: {} does not match the tokenizer's vocab {} of data.dataset={}",
                     config.model.vocab, dataset.vocab_size(), config.data.dataset));
   }
-  std::unique_ptr<Trainer> t(new Trainer(config, std::move(dataset)));
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(dataset), dist));
   PM_ASSIGN_OR_RETURN(
       data::Sampler sampler,
       data::Sampler::Create(*t->dataset_, {.split = data::Split::kTrain,
                                            .seq_len = config.train.seq_len,
                                            .global_batch_seqs = config.train.global_batch_seqs(),
-                                           .seed = config.run.seed}));
+                                           .seed = config.run.seed,
+                                           .dp_rank = static_cast<int>(t->dp_rank()),
+                                           .dp_size = static_cast<int>(t->dp_size())}));
   t->sampler_ = std::make_unique<data::Sampler>(std::move(sampler));
+  comm::Communicator& grad_group = dist.mesh ? dist.mesh->dp_cp() : *t->world_;
+  PM_ASSIGN_OR_RETURN(
+      t->optimizer_,
+      ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
+                            {.stage = config.run.layout.zero}, t->adamw_));
   return t;
 }
 
-Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
-    : config_(c), dataset_(std::make_unique<data::Dataset>(std::move(dataset))) {
+model::ShardConfig Trainer::Shard() const {
+  if (!mesh_) return {};
+  return {
+      .tp_size = mesh_->layout().tp, .tp_rank = mesh_->coords().dense.tp, .tp_comm = &mesh_->tp()};
+}
+
+double Trainer::SumOverReplicas(double value) {
+  const double tp = mesh_ ? static_cast<double>(mesh_->layout().tp) : 1.0;
+  return SumOverGroup(*world_, value) / tp;
+}
+
+Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& dist)
+    : config_(c), mesh_(dist.mesh), dataset_(std::make_unique<data::Dataset>(std::move(dataset))) {
+  if (dist.mesh) {
+    world_ = dist.world;
+  } else {
+    self_ = std::make_unique<comm::SelfCommunicator>("world", 0);
+    world_ = self_.get();
+  }
   // Stashes are allocated and freed every micro-batch: keep freed memory in the heap instead of
   // returning large blocks to the OS (each fresh mmap costs page faults on every step).
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
@@ -99,11 +172,12 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
   kernels::SetBlasThreads(c.run.threads);
   model_ = std::make_unique<model::Model>(
       model::StageConfig{.model = c.model,
+                         .shard = Shard(),
                          .recompute = c.run.layout.recompute,
                          .bf16 = c.train.precision == spec::Precision::kBf16,
                          .aux_loss_coef = c.optim.aux_loss_coef,
                          .z_loss_coef = c.optim.z_loss_coef},
-      alloc_);
+      alloc_, ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1));
   model_->params().Init(c.run.seed);
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,
@@ -121,8 +195,11 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset)
 double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
                          int64_t* valid) {
   const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
-  int64_t valid_tokens = 0;
-  for (int32_t t : batch.targets) valid_tokens += t >= 0 ? 1 : 0;
+  int64_t local_valid = 0;
+  for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;
+  // The loss is normalised by the valid tokens of the GLOBAL batch (all dp ranks).
+  const auto valid_tokens =
+      static_cast<int64_t>(std::llround(SumOverReplicas(static_cast<double>(local_valid))));
   model::Stage& stage = model_->stage();
   double ce = 0;
   for (int64_t mb = 0; mb * mbs < G; ++mb) {
@@ -134,7 +211,7 @@ double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* 
             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
         .dims = {.batch = mbs, .seq = S},
         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
-        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G)};
+        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size())};
     model::StageForward f = stage.Forward(mb, m, {}, {});
     ce += f.loss_sum;
     if (moe) moe->Add(f.moe);
@@ -145,12 +222,13 @@ double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* 
     }
   }
   *valid = valid_tokens;
-  return ce;
+  return SumOverReplicas(ce);
 }
 
 StepStats Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   alloc_.ResetPeaks();
+  if (mesh_) mesh_->ResetStats();
   sampler_->NextInto(batch_);
   model::ParamSet& params = model_->params();
   params.ZeroGrads();
@@ -163,22 +241,24 @@ StepStats Trainer::Step() {
       attempts_ < run.debug_nan_step + run.debug_nan_count) {
     params.grad(0).f32()[0] = std::numeric_limits<float>::quiet_NaN();
   }
-  s.grad_norm = GlobalGradNorm(params);
   s.lr = LearningRate(schedule_, step_);
-  s.skipped = !std::isfinite(s.grad_norm) || !std::isfinite(ce);
+  // ce is the sum over replicas and the norm is global, so every rank takes the same branch.
+  const bool ce_finite = std::isfinite(ce);
+  s.grad_norm = optimizer_->Step(s.lr, step_ + 1, ce_finite);
+  s.skipped = !std::isfinite(s.grad_norm) || !ce_finite;
   if (s.skipped) {
     ++nonfinite_in_row_;
     ++nonfinite_total_;
   } else {
     nonfinite_in_row_ = 0;
     ++step_;
-    AdamWStep(params, adamw_, s.lr, ClipScale(s.grad_norm, adamw_.grad_clip), step_);
   }
   s.nonfinite_in_row = nonfinite_in_row_;
   s.step = step_;
+  if (mesh_) s.comm_bytes = mesh_->StatsJson();
   s.ce_loss = ce / static_cast<double>(std::max<int64_t>(valid, 1));
   s.loss = s.ce_loss + s.moe.aux_loss + s.moe.z_loss;
-  s.tokens = static_cast<int64_t>(batch_.tokens.size());
+  s.tokens = config_.train.global_batch_tokens;
   s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   s.tokens_per_s = static_cast<double>(s.tokens) / s.step_time_s;
   s.mfu = flops_per_token_ * s.tokens_per_s / (config_.run.peak_gflops * 1e9);
@@ -200,7 +280,9 @@ double Trainer::Evaluate() {
                                         .seq_len = config_.train.seq_len,
                                         .global_batch_seqs = config_.train.global_batch_seqs(),
                                         .seed = config_.run.seed,
-                                        .shuffle = false});
+                                        .shuffle = false,
+                                        .dp_rank = static_cast<int>(dp_rank()),
+                                        .dp_size = static_cast<int>(dp_size())});
   PM_CHECK(sampler.ok()) << sampler.status().message();
   const int64_t batches = std::min<int64_t>(
       config_.run.eval_batches,

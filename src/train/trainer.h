@@ -1,9 +1,17 @@
-// Trainer: one training run on one process. Wires the run from a RunConfig: opens (or builds)
-// the tokenized dataset, builds the model (one Stage), and runs optimizer steps of
-// global_batch_seqs sequences split into micro-batches of layout.mbs sequences, with grads
-// accumulated in fp32 and the loss normalised by the step's global valid tokens.
+// Trainer: one training run, on one process or as one rank of a distributed job. Wires the run from
+// a RunConfig: opens (or builds) the tokenized dataset, builds the model (one Stage), and runs
+// optimizer steps of global_batch_seqs sequences split into micro-batches of layout.mbs sequences,
+// with grads accumulated in fp32 and the loss normalised by the step's global valid tokens.
+// Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
+// mesh.tp()), reads its dp slice of every global batch, and a ZeroOptimizer reduces the grads
+// over mesh.dp_cp(); scalars (valid tokens, loss sums, the grad norm) are summed over the world
+// communicator, which is not a mesh group and so not part of comm_bytes. pp/cp/ep > 1 are
+// rejected until their executors land; the distributed path keeps one place per axis to slot
+// them in (Distributed holds the mesh; RunBatch is the per-rank schedule).
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
-// deterministic sampler, fixed BLAS threads); each step's memory peaks are measured per tag.
+// deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
+// and sees the same global batches; each step's memory peaks are measured per tag and its
+// communication per mesh group.
 #pragma once
 
 #include <array>
@@ -12,15 +20,20 @@
 #include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
 #include "core/allocator.h"
 #include "core/status.h"
 #include "cost/cost.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "mesh/mesh.h"
 #include "model/stage.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
+#include "train/zero_optimizer.h"
 
 namespace pentamesh::train {
 
@@ -42,6 +55,14 @@ struct StepStats {
   // batch is consumed). nonfinite_in_row counts such attempts since the last good step.
   bool skipped = false;
   int64_t nonfinite_in_row = 0;
+  // Mesh groups' counters during the step: {"tp": comm::ToJson(...), ...}; empty on one process.
+  nlohmann::json comm_bytes = nlohmann::json::object();
+};
+
+// The distributed context of a run; both outlive the Trainer. Default: one process.
+struct Distributed {
+  mesh::Mesh* mesh = nullptr;
+  comm::Communicator* world = nullptr;  // REQUIRED when mesh is set
 };
 
 // Cross-entropy baselines of the held-out split without context, in nats per token.
@@ -52,7 +73,8 @@ struct UnigramBaseline {
 
 class Trainer {
  public:
-  static core::Result<std::unique_ptr<Trainer>> Create(const RunConfig& config);
+  static core::Result<std::unique_ptr<Trainer>> Create(const RunConfig& config,
+                                                       const Distributed& dist = {});
 
   StepStats Step();
   // Mean cross-entropy over the first run.eval_batches held-out batches (fixed, unshuffled).
@@ -67,6 +89,9 @@ class Trainer {
   int64_t total_steps() const { return config_.total_steps(); }
   const RunConfig& config() const { return config_; }
   model::ParamSet& params() { return model_->params(); }
+  const ZeroOptimizer& optimizer() const { return *optimizer_; }
+  // World rank (0 on one process); rank 0 prints and writes metrics.
+  int rank() const { return world_->rank(); }
   const core::Allocator& allocator() const { return alloc_; }
   const data::Dataset& dataset() const { return *dataset_; }
   // The cost model's prediction for this model and layout on this host (memory per category,
@@ -75,15 +100,24 @@ class Trainer {
   double flops_per_token() const { return flops_per_token_; }
 
  private:
-  Trainer(const RunConfig& config, data::Dataset dataset);
+  Trainer(const RunConfig& config, data::Dataset dataset, const Distributed& dist);
+  model::ShardConfig Shard() const;
+  int64_t dp_size() const { return mesh_ ? mesh_->layout().dp : 1; }
+  int64_t dp_rank() const { return mesh_ ? mesh_->coords().dense.dp : 0; }
+  // Sums a per-rank value over the data-parallel replicas (world sum / tp).
+  double SumOverReplicas(double value);
   // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
   double RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe, int64_t* valid);
 
   RunConfig config_;
+  mesh::Mesh* mesh_ = nullptr;
+  std::unique_ptr<comm::Communicator> self_;  // world and gradient group of a one-process run
+  comm::Communicator* world_ = nullptr;
   core::Allocator alloc_;
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<ZeroOptimizer> optimizer_;
   LrSchedule schedule_;
   AdamWConfig adamw_;
   data::Batch batch_;
@@ -96,6 +130,9 @@ class Trainer {
 
 // The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).
 spec::ClusterSpec HostCluster(const RunConfig& config);
+// Layout rules of the engine (what it can run now), each naming run.layout.
+core::Status CheckEngineLayout(const RunConfig& config);
+
 // The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
 // framework overhead or fragmentation (the allocator measures exact bytes).
 cost::Estimate PredictRun(const RunConfig& config);

@@ -152,5 +152,33 @@ TEST(CkptCli, BadCkptKeyNamed) {
   EXPECT_NE(a.err.find("ckpt.keep"), std::string::npos) << a.err;
 }
 
+// Checkpoints cover one process with zero=0; other layouts are refused by name before any launch.
+TEST(CkptCli, MultiRankOrZeroCheckpointRefused) {
+  const std::string dir = WriteRun("ckpt_refuse");
+  const CliRun a = Shell(Train(dir, "--layout 'dp=2 mbs=2'"));
+  EXPECT_NE(a.exit_code, 0);
+  EXPECT_NE(a.err.find("run.layout: ckpt.dir needs one process"), std::string::npos) << a.err;
+  const CliRun b = Shell(Train(dir, "--layout 'dp=2 zero=1 mbs=2'"));
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_NE(b.err.find("run.layout: ckpt.dir needs zero=0"), std::string::npos) << b.err;
+  const CliRun c = Shell(Train(dir, "--set 'ckpt.dir=\"\"' --resume auto --layout 'dp=2 mbs=2'"));
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("run.layout: --resume needs one process"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt"));
+}
+
+// A non-finite gradient under dp=2 zero=1 is skipped on every rank together; the run finishes.
+TEST(CkptCli, NonFiniteSkippedOnEveryRank) {
+  const std::string dir = WriteRun("ckpt_nan_dp");
+  const CliRun a = Shell(fmt::format(
+      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 {}", PM_MPIEXEC_BIN,
+      Train(dir,
+            "--set 'ckpt.dir=\"\"' --layout 'dp=2 zero=1 mbs=2' --set run.debug_nan_step=2 "
+            "--set run.debug_nan_count=1")));
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_NE(a.err.find("step 2 skipped: non-finite gradient norm"), std::string::npos) << a.err;
+  EXPECT_EQ(LastMetrics(dir)["step"], 8);
+}
+
 }  // namespace
 }  // namespace pentamesh::ckpt

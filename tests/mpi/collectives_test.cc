@@ -324,6 +324,32 @@ TEST(Collectives, LargeMessagesUseRendezvous) {
   }
 }
 
+TEST(Collectives, PostedSendsNeverBlockAndMatchByTag) {
+  // Every member posts two rendezvous-size messages to its successor (tag 2 first), reuses its
+  // buffer at once, and only then receives from its predecessor in the other tag order: with
+  // blocking sends this ring would deadlock; with tags matching by posting order it would swap.
+  constexpr int64_t kCount = 100'000;
+  for (Communicator* c : AllGroups()) {
+    SCOPED_TRACE(c->Describe());
+    const int g = c->size();
+    if (g == 1) continue;
+    const int i = c->rank(), next = (i + 1) % g, prev = (i + g - 1) % g;
+    std::vector<int32_t> out(kCount, 2000 + i);
+    const int64_t sends_before = c->stats()[Op::kSend].calls;
+    c->post_send(out.data(), kCount, Dtype::kI32, next, 2);
+    std::fill(out.begin(), out.end(), 1000 + i);  // the communicator staged its own copy
+    c->post_send(out.data(), kCount, Dtype::kI32, next, 1);
+    std::fill(out.begin(), out.end(), -1);
+    std::vector<int32_t> in1(kCount), in2(kCount);
+    c->recv_tagged(in1.data(), kCount, Dtype::kI32, prev, 1);
+    c->recv_tagged(in2.data(), kCount, Dtype::kI32, prev, 2);
+    c->wait_sends();
+    EXPECT_EQ(std::count(in1.begin(), in1.end(), 1000 + prev), kCount);
+    EXPECT_EQ(std::count(in2.begin(), in2.end(), 2000 + prev), kCount);
+    EXPECT_EQ(c->stats()[Op::kSend].calls - sends_before, 2);
+  }
+}
+
 TEST(Collectives, BroadcastFromLastRank) {
   for (Communicator* c : AllGroups()) {
     SCOPED_TRACE(c->Describe());

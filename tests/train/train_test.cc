@@ -175,29 +175,52 @@ TEST(Trainer, MoeStepReportsRouting) {
   }
 }
 
-// Measured peaks per tag against the cost model's prediction for the same model and layout
-// (fp32 and bf16, recompute none, 4 layers): model state exactly, activations within 5%. Known
-// gaps, left to the cost model: it does not count the head's stashed input (2 T H, which dominates
-// at 2 layers), counts 6 bytes per logit where an fp32 run keeps 4, and its selective policy keeps
-// what this engine's selective policy recomputes (q, k, v, o under flash attention).
+// Measured peaks per tag against the cost model's prediction for the same model and layout, with
+// the engine's stash policy stated in cost::CostParams (PredictRun: fp32 logits only, selective
+// recomputation reruns the QKV projections, experts re-gather their input): model state exactly,
+// activations and logits within 5% (measured: within 0.6%), for dense and MoE (dropless, a
+// shared expert, a dense first layer), every recomputation policy, fp32 and bf16; except bf16
+// with full recomputation (engine gap, below).
 TEST(Trainer, MeasuredMemoryMatchesCostModel) {
   const std::string ds = data::testing::Corpus().dataset;
-  for (const char* layout : {"\"mbs=4\"", "\"mbs=8\"", "\"mbs=4\" bf16"}) {
-    const bool bf16 = std::string(layout).ends_with("bf16");
-    const RunConfig c = Load(
-        RunToml(ds), {fmt::format("run.layout={}", bf16 ? "\"mbs=4\"" : layout), "model.layers=4",
-                      fmt::format("train.precision=\"{}\"", bf16 ? "bf16" : "fp32")});
-    auto t = Trainer::Create(c);
-    ASSERT_TRUE(t.ok()) << t.status().message();
-    const StepStats s = (*t)->Step();
-    const cost::Memory& p = (*t)->predicted().memory;
-    auto measured = [&](core::MemTag tag) {
-      return static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
-    };
-    EXPECT_EQ(measured(core::MemTag::kWeights), p.weights) << layout;
-    EXPECT_EQ(measured(core::MemTag::kGrads), p.grads) << layout;
-    EXPECT_EQ(measured(core::MemTag::kOptimizer), p.optimizer) << layout;
-    EXPECT_NEAR(measured(core::MemTag::kActivations) / p.activations, 1.0, 0.05) << layout;
+  const std::string moe =
+      "[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 64\nshared_experts = 1\n"
+      "first_dense_layers = 1\ncapacity_factor = 0.0\n";
+  for (const bool is_moe : {false, true}) {
+    for (const char* recompute : {"none", "selective", "full"}) {
+      for (const char* precision : {"fp32", "bf16"}) {
+        const std::string name =
+            fmt::format("{} {} {}", is_moe ? "moe" : "dense", recompute, precision);
+        const RunConfig c =
+            Load(RunToml(ds, is_moe ? moe : ""),
+                 {fmt::format("run.layout=\"mbs=4 recompute={}\"", recompute), "model.layers=4",
+                  fmt::format("train.precision=\"{}\"", precision)});
+        auto t = Trainer::Create(c);
+        ASSERT_TRUE(t.ok()) << t.status().message();
+        const StepStats s = (*t)->Step();
+        const cost::Memory& p = (*t)->predicted().memory;
+        auto measured = [&](core::MemTag tag) {
+          return static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
+        };
+        std::printf("%-20s activations %9.0f / %9.0f = %.3f  logits %8.0f / %8.0f = %.3f\n",
+                    name.c_str(), measured(core::MemTag::kActivations), p.activations,
+                    measured(core::MemTag::kActivations) / p.activations,
+                    measured(core::MemTag::kLogits), p.logits,
+                    measured(core::MemTag::kLogits) / p.logits);
+        EXPECT_EQ(measured(core::MemTag::kWeights), p.weights) << name;
+        EXPECT_EQ(measured(core::MemTag::kGrads), p.grads) << name;
+        EXPECT_EQ(measured(core::MemTag::kOptimizer), p.optimizer) << name;
+        EXPECT_NEAR(measured(core::MemTag::kLogits) / p.logits, 1.0, 0.05) << name;
+        if (std::string(recompute) == "full" && std::string(precision) == "bf16") {
+          // Known engine gap: in bf16 the layer recomputed in backward allocates its stash under
+          // LayerContext::RoundedStashTag (kOther, fp32 working copies), so kActivations peaks at
+          // the end of forward (layer inputs + head) and misses the recomputed layer.
+          EXPECT_LT(measured(core::MemTag::kActivations), p.activations) << name;
+          continue;
+        }
+        EXPECT_NEAR(measured(core::MemTag::kActivations) / p.activations, 1.0, 0.05) << name;
+      }
+    }
   }
 }
 

@@ -1,0 +1,223 @@
+// Pipeline executor: see pipeline.h for the p2p contract.
+#include "train/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "kernels/cpu/elementwise.h"
+#include "spec/layout.h"
+
+namespace pentamesh::train {
+
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+model::StageConfig ChunkConfig(model::StageConfig base, int stage, int stages) {
+  PM_CHECK(spec::ChunkLayers(base.model.layers, stages, 0) >= 0)
+      << base.model.layers << " layers cannot be split into " << stages
+      << " pipeline chunks (spec::ChunkLayers)";
+  base.first_layer = spec::ChunkFirstLayer(base.model.layers, stages, stage);
+  base.last_layer = base.first_layer + spec::ChunkLayers(base.model.layers, stages, stage);
+  base.has_embedding = stage == 0;
+  base.has_head = stage == stages - 1;
+  return base;
+}
+
+PipelineExecutor::PipelineExecutor(const schedule::ScheduleSpec& spec, comm::Communicator& pp,
+                                   std::vector<model::Stage*> chunks, core::Allocator& alloc)
+    : spec_(spec), topology_(spec.topology()), pp_(pp), chunks_(std::move(chunks)), alloc_(alloc) {
+  const core::Status valid = schedule::ValidateSchedule(spec);
+  PM_CHECK(valid.ok()) << valid.message();
+  PM_CHECK(pp.size() == spec.pp) << "pp communicator " << pp.Describe() << " for pp=" << spec.pp;
+  PM_CHECK(static_cast<int>(chunks_.size()) == spec.virtual_stages)
+      << chunks_.size() << " chunks for V=" << spec.virtual_stages;
+  auto program =
+      schedule::Make(spec.kind, spec.pp, pp.rank(), spec.microbatches, spec.virtual_stages);
+  PM_CHECK(program.ok()) << program.status().message();
+  program_ = std::move(*program);
+  split_.assign(static_cast<size_t>(spec.virtual_stages),
+                std::vector<bool>(static_cast<size_t>(spec.microbatches), false));
+  for (const schedule::Action& a : program_) {
+    if (a.kind == schedule::ActionKind::kWeight) split_[a.chunk][a.microbatch] = true;
+  }
+  const int64_t max_tag = 2 + 2 * (int64_t{spec.microbatches} * topology_.stages());
+  PM_CHECK(spec.pp == 1 || max_tag <= pp.TagBound())
+      << "pipeline tags up to " << max_tag << " exceed the backend's bound " << pp.TagBound()
+      << " (fewer micro-batches or stages)";
+}
+
+int PipelineExecutor::Tag(bool gradient, int microbatch, int stage) const {
+  return 1 + (gradient ? 1 : 0) + 2 * (microbatch + spec_.microbatches * stage);
+}
+
+void PipelineExecutor::Record(const std::string& name, const std::string& cat, double start_us,
+                              int mb, int chunk, int64_t bytes) {
+  if (!tracing_) return;
+  trace_.push_back({.name = name,
+                    .cat = cat,
+                    .ts_us = start_us,
+                    .dur_us = NowUs() - start_us,
+                    .microbatch = mb,
+                    .chunk = chunk,
+                    .bytes = bytes});
+}
+
+// The activation (gradient = false) produced by `stage`, or the gradient produced by `stage`.
+void PipelineExecutor::Receive(core::Buffer& into, bool gradient, int mb, int stage, int chunk) {
+  const int tag = Tag(gradient, mb, stage);
+  const int peer = topology_.RankOf(stage);
+  const double start = tracing_ ? NowUs() : 0.0;
+  if (peer == pp_.rank()) {
+    auto it = local_.find(tag);
+    PM_CHECK(it != local_.end()) << "local hand-over of tag " << tag << " missing";
+    into = std::move(it->second);
+    local_.erase(it);
+    return;
+  }
+  into = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+  pp_.recv_tagged(into.f32(), into.view().numel(), core::Dtype::kF32, peer, tag);
+  Record(fmt::format("recv {}{}", gradient ? 'B' : 'F', mb), "p2p", start, mb, chunk, into.bytes());
+}
+
+void PipelineExecutor::Send(const core::Buffer& from, bool gradient, int mb, int stage, int chunk) {
+  const int tag = Tag(gradient, mb, stage);
+  const int peer = topology_.RankOf(gradient ? stage - 1 : stage + 1);
+  const double start = tracing_ ? NowUs() : 0.0;
+  if (peer == pp_.rank()) {
+    core::Buffer copy(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+    kernels::copy(copy.view(), from.view());
+    local_.emplace(tag, std::move(copy));
+    return;
+  }
+  pp_.post_send(from.f32(), from.view().numel(), core::Dtype::kF32, peer, tag);
+  Record(fmt::format("send {}{}", gradient ? 'B' : 'F', mb), "p2p", start, mb, chunk, from.bytes());
+}
+
+PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& mbs,
+                                         int64_t hidden) {
+  PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
+      << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
+  tokens_ = mbs.front().dims.tokens();
+  hidden_ = hidden;
+  const int S = topology_.stages(), rank = pp_.rank();
+  PipelineStepResult result;
+  for (const schedule::Action& a : program_) {
+    const int s = topology_.Stage(rank, a.chunk), mb = a.microbatch;
+    model::Stage& stage = *chunks_[static_cast<size_t>(a.chunk)];
+    const model::MicroBatch& batch = mbs[static_cast<size_t>(mb)];
+    const std::string name = schedule::ToString(a, spec_.virtual_stages > 1);
+    if (a.kind == schedule::ActionKind::kForward) {
+      core::Buffer x_in, x_out;
+      if (s > 0) Receive(x_in, /*gradient=*/false, mb, s - 1, a.chunk);
+      if (s < S - 1)
+        x_out = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+      const double start = tracing_ ? NowUs() : 0.0;
+      const model::StageForward f = stage.Forward(mb, batch, x_in.view(), x_out.view());
+      Record(name, "F", start, mb, a.chunk, 0);
+      result.loss_sum += f.loss_sum;
+      result.valid_tokens += f.valid_tokens;
+      result.moe.Add(f.moe);
+      if (s < S - 1) Send(x_out, /*gradient=*/false, mb, s, a.chunk);
+    } else if (a.kind == schedule::ActionKind::kBackward) {
+      core::Buffer dy, dx;
+      if (s < S - 1) Receive(dy, /*gradient=*/true, mb, s + 1, a.chunk);
+      if (s > 0)
+        dx = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+      const double start = tracing_ ? NowUs() : 0.0;
+      if (split_[a.chunk][mb]) {
+        stage.BackwardInput(mb, dy.view(), dx.view());
+      } else {
+        stage.Backward(mb, dy.view(), dx.view());
+      }
+      Record(name, "B", start, mb, a.chunk, 0);
+      if (s > 0) Send(dx, /*gradient=*/true, mb, s, a.chunk);
+    } else {
+      const double start = tracing_ ? NowUs() : 0.0;
+      stage.BackwardWeight(mb);
+      Record(name, "W", start, mb, a.chunk, 0);
+    }
+  }
+  const double start = tracing_ ? NowUs() : 0.0;
+  if (pp_.size() > 1) pp_.wait_sends();
+  Record("wait sends", "p2p", start, 0, 0, 0);
+  PM_CHECK(local_.empty()) << "unconsumed local hand-overs";
+  return result;
+}
+
+PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
+                                     const std::vector<model::MicroBatch>& mbs,
+                                     int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
+                                     double lr, int64_t step) {
+  comm::Communicator& pp = executor.pp();
+  params.ZeroGrads();
+  const PipelineStepResult res = executor.Run(mbs, hidden);
+  PipelineTrainStats stats;
+  stats.ce_loss = res.loss_sum / static_cast<double>(std::max<int64_t>(valid_tokens, 1));
+  const schedule::Topology& topo = executor.topology();
+  if (pp.size() > 1) {
+    pp.broadcast(&stats.ce_loss, sizeof(double), core::Dtype::kU8, topo.RankOf(topo.stages() - 1));
+  }
+  const double local = GlobalGradNorm(params);
+  float sumsq = static_cast<float>(local * local);
+  pp.all_reduce(&sumsq, 1, core::Dtype::kF32);
+  stats.grad_norm = std::sqrt(static_cast<double>(sumsq));
+  AdamWStep(params, adamw, lr, ClipScale(stats.grad_norm, adamw.grad_clip), step);
+  return stats;
+}
+
+std::string GatherChromeTrace(comm::Communicator& group, const std::vector<TraceEvent>& events) {
+  nlohmann::json mine = nlohmann::json::array();
+  const int rank = group.rank();
+  for (const TraceEvent& e : events) {
+    mine.push_back(
+        {{"name", e.name},
+         {"cat", e.cat},
+         {"ph", "X"},
+         {"pid", rank},
+         {"tid", e.cat == "p2p" ? 1 : 0},
+         {"ts", e.ts_us},
+         {"dur", e.dur_us},
+         {"args", {{"microbatch", e.microbatch}, {"chunk", e.chunk}, {"bytes", e.bytes}}}});
+  }
+  const std::string text = mine.dump();
+  if (rank != 0) {
+    int64_t n = static_cast<int64_t>(text.size());
+    group.send(&n, 1, core::Dtype::kI64, 0);
+    group.send(text.data(), n, core::Dtype::kU8, 0);
+    return "";
+  }
+  nlohmann::json all = nlohmann::json::array();
+  auto add_rank = [&](int r, const nlohmann::json& evs) {
+    all.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", r},
+                   {"args", {{"name", fmt::format("pp rank {}", r)}}}});
+    for (int tid = 0; tid < 2; ++tid) {
+      all.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", r},
+                     {"tid", tid},
+                     {"args", {{"name", tid == 0 ? "compute" : "p2p"}}}});
+    }
+    for (const auto& e : evs) all.push_back(e);
+  };
+  add_rank(0, mine);
+  for (int r = 1; r < group.size(); ++r) {
+    int64_t n = 0;
+    group.recv(&n, 1, core::Dtype::kI64, r);
+    std::string buf(static_cast<size_t>(n), '\0');
+    group.recv(buf.data(), n, core::Dtype::kU8, r);
+    add_rank(r, nlohmann::json::parse(buf));
+  }
+  return nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,111 @@
+// Pipeline executor: runs this pp rank's schedule::Program (F, B, W actions) against its model
+// chunks (one model::Stage per virtual stage it holds), with activations and their gradients moved
+// point-to-point on the pp Communicator.
+//
+// p2p contract (docs/pipeline.md): the transfers are the ones schedule::ExpandComm derives from
+// the program: receive before F of a stage s > 0 (activation of s-1) and before B of s < S-1
+// (gradient of s+1), send after F of s < S-1 and after B of s > 0. Sends are non-blocking
+// (Communicator::post_send stages a copy), receives block, exactly the simulator's model, so a
+// program set that schedule::Simulate completes cannot deadlock here. Each message carries the
+// unique tag 1 + kind + 2 * (mb + m * producing_stage), so matching never depends on posting
+// order. A transfer between two stages on the same rank (ZB-V's turn) is a local hand-over.
+//
+// Invariant: one Run() executes every action of the program once; after it every stash is freed,
+// every send completed, and the grads hold the sum over the step's micro-batches.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/allocator.h"
+#include "model/stage.h"
+#include "schedule/generate.h"
+#include "schedule/simulate.h"
+#include "train/optimizer.h"
+
+namespace pentamesh::train {
+
+// One event of the Chrome trace-event format ("X" complete events; time in microseconds of the
+// host's steady clock, comparable across the processes of one host).
+struct TraceEvent {
+  std::string name;  // "F3", "F3.1", "recv F3", "send B2"
+  std::string cat;   // "F", "B", "W" (compute) or "p2p"
+  double ts_us = 0, dur_us = 0;
+  int microbatch = 0, chunk = 0;
+  int64_t bytes = 0;  // p2p payload
+};
+
+struct PipelineStepResult {
+  double loss_sum = 0;  // summed cross-entropy of the last stage's micro-batches (0 elsewhere)
+  int64_t valid_tokens = 0;
+  model::MoeStats moe;  // summed over this rank's chunks
+};
+
+class PipelineExecutor {
+ public:
+  // chunks[c] is this rank's stage for model chunk c (virtual stage topology().Stage(rank, c)).
+  // REQUIRES: ValidateSchedule(spec).ok(), pp.size() == spec.pp, chunks.size() == V.
+  PipelineExecutor(const schedule::ScheduleSpec& spec, comm::Communicator& pp,
+                   std::vector<model::Stage*> chunks, core::Allocator& alloc);
+
+  // Runs the program over the step's micro-batches (the same list on every rank; a rank reads
+  // tokens only on the first stage and targets only on the last). hidden: the model's hidden.
+  PipelineStepResult Run(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
+
+  const schedule::Program& program() const { return program_; }
+  const schedule::Topology& topology() const { return topology_; }
+  comm::Communicator& pp() { return pp_; }
+  // Events of every Run so far when tracing is on.
+  void set_tracing(bool on) { tracing_ = on; }
+  const std::vector<TraceEvent>& trace() const { return trace_; }
+
+ private:
+  int Tag(bool gradient, int microbatch, int stage) const;
+  void Receive(core::Buffer& into, bool gradient, int microbatch, int stage, int chunk);
+  void Send(const core::Buffer& from, bool gradient, int microbatch, int stage, int chunk);
+  void Record(const std::string& name, const std::string& cat, double start_us, int mb, int chunk,
+              int64_t bytes);
+
+  schedule::ScheduleSpec spec_;
+  schedule::Topology topology_;
+  comm::Communicator& pp_;
+  std::vector<model::Stage*> chunks_;
+  core::Allocator& alloc_;
+  schedule::Program program_;
+  std::vector<std::vector<bool>> split_;  // [chunk][mb]: the program holds W(mb, chunk)
+  std::map<int, core::Buffer> local_;     // same-rank hand-overs, by tag
+  int64_t tokens_ = 0, hidden_ = 0;       // per micro-batch
+  bool tracing_ = false;
+  std::vector<TraceEvent> trace_;
+};
+
+struct PipelineTrainStats {
+  double ce_loss = 0;    // cross-entropy per valid token of the step, on every pp rank
+  double grad_norm = 0;  // global over the pipeline, before clipping
+};
+
+// One optimizer step of a pipeline rank: zeroes this rank's grads, runs the program over the
+// micro-batches (their loss_scale must be 1 / valid_tokens), broadcasts the loss from the last
+// stage's rank, all-reduces the squared grad norm over pp (fp32) for clipping, then AdamW on this
+// rank's parameters. Collective over the pp group.
+PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
+                                     const std::vector<model::MicroBatch>& mbs,
+                                     int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
+                                     double lr, int64_t step);
+
+// Layers [first, last) of virtual stage `stage` of `stages` (spec::ChunkLayers' uneven split);
+// the embedding lives on stage 0 and the head on stage stages-1.
+model::StageConfig ChunkConfig(model::StageConfig base, int stage, int stages);
+
+// Steady-clock microseconds (the trace's time base).
+double NowUs();
+
+// Chrome trace JSON of every rank's events, gathered over `group` to its rank 0 (pid = world
+// rank... here the group rank, tid 0: compute, tid 1: p2p). Returns the JSON text on group rank 0
+// and an empty string elsewhere. Collective over the group.
+std::string GatherChromeTrace(comm::Communicator& group, const std::vector<TraceEvent>& events);
+
+}  // namespace pentamesh::train
