@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON >/dev/null
-cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz
+cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
@@ -20,3 +20,11 @@ printf 'dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=inter
 mkdir -p build-fuzz/artifacts
 build-fuzz/fuzz/toml_fuzz "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
   -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 2>&1 | tail -n 25
+
+# The checkpoint readers (fuzz/ckpt_fuzz.cc), seeded with a valid safetensors file and manifest.
+ckpt_corpus=build-fuzz/ckpt-corpus
+rm -rf "$ckpt_corpus" && mkdir -p "$ckpt_corpus"
+cp fuzz/seeds/ckpt/* "$ckpt_corpus/"
+build-fuzz/fuzz/ckpt_fuzz "$ckpt_corpus" -max_total_time="${CKPT_FUZZ_SECONDS:-30}" \
+  -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ckpt- -print_final_stats=1 2>&1 |
+  tail -n 12

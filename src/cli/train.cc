@@ -1,17 +1,24 @@
-// `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]`:
-// trains on one process, or as one rank of `mpirun -np N pentamesh train ...` (also under Slurm's
-// srun through Open MPI's PMIx). Rank 0 prints a progress line per step (a live line on a
-// terminal), writes metrics.jsonl (with comm_bytes per mesh group) to run.out_dir and ends with
-// the held-out loss against the corpus's unigram baseline and the measured memory per tag.
+// `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
+// [--resume auto|PATH]`: trains on one process, or as one rank of `mpirun -np N pentamesh train
+// ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
+// (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
+// run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
+// measured memory per tag. On one process with zero=0, checkpoints go to ckpt.dir every
+// ckpt.interval steps (in the background); checkpoints with several ranks or zero >= 1 are
+// refused by name. A step with a non-finite loss or grad norm is skipped (on every rank); more
+// than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last good checkpoint named.
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ckpt/train_state.h"
 #include "cli/commands.h"
 #include "comm/mpi_communicator.h"
 #include "mesh/mesh.h"
@@ -22,11 +29,12 @@
 namespace pentamesh::cli {
 namespace {
 
-int RunTrainer(train::Trainer& trainer);
+int RunTrainer(train::Trainer& trainer, const std::string& resume);
 
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
+  std::string resume;  // "", "auto" or a checkpoint path
   std::string layout;  // overrides run.layout
 };
 
@@ -76,12 +84,86 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
   return line;
 }
 
+core::Status Resume(const std::string& spec, train::Trainer& trainer) {
+  const std::string& root = trainer.config().ckpt.dir;
+  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [](const std::string& m) {
+                        fmt::print(stderr, "pentamesh: warning: {}\n", m);
+                      }));
+  if (!found) {
+    fmt::print("resume: no checkpoint under {}; starting from step 0\n", root);
+    return core::Status::Ok();
+  }
+  PM_RETURN_IF_ERROR(ckpt::RestoreTrainer(*found, trainer));
+  fmt::print("resumed from {} at step {}\n", found->dir(), trainer.step());
+  return core::Status::Ok();
+}
+
+// Every ckpt.interval steps and at the end; a failed save (e.g. disk full) is reported and the
+// run continues: the previous checkpoint is intact.
+void MaybeSave(train::Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step) {
+  const train::RunConfig& c = trainer.config();
+  const int64_t step = trainer.step();
+  const bool due =
+      step == trainer.total_steps() || (c.ckpt.interval > 0 && step % c.ckpt.interval == 0);
+  if (!c.ckpt.dir.empty() && due) {
+    core::Status st = saver.Save(ckpt::TrainerSnapshot(trainer));
+    if (!st.ok()) fmt::print(stderr, "pentamesh: warning: {}\n", st.message());
+  }
+  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0) {
+    fmt::print(stderr, "pentamesh: run.debug_kill_step: SIGKILL after step {}\n", step);
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+}
+
+int OnNonFinite(const train::StepStats& s, train::Trainer& trainer, ckpt::AsyncSaver& saver) {
+  const train::RunConfig& c = trainer.config();
+  fmt::print(stderr,
+             "pentamesh: warning: step {} skipped: non-finite {} ({} in a row, {} in this run)\n",
+             s.step + 1, std::isfinite(s.grad_norm) ? "loss" : "gradient norm", s.nonfinite_in_row,
+             trainer.nonfinite_total());
+  if (s.nonfinite_in_row <= c.run.max_nonfinite_in_row) return 0;
+  const core::Status st = saver.Wait();
+  const std::vector<std::string> dirs =
+      c.ckpt.dir.empty() ? std::vector<std::string>{} : ckpt::ListCheckpoints(c.ckpt.dir);
+  fmt::print(
+      stderr,
+      "pentamesh: error: {} non-finite steps in a row (run.max_nonfinite_in_row={}); "
+      "stopping at step {}. {}{}\n",
+      s.nonfinite_in_row, c.run.max_nonfinite_in_row, s.step,
+      dirs.empty()
+          ? "No checkpoint was saved."
+          : fmt::format("The last good checkpoint is {} (resume with --resume auto)", dirs.front()),
+      st.ok() ? "" : "; " + st.message());
+  return 3;
+}
+
+// Checkpoints (ckpt.dir, --resume) cover one process with zero=0: a ZeRO >= 1 optimizer owns
+// the Adam state outside the ParamSet, and multi-rank saves are not wired to the mesh yet.
+core::Status CheckCheckpointLayout(const train::RunConfig& config, const std::string& resume) {
+  if (config.ckpt.dir.empty() && resume.empty()) return core::Status::Ok();
+  const std::string what = config.ckpt.dir.empty() ? "--resume" : "ckpt.dir";
+  if (config.run.layout.zero >= 1)
+    return core::Status::Error(fmt::format(
+        "run.layout: {} needs zero=0 (zero={}: the sharded optimizer's Adam state is not "
+        "checkpointed yet); unset ckpt.dir or use zero=0",
+        what, config.run.layout.zero));
+  if (config.run.layout.gpus() > 1)
+    return core::Status::Error(fmt::format(
+        "run.layout: {} needs one process (layout has {} ranks: multi-rank checkpoints are not "
+        "supported yet); unset ckpt.dir or train on one process",
+        what, config.run.layout.gpus()));
+  return core::Status::Ok();
+}
+
 int RunTrain(const TrainArgs& args) {
   std::vector<std::string> sets = args.sets;
   if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
   auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
   if (core::Status st = train::CheckEngineLayout(*config); !st.ok()) return Fail(st.message());
+  if (core::Status st = CheckCheckpointLayout(*config, args.resume); !st.ok())
+    return Fail(st.message());
   // Distributed when launched by mpirun/srun or when the layout needs several ranks (then the
   // mesh reports the rank-count mismatch by name).
   std::unique_ptr<comm::MpiWorld> world;
@@ -98,13 +180,13 @@ int RunTrain(const TrainArgs& args) {
   }
   auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
-  const int code = RunTrainer(**created);
+  const int code = RunTrainer(**created, args.resume);
   created->reset();  // the trainer's groups go before the mesh and the world
   mesh.reset();
   return code;
 }
 
-int RunTrainer(train::Trainer& trainer) {
+int RunTrainer(train::Trainer& trainer, const std::string& resume) {
   const train::RunConfig& c = trainer.config();
   const bool lead = trainer.rank() == 0;
   // Rank 0 reports; the others print nothing (errors still reach stderr).
@@ -125,9 +207,18 @@ int RunTrainer(train::Trainer& trainer) {
       c.data.dataset, trainer.dataset().tokens(data::Split::kTrain),
       trainer.dataset().tokens(data::Split::kHeldout), baseline->train_entropy,
       baseline->heldout_xent);
+  const int64_t start_step = trainer.step();
+  if (!resume.empty()) {
+    core::Status st = Resume(resume, trainer);
+    if (!st.ok()) return Fail(st.message());
+  }
+  const bool resumed = trainer.step() > start_step;
+  ckpt::AsyncSaver saver(
+      {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = {}},
+      c.ckpt.async);
   std::unique_ptr<train::MetricsWriter> metrics;
   if (lead && !c.run.out_dir.empty()) {
-    auto w = train::MetricsWriter::Open(c.run.out_dir);
+    auto w = train::MetricsWriter::Open(c.run.out_dir, resumed);
     if (!w.ok()) return Fail(w.status().message());
     metrics = std::make_unique<train::MetricsWriter>(std::move(*w));
   }
@@ -136,9 +227,16 @@ int RunTrainer(train::Trainer& trainer) {
   std::array<int64_t, core::kMemTagCount> peak{};
   int64_t peak_total = 0;
   double elapsed_s = 0, last_eval = 0;
-  for (int64_t i = 0; i < total; ++i) {
+  const int64_t first_step = trainer.step();
+  while (trainer.step() < total) {
     train::StepStats s = trainer.Step();
     elapsed_s += s.step_time_s;
+    if (s.skipped) {
+      const int code = OnNonFinite(s, trainer, saver);
+      if (code != 0) return code;
+      continue;
+    }
+    MaybeSave(trainer, saver, first_step);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
     if (eval_now) last_eval = *(s.eval_loss = trainer.Evaluate());
@@ -149,7 +247,7 @@ int RunTrainer(train::Trainer& trainer) {
       if (!st.ok()) return Fail(st.message());
     }
     const double eta =
-        elapsed_s / static_cast<double>(s.step) * static_cast<double>(total - s.step);
+        elapsed_s / static_cast<double>(s.step - first_step) * static_cast<double>(total - s.step);
     if (tty) {
       fmt::print("\r{}{}", StepLine(s, total, eta), eval_now ? "\n" : "");
       std::fflush(stdout);
@@ -159,10 +257,13 @@ int RunTrainer(train::Trainer& trainer) {
     }
   }
   if (tty) fmt::print("\n");
+  const core::Status saved = saver.Wait();
+  if (!saved.ok()) fmt::print(stderr, "pentamesh: warning: {}\n", saved.message());
   fmt::print(
       "done: {} steps in {:.1f} s ({:.0f} tokens/s); held-out loss {:.4f} vs unigram {:.4f} "
       "nats/token ({})\n",
-      total, elapsed_s, static_cast<double>(total * c.train.global_batch_tokens) / elapsed_s,
+      total - first_step, elapsed_s,
+      static_cast<double>((total - first_step) * c.train.global_batch_tokens) / elapsed_s,
       last_eval, baseline->heldout_xent,
       last_eval < baseline->heldout_xent ? "learned context" : "NOT below the unigram baseline");
   PrintMemory(peak, peak_total, trainer.predicted().memory);
@@ -178,6 +279,9 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--config", args->config, "run TOML: [model] [train] [optim] [data] [run]")
       ->required();
   sub->add_option("--set", args->sets, "override a key, e.g. --set optim.lr=1e-3 (repeatable)");
+  sub->add_option("--resume", args->resume,
+                  "auto: newest intact checkpoint under ckpt.dir (none: start fresh); or a "
+                  "checkpoint directory");
   sub->add_option("--layout", args->layout,
                   "the layout, e.g. \"dp=2 tp=2 zero=1 sp=off\" (run under mpirun -np dp*tp)");
   return [args]() { return RunTrain(*args); };

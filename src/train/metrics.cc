@@ -52,13 +52,13 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
   return j.dump();
 }
 
-core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir) {
+core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir, bool append) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return core::Status::Error(fmt::format("run.out_dir: cannot create {}: {}", dir, ec.message()));
   const std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f)
     return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   return MetricsWriter(f, path);

@@ -21,8 +21,9 @@ std::string StepStatsToJson(const StepStats& stats, const cost::Estimate* predic
 
 class MetricsWriter {
  public:
-  // Creates (truncates) dir/metrics.jsonl; the directory is created if missing.
-  static core::Result<MetricsWriter> Open(const std::string& dir);
+  // Creates (truncates, or appends to when `append`: a resumed run) dir/metrics.jsonl; the
+  // directory is created if missing.
+  static core::Result<MetricsWriter> Open(const std::string& dir, bool append = false);
   MetricsWriter(MetricsWriter&& o) noexcept : file_(o.file_), path_(std::move(o.path_)) {
     o.file_ = nullptr;
   }

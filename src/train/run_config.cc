@@ -42,6 +42,14 @@ class TableReader {
     if (!v) return Error(key, "must be a string");
     out = *v;
   }
+  void Bool(const char* key, bool& out) {
+    seen_.insert(key);
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    if (!n) return;
+    std::optional<bool> v = n->value_exact<bool>();
+    if (!v) return Error(key, "must be true or false");
+    out = *v;
+  }
   void RejectUnknown() {
     if (!table_) return;
     for (const auto& [k, v] : *table_) {
@@ -101,6 +109,10 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Number("threads", o.threads, 0);
   r.Number("peak_gflops", o.peak_gflops, 0, true);
   r.Number("mem_gbps", o.mem_gbps, 0, true);
+  r.Number("max_nonfinite_in_row", o.max_nonfinite_in_row, 0);
+  r.Number("debug_nan_step", o.debug_nan_step, 0);
+  r.Number("debug_nan_count", o.debug_nan_count, 1);
+  r.Number("debug_kill_step", o.debug_kill_step, 0);
   r.RejectUnknown();
   if (!layout.empty()) {
     core::Result<spec::Layout> l = spec::ParseLayout(layout);
@@ -109,6 +121,15 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   }
   // Which degrees the engine runs is Trainer's rule (CheckEngineLayout), checked at launch
   // against the number of ranks.
+}
+
+void ReadCkpt(const toml::table& root, CkptConfig& c, std::vector<std::string>* errors) {
+  TableReader r(root, "ckpt", errors);
+  r.String("dir", c.dir);
+  r.Number("interval", c.interval, 0);
+  r.Number("keep", c.keep, 1);
+  r.Bool("async", c.async);
+  r.RejectUnknown();
 }
 
 // Cross-table rules: shapes the engine can run.
@@ -196,16 +217,19 @@ core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::st
   std::vector<std::string> errors;
   for (const auto& [k, v] : root) {
     const std::string key(k.str());
-    if (key != "model" && key != "train" && key != "optim" && key != "data" && key != "run") {
+    if (key != "model" && key != "train" && key != "optim" && key != "data" && key != "run" &&
+        key != "ckpt") {
       errors.push_back(
-          fmt::format("{}: unknown table (known: model, train, optim, data, run)", key));
+          fmt::format("{}: unknown table (known: model, train, optim, data, run, ckpt)", key));
     }
   }
   ReadOptim(root, c.optim, &errors);
   ReadData(root, c.data, &errors);
   ReadRun(root, c.run, &errors);
+  ReadCkpt(root, c.ckpt, &errors);
   if (errors.empty()) CheckCombined(c, &errors);
   PM_RETURN_IF_ERROR(Join(source, errors));
+  c.toml = merged;
   return c;
 }
 

@@ -9,7 +9,9 @@
 //            heldout_fraction, split_seed
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
-//            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction)
+//            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
+//            max_nonfinite_in_row, debug_nan_step, debug_nan_count, debug_kill_step (faults)
+//   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
 // Invariant: every unknown key and every invalid value is reported, all at once, by field name.
@@ -55,6 +57,24 @@ struct RunOptions {
   int threads = 0;           // BLAS threads; 0 = OpenBLAS default
   double peak_gflops = 100;  // this host's dense fp32 peak, for MFU and the cost model
   double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
+  // A step whose loss or grad norm is not finite is skipped (no update); more than this many in
+  // a row stop the run.
+  int64_t max_nonfinite_in_row = 5;
+  // Fault injection: attempts [debug_nan_step, debug_nan_step + debug_nan_count) (1-based step
+  // attempts) get a NaN written into the first gradient before the norm. 0 = off.
+  int64_t debug_nan_step = 0;
+  int64_t debug_nan_count = 1;
+  // Fault injection: the process SIGKILLs itself right after optimizer step debug_kill_step
+  // (while an async checkpoint may be in flight), only in a run that started at step 0 (so a
+  // relaunch with --resume continues). 0 = off.
+  int64_t debug_kill_step = 0;
+};
+
+struct CkptConfig {
+  std::string dir;       // checkpoint root; empty = no checkpoints
+  int64_t interval = 0;  // save every `interval` steps; 0 = only at the end of the run
+  int64_t keep = 3;      // complete checkpoints kept
+  bool async = true;     // write on a background thread while training continues
 };
 
 struct RunConfig {
@@ -63,6 +83,8 @@ struct RunConfig {
   OptimConfig optim;
   DataConfig data;
   RunOptions run;
+  CkptConfig ckpt;
+  std::string toml;  // the merged TOML text (overrides applied), saved in checkpoints
   int64_t total_steps() const {
     return run.steps > 0 ? run.steps
                          : static_cast<int64_t>(train.total_tokens /

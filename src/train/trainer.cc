@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
@@ -234,9 +235,25 @@ StepStats Trainer::Step() {
   StepStats s;
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
+  ++attempts_;
+  const RunOptions& run = config_.run;
+  if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&
+      attempts_ < run.debug_nan_step + run.debug_nan_count) {
+    params.grad(0).f32()[0] = std::numeric_limits<float>::quiet_NaN();
+  }
   s.lr = LearningRate(schedule_, step_);
-  ++step_;
-  s.grad_norm = optimizer_->Step(s.lr, step_);
+  // ce is the sum over replicas and the norm is global, so every rank takes the same branch.
+  const bool ce_finite = std::isfinite(ce);
+  s.grad_norm = optimizer_->Step(s.lr, step_ + 1, ce_finite);
+  s.skipped = !std::isfinite(s.grad_norm) || !ce_finite;
+  if (s.skipped) {
+    ++nonfinite_in_row_;
+    ++nonfinite_total_;
+  } else {
+    nonfinite_in_row_ = 0;
+    ++step_;
+  }
+  s.nonfinite_in_row = nonfinite_in_row_;
   s.step = step_;
   if (mesh_) s.comm_bytes = mesh_->StatsJson();
   s.ce_loss = ce / static_cast<double>(std::max<int64_t>(valid, 1));
@@ -249,6 +266,12 @@ StepStats Trainer::Step() {
     s.peak_bytes[static_cast<size_t>(i)] = alloc_.peak_bytes(static_cast<core::MemTag>(i));
   s.peak_bytes_total = alloc_.peak_bytes_total();
   return s;
+}
+
+core::Status Trainer::RestoreProgress(int64_t step, const data::SamplerState& sampler) {
+  PM_RETURN_IF_ERROR(sampler_->Restore(sampler));
+  step_ = step;
+  return core::Status::Ok();
 }
 
 double Trainer::Evaluate() {

@@ -51,6 +51,10 @@ struct StepStats {
   int64_t peak_bytes_total = 0;
   model::MoeStats moe;  // empty for dense models
   std::optional<double> eval_loss;
+  // The loss or grad norm was not finite: no update was applied and step did not advance (the
+  // batch is consumed). nonfinite_in_row counts such attempts since the last good step.
+  bool skipped = false;
+  int64_t nonfinite_in_row = 0;
   // Mesh groups' counters during the step: {"tp": comm::ToJson(...), ...}; empty on one process.
   nlohmann::json comm_bytes = nlohmann::json::object();
 };
@@ -78,6 +82,10 @@ class Trainer {
   core::Result<UnigramBaseline> Baseline() const;
 
   int64_t step() const { return step_; }
+  int64_t nonfinite_total() const { return nonfinite_total_; }
+  // The data position (rank independent) and a restore of step + data position, for checkpoints.
+  data::SamplerState sampler_state() const { return sampler_->state(); }
+  core::Status RestoreProgress(int64_t step, const data::SamplerState& sampler);
   int64_t total_steps() const { return config_.total_steps(); }
   const RunConfig& config() const { return config_; }
   model::ParamSet& params() { return model_->params(); }
@@ -116,6 +124,8 @@ class Trainer {
   cost::Estimate predicted_;
   double flops_per_token_ = 0;
   int64_t step_ = 0;
+  int64_t attempts_ = 0;  // Step() calls, including skipped ones (for fault injection)
+  int64_t nonfinite_in_row_ = 0, nonfinite_total_ = 0;
 };
 
 // The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).

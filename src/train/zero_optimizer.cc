@@ -113,7 +113,7 @@ void ZeroOptimizer::UpdateShard(double lr, double grad_scale, int64_t step) {
   }
 }
 
-double ZeroOptimizer::Step(double lr, int64_t step) {
+double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
   float* grads = params_.flat_grads().f32();
   double squares = 0;
   if (zero_.stage == 0) {
@@ -129,6 +129,7 @@ double ZeroOptimizer::Step(double lr, int64_t step) {
     squares = OwnedSquares(grad_shard_.f32(), begin_, shard);
   }
   const double grad_norm = std::sqrt(SumOverGroup(norm_, squares));
+  if (!std::isfinite(grad_norm) || !loss_finite) return grad_norm;  // same on every rank
   const double scale = ClipScale(grad_norm, adamw_.grad_clip);
   if (zero_.stage == 0) {
     AdamWStep(params_, adamw_, lr, scale, step);

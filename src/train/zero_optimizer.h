@@ -48,8 +48,9 @@ class ZeroOptimizer {
       const AdamWConfig& adamw);
 
   // Reduces, clips, updates (step is 1-based) and gathers; returns the grad norm before
-  // clipping.
-  double Step(double lr, int64_t step);
+  // clipping. When that global norm is not finite, or loss_finite is false (the caller's loss,
+  // which must be the same on every rank), nothing is updated: every rank skips together.
+  double Step(double lr, int64_t step, bool loss_finite = true);
   int stage() const { return zero_.stage; }
   // This rank's range [begin, end) of the flat buffers (the whole buffer at stage 0).
   int64_t shard_begin() const { return begin_; }
