@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace pentamesh::model {
 namespace {
@@ -17,17 +18,7 @@ using core::Dtype;
 using core::MemTag;
 using core::Tensor;
 
-float Dot(const float* a, const float* b, int64_t n) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) lanes[j] += a[i + j] * b[i + j];
-  }
-  float acc = 0;
-  for (; i < n; ++i) acc += a[i] * b[i];
-  for (int j = 0; j < 8; ++j) acc += lanes[j];
-  return acc;
-}
+using kernels::Dot;
 
 // The shapes of one call, checked once.
 struct Geometry {

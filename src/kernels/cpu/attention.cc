@@ -30,20 +30,6 @@ struct Rows {
   }
 };
 
-// Eight independent partial sums, so the compiler vectorizes the reduction (a single running sum
-// is a chain of dependent FMAs). The summation order is fixed: results are deterministic.
-float Dot(const float* a, const float* b, int64_t n) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) lanes[j] += a[i + j] * b[i + j];
-  }
-  float acc = 0;
-  for (; i < n; ++i) acc += a[i] * b[i];
-  for (int j = 0; j < 8; ++j) acc += lanes[j];
-  return acc;
-}
-
 }  // namespace
 
 void attention_forward(Tensor o, Tensor lse, ConstTensor q, ConstTensor k, ConstTensor v,
