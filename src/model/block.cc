@@ -66,6 +66,12 @@ void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
     core::Buffer out =
         NewBuffer(ctx, core::MemTag::kOther, {dims.tokens(), config_.attention.hidden});
     ForwardKeep(out.view(), s, dims, ctx, nullptr, /*keep_attention=*/true);
+    // In bf16 the recomputed stash is, like a stored one, bf16 activations (lossless: the values
+    // are already rounded); the fp32 working copies for this backward are then kOther.
+    if (ctx.bf16) {
+      s.ForEachActivation(CompactToBf16);
+      s.ForEachActivation(ExpandToF32);
+    }
   }
   const int64_t T = dims.tokens(), H = config_.attention.hidden;
   // FFN branch: dh = dy + d(norm2)(d ffn).
