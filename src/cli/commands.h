@@ -20,6 +20,7 @@ RunFn AddEstimateCommand(CLI::App& app);
 RunFn AddPlanCommand(CLI::App& app);   // cli/plan.cc
 RunFn AddScaleCommand(CLI::App& app);  // cli/scale.cc
 RunFn AddSweepCommand(CLI::App& app);  // cli/sweep.cc
+RunFn AddReportCommand(CLI::App& app);
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add(AddPlanCommand);
   add(AddScaleCommand);
   add(AddSweepCommand);
+  add(AddReportCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

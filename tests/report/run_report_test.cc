@@ -1,0 +1,184 @@
+// The run report: a hand-written metrics.jsonl gives a self-contained page with every section and
+// the numbers from the file; malformed input is an error naming the file and line; the CLI's exit
+// codes; and the page renders in headless Chromium to a non-blank screenshot.
+#include "report/run_report.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace pentamesh::report {
+namespace {
+
+std::string Line(int step, double loss, double tps, bool moe, bool eval) {
+  std::string s = "{\"step\":" + std::to_string(step) + ",\"loss\":" + std::to_string(loss) +
+                  ",\"ce_loss\":1.0,\"lr\":0.001,\"grad_norm\":0.5,\"tokens\":256,"
+                  "\"step_time_s\":0.25,\"tokens_per_s\":" +
+                  std::to_string(tps) +
+                  ",\"mfu\":0.125,\"peak_bytes\":{\"weights\":4000,\"grads\":4000,\"optimizer\":"
+                  "8000,\"activations\":12345,\"logits\":1000,\"comm\":0,\"other\":0,\"total\":"
+                  "29345}";
+  if (moe) {
+    s += ",\"aux_loss\":0.01,\"z_loss\":0.0,\"tokens_per_expert\":[" + std::to_string(100 + step) +
+         ",90,70],\"expert_load_imbalance\":1.375,\"dropped_tokens\":0";
+  }
+  if (eval) s += ",\"eval_loss\":3.75";
+  s += ",\"predicted\":{\"peak_bytes\":{\"weights\":4000,\"grads\":4000,\"optimizer\":8000,"
+       "\"activations\":11111,\"logits\":1000,\"comm\":0,\"total\":28111},\"flops_per_token\":1e6,"
+       "\"time_s\":{\"compute\":0.1,\"optimizer\":0.01,\"step\":0.11},\"mfu\":0.2}}";
+  return s + "\n";
+}
+
+std::string Metrics(bool moe) {
+  std::string text;
+  for (int step = 1; step <= 4; ++step)
+    text += Line(step, 5.0 - step * 0.5, 1000 + step, moe, step == 4);
+  return text;
+}
+
+TEST(RunReport, PageHasEveryChartAndTheNumbers) {
+  auto run = ParseRunMetrics(Metrics(/*moe=*/true), "run/<metrics>.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->steps.size(), 4u);
+  EXPECT_EQ(run->steps[3].eval_loss, 3.75);
+  EXPECT_EQ(run->steps[0].tokens_per_expert, (std::vector<double>{101, 90, 70}));
+  const std::string html = RenderRunHtml(*run);
+  for (const char* part : {"<h2>Loss</h2>",
+                           "train loss",
+                           "eval loss",
+                           "<h2>Throughput</h2>",
+                           "tokens/s",
+                           "Memory: measured vs predicted",
+                           "predicted (cost model)",
+                           "12345",
+                           "11111",
+                           "29345",
+                           "28111",
+                           "expert load imbalance",
+                           "tokens per expert",
+                           "expert 2",
+                           "<polyline",
+                           "<rect",
+                           "final loss 3.0000",
+                           "last eval loss 3.7500",
+                           "4 steps logged",
+                           "run/&lt;metrics&gt;.jsonl"}) {
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  }
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("run/<metrics>"), std::string::npos);
+  size_t pos = 0;
+  while ((pos = html.find("http", pos)) != std::string::npos) {
+    EXPECT_EQ(html.compare(pos, 26, "http://www.w3.org/2000/svg"), 0) << html.substr(pos, 40);
+    ++pos;
+  }
+}
+
+TEST(RunReport, DenseRunHasNoMoeSection) {
+  auto run = ParseRunMetrics(Metrics(/*moe=*/false), "m.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::string html = RenderRunHtml(*run);
+  EXPECT_EQ(html.find("MoE"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Loss</h2>"), std::string::npos);
+}
+
+TEST(RunReport, ErrorsNameFileAndLine) {
+  const std::string good = Line(1, 4.0, 1000, false, false);
+  auto bad_json = ParseRunMetrics(good + "\n" + "{\"step\": 2, \"loss\":\n", "x/metrics.jsonl");
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_NE(bad_json.status().message().find("x/metrics.jsonl:3: malformed JSON"),
+            std::string::npos)
+      << bad_json.status().message();
+  auto missing = ParseRunMetrics(good + "{\"step\":2}\n", "m.jsonl");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("m.jsonl:2: missing required key 'loss'"),
+            std::string::npos)
+      << missing.status().message();
+  auto wrong_type = ParseRunMetrics("{\"step\":\"one\"}\n", "m.jsonl");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("m.jsonl:1: 'step' must be an integer"),
+            std::string::npos);
+  auto not_object = ParseRunMetrics("[1,2]\n", "m.jsonl");
+  ASSERT_FALSE(not_object.ok());
+  EXPECT_NE(not_object.status().message().find("m.jsonl:1:"), std::string::npos);
+  auto empty = ParseRunMetrics("", "e.jsonl");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("e.jsonl"), std::string::npos);
+  EXPECT_FALSE(ParseRunMetrics("\n  \n", "e.jsonl").ok());
+  auto no_dir = LoadRunMetrics("/no/such/run");
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_NE(no_dir.status().message().find("/no/such/run/metrics.jsonl"), std::string::npos);
+}
+
+TEST(RunReport, NullLossFromADivergedRunIsSkippedNotAnError) {
+  std::string text = Line(1, 4.0, 1000, false, false);
+  std::string nan_line = Line(2, 4.0, 1000, false, false);
+  nan_line.replace(nan_line.find("\"loss\":"), 15, "\"loss\":null    ");
+  auto run = ParseRunMetrics(text + nan_line, "m.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_TRUE(std::isnan(run->steps[1].loss));
+  EXPECT_EQ(RenderRunHtml(*run).find("nan,"), std::string::npos);
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+int RunCli(const std::string& args) {
+  const std::string cmd = std::string(PM_BINARY) + " report " + args + " 2>/dev/null >/dev/null";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(RunReport, CliExitCodes) {
+  const std::string dir = TempDir("pm_run_report_cli");
+  std::ofstream(dir + "/metrics.jsonl") << Metrics(true);
+  EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/r.html"), 0);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/r.html"));
+  EXPECT_GT(std::filesystem::file_size(dir + "/r.html"), 5000u);
+  EXPECT_EQ(RunCli("--run " + dir + " --html /no/such/dir/r.html"), 2);
+  EXPECT_EQ(RunCli("--run " + dir + "/missing --html " + dir + "/x.html"), 2);
+  std::ofstream(dir + "/metrics.jsonl") << "{not json\n";
+  EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/y.html"), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/y.html"));
+  EXPECT_NE(RunCli("--html " + dir + "/z.html"), 0);  // --run is required
+}
+
+TEST(RunReport, RendersInHeadlessChromium) {
+  std::string chromium;
+  for (const char* name : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (std::filesystem::exists(name)) chromium = name;
+  }
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  const std::string dir = TempDir("pm_run_report_png");
+  const std::string html = dir + "/run.html", png = dir + "/run.png";
+  auto run = ParseRunMetrics(Metrics(true), "metrics.jsonl");
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(WriteRunHtml(*run, html).ok());
+  const std::string cmd = "cd " + dir + " && timeout 120 " + chromium +
+                          " --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                          "--user-data-dir=" +
+                          dir + "/profile --screenshot=" + png +
+                          " --window-size=1280,2000 file://" + html + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(std::filesystem::exists(png));
+  const std::string check = "/usr/bin/python3 " PM_SOURCE_DIR "/tests/report/png_check.py " + png;
+  FILE* pipe = popen(check.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  int width = 0, height = 0, colours = 0;
+  ASSERT_EQ(fscanf(pipe, "%d %d %d", &width, &height, &colours), 3);
+  EXPECT_EQ(pclose(pipe), 0);
+  EXPECT_EQ(width, 1280);
+  EXPECT_GT(colours, 20) << "the screenshot is blank or nearly so";
+}
+
+}  // namespace
+}  // namespace pentamesh::report
