@@ -170,8 +170,13 @@ TEST(CkptCli, MultiRankOrZeroCheckpointRefused) {
 // A non-finite gradient under dp=2 zero=1 is skipped on every rank together; the run finishes.
 TEST(CkptCli, NonFiniteSkippedOnEveryRank) {
   const std::string dir = WriteRun("ckpt_nan_dp");
+  // Open MPI keeps allocations past MPI_Finalize: under ASan the ranks use the MPI tests'
+  // LeakSanitizer suppressions (tests/mpi/lsan.supp); release builds ignore these variables.
   const CliRun a = Shell(fmt::format(
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 {}", PM_MPIEXEC_BIN,
+      "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 "
+      "LSAN_OPTIONS=suppressions={}/tests/mpi/lsan.supp:print_suppressions=0 "
+      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 {}",
+      PM_SOURCE_DIR, PM_MPIEXEC_BIN,
       Train(dir,
             "--set 'ckpt.dir=\"\"' --layout 'dp=2 zero=1 mbs=2' --set run.debug_nan_step=2 "
             "--set run.debug_nan_count=1")));
