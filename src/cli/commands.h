@@ -15,7 +15,7 @@ RunFn AddPresetsCommand(CLI::App& app);
 RunFn AddScheduleCommand(CLI::App& app);
 RunFn AddTokenizerCommand(CLI::App& app);  // tokenizer train
 RunFn AddTokenizeCommand(CLI::App& app);
-RunFn AddTrainCommand(CLI::App& app);     // train --config run.toml
+RunFn AddTrainCommand(CLI::App& app);  // train --config run.toml
 RunFn AddEstimateCommand(CLI::App& app);
 RunFn AddPlanCommand(CLI::App& app);   // cli/plan.cc
 RunFn AddScaleCommand(CLI::App& app);  // cli/scale.cc
