@@ -194,17 +194,17 @@ core::Status CheckSlices(const json& manifest, const std::map<std::string, StFil
                          const std::string& dir) {
   if (!manifest.contains("tensors") || !manifest["tensors"].is_object())
     return core::Status::Error(fmt::format("{}/{}: no tensors object", dir, kManifest));
-  for (const auto& [name, t] : manifest["tensors"].items()) {
+  for (const auto& [name, t] : manifest.at("tensors").items()) {
     for (const json& sl : t.value("slices", json::array())) {
       const std::string file = sl.value("file", "");
       auto it = files.find(file);
       const StTensor* st = it == files.end() ? nullptr : it->second.Find(name);
-      if (!st || st->shape != sl["shape"].get<std::vector<int64_t>>() ||
-          st->dtype != t["dtype"].get<std::string>())
+      if (!st || st->shape != sl.at("shape").get<std::vector<int64_t>>() ||
+          st->dtype != t.at("dtype").get<std::string>())
         return core::Status::Error(fmt::format(
             "{}/{}: tensor '{}' is not in {} as the manifest says", dir, kManifest, name, file));
-      const auto start = sl["start"].get<std::vector<int64_t>>();
-      const auto global = t["shape"].get<std::vector<int64_t>>();
+      const auto start = sl.at("start").get<std::vector<int64_t>>();
+      const auto global = t.at("shape").get<std::vector<int64_t>>();
       if (start.size() != global.size() || st->shape.size() != global.size())
         return core::Status::Error(fmt::format("{}: tensor '{}': slice rank mismatch", dir, name));
       for (size_t d = 0; d < global.size(); ++d)
@@ -260,55 +260,60 @@ core::Status Checkpoint::ReadRegion(const std::string& name,
                                     const std::vector<int64_t>& global_shape,
                                     const std::vector<int64_t>& start,
                                     const std::vector<int64_t>& shape, float* out) const {
-  if (!Has(name)) return core::Status::Error(fmt::format("{}: has no tensor '{}'", dir_, name));
-  const json& t = manifest_["tensors"][name];
-  if (t["shape"].get<std::vector<int64_t>>() != global_shape || t["dtype"] != "F32")
-    return core::Status::Error(fmt::format("{}: tensor '{}' is {} {}, the model wants F32 {}", dir_,
-                                           name, t["dtype"].dump(), t["shape"].dump(),
-                                           json(global_shape).dump()));
-  const size_t rank = global_shape.size();
-  int64_t covered = 0;
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen;
-  for (const json& sl : t["slices"]) {
-    const auto s_start = sl["start"].get<std::vector<int64_t>>();
-    const auto s_shape = sl["shape"].get<std::vector<int64_t>>();
-    if (std::find(seen.begin(), seen.end(), std::make_pair(s_start, s_shape)) != seen.end())
-      continue;  // a replica of a slice already used
-    seen.emplace_back(s_start, s_shape);
-    std::vector<int64_t> lo(rank), hi(rank);
-    bool empty = false;
-    for (size_t d = 0; d < rank; ++d) {
-      lo[d] = std::max(start[d], s_start[d]);
-      hi[d] = std::min(start[d] + shape[d], s_start[d] + s_shape[d]);
-      empty |= lo[d] >= hi[d];
-    }
-    if (empty && rank > 0) continue;
-    const auto* src = reinterpret_cast<const float*>(
-        files_.at(sl["file"].get<std::string>()).Find(name)->data.data());
-    // Walk the intersection box in row-major order, copying runs along the last dim.
-    std::vector<int64_t> idx = lo;
-    const int64_t run = rank ? hi[rank - 1] - lo[rank - 1] : 1;
-    while (true) {
-      int64_t src_off = 0, dst_off = 0;
+  try {
+    if (!Has(name)) return core::Status::Error(fmt::format("{}: has no tensor '{}'", dir_, name));
+    const json& t = manifest_.at("tensors").at(name);
+    if (t.at("shape").get<std::vector<int64_t>>() != global_shape || t.at("dtype") != "F32")
+      return core::Status::Error(fmt::format("{}: tensor '{}' is {} {}, the model wants F32 {}",
+                                             dir_, name, t.at("dtype").dump(), t.at("shape").dump(),
+                                             json(global_shape).dump()));
+    const size_t rank = global_shape.size();
+    int64_t covered = 0;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen;
+    for (const json& sl : t.at("slices")) {
+      const auto s_start = sl.at("start").get<std::vector<int64_t>>();
+      const auto s_shape = sl.at("shape").get<std::vector<int64_t>>();
+      if (std::find(seen.begin(), seen.end(), std::make_pair(s_start, s_shape)) != seen.end())
+        continue;  // a replica of a slice already used
+      seen.emplace_back(s_start, s_shape);
+      std::vector<int64_t> lo(rank), hi(rank);
+      bool empty = false;
       for (size_t d = 0; d < rank; ++d) {
-        src_off = src_off * s_shape[d] + (idx[d] - s_start[d]);
-        dst_off = dst_off * shape[d] + (idx[d] - start[d]);
+        lo[d] = std::max(start[d], s_start[d]);
+        hi[d] = std::min(start[d] + shape[d], s_start[d] + s_shape[d]);
+        empty |= lo[d] >= hi[d];
       }
-      std::memcpy(out + dst_off, src + src_off, static_cast<size_t>(run) * sizeof(float));
-      covered += run;
-      int d = static_cast<int>(rank) - 2;
-      while (d >= 0 && ++idx[static_cast<size_t>(d)] == hi[static_cast<size_t>(d)]) {
-        idx[static_cast<size_t>(d)] = lo[static_cast<size_t>(d)];
-        --d;
+      if (empty && rank > 0) continue;
+      const auto* src = reinterpret_cast<const float*>(
+          files_.at(sl.at("file").get<std::string>()).Find(name)->data.data());
+      // Walk the intersection box in row-major order, copying runs along the last dim.
+      std::vector<int64_t> idx = lo;
+      const int64_t run = rank ? hi[rank - 1] - lo[rank - 1] : 1;
+      while (true) {
+        int64_t src_off = 0, dst_off = 0;
+        for (size_t d = 0; d < rank; ++d) {
+          src_off = src_off * s_shape[d] + (idx[d] - s_start[d]);
+          dst_off = dst_off * shape[d] + (idx[d] - start[d]);
+        }
+        std::memcpy(out + dst_off, src + src_off, static_cast<size_t>(run) * sizeof(float));
+        covered += run;
+        int d = static_cast<int>(rank) - 2;
+        while (d >= 0 && ++idx[static_cast<size_t>(d)] == hi[static_cast<size_t>(d)]) {
+          idx[static_cast<size_t>(d)] = lo[static_cast<size_t>(d)];
+          --d;
+        }
+        if (d < 0) break;
       }
-      if (d < 0) break;
     }
-  }
-  if (covered != Numel(shape))
+    if (covered != Numel(shape))
+      return core::Status::Error(
+          fmt::format("{}: the slices of '{}' cover {} of the {} elements asked", dir_, name,
+                      covered, Numel(shape)));
+    return core::Status::Ok();
+  } catch (const json::exception& e) {
     return core::Status::Error(
-        fmt::format("{}: the slices of '{}' cover {} of the {} elements asked", dir_, name, covered,
-                    Numel(shape)));
-  return core::Status::Ok();
+        fmt::format("{}: malformed manifest entry for '{}': {}", dir_, name, e.what()));
+  }
 }
 
 core::Status RestoreParams(const Checkpoint& ckpt, model::ParamSet& params) {
