@@ -53,15 +53,7 @@ void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
   }
   const cost::Memory& m = e.memory;
   fmt::print("\nmemory per GPU, pp stage {} (GB)\n", e.memory_stage);
-  const std::pair<const char*, double> mem_rows[] = {{"weights", m.weights},
-                                                     {"grads", m.grads},
-                                                     {"optimizer", m.optimizer},
-                                                     {"activations", m.activations},
-                                                     {"attention_scores", m.attention_scores},
-                                                     {"logits", m.logits},
-                                                     {"comm_buffers", m.comm_buffers},
-                                                     {"framework", m.framework},
-                                                     {"fragmentation", m.fragmentation}};
+  const auto mem_rows = m.components();
   for (const auto& [name, bytes] : mem_rows) fmt::print("  {:<18}{:>10.2f}\n", name, bytes / 1e9);
   fmt::print("  {:<18}{:>10.2f}  of capacity {:.2f} ({:.0f}%)\n", "total", m.total / 1e9,
              m.capacity / 1e9, 100.0 * m.total / m.capacity);

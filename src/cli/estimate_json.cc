@@ -20,27 +20,23 @@ nlohmann::json LayoutJson(const spec::Layout& l) {
           {"text", spec::FormatLayout(l)}};
 }
 
+static nlohmann::json MemoryJson(const cost::Estimate& e) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, bytes] : e.memory.components()) j[name] = bytes;
+  j["total"] = e.memory.total;
+  j["capacity"] = e.memory.capacity;
+  j["stage"] = e.memory_stage;
+  return j;
+}
+
 nlohmann::json EstimateJson(const cost::Estimate& e) {
-  const cost::Memory& m = e.memory;
   const cost::Time& t = e.time;
   return {
       {"layout", LayoutJson(e.layout)},
       {"fits", e.fits},
       {"violations", e.violations},
       {"microbatches", e.microbatches},
-      {"memory",
-       {{"weights", m.weights},
-        {"grads", m.grads},
-        {"optimizer", m.optimizer},
-        {"activations", m.activations},
-        {"attention_scores", m.attention_scores},
-        {"logits", m.logits},
-        {"comm_buffers", m.comm_buffers},
-        {"framework", m.framework},
-        {"fragmentation", m.fragmentation},
-        {"total", m.total},
-        {"capacity", m.capacity},
-        {"stage", e.memory_stage}}},
+      {"memory", MemoryJson(e)},
       {"time",
        {{"compute", t.compute},
         {"tp", t.tp},

@@ -16,8 +16,10 @@
 //   }
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spec/cluster_spec.h"
@@ -116,6 +118,20 @@ struct Memory {
   double fragmentation = 0;
   double total = 0;
   double capacity = 0;  // HBM minus the safety margin
+
+  // Every component with its report name, in report order (total and capacity excluded): the
+  // one list that tables, JSON and explanations walk.
+  std::array<std::pair<const char*, double>, 9> components() const {
+    return {{{"weights", weights},
+             {"grads", grads},
+             {"optimizer", optimizer},
+             {"activations", activations},
+             {"attention_scores", attention_scores},
+             {"logits", logits},
+             {"comm_buffers", comm_buffers},
+             {"framework", framework},
+             {"fragmentation", fragmentation}}};
+  }
 };
 
 // Step time terms, seconds; they add up to `step` (exposed parts only).

@@ -77,15 +77,7 @@ double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const 
 void Explain(const Model& ctx, const spec::Layout& l, Estimate& est) {
   if (est.memory.total <= est.memory.capacity) return;
   const Memory& m = est.memory;
-  const std::pair<const char*, double> parts[] = {{"weights", m.weights},
-                                                  {"grads", m.grads},
-                                                  {"optimizer", m.optimizer},
-                                                  {"activations", m.activations},
-                                                  {"attention_scores", m.attention_scores},
-                                                  {"logits", m.logits},
-                                                  {"comm_buffers", m.comm_buffers},
-                                                  {"framework", m.framework},
-                                                  {"fragmentation", m.fragmentation}};
+  const auto parts = m.components();
   const auto* largest =
       std::max_element(std::begin(parts), std::end(parts),
                        [](const auto& a, const auto& b) { return a.second < b.second; });
