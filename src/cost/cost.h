@@ -99,8 +99,14 @@ struct CostParams {
   // recomputation also reruns the QKV projections and RoPE, keeping neither q, k, v nor the
   // attention output (the CPU engine); Megatron recomputes core attention only.
   // moe_regathers_input: at ep = 1 the experts' backward gathers its input rows again from the
-  // FFN input instead of stashing the dispatched copy (the CPU engine).
+  // FFN input instead of stashing the dispatched copy (the CPU engine). ulysses_stash_fp32:
+  // Ulysses context parallelism stashes its head-sharded q, k, v, o in fp32 (the CPU engine).
+  // moe_replicated_over_tp: under tp > 1 the router and routed experts are replicated over tp,
+  // each tp rank dispatching all of its tokens' rows (the CPU engine); Megatron splits the
+  // tokens over tp before the dispatch.
   bool fp32_logits_only = false;
+  bool ulysses_stash_fp32 = false;
+  bool moe_replicated_over_tp = false;
   bool selective_recomputes_qkv = false;
   bool moe_regathers_input = false;
 };

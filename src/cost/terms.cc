@@ -114,6 +114,14 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   const bool selective = l.recompute == spec::Recompute::kSelective;
   double attn = (2 * e * h + drop * h) / rep;
   if (!(selective && p.selective_recomputes_qkv)) attn += e * (2 * h_attn + 2 * h_kv) / tp;
+  if (l.cp > 1 && l.cp_kind == spec::CpKind::kUlysses && !selective) {
+    // Ulysses: the core attention stashes its head-sharded q, k, v, o (the same bytes per token
+    // as the sequence-sharded ones, which are not kept) and the out-projection keeps its own
+    // sequence-sharded input o: one more h_attn per token. ulysses_stash_fp32: the head-sharded
+    // four are fp32 whatever the activation dtype.
+    attn += e * h_attn / tp;
+    if (p.ulysses_stash_fp32) attn += (4.0 - e) * (2 * h_attn + 2 * h_kv) / tp;
+  }
   if (p.materialize_scores) {
     if (l.recompute == spec::Recompute::kNone) attn += (e + 3 * drop) * a / tp * t.seq;
   } else if (!selective) {
@@ -127,7 +135,9 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
     const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
     const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
     const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
-    const double per_expert_token = inputs * e * h / tp + (swiglu ? 3.0 : 2.0) * e * fe / tp;
+    const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
+    const double per_expert_token =
+        inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
     moe_mlp = mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
               + copies * per_expert_token +
               static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
@@ -360,7 +370,9 @@ void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   if (!md.is_moe() || t.ep <= 1) return;
   // Dispatch and combine forward, their conjugates backward; each TP rank moves its 1/tp share.
-  const double n = t.tokens / t.tp * static_cast<double>(md.moe.top_k) * t.moe_factor *
+  // (moe_replicated_over_tp: every tp rank moves all the rows.)
+  const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
+  const double n = t.tokens / tp_routed * static_cast<double>(md.moe.top_k) * t.moe_factor *
                    static_cast<double>(md.hidden) * t.elem_bytes;
   const double count = l.recompute == spec::Recompute::kFull ? 6.0 : 4.0;
   // Each forward also tells the owners how many rows each of their experts gets from this rank:

@@ -83,6 +83,12 @@ void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const 
   Saved local;
   Saved& s = keep_internals ? saved : local;
   Internals(s, x, dims, ctx, keep_internals ? core::MemTag::kActivations : core::MemTag::kOther);
+  if (context_parallel() && config_.cp_kind == spec::CpKind::kUlysses) {
+    // The Ulysses core stashed head-sharded copies; backward reads only o of these (for Wo).
+    s.q.Release();
+    s.k.Release();
+    s.v.Release();
+  }
   const int64_t T = dims.tokens();
   kernels::linear_forward(y, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
                           params_.weight(wo_));

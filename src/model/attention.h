@@ -39,7 +39,7 @@ class Attention {
     core::Buffer o;       // (T, A, D)
     core::Buffer lse;     // (B, A, S)
     CpAttentionSaved cp;  // context parallel: the attention core's stash instead of lse
-    bool empty() const { return q.empty(); }
+    bool empty() const { return o.empty(); }  // Ulysses frees q, k, v (its core keeps its own)
   };
 
   Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& config);

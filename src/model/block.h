@@ -55,6 +55,7 @@ class Block {
                MoeStats* stats) const;
   // dx (T, H) is written.
   void Backward(Tensor dx, ConstTensor dy, Saved& saved, Dims dims, const LayerContext& ctx) const;
+  Moe* moe() { return moe_.get(); }  // null for a dense FFN
 
  private:
   // Forward keeping everything (policy none or selective) into `s`, x already copied in s.x.

@@ -15,6 +15,8 @@
 // sources, and the outputs return the same way to be combined with the gates; backward sends
 // gate * dy out and dx back (4 row all_to_all_v per layer, plus one all_to_all_v of the E i64
 // per-expert counts forward). Without `ep` every routed expert is local (ep_size 1).
+// Tensor parallel (shard.tp_size > 1): the shared experts are tp-sharded like a dense MLP; the
+// router and the routed experts are replicated over tp (every tp rank computes them alike).
 // Auxiliary-loss-free balancing (DeepSeek-V3): top-k is chosen on probs + bias (bias per expert,
 // not a parameter), the gates stay the unbiased probs; UpdateBias nudges the bias after a step.
 // Saved: router probs and lse, the kept assignments grouped by expert, the experts' h1/h3 and

@@ -20,7 +20,9 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
                  .rope_theta = m.rope_theta,
                  .max_seq = m.max_seq_len,
                  .std_out = std_out,
-                 .shard = c.shard};
+                 .shard = c.shard,
+                 .cp = c.cp,
+                 .cp_kind = c.cp_kind};
   b.moe = m.IsMoeLayer(layer);
   b.ffn_hidden = m.ffn_hidden;
   b.moe_config = {.hidden = m.hidden,
@@ -32,7 +34,9 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
                   .aux_loss_coef = c.aux_loss_coef,
                   .z_loss_coef = c.z_loss_coef,
                   .std_out = std_out,
-                  .shard = c.shard};
+                  .bias_update_rate = c.bias_update_rate,
+                  .shard = c.shard,
+                  .ep = c.shard.ep_size > 1 ? c.ep : nullptr};
   b.norm_eps = m.norm_eps;
   b.recompute = c.recompute;
   return b;
@@ -53,10 +57,6 @@ core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) 
                                  m.heads, m.kv_heads, shard.tp_size));
   if (m.vocab % shard.tp_size != 0)
     errors.push_back(fmt::format("model.vocab: {} not divisible by tp={}", m.vocab, shard.tp_size));
-  if (m.is_moe() && shard.tp_size > 1)
-    errors.push_back(
-        fmt::format("model.moe: MoE layers with tp={} > 1 are not implemented by the engine yet",
-                    shard.tp_size));
   if (m.is_moe() && m.moe.experts % shard.ep_size != 0)
     errors.push_back(
         fmt::format("model.moe.experts: {} not divisible by ep={}", m.moe.experts, shard.ep_size));
@@ -83,7 +83,9 @@ Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
   const spec::ModelSpec& m = c.model;
   PM_CHECK(0 <= c.first_layer && c.first_layer <= c.last_layer && c.last_layer <= m.layers)
       << "layers [" << c.first_layer << ", " << c.last_layer << ") of " << m.layers;
-  PM_CHECK(c.shard.ep_size == 1) << "ep > 1 needs the expert dispatcher of the distributed engine";
+  PM_CHECK(c.shard.ep_size == 1 ||
+           (c.ep != nullptr && c.ep->size() == c.shard.ep_size && c.ep->rank() == c.shard.ep_rank))
+      << "shard ep " << c.shard.ep_rank << "/" << c.shard.ep_size << " needs the ep group";
   if (c.has_embedding) {
     embedding_ =
         std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, cs.shard);
@@ -123,8 +125,16 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
     kernels::copy(a.view(), x_in);
   }
   st.blocks.resize(blocks_.size());
+  routed_.resize(blocks_.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    blocks_[l]->Forward(b.view(), st.blocks[l], a.view(), mb.dims, ctx, &result.moe);
+    MoeStats layer;
+    blocks_[l]->Forward(b.view(), st.blocks[l], a.view(), mb.dims, ctx, &layer);
+    if (!layer.routed.empty()) {
+      result.moe.Add(layer);
+      std::vector<int64_t>& sum = routed_[l];
+      sum.resize(layer.routed.size(), 0);
+      for (size_t e = 0; e < sum.size(); ++e) sum[e] += layer.routed[e];
+    }
     std::swap(a, b);
   }
   if (head_) {
@@ -187,6 +197,28 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
     kernels::copy(dx_in, dy.view());
   }
   stashes_.erase(it);
+}
+
+std::vector<std::vector<int64_t>> Stage::TakeRoutedPerMoeLayer() {
+  std::vector<std::vector<int64_t>> out(blocks_.size());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    if (blocks_[l]->moe() != nullptr)
+      out[l].assign(static_cast<size_t>(config_.model.moe.experts), 0);
+    if (l < routed_.size() && !routed_[l].empty()) out[l] = routed_[l];
+  }
+  routed_.clear();
+  return out;
+}
+
+void Stage::UpdateMoeBias(const std::vector<std::vector<int64_t>>& routed) {
+  PM_CHECK(routed.size() == blocks_.size()) << "UpdateMoeBias: " << routed.size() << " layers";
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    Moe* moe = blocks_[l]->moe();
+    if (moe == nullptr) continue;
+    MoeStats step;
+    step.routed = routed[l];
+    moe->UpdateBias(step);
+  }
 }
 
 ConstTensor Stage::logits(int64_t mb_id) const {

@@ -23,6 +23,13 @@ struct StageConfig {
   int64_t first_layer = 0, last_layer = 0;  // [first, last)
   bool has_embedding = true, has_head = true;
   ShardConfig shard{};
+  // Context parallel: the mesh's cp group (null or size 1: none); micro-batches then hold this
+  // rank's 2 chunks of every sequence (dims.seq = seq_len / cp local rows).
+  comm::Communicator* cp = nullptr;
+  spec::CpKind cp_kind = spec::CpKind::kRing;
+  // Expert parallel: the mesh's ep group, of size shard.ep_size (null when ep_size is 1).
+  comm::Communicator* ep = nullptr;
+  double bias_update_rate = 0;  // aux-loss-free balancing step of every MoE layer (0 = off)
   spec::Recompute recompute = spec::Recompute::kNone;
   bool bf16 = false;  // bf16 weights and activations, fp32 master weights and grads
   double aux_loss_coef = 0.01, z_loss_coef = 0.0;
@@ -62,6 +69,12 @@ class Stage {
   // Micro-batches between BackwardInput and BackwardWeight.
   int64_t pending_weight() const { return static_cast<int64_t>(deferred_.size()); }
   const StageConfig& config() const { return config_; }
+  // Aux-loss-free balancing: the routed counts accumulated by Forward since the last call, one
+  // (E) vector per block of the stage (empty for dense blocks), and the bias update of each MoE
+  // block from such counts once the caller has summed them over the ranks sharing the router.
+  // Take clears the accumulated counts.
+  std::vector<std::vector<int64_t>> TakeRoutedPerMoeLayer();
+  void UpdateMoeBias(const std::vector<std::vector<int64_t>>& routed);
 
  private:
   struct Stash {
@@ -82,6 +95,7 @@ class Stage {
   std::unique_ptr<Head> head_;
   std::map<int64_t, Stash> stashes_;
   std::map<int64_t, DeferredWeightGrads> deferred_;
+  std::vector<std::vector<int64_t>> routed_;  // per MoE layer, since TakeRoutedPerMoeLayer
 };
 
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).

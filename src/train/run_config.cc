@@ -79,6 +79,7 @@ void ReadOptim(const toml::table& root, OptimConfig& o, std::vector<std::string>
   r.Number("grad_clip", o.grad_clip, 0);
   r.Number("aux_loss_coef", o.aux_loss_coef, 0);
   r.Number("z_loss_coef", o.z_loss_coef, 0);
+  r.Number("bias_update_rate", o.bias_update_rate, 0);
   r.RejectUnknown();
   if (o.beta1 >= 1) r.Error("beta1", fmt::format("must be < 1 (got {})", o.beta1));
   if (o.beta2 >= 1) r.Error("beta2", fmt::format("must be < 1 (got {})", o.beta2));

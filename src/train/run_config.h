@@ -3,7 +3,7 @@
 //   [train]  the planner's TrainSpec keys, read by spec::TrainFromTomlText: seq_len,
 //            global_batch_seqs | global_batch_tokens, precision (fp32 | bf16), total_tokens
 //   [optim]  lr, min_lr, warmup_steps, beta1, beta2, eps, weight_decay, grad_clip,
-//            aux_loss_coef, z_loss_coef
+//            aux_loss_coef, z_loss_coef, bias_update_rate
 //   [data]   dataset (a tokenized dataset directory), corpus (text; when the dataset directory
 //            has no manifest, the tokenizer is trained and the corpus tokenized into it),
 //            heldout_fraction, split_seed
@@ -37,6 +37,7 @@ struct OptimConfig {
   double grad_clip = 1.0;       // global L2 norm; 0 = off
   double aux_loss_coef = 0.01;  // MoE load-balancing alpha
   double z_loss_coef = 0.0;     // MoE router z-loss beta
+  double bias_update_rate = 0;  // MoE aux-loss-free balancing step gamma (DeepSeek-V3); 0 = off
 };
 
 struct DataConfig {

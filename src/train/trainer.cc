@@ -62,7 +62,7 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
           .inter_node_gbps = 1};
 }
 
-cost::Estimate PredictRun(const RunConfig& c) {
+cost::CostParams EngineCostParams() {
   cost::CostParams p;
   p.grad_bytes = 4;
   p.framework_bytes = 0;
@@ -71,18 +71,26 @@ cost::Estimate PredictRun(const RunConfig& c) {
   p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
   p.selective_recomputes_qkv = true;
   p.moe_regathers_input = true;
-  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
+  p.ulysses_stash_fp32 = true;
+  p.moe_replicated_over_tp = true;
+  return p;
+}
+
+cost::Estimate PredictRun(const RunConfig& c) {
+  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, EngineCostParams(),
+                              /*explain=*/true);
 }
 
 core::Status CheckEngineLayout(const RunConfig& c) {
   const spec::Layout& l = c.run.layout;
   std::vector<std::string> errors;
-  if (l.pp > 1 || l.cp > 1 || l.ep > 1) {
+  if (l.pp > 1) {
     errors.push_back(fmt::format(
-        "run.layout: pp={} cp={} ep={}: the engine runs dp, tp (with sp) and zero so far; "
-        "pipeline, context and expert parallelism are not wired into the trainer yet",
-        l.pp, l.cp, l.ep));
+        "run.layout: pp={}: the engine runs dp, tp (with sp), cp, ep and zero so far; pipeline "
+        "parallelism is not wired into the trainer yet",
+        l.pp));
   }
+  PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
   if (l.sp && l.tp > 1) {
     errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
   }
@@ -97,14 +105,35 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         l.zero));
   }
   const int64_t seqs = c.train.global_batch_seqs();
-  if (seqs % (l.dp * l.mbs) != 0) {
+  if (seqs % (l.data_ranks() * l.mbs) != 0) {
     errors.push_back(fmt::format(
-        "run.layout: dp={} x mbs={} must divide train.global_batch_seqs={}", l.dp, l.mbs, seqs));
+        "run.layout: data ranks={} (dp{}) x mbs={} must divide train.global_batch_seqs={}",
+        l.data_ranks(), l.ep > 1 && l.ep_placement == spec::EpPlacement::kSeparate ? " x ep" : "",
+        l.mbs, seqs));
   }
   if (errors.empty()) return core::Status::Ok();
   std::string msg = errors.front();
   for (size_t i = 1; i < errors.size(); ++i) msg += "\n" + errors[i];
   return core::Status::Error(msg);
+}
+
+core::Status CheckContextExpertLayout(const RunConfig& c) {
+  const spec::Layout& l = c.run.layout;
+  if (l.cp > 1 && c.train.seq_len % (2 * l.cp) != 0) {
+    return core::Status::Error(
+        fmt::format("train.seq_len: {} must be divisible by 2 x cp = {} (context parallel chunks)",
+                    c.train.seq_len, 2 * l.cp));
+  }
+  if (l.ep > 1 && !c.model.is_moe()) {
+    return core::Status::Error(
+        fmt::format("run.layout: ep={} needs an MoE model (model.moe.experts)", l.ep));
+  }
+  if (l.ep > 1 && l.zero > 0) {
+    return core::Status::Error(fmt::format(
+        "run.layout: zero={} with ep={} is not implemented by the engine yet (use zero=0)", l.zero,
+        l.ep));
+  }
+  return core::Status::Ok();
 }
 
 core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
@@ -120,6 +149,8 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
   if (dist.mesh) {
     shard.tp_size = dist.mesh->layout().tp;
     shard.tp_rank = dist.mesh->coords().dense.tp;
+    shard.ep_size = dist.mesh->layout().ep;
+    shard.ep_rank = dist.mesh->coords().ep;
   }
   PM_RETURN_IF_ERROR(model::CheckSupported(config.model, shard));
   PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
@@ -136,20 +167,70 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
                                            .global_batch_seqs = config.train.global_batch_seqs(),
                                            .seed = config.run.seed,
                                            .dp_rank = static_cast<int>(t->dp_rank()),
-                                           .dp_size = static_cast<int>(t->dp_size())}));
+                                           .dp_size = static_cast<int>(t->dp_size()),
+                                           .cp_rank = static_cast<int>(t->cp_rank()),
+                                           .cp_size = static_cast<int>(t->cp_size())}));
   t->sampler_ = std::make_unique<data::Sampler>(std::move(sampler));
   comm::Communicator& grad_group = dist.mesh ? dist.mesh->dp_cp() : *t->world_;
+  // Expert grads reduce over expert_dp (the ranks holding the same experts) when ep > 1.
+  comm::Communicator* expert_group = shard.ep_size > 1 ? &dist.mesh->expert_dp() : nullptr;
   PM_ASSIGN_OR_RETURN(
       t->optimizer_,
       ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
-                            {.stage = config.run.layout.zero}, t->adamw_));
+                            {.stage = config.run.layout.zero, .expert_grad_group = expert_group},
+                            t->adamw_));
   return t;
 }
 
 model::ShardConfig Trainer::Shard() const {
   if (!mesh_) return {};
-  return {
-      .tp_size = mesh_->layout().tp, .tp_rank = mesh_->coords().dense.tp, .tp_comm = &mesh_->tp()};
+  return {.tp_size = mesh_->layout().tp,
+          .tp_rank = mesh_->coords().dense.tp,
+          .ep_size = mesh_->layout().ep,
+          .ep_rank = mesh_->coords().ep,
+          .tp_comm = &mesh_->tp()};
+}
+
+int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
+
+int64_t Trainer::dp_rank() const {
+  if (!mesh_) return 0;
+  // Data ranks are the dense grid's dp x ep ranks (ep is 1 there under the folded placement).
+  const mesh::Coords& d = mesh_->coords().dense;
+  return d.dp * mesh_->grid().dense().degrees().ep + d.ep;
+}
+
+void Trainer::SumMoeStats(model::MoeStats& moe) {
+  if (!mesh_ || moe.routed.empty()) return;
+  // Over the data ranks (world / tp: tp ranks hold the same stats); world is not in comm_bytes.
+  const int64_t tp = mesh_->layout().tp;
+  std::vector<int64_t> counts = moe.routed;
+  counts.insert(counts.end(), moe.kept.begin(), moe.kept.end());
+  counts.push_back(moe.dropped);
+  world_->all_reduce(counts.data(), static_cast<int64_t>(counts.size()), core::Dtype::kI64);
+  const size_t E = moe.routed.size();
+  for (size_t e = 0; e < E; ++e) {
+    moe.routed[e] = counts[e] / tp;
+    moe.kept[e] = counts[E + e] / tp;
+  }
+  moe.dropped = counts[2 * E] / tp;
+  moe.aux_loss = SumOverReplicas(moe.aux_loss);
+  moe.z_loss = SumOverReplicas(moe.z_loss);
+}
+
+void Trainer::UpdateMoeBias() {
+  if (config_.optim.bias_update_rate == 0) return;
+  model::Stage& stage = model_->stage();
+  std::vector<std::vector<int64_t>> routed = stage.TakeRoutedPerMoeLayer();
+  if (mesh_) {  // summed over the data ranks, so every rank applies the same update
+    const int64_t tp = mesh_->layout().tp;
+    for (std::vector<int64_t>& layer : routed) {
+      if (layer.empty()) continue;
+      world_->all_reduce(layer.data(), static_cast<int64_t>(layer.size()), core::Dtype::kI64);
+      for (int64_t& n : layer) n /= tp;
+    }
+  }
+  stage.UpdateMoeBias(routed);
 }
 
 double Trainer::SumOverReplicas(double value) {
@@ -173,6 +254,10 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   model_ = std::make_unique<model::Model>(
       model::StageConfig{.model = c.model,
                          .shard = Shard(),
+                         .cp = mesh_ ? &mesh_->cp() : nullptr,
+                         .cp_kind = c.run.layout.cp_kind,
+                         .ep = mesh_ ? &mesh_->ep() : nullptr,
+                         .bias_update_rate = c.optim.bias_update_rate,
                          .recompute = c.run.layout.recompute,
                          .bf16 = c.train.precision == spec::Precision::kBf16,
                          .aux_loss_coef = c.optim.aux_loss_coef,
@@ -211,7 +296,8 @@ double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* 
             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
         .dims = {.batch = mbs, .seq = S},
         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
-        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size())};
+        // Per-token aux terms (z-loss) are means over this rank's tokens: 1 / cp of a sequence.
+        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())};
     model::StageForward f = stage.Forward(mb, m, {}, {});
     ce += f.loss_sum;
     if (moe) moe->Add(f.moe);
@@ -232,9 +318,11 @@ StepStats Trainer::Step() {
   sampler_->NextInto(batch_);
   model::ParamSet& params = model_->params();
   params.ZeroGrads();
+  model_->stage().TakeRoutedPerMoeLayer();  // drops counts of evaluation forwards
   StepStats s;
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
+  SumMoeStats(s.moe);
   ++attempts_;
   const RunOptions& run = config_.run;
   if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&
@@ -253,6 +341,7 @@ StepStats Trainer::Step() {
     nonfinite_in_row_ = 0;
     ++step_;
   }
+  UpdateMoeBias();  // after a good step; a skipped step only drops its routed counts
   s.nonfinite_in_row = nonfinite_in_row_;
   s.step = step_;
   if (mesh_) s.comm_bytes = mesh_->StatsJson();
@@ -282,7 +371,9 @@ double Trainer::Evaluate() {
                                         .seed = config_.run.seed,
                                         .shuffle = false,
                                         .dp_rank = static_cast<int>(dp_rank()),
-                                        .dp_size = static_cast<int>(dp_size())});
+                                        .dp_size = static_cast<int>(dp_size()),
+                                        .cp_rank = static_cast<int>(cp_rank()),
+                                        .cp_size = static_cast<int>(cp_size())});
   PM_CHECK(sampler.ok()) << sampler.status().message();
   const int64_t batches = std::min<int64_t>(
       config_.run.eval_batches,

@@ -5,9 +5,12 @@
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
 // mesh.tp()), reads its dp slice of every global batch, and a ZeroOptimizer reduces the grads
 // over mesh.dp_cp(); scalars (valid tokens, loss sums, the grad norm) are summed over the world
-// communicator, which is not a mesh group and so not part of comm_bytes. pp/cp/ep > 1 are
-// rejected until their executors land; the distributed path keeps one place per axis to slot
-// them in (Distributed holds the mesh; RunBatch is the per-rank schedule).
+// communicator, which is not a mesh group and so not part of comm_bytes. Context parallel: each
+// cp rank reads its 2 balanced chunks of every sequence (with their global positions) and the
+// layers exchange K/V over mesh.cp(). Expert parallel: each of the dp x ep data ranks (separate
+// placement) reads its own sequences, MoE layers dispatch over mesh.ep() and expert grads
+// reduce over mesh.expert_dp(). pp > 1 is rejected until its executor lands (Distributed holds
+// the mesh; RunBatch is the per-rank schedule).
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
 // and sees the same global batches; each step's memory peaks are measured per tag and its
@@ -102,8 +105,16 @@ class Trainer {
  private:
   Trainer(const RunConfig& config, data::Dataset dataset, const Distributed& dist);
   model::ShardConfig Shard() const;
-  int64_t dp_size() const { return mesh_ ? mesh_->layout().dp : 1; }
-  int64_t dp_rank() const { return mesh_ ? mesh_->coords().dense.dp : 0; }
+  // Data ranks (each reads its own sequences): dp, times ep under the separate placement.
+  int64_t dp_size() const;
+  int64_t dp_rank() const;
+  int64_t cp_size() const { return mesh_ ? mesh_->layout().cp : 1; }
+  int64_t cp_rank() const { return mesh_ ? mesh_->coords().dense.cp : 0; }
+  // MoE statistics of a step summed over the data ranks (and cp ranks).
+  void SumMoeStats(model::MoeStats& moe);
+  // Aux-loss-free balancing: every MoE layer's bias from its routed counts of the step, summed
+  // over all data ranks so every rank applies the same update.
+  void UpdateMoeBias();
   // Sums a per-rank value over the data-parallel replicas (world sum / tp).
   double SumOverReplicas(double value);
   // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
@@ -132,9 +143,14 @@ class Trainer {
 spec::ClusterSpec HostCluster(const RunConfig& config);
 // Layout rules of the engine (what it can run now), each naming run.layout.
 core::Status CheckEngineLayout(const RunConfig& config);
+// The context / expert parallel part of CheckEngineLayout.
+core::Status CheckContextExpertLayout(const RunConfig& config);
 
-// The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
-// framework overhead or fragmentation (the allocator measures exact bytes).
+// The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
+// and the engine's stash and MoE policies (cost::CostParams documents each flag).
+cost::CostParams EngineCostParams();
+// The cost model's estimate for the run (EngineCostParams): fp32 gradients (the engine accumulates
+// in fp32), no framework overhead or fragmentation (the allocator measures exact bytes).
 cost::Estimate PredictRun(const RunConfig& config);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of

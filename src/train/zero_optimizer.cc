@@ -39,6 +39,12 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
+  if (zero.expert_grad_group != nullptr && zero.stage > 0) {
+    return core::Status::Error(fmt::format(
+        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the expert and the "
+        "dense grads reduce over different groups; ZeRO-0 handles both)",
+        zero.stage));
+  }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
   const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size());
   PM_CHECK(params.has_optimizer_state() == want.optimizer_state &&
@@ -72,14 +78,43 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
   std::fill(v_.f32(), v_.f32() + shard, 0.0f);
 }
 
+comm::Communicator& ZeroOptimizer::GradGroupOf(const model::ParamInfo& p) const {
+  const bool expert = p.sharding.axis == model::MeshAxis::kEp && p.sharding.size > 1;
+  return expert && zero_.expert_grad_group != nullptr ? *zero_.expert_grad_group : grad_;
+}
+
+bool ZeroOptimizer::CountsParam(const model::ParamInfo& p) const {
+  // TP-replicated parameters (norms, and anything not sharded over tp) count on tp rank 0.
+  const bool tp_sharded = p.sharding.axis == model::MeshAxis::kTp && p.sharding.size > 1;
+  if (!tp_sharded && tp_rank_ != 0) return false;
+  // Stage 0: every member of a param's grad group holds the same reduced grad; its rank 0 counts.
+  return zero_.stage > 0 || GradGroupOf(p).rank() == 0;
+}
+
+void ZeroOptimizer::AllReduceGrads(float* grads) {
+  // Runs of consecutive params reducing over the same group, each in buckets of bucket_elems.
+  model::ParamId id = 0;
+  while (id < params_.size()) {
+    comm::Communicator& group = GradGroupOf(params_.info(id));
+    const int64_t first = params_.info(id).offset;
+    int64_t last = first + params_.info(id).numel();
+    for (++id; id < params_.size() && &GradGroupOf(params_.info(id)) == &group &&
+               params_.info(id).offset == last;
+         ++id) {
+      last += params_.info(id).numel();
+    }
+    for (int64_t b = first; b < last; b += zero_.bucket_elems) {
+      group.all_reduce(grads + b, std::min(zero_.bucket_elems, last - b), core::Dtype::kF32);
+    }
+  }
+}
+
 double ZeroOptimizer::OwnedSquares(const float* g, int64_t begin, int64_t n) const {
   const int64_t end = std::min(begin + n, params_.numel());
   double sum = 0;
   for (model::ParamId id = 0; id < params_.size(); ++id) {
     const model::ParamInfo& p = params_.info(id);
-    // TP-replicated parameters (norms, and anything not sharded over tp) count on tp rank 0.
-    const bool tp_sharded = p.sharding.axis == model::MeshAxis::kTp && p.sharding.size > 1;
-    if (!tp_sharded && tp_rank_ != 0) continue;
+    if (!CountsParam(p)) continue;
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
     for (int64_t i = lo; i < hi; ++i) {
       const double x = g[i - begin];
@@ -117,12 +152,9 @@ double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
   float* grads = params_.flat_grads().f32();
   double squares = 0;
   if (zero_.stage == 0) {
-    // Bucketed all-reduce: every rank then holds the full-batch gradient.
-    for (int64_t first = 0; first < params_.numel(); first += zero_.bucket_elems) {
-      const int64_t n = std::min(zero_.bucket_elems, params_.numel() - first);
-      grad_.all_reduce(grads + first, n, core::Dtype::kF32);
-    }
-    if (grad_.rank() == 0) squares = OwnedSquares(grads, 0, params_.numel());
+    // Bucketed all-reduce: every rank then holds the full-batch gradient of its params.
+    AllReduceGrads(grads);
+    squares = OwnedSquares(grads, 0, params_.numel());
   } else {
     const int64_t shard = end_ - begin_;
     grad_.reduce_scatter(grad_shard_.f32(), grads, shard, core::Dtype::kF32);

@@ -30,6 +30,11 @@ namespace pentamesh::train {
 struct ZeroConfig {
   int stage = 0;
   int64_t bucket_elems = int64_t{1} << 20;  // stage 0 all-reduce bucket
+  // Expert parallel (ep > 1): the expert-data-parallel group (mesh expert_dp). The experts'
+  // params (sharded over ep) then form a second param group whose grads reduce over it, while
+  // the dense params reduce over grad_group; each group's elements count once in the norm (on
+  // its group's rank 0). Null: every param is dense. Stage 0 only so far.
+  comm::Communicator* expert_grad_group = nullptr;
 };
 
 // Sum of `value` over the group's ranks, in rank order (an all-gather of the fp64 values): the
@@ -62,6 +67,12 @@ class ZeroOptimizer {
                 const AdamWConfig& adamw);
   // Sum of squares of the elements of `g` (flat range [begin, begin + n)) this rank counts.
   double OwnedSquares(const float* g, int64_t begin, int64_t n) const;
+  // Whether this rank counts `p`'s (reduced) grad elements in the norm at all.
+  bool CountsParam(const model::ParamInfo& p) const;
+  // The group a param's grad reduces over (the expert group for ep-sharded params).
+  comm::Communicator& GradGroupOf(const model::ParamInfo& p) const;
+  // Stage 0: the bucketed all-reduce of every param group's grads.
+  void AllReduceGrads(float* grads);
   void UpdateShard(double lr, double grad_scale, int64_t step);
 
   model::ParamSet& params_;

@@ -1,0 +1,230 @@
+// Whole-model context- and expert-parallel training equivalence under mpirun. For the layout in
+// $PM_TEST_LAYOUT (e.g. "cp=2 cp_kind=ulysses" or "dp=2 ep=2 tp=2") and the model in
+// $PM_TEST_MODEL ("dense" or "moe"), every rank first trains the tiny fp32 model as a single
+// process (the reference), then as its rank of the mesh, and checks
+//  - the loss of each of 6 steps matches the reference to relative 1e-5 (MoE: aux and z-loss on,
+//    dropless; the aux loss matches because every data rank's micro-batch holds the same
+//    sequences as the single process's);
+//  - the summed per-expert routed counts of every step equal the reference's (MoE);
+//  - after the last step this rank's shard of every weight equals the same global elements of the
+//    reference weights: relative 1e-5 per tensor, every element within 1e-4 of the tensor's max;
+//  - after one step the cp group's wire bytes equal cost::CommBytesForStage exactly, and the ep
+//    group carries the count exchange plus the rows the router actually sent off-rank;
+//  - the measured peak activation bytes per rank are within 5% of the cost model's prediction
+//    (PredictRun), which falls as 1 / cp.
+// The data is a synthetic token stream each rank writes identically (tests/data/fixtures.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "data/fixtures.h"
+#include "mesh/mesh.h"
+#include "spec/layout.h"
+#include "tests/mpi/mpi_test_main.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+
+namespace pentamesh::train {
+namespace {
+
+constexpr int kSteps = 6;
+
+std::string Env(const char* name, const char* fallback) {
+  const char* env = std::getenv(name);
+  return env ? env : fallback;
+}
+
+// "dense", "moe" (aux, z-loss and aux-loss-free bias on) or "moe-noaux" (the load-balancing loss
+// off: under cp each rank's f_i and P_i cover half of every sequence, and alpha E sum f_i P_i is
+// not additive over those halves, so cp > 1 matches one process only without it).
+bool Moe() { return Env("PM_TEST_MODEL", "dense").starts_with("moe"); }
+bool Aux() { return Env("PM_TEST_MODEL", "dense") == "moe"; }
+
+const std::string& DatasetDir() {
+  static const std::string dir = data::testing::WriteSynthetic(64, 400, 4096).dir;
+  return dir;
+}
+
+RunConfig Config(const std::string& layout) {
+  const std::string moe = Moe() ? R"(
+[model.moe]
+experts = 4
+top_k = 2
+expert_ffn_hidden = 32
+shared_experts = 1
+capacity_factor = 0
+)"
+                                : "";
+  const std::string text =
+      fmt::format(R"(
+[model]
+name = "cp-ep-tiny"
+layers = 2
+hidden = 32
+heads = 8
+kv_heads = 4
+head_dim = 4
+ffn_hidden = 64
+vocab = 64
+max_seq_len = 16
+{}
+[train]
+seq_len = 16
+global_batch_seqs = 8
+precision = "fp32"
+total_tokens = 768
+[optim]
+lr = 1e-3
+min_lr = 1e-4
+warmup_steps = 2
+grad_clip = 0.5
+aux_loss_coef = {}
+z_loss_coef = 0.001
+bias_update_rate = {}
+[data]
+dataset = "{}"
+[run]
+seed = 11
+layout = "mbs=2 {}"
+threads = 1
+)",
+                  moe, Aux() ? "0.01" : "0", Moe() ? "0.01" : "0", DatasetDir(), layout);
+  auto c = RunConfigFromToml(text, "cp_ep_test.toml");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+struct Reference {
+  std::vector<double> losses;
+  std::vector<std::vector<int64_t>> routed;  // per step
+  std::vector<std::vector<float>> weights;   // by ParamId of the single-process model
+  std::vector<std::string> names;
+  double activations_bytes = 0;  // measured peak of the single process, step 1
+};
+
+const Reference& SingleProcess() {
+  static const Reference ref = [] {
+    Reference r;
+    auto t = Trainer::Create(Config(""));
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    for (int i = 0; i < kSteps; ++i) {
+      const StepStats s = (*t)->Step();
+      r.losses.push_back(s.loss);
+      r.routed.push_back(s.moe.routed);
+      if (i == 0)
+        r.activations_bytes =
+            static_cast<double>(s.peak_bytes[static_cast<size_t>(core::MemTag::kActivations)]);
+    }
+    model::ParamSet& p = (*t)->params();
+    for (model::ParamId id = 0; id < p.size(); ++id) {
+      const core::Tensor w = p.master(id);
+      r.weights.emplace_back(w.f32(), w.f32() + w.numel());
+      r.names.push_back(p.info(id).name);
+    }
+    return r;
+  }();
+  return ref;
+}
+
+// Step 1's communication and memory against the cost model.
+void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
+                  const Reference& ref) {
+  const spec::Layout& l = config.run.layout;
+  const cost::Model ctx(config.model, HostCluster(config), config.train, EngineCostParams());
+  const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, 0);
+  const auto wire = [&](const char* group) {
+    return s.comm_bytes.at(group).at("bytes_wire").get<double>();
+  };
+  EXPECT_EQ(wire("cp"), predicted.cp) << spec::ShortLayout(l);
+  if (l.cp > 1) {
+    EXPECT_GT(wire("cp"), 0.0);
+  }
+  EXPECT_EQ(wire("pp"), 0.0);
+  if (l.ep > 1) {
+    // The rows dispatched off-rank follow the router: the cost model's count assumes balanced
+    // routing (exact equality is tested with a balanced router in ep_moe_test.cc).
+    EXPECT_NEAR(wire("ep"), predicted.ep, 0.1 * predicted.ep);
+    std::printf("rank %d %s: ep bytes measured %.0f predicted (balanced routing) %.0f\n", t.rank(),
+                spec::ShortLayout(l).c_str(), wire("ep"), predicted.ep);
+  } else {
+    EXPECT_EQ(wire("ep"), 0.0);
+  }
+  // metrics.jsonl carries the same counters and the expert statistics.
+  const auto line = nlohmann::json::parse(StepStatsToJson(s));
+  EXPECT_EQ(line.at("comm_bytes").at("cp").at("bytes_wire").get<double>(), predicted.cp);
+  if (Moe()) {
+    EXPECT_TRUE(line.contains("tokens_per_expert")) << line.dump();
+    EXPECT_TRUE(line.contains("expert_load_imbalance")) << line.dump();
+  }
+  // Peak activations per rank: within 5% of the prediction, and 1/cp of one process's.
+  const double got =
+      static_cast<double>(s.peak_bytes[static_cast<size_t>(core::MemTag::kActivations)]);
+  const double want = t.predicted().memory.activations;
+  // Dropless MoE: the rows each rank's experts stash follow the router (the model: balanced).
+  EXPECT_NEAR(got, want, (Moe() ? 0.1 : 0.05) * want) << spec::ShortLayout(l);
+  if (l.tp == 1 && l.ep == 1 && l.cp_kind == spec::CpKind::kRing) {
+    EXPECT_NEAR(got * static_cast<double>(l.cp), ref.activations_bytes,
+                0.05 * ref.activations_bytes);
+  }
+  std::printf("rank %d %s: activations measured %.0f predicted %.0f (one process %.0f)\n", t.rank(),
+              spec::ShortLayout(l).c_str(), got, want, ref.activations_bytes);
+}
+
+TEST(CpEpTrain, MatchesSingleProcess) {
+  const Reference& ref = SingleProcess();
+  comm::MpiWorld& world = mpitest::TestWorld();
+  const RunConfig config = Config(Env("PM_TEST_LAYOUT", "cp=1"));
+  auto mesh = mesh::Mesh::Create(config.run.layout, world);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().message();
+  auto created = Trainer::Create(config, {.mesh = &*mesh, .world = &world.world()});
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  Trainer& t = **created;
+  const spec::Layout& l = config.run.layout;
+
+  for (int i = 0; i < kSteps; ++i) {
+    const StepStats s = t.Step();
+    const size_t step = static_cast<size_t>(i);
+    EXPECT_NEAR(s.loss, ref.losses[step], 1e-5 * ref.losses[0])
+        << "step " << i + 1 << " layout " << spec::ShortLayout(l);
+    EXPECT_EQ(s.moe.routed, ref.routed[step]) << "step " << i + 1;
+    if (i == 0) CheckStepOne(t, s, config, ref);
+  }
+
+  model::ParamSet& p = t.params();
+  ASSERT_EQ(p.size(), static_cast<int32_t>(ref.names.size()));
+  double worst = 0, worst_norm = 0;
+  std::string worst_at;
+  for (model::ParamId id = 0; id < p.size(); ++id) {
+    const model::ParamInfo& info = p.info(id);
+    ASSERT_EQ(info.name, ref.names[static_cast<size_t>(id)]);
+    const std::vector<float>& want = ref.weights[static_cast<size_t>(id)];
+    double scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
+    const float* got = p.master(id).f32();
+    double diff2 = 0, norm2 = 0;
+    for (int64_t i = 0; i < info.numel(); ++i) {
+      const double w = want[static_cast<size_t>(model::GlobalIndex(info, i))];
+      diff2 += (got[i] - w) * (got[i] - w);
+      norm2 += w * w;
+      const double rel = std::fabs(got[i] - w) / scale;
+      if (rel > worst) {
+        worst = rel;
+        worst_at = fmt::format("{}[{}] {} vs {}", info.name, i, got[i], w);
+      }
+    }
+    const double rel_norm = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+    EXPECT_LE(rel_norm, 1e-5) << info.name << " " << spec::ShortLayout(l);
+    worst_norm = std::max(worst_norm, rel_norm);
+  }
+  EXPECT_LE(worst, 1e-4) << worst_at;
+  std::printf("layout %s (%s): weights within %.3g (relative, per tensor); worst element %.3g\n",
+              spec::ShortLayout(l).c_str(), Moe() ? "moe" : "dense", worst_norm, worst);
+}
+
+}  // namespace
+}  // namespace pentamesh::train
