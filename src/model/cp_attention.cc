@@ -119,10 +119,16 @@ void BackwardBlock(float* dq, float* dk, float* dv, const BackwardInputs& in, co
   }
 }
 
-// One hop of the ring (to rank+1, from rank-1) of `count` floats.
-void RingShift(comm::Communicator& cp, float* recv, const float* send, int64_t count) {
-  const int next = (cp.rank() + 1) % cp.size(), prev = (cp.rank() + cp.size() - 1) % cp.size();
-  cp.send_recv(recv, count, prev, send, count, next, Dtype::kF32);
+// The two halves of one ring hop (to rank+1, from rank-1) of `count` floats, split so a block's
+// compute runs between them: post_send copies the data out and returns at once, the transfer
+// proceeds while this rank computes, and RingRecv then waits only for what has not arrived.
+// Tags keep the K/V stream and the dK/dV stream of the backward apart.
+constexpr int kTagKv = 1, kTagGrad = 2;
+void RingPost(comm::Communicator& cp, const float* send, int64_t count, int tag) {
+  cp.post_send(send, count, Dtype::kF32, (cp.rank() + 1) % cp.size(), tag);
+}
+void RingRecv(comm::Communicator& cp, float* recv, int64_t count, int tag) {
+  cp.recv_tagged(recv, count, Dtype::kF32, (cp.rank() + cp.size() - 1) % cp.size(), tag);
 }
 
 void RingForward(Tensor o, CpAttentionSaved& saved, ConstTensor q, ConstTensor k, ConstTensor v,
@@ -135,21 +141,21 @@ void RingForward(Tensor o, CpAttentionSaved& saved, ConstTensor q, ConstTensor k
   std::fill(l.f32(), l.f32() + l.view().numel(), 0.0f);
   float* m = saved.lse.f32();  // the running max lives where the lse will be written
   std::fill(m, m + saved.lse.view().numel(), -std::numeric_limits<float>::infinity());
-  // Double buffer: the block held and the block arriving, each K then V.
+  // The block held, K then V. Each step first posts it on to rank+1 (the communicator stages a
+  // copy), computes with it while it travels, then receives the next block into it.
   Buffer cur(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
-  Buffer next(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
   std::copy(k.f32(), k.f32() + kv_count, cur.f32());
   std::copy(v.f32(), v.f32() + kv_count, cur.f32() + kv_count);
   const std::vector<int64_t> qpos = CpLocalPositions(g.S, g.cp, g.rank);
   for (int step = 0; step < g.cp; ++step) {
     const int src = (g.rank - step + g.cp) % g.cp;  // owner of the block held at this step
+    const bool more = step + 1 < g.cp;
+    if (more) RingPost(cp, cur.f32(), 2 * kv_count, kTagKv);
     ForwardBlock({acc.f32(), m, l.f32()}, q.f32(), cur.f32(), cur.f32() + kv_count, qpos,
                  CpLocalPositions(g.S, g.cp, src), g);
-    if (step + 1 < g.cp) {
-      RingShift(cp, next.f32(), cur.f32(), 2 * kv_count);
-      std::swap(cur, next);
-    }
+    if (more) RingRecv(cp, cur.f32(), 2 * kv_count, kTagKv);
   }
+  if (g.cp > 1) cp.wait_sends();
   for (int64_t b = 0; b < g.B; ++b) {
     for (int64_t h = 0; h < g.A; ++h) {
       for (int64_t i = 0; i < g.L; ++i) {
@@ -178,33 +184,41 @@ void RingBackward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, ConstTensor
   std::fill(dv.f32(), dv.f32() + dv.numel(), 0.0f);
   const BackwardInputs in{q.f32(), dout.f32(), saved.lse.f32(), delta.f32()};
   const std::vector<int64_t> qpos = CpLocalPositions(g.S, g.cp, g.rank);
-  // Step 0: the own block, into the own gradients.
+  // Step 0: the own block, into the own gradients, while the own K, V already travel on.
+  Buffer cur(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
+  if (g.cp > 1) {
+    std::copy(k.f32(), k.f32() + kv_count, cur.f32());
+    std::copy(v.f32(), v.f32() + kv_count, cur.f32() + kv_count);
+    RingPost(cp, cur.f32(), 2 * kv_count, kTagKv);
+  }
   BackwardBlock(dq.f32(), dk.f32(), dv.f32(), in, k.f32(), v.f32(), qpos, qpos, g);
   if (g.cp == 1) return;
-  // Steps 1..cp-1: K, V of rank-step arrive; their partial dK, dV (born at step 1) ride along
-  // the same ring and make one last hop home after the final step.
-  Buffer cur(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
-  Buffer next(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
+  // Steps 1..cp-1: K, V of rank-step arrive and are posted on before the compute. That block's
+  // dK, dV partial (born at step 1 on the rank after the owner) rides the ring one step behind:
+  // this step's contribution goes into `partial` while the accumulated one (from rank-1) is in
+  // flight, then is added to it and posted on; after the last step it makes one last hop home.
+  Buffer partial(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
   Buffer grad(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
-  Buffer grad_next(alloc, MemTag::kComm, Dtype::kF32, {2, kv_count});
-  std::copy(k.f32(), k.f32() + kv_count, cur.f32());
-  std::copy(v.f32(), v.f32() + kv_count, cur.f32() + kv_count);
-  std::fill(grad.f32(), grad.f32() + 2 * kv_count, 0.0f);
+  float* pk = partial.f32();
+  float* gk = grad.f32();
   for (int step = 1; step < g.cp; ++step) {
-    RingShift(cp, next.f32(), cur.f32(), 2 * kv_count);
-    std::swap(cur, next);
-    if (step >= 2) {
-      RingShift(cp, grad_next.f32(), grad.f32(), 2 * kv_count);
-      std::swap(grad, grad_next);
-    }
+    RingRecv(cp, cur.f32(), 2 * kv_count, kTagKv);
+    if (step + 1 < g.cp) RingPost(cp, cur.f32(), 2 * kv_count, kTagKv);
+    std::fill(pk, pk + 2 * kv_count, 0.0f);
     const int src = (g.rank - step + g.cp) % g.cp;
-    BackwardBlock(dq.f32(), grad.f32(), grad.f32() + kv_count, in, cur.f32(), cur.f32() + kv_count,
-                  qpos, CpLocalPositions(g.S, g.cp, src), g);
+    BackwardBlock(dq.f32(), pk, pk + kv_count, in, cur.f32(), cur.f32() + kv_count, qpos,
+                  CpLocalPositions(g.S, g.cp, src), g);
+    if (step >= 2) {
+      RingRecv(cp, gk, 2 * kv_count, kTagGrad);
+      for (int64_t x = 0; x < 2 * kv_count; ++x) pk[x] += gk[x];
+    }
+    RingPost(cp, pk, 2 * kv_count, kTagGrad);
   }
-  RingShift(cp, grad_next.f32(), grad.f32(), 2 * kv_count);  // now: the own block's dK, dV
+  RingRecv(cp, gk, 2 * kv_count, kTagGrad);  // now: the own block's dK, dV
+  cp.wait_sends();
   for (int64_t x = 0; x < kv_count; ++x) {
-    dk.f32()[x] += grad_next.f32()[x];
-    dv.f32()[x] += grad_next.f32()[kv_count + x];
+    dk.f32()[x] += gk[x];
+    dv.f32()[x] += gk[kv_count + x];
   }
 }
 

@@ -1,10 +1,13 @@
 // Context-parallel attention core: the causal GQA attention of q, k, v (after RoPE) when the
 // sequence is split over the cp group with the 2 x CP chunk load balance (rank i holds chunks i
 // and 2CP-1-i of every sequence, data::Sampler's order), in two variants (spec::CpKind):
-//  - ring: K and V blocks travel around the cp ring (send_recv); each rank attends its queries to
-//    the block it holds, masked by GLOBAL positions, and merges partials with the online-softmax
-//    rule. Backward passes K, V on the same ring with the partial dK, dV riding along, so every
-//    gradient ends on its owner. Bytes per call: forward (cp-1) K+V chunks, backward 2 (cp-1).
+//  - ring: K and V blocks travel around the cp ring; each rank attends its queries to the block
+//    it holds, masked by GLOBAL positions, and merges partials with the online-softmax rule. The
+//    next block's transfer overlaps the current block's compute (post_send before computing,
+//    recv_tagged after). Backward passes K, V on the same ring with the partial dK, dV riding
+//    one step behind (also overlapped: a step's contribution is computed while the accumulated
+//    partial is in flight), so every gradient ends on its owner. Bytes per call: forward (cp-1)
+//    K+V chunks, backward 2 (cp-1).
 //  - ulysses: all-to-all from sequence-sharded to head-sharded (every rank then holds the whole
 //    sequence for heads/cp query heads and kv_heads/cp kv heads), plain causal attention, and the
 //    output back (heads -> sequence). Backward: dO in, dQ/dK/dV out.
