@@ -79,6 +79,10 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
   if (!s.moe.routed.empty()) {
     line += fmt::format(" aux {:.4f} imb {:.2f} drop {}", s.moe.aux_loss, s.moe.LoadImbalance(),
                         s.moe.dropped);
+    if (s.moe.CollapseWarning()) {
+      line += fmt::format(" WARNING expert collapse ({:.0f}% of assignments on one expert)",
+                          100 * s.moe.MaxExpertShare());
+    }
   }
   if (s.eval_loss) line += fmt::format(" eval {:.4f}", *s.eval_loss);
   return line;

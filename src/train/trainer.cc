@@ -86,9 +86,9 @@ core::Status CheckEngineLayout(const RunConfig& c) {
   std::vector<std::string> errors;
   if (l.pp > 1) {
     errors.push_back(fmt::format(
-        "run.layout: pp={}: the engine runs dp, tp (with sp), cp, ep and zero so far; pipeline "
-        "parallelism is not wired into the trainer yet",
-        l.pp));
+        "run.layout: pp={} cp={} ep={}: the engine runs dp, tp (with sp), cp, ep and zero so "
+        "far; pipeline parallelism is not wired into the trainer yet",
+        l.pp, l.cp, l.ep));
   }
   PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
   if (l.sp && l.tp > 1) {
