@@ -170,13 +170,6 @@ std::string MoeSection(const RunMetrics& run) {
          LineChart(per_expert, "step", "tokens routed");
 }
 
-constexpr const char* kStyle = R"(<style>
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td.l{text-align:left}th{background:#f2f2f2}.note{color:#555;font-size:13px}
-</style>)";
-
 std::string Summary(const RunMetrics& run) {
   const RunStep& last = run.steps.back();
   double tps = 0, mfu = 0;
@@ -225,7 +218,7 @@ core::Result<RunMetrics> LoadRunMetrics(const std::string& run_dir) {
 
 std::string RenderRunHtml(const RunMetrics& run) {
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh run: " +
-                     Escape(run.source) + "</title>\n" + kStyle + "</head><body>\n";
+                     Escape(run.source) + "</title>\n" + kPageStyle + "</head><body>\n";
   html += "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
   html += "<h2>Loss</h2>\n" +
           LineChart(
