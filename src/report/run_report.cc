@@ -327,7 +327,7 @@ std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns) {
     }
     for (const auto& [step, share] : c.collapses) {
       svg.Rect(
-          x, top - 9, cell_w, 6, "#c00",
+          x + 0.5, top - 9, std::max(cell_w - 1, 1.0), 6, "#c00",
           fmt::format("step {}: one expert took {:.1f}% of the routed tokens", step, 100 * share),
           "collapse");
     }
