@@ -303,8 +303,9 @@ std::string PipelineSection(const cost::Estimate& best) {
   if (!sim.ok()) return html + "<p class=note>" + Escape(sim.status().message()) + "</p>\n";
   html += fmt::format(
       "<p class=note>One action = one micro-batch through one model chunk, timed with the critical "
-      "stage's time per micro-batch ({:.4g} s per F, B and W). The cost model's bubble term: "
-      "{:.4g} s, {} of the step.</p>\n",
+      "stage's time per micro-batch ({:.4g} s per F, B and W), so each rank idles the cost model's "
+      "bubble term ({:.4g} s, {} of the whole step, which also holds the DP and optimizer time; "
+      "below, the bubble as a share of the pipeline's makespan).</p>\n",
       sim->timeline.empty() || sim->timeline[0].empty()
           ? 0.0
           : sim->timeline[0][0].end_s - sim->timeline[0][0].start_s,
