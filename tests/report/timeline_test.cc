@@ -17,10 +17,10 @@
 #include <regex>
 #include <sstream>
 
-#include "../cost/test_util.h"
 #include "report/html.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::report {
 namespace {
@@ -145,15 +145,15 @@ TEST(TimelineWindow, LargeSchedulesShowTheStartOfTheStep) {
 
 // A costed layout: every rank idles exactly the cost model's bubble term (equal-cost closed forms).
 TEST(LayoutTimeline, IdleEqualsTheCostModelsBubble) {
-  spec::ModelSpec model = cost::testing::GptTiny();
+  spec::ModelSpec model = pentamesh::testing::GptTiny();
   model.layers = 16;
   for (const spec::Layout& l :
        {spec::Layout{.dp = 2, .pp = 4}, spec::Layout{.pp = 8, .schedule = spec::Schedule::kGPipe},
         spec::Layout{
             .dp = 2, .pp = 4, .schedule = spec::Schedule::kInterleaved, .virtual_stages = 2},
         spec::Layout{.dp = 2, .pp = 4, .schedule = spec::Schedule::kZeroBubble}}) {
-    const cost::Estimate e =
-        cost::EstimateLayout(model, cost::testing::Cluster(8), cost::testing::Train(128, 32), l);
+    const cost::Estimate e = cost::EstimateLayout(model, pentamesh::testing::H100Cluster(8),
+                                                  pentamesh::testing::Train(128, 32), l);
     ASSERT_TRUE(e.fits) << spec::ShortLayout(l);
     schedule::ScheduleSpec spec;
     auto sim = SimulateLayoutSchedule(e, &spec);
@@ -168,22 +168,22 @@ TEST(LayoutTimeline, IdleEqualsTheCostModelsBubble) {
     const std::string svg = ScheduleTimelineSvg(*sim, spec.virtual_stages, "s");
     EXPECT_EQ(ParseBoxes(svg).size() > 0, true);
   }
-  const cost::Estimate flat = cost::EstimateLayout(model, cost::testing::Cluster(8),
-                                                   cost::testing::Train(128, 32), {.dp = 8});
+  const cost::Estimate flat = cost::EstimateLayout(model, pentamesh::testing::H100Cluster(8),
+                                                   pentamesh::testing::Train(128, 32), {.dp = 8});
   auto none = SimulateLayoutSchedule(flat, nullptr);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("pp=1"), std::string::npos);
 }
 
 TEST(LayoutTimeline, PlanReportDrawsTheBestLayoutsSchedule) {
-  spec::ModelSpec model = cost::testing::GptTiny();
+  spec::ModelSpec model = pentamesh::testing::GptTiny();
   model.layers = 16;
   const spec::Layout l{.dp = 2, .pp = 4};
   PlanReport r;
   r.model = model.name;
   r.gpus = 8;
-  r.top = {
-      cost::EstimateLayout(model, cost::testing::Cluster(8), cost::testing::Train(128, 32), l)};
+  r.top = {cost::EstimateLayout(model, pentamesh::testing::H100Cluster(8),
+                                pentamesh::testing::Train(128, 32), l)};
   const std::string html = RenderHtml(r);
   EXPECT_NE(html.find("Pipeline schedule of the best layout"), std::string::npos);
   int actions = 0;
