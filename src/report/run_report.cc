@@ -268,7 +268,8 @@ std::string Summary(const RunMetrics& run) {
 }  // namespace
 
 core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::string& source) {
-  RunMetrics run{.source = source, .steps = {}};
+  RunMetrics run;
+  run.source = source;
   std::istringstream in(text);
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
@@ -352,6 +353,37 @@ std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns) {
   return svg.Finish();
 }
 
+core::Status LoadRunTrace(const std::string& path, RunMetrics* run) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  PM_ASSIGN_OR_RETURN(run->trace, ParseChromeTrace(text.str(), path));
+  run->trace_source = path;
+  return core::Status::Ok();
+}
+
+namespace {
+
+std::string TraceSection(const RunMetrics& run) {
+  if (run.trace.empty()) return "";
+  double end = 0;
+  size_t events = 0;
+  for (const TimelineRow& row : run.trace) {
+    events += row.spans.size();
+    for (const TimelineSpan& s : row.spans) end = std::max(end, s.end);
+  }
+  return fmt::format(
+             "<h2>Trace: the pipeline as it ran</h2>\n<p class=note>{} events on {} rows from "
+             "{}; microseconds from the first event. Compare with the simulated schedule of "
+             "<code>pentamesh schedule --html</code>.</p>\n",
+             events, run.trace.size(), Escape(run.trace_source)) +
+         TimelineSvg(run.trace, end, "us", /*show_legend_chunks=*/true, kMaxTimelineBoxes);
+}
+
+}  // namespace
+
 std::string RenderRunHtml(const RunMetrics& run) {
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh run: " +
                      Escape(run.source) + "</title>\n" + kPageStyle + "</head><body>\n";
@@ -370,6 +402,7 @@ std::string RenderRunHtml(const RunMetrics& run) {
           "step", "tokens/s");
   html += MemorySection(run);
   html += MoeSection(run);
+  html += TraceSection(run);
   return html + "</body></html>\n";
 }
 

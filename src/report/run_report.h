@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "report/timeline.h"
 
 namespace pentamesh::report {
 
@@ -41,6 +42,9 @@ inline constexpr double kExpertCollapseShare = 0.25;
 struct RunMetrics {
   std::string source;  // the file's path, for the heading
   std::vector<RunStep> steps;
+  // Optional: a Chrome trace of the run (train --trace), drawn as a timeline (LoadRunTrace).
+  std::string trace_source;
+  std::vector<TimelineRow> trace;
 };
 
 // Parses the text of a metrics.jsonl; `source` names the file in errors. Blank lines are skipped;
@@ -49,6 +53,9 @@ core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::str
 
 // Reads DIR/metrics.jsonl and parses it.
 core::Result<RunMetrics> LoadRunMetrics(const std::string& run_dir);
+
+// Reads a Chrome trace (pentamesh train --trace FILE) into run->trace; errors name the file.
+core::Status LoadRunTrace(const std::string& path, RunMetrics* run);
 
 std::string RenderRunHtml(const RunMetrics& run);
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "report/svg.h"
 #include "schedule/estimate.h"
@@ -21,28 +23,24 @@ const char* const kBackwardShades[] = {"#59a14f", "#7fbf73", "#8cd17d", "#b6e3aa
 const char* const kWeightShades[] = {"#f28e2b", "#f7a85a", "#ffbe7d", "#ffd8b0"};
 constexpr const char* kIdleColor = "#f6c6c6";
 
-std::string Shade(schedule::ActionKind kind, int chunk) {
-  const size_t i = static_cast<size_t>(chunk) % std::size(kForwardShades);
-  switch (kind) {
-    case schedule::ActionKind::kForward:
-      return kForwardShades[i];
-    case schedule::ActionKind::kBackward:
-      return kBackwardShades[i];
-    case schedule::ActionKind::kWeight:
-      return kWeightShades[i];
-  }
-  return "#999";
+std::string Shade(const std::string& cat, int shade) {
+  const size_t i = static_cast<size_t>(std::max(shade, 0)) % std::size(kForwardShades);
+  if (cat == "F") return kForwardShades[i];
+  if (cat == "B") return kBackwardShades[i];
+  if (cat == "W") return kWeightShades[i];
+  return "#b07aa1";  // anything else (p2p transfers in a trace)
 }
 
 // The drawn window [0, end_s]: the whole makespan, or the start of the max_boxes+1-th action when
 // there are more actions than that.
-double WindowEnd(const schedule::SimResult& sim, size_t max_boxes, size_t* total) {
+double WindowEnd(const std::vector<TimelineRow>& rows, double end, size_t max_boxes,
+                 size_t* total) {
   std::vector<double> starts;
-  for (const auto& rank_timeline : sim.timeline) {
-    for (const schedule::Timing& t : rank_timeline) starts.push_back(t.start_s);
+  for (const TimelineRow& row : rows) {
+    for (const TimelineSpan& t : row.spans) starts.push_back(t.start);
   }
   *total = starts.size();
-  if (starts.size() <= max_boxes) return sim.makespan_s;
+  if (starts.size() <= max_boxes) return end;
   std::nth_element(starts.begin(), starts.begin() + static_cast<ptrdiff_t>(max_boxes),
                    starts.end());
   return starts[max_boxes];
@@ -68,55 +66,60 @@ void Legend(Svg& svg, int virtual_stages, double y) {
   if (virtual_stages > 1) svg.Text(x, y, "(lighter shade: later chunk)", 11, "start", "#555");
 }
 
-// One rank's row: action boxes (clipped to the window) and the idle gaps between them.
-void Row(Svg& svg, const Geometry& g, size_t rank, const std::vector<schedule::Timing>& timeline,
-         double makespan_s, bool chunks) {
-  const double y = g.top + g.row * static_cast<double>(rank);
+// One row: span boxes (clipped to the window) and the idle gaps between them.
+void Row(Svg& svg, const Geometry& g, size_t index, const TimelineRow& row, double end) {
+  const double y = g.top + g.row * static_cast<double>(index);
   const double h = std::max(g.row - 4, 2.0);
   double cursor = 0;
   auto idle = [&](double from, double to) {
     if (to <= from || from >= g.end_s) return;
     svg.Rect(g.px(from), y, g.px(std::min(to, g.end_s)) - g.px(from), h, kIdleColor,
-             fmt::format("rank {} idle start={:.9g} end={:.9g}", rank, from, to), "idle");
+             fmt::format("{} idle start={:.9g} end={:.9g}", row.label, from, to), "idle");
   };
-  for (const schedule::Timing& t : timeline) {
-    if (t.start_s >= g.end_s) break;
-    idle(cursor, t.start_s);
-    const std::string name = schedule::ToString(t.action, chunks);
-    const double x = g.px(t.start_s), w = g.px(std::min(t.end_s, g.end_s)) - x;
-    svg.Rect(x, y, w, h, Shade(t.action.kind, t.action.chunk),
-             fmt::format("rank {} {} start={:.9g} end={:.9g}", rank, name, t.start_s, t.end_s),
-             fmt::format("act {}", schedule::KindLetter(t.action.kind)));
-    if (h >= 12 && w >= 6.5 * static_cast<double>(name.size() - 1) + 4) {
-      svg.Text(x + w / 2, y + h / 2 + 4, name.substr(1), 10, "middle", "#fff");
+  for (const TimelineSpan& t : row.spans) {
+    if (t.start >= g.end_s) break;
+    idle(cursor, t.start);
+    const double x = g.px(t.start), w = g.px(std::min(t.end, g.end_s)) - x;
+    svg.Rect(x, y, w, h, Shade(t.cat, t.shade),
+             fmt::format("{} {} start={:.9g} end={:.9g}", row.label, t.name, t.start, t.end),
+             "act " + t.cat);
+    const std::string label = t.name.size() > 1 && t.name.size() <= 8 ? t.name.substr(1) : "";
+    if (h >= 12 && !label.empty() && w >= 6.5 * static_cast<double>(label.size()) + 4) {
+      svg.Text(x + w / 2, y + h / 2 + 4, label, 10, "middle", "#fff");
     }
-    cursor = t.end_s;
+    cursor = std::max(cursor, t.end);
   }
-  idle(cursor, makespan_s);
+  idle(cursor, end);
 }
 
 }  // namespace
 
-std::string ScheduleTimelineSvg(const schedule::SimResult& sim, int virtual_stages,
-                                const std::string& unit, size_t max_boxes) {
-  const size_t ranks = sim.timeline.size();
+std::string TimelineSvg(const std::vector<TimelineRow>& rows, double end, const std::string& unit,
+                        bool show_legend_chunks, size_t max_boxes) {
   size_t total = 0;
   Geometry g;
-  g.end_s = WindowEnd(sim, max_boxes, &total);
+  g.end_s = WindowEnd(rows, end, max_boxes, &total);
   if (!(g.end_s > 0)) g.end_s = 1;
-  g.row = std::clamp(480.0 / static_cast<double>(std::max<size_t>(ranks, 1)), 6.0, 26.0);
-  const double plot_bottom = g.top + g.row * static_cast<double>(ranks);
+  const double longest_label = [&] {
+    size_t n = 0;
+    for (const TimelineRow& row : rows) n = std::max(n, row.label.size());
+    return static_cast<double>(n);
+  }();
+  g.left = std::max(70.0, 6.5 * longest_label + 14);
+  g.row = std::clamp(480.0 / static_cast<double>(std::max<size_t>(rows.size(), 1)), 6.0, 26.0);
+  const double plot_bottom = g.top + g.row * static_cast<double>(rows.size());
   Svg svg(g.width, plot_bottom + 44);
-  Legend(svg, virtual_stages, 20);
-  for (size_t rank = 0; rank < ranks; ++rank) {
-    const double y = g.top + g.row * static_cast<double>(rank);
-    if (g.row >= 10)
-      svg.Text(g.left - 8, y + g.row / 2 + 2, fmt::format("rank {}", rank), 11, "end");
-    Row(svg, g, rank, sim.timeline[rank], sim.makespan_s, virtual_stages > 1);
-    if (rank < sim.ranks.size() && g.row >= 10 && sim.makespan_s > 0) {
+  Legend(svg, show_legend_chunks ? 2 : 1, 20);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double y = g.top + g.row * static_cast<double>(i);
+    if (g.row >= 10) svg.Text(g.left - 8, y + g.row / 2 + 2, rows[i].label, 11, "end");
+    Row(svg, g, i, rows[i], end);
+    double busy = 0;
+    for (const TimelineSpan& t : rows[i].spans) busy += t.end - t.start;
+    if (g.row >= 10 && end > 0) {
       svg.Text(g.width - g.right + 8, y + g.row / 2 + 2,
-               fmt::format("idle {:.1f}%", 100 * sim.ranks[rank].idle_s / sim.makespan_s), 11,
-               "start", "#555");
+               fmt::format("idle {:.1f}%", 100 * std::max(end - busy, 0.0) / end), 11, "start",
+               "#555");
     }
   }
   svg.Line(g.left, plot_bottom + 2, g.px(g.end_s), plot_bottom + 2, "#888");
@@ -131,6 +134,87 @@ std::string ScheduleTimelineSvg(const schedule::SimResult& sim, int virtual_stag
           : "";
   svg.Text(g.px(g.end_s), plot_bottom + 36, "time (" + unit + ")" + window, 11, "end", "#555");
   return svg.Finish();
+}
+
+std::string ScheduleTimelineSvg(const schedule::SimResult& sim, int virtual_stages,
+                                const std::string& unit, size_t max_boxes) {
+  std::vector<TimelineRow> rows(sim.timeline.size());
+  for (size_t rank = 0; rank < rows.size(); ++rank) {
+    rows[rank].label = fmt::format("rank {}", rank);
+    for (const schedule::Timing& t : sim.timeline[rank]) {
+      rows[rank].spans.push_back({schedule::ToString(t.action, virtual_stages > 1),
+                                  std::string(1, schedule::KindLetter(t.action.kind)),
+                                  t.action.chunk, t.start_s, t.end_s});
+    }
+  }
+  return TimelineSvg(rows, sim.makespan_s, unit, virtual_stages > 1, max_boxes);
+}
+
+core::Result<std::vector<TimelineRow>> ParseChromeTrace(const std::string& text,
+                                                        const std::string& source) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return core::Status::Error(source + ": malformed JSON");
+  const nlohmann::json* events = &j;
+  if (j.is_object()) {
+    if (!j.contains("traceEvents") || !j["traceEvents"].is_array())
+      return core::Status::Error(source + ": no 'traceEvents' array");
+    events = &j["traceEvents"];
+  }
+  if (!events->is_array()) return core::Status::Error(source + ": not a Chrome trace");
+  std::map<int64_t, std::string> process_names;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
+  std::map<std::pair<int64_t, int64_t>, TimelineRow> rows;
+  double t0 = INFINITY;
+  for (size_t i = 0; i < events->size(); ++i) {
+    const nlohmann::json& e = (*events)[i];
+    auto id = [&](const char* key) {
+      return e.contains(key) && e[key].is_number_integer() ? e[key].get<int64_t>() : 0;
+    };
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
+      return core::Status::Error(fmt::format("{}: event #{} has no 'ph'", source, i));
+    }
+    const std::string ph = e["ph"].get<std::string>();
+    const std::string name = e.value("name", std::string());
+    const std::pair<int64_t, int64_t> key{id("pid"), id("tid")};
+    if (ph == "M") {
+      const std::string value = e.contains("args") && e["args"].is_object()
+                                    ? e["args"].value("name", std::string())
+                                    : std::string();
+      if (name == "process_name") process_names[key.first] = value;
+      if (name == "thread_name") thread_names[key] = value;
+      continue;
+    }
+    if (ph != "X") continue;
+    if (!e.contains("ts") || !e["ts"].is_number() || !e.contains("dur") || !e["dur"].is_number()) {
+      return core::Status::Error(
+          fmt::format("{}: event #{} ('{}') needs numeric 'ts' and 'dur'", source, i, name));
+    }
+    const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    if (!std::isfinite(ts) || !std::isfinite(dur) || dur < 0) {
+      return core::Status::Error(
+          fmt::format("{}: event #{} ('{}') has ts={} dur={}", source, i, name, ts, dur));
+    }
+    const int chunk = e.contains("args") && e["args"].is_object() && e["args"].contains("chunk") &&
+                              e["args"]["chunk"].is_number_integer()
+                          ? e["args"]["chunk"].get<int>()
+                          : 0;
+    rows[key].spans.push_back({name, e.value("cat", std::string()), chunk, ts, ts + dur});
+    t0 = std::min(t0, ts);
+  }
+  if (rows.empty()) return core::Status::Error(source + ": no complete ('X') events");
+  std::vector<TimelineRow> out;
+  for (auto& [key, row] : rows) {
+    const auto process = process_names.find(key.first);
+    const auto thread = thread_names.find(key);
+    row.label =
+        (process != process_names.end() ? process->second : fmt::format("pid {}", key.first)) +
+        " / " + (thread != thread_names.end() ? thread->second : fmt::format("tid {}", key.second));
+    for (TimelineSpan& span : row.spans) span.start -= t0, span.end -= t0;
+    std::sort(row.spans.begin(), row.spans.end(),
+              [](const TimelineSpan& a, const TimelineSpan& b) { return a.start < b.start; });
+    out.push_back(std::move(row));
+  }
+  return out;
 }
 
 std::string ScheduleTimelineHtml(const schedule::ScheduleSpec& spec, const schedule::SimResult& sim,

@@ -17,6 +17,32 @@
 
 namespace pentamesh::report {
 
+// A generic timeline row (a pp rank of a simulation, or one thread of a Chrome trace): spans
+// sorted by start, non-overlapping on compute rows. `cat` picks the colour ("F", "B", "W", else
+// grey) and `shade` its lightness (the chunk).
+struct TimelineSpan {
+  std::string name;
+  std::string cat;
+  int shade = 0;
+  double start = 0, end = 0;
+};
+struct TimelineRow {
+  std::string label;  // "rank 0", "pp rank 1 / compute"
+  std::vector<TimelineSpan> spans;
+};
+
+// The rows of a Chrome trace-event JSON ({"traceEvents": [...]} or a bare array): one row per
+// (pid, tid) with complete ("X") events, labelled by the process_name / thread_name metadata,
+// times in microseconds relative to the earliest event. Errors name `source` and the reason.
+core::Result<std::vector<TimelineRow>> ParseChromeTrace(const std::string& text,
+                                                        const std::string& source);
+
+// Draws rows on a common time axis [0, end of the last span] in `unit`: a box per span and a
+// pale-red idle box per gap, each row's idle share at its end. Titles read "LABEL NAME start=S
+// end=E" and "LABEL idle start=S end=E" (%.9g), classes "act CAT" and "idle".
+std::string TimelineSvg(const std::vector<TimelineRow>& rows, double end, const std::string& unit,
+                        bool show_legend_chunks, size_t max_boxes);
+
 // At most this many action boxes are drawn; a larger schedule shows the first part of the step
 // (every action that starts before a cut-off time) and says so.
 inline constexpr size_t kMaxTimelineBoxes = 12000;

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "report/html.h"
+#include "report/run_report.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
 #include "testing/tiny_specs.h"
@@ -214,6 +215,74 @@ TEST(ScheduleCli, WritesTheTimelinePage) {
   EXPECT_NE(html.find(fmt::format("bubble <b>{:.2f}%</b>", 100.0 * 3 / 27)), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(RunCli("--kind zb --pp 4 --microbatches 8 --html /no/such/dir/x.html"), 2);
+}
+
+}  // namespace
+}  // namespace pentamesh::report
+
+namespace pentamesh::report {
+namespace {
+
+// A Chrome trace (the format schedule::ChromeTrace and train --trace write) reads back into one
+// row per (pid, tid) with the events' exact times, and draws like the simulated timeline.
+TEST(ChromeTraceView, RowsAndTimesComeBackFromTheJson) {
+  auto spec = schedule::ParseScheduleKind("zb");
+  spec->pp = 3;
+  spec->microbatches = 4;
+  auto sim = schedule::SimulateSchedule(*spec, schedule::Costs::Equal());
+  ASSERT_TRUE(sim.ok());
+  const std::string text = schedule::ChromeTrace(*sim, 1, /*us_per_s=*/1000).dump();
+  auto rows = ParseChromeTrace(text, "t.json");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 3u);
+  size_t spans = 0;
+  for (size_t r = 0; r < rows->size(); ++r) {
+    EXPECT_EQ((*rows)[r].label, fmt::format("pid 0 / pp rank {}", r));
+    ASSERT_EQ((*rows)[r].spans.size(), sim->timeline[r].size());
+    for (size_t i = 0; i < sim->timeline[r].size(); ++i) {
+      EXPECT_NEAR((*rows)[r].spans[i].start, 1000 * sim->timeline[r][i].start_s, 1e-9);
+      EXPECT_NEAR((*rows)[r].spans[i].end, 1000 * sim->timeline[r][i].end_s, 1e-9);
+      EXPECT_EQ((*rows)[r].spans[i].cat,
+                std::string(1, schedule::KindLetter(sim->timeline[r][i].action.kind)));
+    }
+    spans += (*rows)[r].spans.size();
+  }
+  // Labels here are "pid 0 / pp rank R": count the classes and sum the idle titles directly.
+  const std::string svg = TimelineSvg(*rows, 1000 * sim->makespan_s, "us", false, 1000);
+  size_t boxes = 0;
+  for (size_t pos = 0; (pos = svg.find("<rect class=\"act ", pos)) != std::string::npos; ++pos) {
+    ++boxes;
+  }
+  EXPECT_EQ(boxes, spans);
+  double idle = 0;
+  static const std::regex idle_re(R"re(idle start=(\S+) end=(\S+)</title>)re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), idle_re);
+       it != std::sregex_iterator(); ++it) {
+    idle += std::stod((*it)[2]) - std::stod((*it)[1]);
+  }
+  double sim_idle = 0;
+  for (const auto& r : sim->ranks) sim_idle += 1000 * r.idle_s;
+  EXPECT_NEAR(idle, sim_idle, 1e-6);
+
+  RunMetrics run;
+  run.source = "m.jsonl";
+  run.steps.push_back({});
+  run.steps[0].peak_bytes["total"] = 1;
+  run.trace = *rows;
+  run.trace_source = "t.json";
+  EXPECT_NE(RenderRunHtml(run).find("Trace: the pipeline as it ran"), std::string::npos);
+
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"{", "malformed JSON"},
+           {R"({"events": []})", "no 'traceEvents'"},
+           {R"({"traceEvents": [{"ph": "M", "name": "thread_name"}]})", "no complete"},
+           {R"({"traceEvents": [{"ph": "X", "name": "F0", "ts": 1}]})", "'F0'"},
+           {R"([{"name": "F0"}])", "has no 'ph'"}}) {
+    auto r = ParseChromeTrace(bad, "bad.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("bad.json"), std::string::npos);
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace
