@@ -150,6 +150,31 @@ std::string ScheduleTimelineSvg(const schedule::SimResult& sim, int virtual_stag
   return TimelineSvg(rows, sim.makespan_s, unit, virtual_stages > 1, max_boxes);
 }
 
+namespace {
+
+// Rows labelled "process / thread" (or "pid P / tid T"), times shifted to start at t0, spans
+// sorted by start.
+std::vector<TimelineRow> LabelAndShift(
+    std::map<std::pair<int64_t, int64_t>, TimelineRow> rows,
+    const std::map<int64_t, std::string>& process_names,
+    const std::map<std::pair<int64_t, int64_t>, std::string>& thread_names, double t0) {
+  std::vector<TimelineRow> out;
+  for (auto& [key, row] : rows) {
+    const auto process = process_names.find(key.first);
+    const auto thread = thread_names.find(key);
+    row.label =
+        (process != process_names.end() ? process->second : fmt::format("pid {}", key.first)) +
+        " / " + (thread != thread_names.end() ? thread->second : fmt::format("tid {}", key.second));
+    for (TimelineSpan& span : row.spans) span.start -= t0, span.end -= t0;
+    std::sort(row.spans.begin(), row.spans.end(),
+              [](const TimelineSpan& a, const TimelineSpan& b) { return a.start < b.start; });
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
 core::Result<std::vector<TimelineRow>> ParseChromeTrace(const std::string& text,
                                                         const std::string& source) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -202,19 +227,7 @@ core::Result<std::vector<TimelineRow>> ParseChromeTrace(const std::string& text,
     t0 = std::min(t0, ts);
   }
   if (rows.empty()) return core::Status::Error(source + ": no complete ('X') events");
-  std::vector<TimelineRow> out;
-  for (auto& [key, row] : rows) {
-    const auto process = process_names.find(key.first);
-    const auto thread = thread_names.find(key);
-    row.label =
-        (process != process_names.end() ? process->second : fmt::format("pid {}", key.first)) +
-        " / " + (thread != thread_names.end() ? thread->second : fmt::format("tid {}", key.second));
-    for (TimelineSpan& span : row.spans) span.start -= t0, span.end -= t0;
-    std::sort(row.spans.begin(), row.spans.end(),
-              [](const TimelineSpan& a, const TimelineSpan& b) { return a.start < b.start; });
-    out.push_back(std::move(row));
-  }
-  return out;
+  return LabelAndShift(std::move(rows), process_names, thread_names, t0);
 }
 
 std::string ScheduleTimelineHtml(const schedule::ScheduleSpec& spec, const schedule::SimResult& sim,
