@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <set>
 
 namespace pentamesh::ckpt {
 namespace {
@@ -71,9 +72,20 @@ std::vector<Slice> SnapshotOwned(train::Trainer& trainer) {
 
 // Stage 0: every replica in the gradient group holds the same full state; its first rank writes
 // it (the ParamSet's master, m and v of the local shard).
+// With ep > 1 the experts' replicas are the expert-dp group, whose first rank writes them.
 std::vector<Slice> SnapshotStage0(train::Trainer& trainer) {
-  if (trainer.optimizer().grad_rank() != 0) return {};
-  return SnapshotParams(trainer.params());
+  const train::ZeroOptimizer& opt = trainer.optimizer();
+  model::ParamSet& params = trainer.params();
+  std::set<std::string> mine;
+  for (model::ParamId id = 0; id < params.size(); ++id) {
+    const model::ParamInfo& info = params.info(id);
+    if (!opt.FirstOfGradGroup(info)) continue;
+    mine.insert({info.name, AdamMName(info.name), AdamVName(info.name)});
+  }
+  if (mine.empty()) return {};
+  std::vector<Slice> all = SnapshotParams(params);
+  std::erase_if(all, [&](const Slice& s) { return !mine.count(s.name); });
+  return all;
 }
 
 // Stages >= 1: master weights of the whole local shard (every rank holds them), Adam m and v of

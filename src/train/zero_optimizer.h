@@ -65,6 +65,9 @@ class ZeroOptimizer {
   core::Tensor shard_m() const { return m_.view(); }
   core::Tensor shard_v() const { return v_.view(); }
   int grad_rank() const { return grad_.rank(); }
+  // Stage 0: whether this rank is the first of `p`'s grad group (the dense or, with ep > 1, the
+  // expert group), i.e. the one replica that writes p's state to a checkpoint.
+  bool FirstOfGradGroup(const model::ParamInfo& p) const { return GradGroupOf(p).rank() == 0; }
 
  private:
   ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,

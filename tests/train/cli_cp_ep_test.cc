@@ -36,18 +36,25 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-CliRun Train(const std::string& config, const std::string& layout, const std::string& dir) {
-  const std::string cmd = fmt::format(
+std::string TrainCommand(const std::string& config, const std::string& layout,
+                         const std::string& dir, int steps, const std::string& extra) {
+  return fmt::format(
       "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
       "{}/configs/{} --layout '{}' --set model.vocab=512 --set 'data.dataset=\"{}\"' "
       "--set run.steps={} --set optim.warmup_steps=1 --set run.eval_every=0 --set run.log_every=1 "
-      "--set 'run.out_dir=\"{}\"' "
-      "--set 'ckpt.dir=\"\"' >{}/stdout 2>{}/stderr",
+      "--set 'run.out_dir=\"{}\"' {}",
       PM_MPIEXEC_BIN, PM_BINARY, PM_SOURCE_DIR, config, layout, data::testing::Corpus().dataset,
-      kSteps, dir, dir, dir);
-  const int status = std::system(cmd.c_str());
+      steps, dir, extra);
+}
+
+CliRun Shell(const std::string& cmd, const std::string& dir) {
+  const int status = std::system((cmd + " >" + dir + "/stdout 2>" + dir + "/stderr").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/stdout"),
           Slurp(dir + "/stderr")};
+}
+
+CliRun Train(const std::string& config, const std::string& layout, const std::string& dir) {
+  return Shell(TrainCommand(config, layout, dir, kSteps, "--set 'ckpt.dir=\"\"'"), dir);
 }
 
 std::vector<nlohmann::json> Metrics(const std::string& dir) {
@@ -94,6 +101,33 @@ TEST(CliCpEp, ExpertParallelWithExpertStats) {
     EXPECT_GE(s.at("dropped_tokens").get<int64_t>(), 0);  // capacity factor 1.25 may drop
     EXPECT_EQ(s.at("expert_collapse").get<bool>(), s.at("max_expert_share").get<double>() > 0.25);
   }
+}
+
+// Checkpoints with ep > 1 (experts written by the first rank of each expert-dp group): a run
+// killed after step 3 and relaunched with --resume auto ends with the straight run's losses.
+TEST(CliCpEp, ExpertParallelResumeBitwise) {
+  const std::string layout = "ep=2 dp=2 mbs=2";
+  const std::string a = data::testing::MakeTempDir("cli_ep_straight");
+  const CliRun straight =
+      Shell(TrainCommand("tiny-moe.toml", layout, a, 4,
+                         fmt::format("--set 'ckpt.dir=\"{}/ckpt\"' --set ckpt.interval=2", a)),
+            a);
+  ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
+  const std::string b = data::testing::MakeTempDir("cli_ep_killed");
+  const CliRun killed = Shell(
+      fmt::format("{}/scripts/relaunch.sh --retries 2 -- {}", PM_SOURCE_DIR,
+                  TrainCommand("tiny-moe.toml", layout, b, 4,
+                               fmt::format("--set 'ckpt.dir=\"{}/ckpt\"' --set ckpt.interval=2 "
+                                           "--resume auto --set run.debug_kill_step=3",
+                                           b))),
+      b);
+  ASSERT_EQ(killed.exit_code, 0) << killed.out << killed.err;
+  EXPECT_NE(killed.out.find("resumed from"), std::string::npos) << killed.out;
+  const std::vector<nlohmann::json> want = Metrics(a), got = Metrics(b);
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back().at("step"), 4);
+  EXPECT_EQ(got.back().at("loss").get<double>(), want.back().at("loss").get<double>());
 }
 
 }  // namespace
