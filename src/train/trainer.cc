@@ -91,8 +91,10 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         l.pp, l.cp, l.ep));
   }
   PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
-  if (l.sp && l.tp > 1) {
-    errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
+  if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
+    errors.push_back(fmt::format(
+        "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
+        c.train.seq_len, l.tp));
   }
   if (l.zero > 2) {
     errors.push_back(fmt::format(
@@ -127,6 +129,14 @@ core::Status CheckContextExpertLayout(const RunConfig& c) {
   if (l.ep > 1 && !c.model.is_moe()) {
     return core::Status::Error(
         fmt::format("run.layout: ep={} needs an MoE model (model.moe.experts)", l.ep));
+  }
+  if (c.model.is_moe() && l.tp > 1 && l.sp) {
+    // The router and routed experts are tp-replicated; under sp each tp rank would route only
+    // its sequence shard and their grads would need a tp reduction the engine does not do.
+    return core::Status::Error(fmt::format(
+        "run.layout: sp=on with an MoE model and tp={} is not implemented by the engine yet "
+        "(use sp=off)",
+        l.tp));
   }
   if (l.ep > 1 && l.zero > 0) {
     return core::Status::Error(fmt::format(
@@ -188,7 +198,8 @@ model::ShardConfig Trainer::Shard() const {
           .tp_rank = mesh_->coords().dense.tp,
           .ep_size = mesh_->layout().ep,
           .ep_rank = mesh_->coords().ep,
-          .tp_comm = &mesh_->tp()};
+          .tp_comm = &mesh_->tp(),
+          .sequence_parallel = mesh_->layout().sp && mesh_->layout().tp > 1};
 }
 
 int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
@@ -323,6 +334,7 @@ StepStats Trainer::Step() {
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
   SumMoeStats(s.moe);
+  model_->stage().ReduceSequenceParallelGrads();  // SP: norm grads summed over tp
   ++attempts_;
   const RunOptions& run = config_.run;
   if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&

@@ -70,20 +70,31 @@ TEST(StepTime, TermsAddUpAndRatesFollow) {
 }
 
 TEST(CommBytes, TensorParallelPerLayer) {
-  // GPT-tiny, tp = 4 with SP, 1 micro-batch of 128 tokens: per layer 4 all-gathers / reduce-
-  // scatters forward and 4 backward of n = T*h*2 bytes, each sending (t-1)/t * n; the first
-  // (= last) stage adds the embedding's RS + AG, the head's AG + RS and 3 fp32 CE all-reduces.
+  // GPT-tiny (4 layers), tp = 4, 1 micro-batch of 128 tokens, n = T*h*2 bytes per activation.
+  // With SP, per block (attention, FFN) an all-gather and a reduce-scatter forward and three
+  // transfers backward (all-gather of dy, all-gather of the input again for the weight grad,
+  // reduce-scatter of dx), each sending (t-1)/t * n; the first (= last) stage adds the
+  // embedding's RS + AG, the LM head's AG + AG + RS, 3 fp32 CE all-reduces, and once per step the
+  // all-reduce of the 2 * 4 + 1 norm weight grads (bf16 grads here).
   const spec::ModelSpec m = testing::GptTiny();
   const Layout l{.tp = 4};
   const Model ctx(m, testing::H100Cluster(4), testing::Train(128, 1));
   const CommBytes b = CommBytesForStage(ctx, l, 0);
   const double n = 128.0 * 64 * 2, g = 3.0 / 4;
   const double ce = 3 * 2 * g * 4 * 128;
-  EXPECT_DOUBLE_EQ(b.tp, 4 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
-  // Without SP: all-reduces (2(t-1)/t n each), the same bytes.
+  const double norms = 2 * g * (2 * 4 + 1) * 64 * 2;
+  EXPECT_DOUBLE_EQ(b.tp, 5 * 8 * g * n + 2 * g * n + 3 * g * n + ce + norms);
+  // Without SP: an all-reduce (2(t-1)/t n) forward and one backward per block, the embedding's
+  // forward and the head's backward all-reduce.
   Layout no_sp = l;
   no_sp.sp = false;
-  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, b.tp);
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, 4 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
+  // Full recomputation repeats each block's forward collectives (SP: AG + RS; else one AR).
+  Layout full = l;
+  full.recompute = spec::Recompute::kFull;
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, full, 0).tp, b.tp + 2 * 8 * g * n);
+  no_sp.recompute = spec::Recompute::kFull;
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, 6 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
   EXPECT_DOUBLE_EQ(b.dp + b.pp + b.cp + b.ep, 0.0);
 }
 
@@ -192,8 +203,10 @@ TEST(Links, TensorParallelInsideANode) {
   const Estimate e = EstimateLayout(ctx, spec::Layout{.tp = 8});
   const double n = 128.0 * 64 * 2, ag = 7 * 3e-6 + 7.0 / 8 * n / (450e9 * 0.8);
   const double ce = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 4 * 128 / (450e9 * 0.8);
-  // 4 layers x 8 collectives, embedding 2, head 2 + 3 cross-entropy all-reduces; m = 1.
-  EXPECT_NEAR(e.time.tp, 4 * 8 * ag + 2 * ag + 2 * ag + 3 * ce, 1e-15);
+  // SP once per step: the all-reduce of the 2 * 4 + 1 norm weight grads (bf16 grads).
+  const double norms = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 9 * 64 * 2 / (450e9 * 0.8);
+  // 4 layers x 10 collectives, embedding 2, head 3 + 3 cross-entropy all-reduces; m = 1.
+  EXPECT_NEAR(e.time.tp, 4 * 10 * ag + 2 * ag + 3 * ag + 3 * ce + norms, 1e-15);
 }
 
 // Overlap is bounded by what can hide: even with perfect overlap (dp_overlap = cp_overlap = 1)
