@@ -408,11 +408,23 @@ core::Status ReadMoeConfig(const ConfigReader& r, spec::ModelSpec& m) {
   return core::Status::Ok();
 }
 
+core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
+                                             const std::string& dir);
+
 core::Result<spec::ModelSpec> ReadConfig(const std::string& dir) {
   const std::string file = (fs::path(dir) / "config.json").string();
   PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", file));
+  try {  // a field of the wrong JSON type (e.g. "model_type": 3) throws inside nlohmann's value()
+    return ReadConfigJson(j, file, dir);
+  } catch (const nlohmann::json::exception& e) {
+    return core::Status::Error(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
+                                             const std::string& dir) {
   const ConfigReader r(j, file);
   const std::string type = j.value("model_type", "");
   if (type == "mixtral")

@@ -134,6 +134,30 @@ TEST(HfExport, RefusesHeadDimHfCannotExpress) {
   EXPECT_NE(r.status().message().find("model.head_dim"), std::string::npos) << r.status().message();
 }
 
+// A tp shard gets its box of the global tensor (rows of dim 0, columns of dim 1).
+TEST(HfImport, LoadsThisRanksShard) {
+  HfModel hf;
+  FullTensor t{{4, 6}, {}};
+  for (int i = 0; i < 24; ++i) t.data.push_back(static_cast<float>(i));
+  hf.tensors["a"] = t;
+  hf.tensors["b"] = t;
+  core::Allocator alloc;
+  model::ParamSet params(alloc, core::Dtype::kF32);
+  const model::ParamId a = params.Add(
+      "a", {4, 6}, {.dim = 1, .axis = model::MeshAxis::kTp, .size = 2, .rank = 1}, {}, true);
+  const model::ParamId b = params.Add(
+      "b", {4, 6}, {.dim = 0, .axis = model::MeshAxis::kTp, .size = 2, .rank = 1}, {}, true);
+  params.Finalize();
+  ASSERT_TRUE(LoadHfIntoParams(hf, params).ok());
+  const std::vector<float> want_a = {3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23};
+  const std::vector<float> want_b = {12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+  EXPECT_EQ(std::vector<float>(params.master(a).f32(), params.master(a).f32() + 12), want_a);
+  EXPECT_EQ(std::vector<float>(params.master(b).f32(), params.master(b).f32() + 12), want_b);
+  hf.tensors.erase("b");
+  const core::Status st = LoadHfIntoParams(hf, params);
+  EXPECT_NE(st.message().find("parameter b [4, 6]"), std::string::npos) << st.message();
+}
+
 // --- import validation ------------------------------------------------------------------------
 
 nlohmann::json ReadJson(const fs::path& p) {
@@ -163,6 +187,8 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   EXPECT_NE(with("model_type", "gpt2").find("model_type"), std::string::npos);
   EXPECT_NE(with("hidden_act", "gelu").find("hidden_act"), std::string::npos);
   EXPECT_NE(with("num_hidden_layers", "x").find("num_hidden_layers"), std::string::npos);
+  EXPECT_NE(with("model_type", 3).find("config.json"), std::string::npos);
+  EXPECT_NE(with("tie_word_embeddings", "yes").find("config.json"), std::string::npos);
   EXPECT_NE(with("hidden_size", 24).find("shape"), std::string::npos);  // tensors disagree
   EXPECT_NE(with("mlp_only_layers", nlohmann::json::array({2})).find("mlp_only_layers"),
             std::string::npos);
