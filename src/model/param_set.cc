@@ -1,6 +1,7 @@
 #include "model/param_set.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/rng.h"
@@ -53,21 +54,46 @@ ParamId ParamSet::Add(const std::string& name, core::Shape global_shape, Shardin
   return id;
 }
 
+int32_t ParamSet::BeginUnit() {
+  PM_CHECK(!finalized_) << "BeginUnit after Finalize";
+  if (unit_starts_.back() != size()) unit_starts_.push_back(size());
+  return static_cast<int32_t>(unit_starts_.size()) - 1;
+}
+
 void ParamSet::Finalize(const ParamLayout& layout) {
   PM_CHECK(!finalized_) << "Finalize twice";
   PM_CHECK(layout.pad_multiple >= 1) << "pad_multiple " << layout.pad_multiple;
-  PM_CHECK(layout.optimizer_state || weight_dtype_ == core::Dtype::kF32)
-      << "a sharded optimizer keeps bf16 master weights itself: not implemented";
+  PM_CHECK(!layout.sharded_grads || layout.unit_pad) << "sharded grads need unit padding";
   finalized_ = true;
   layout_ = layout;
-  numel_padded_ = (numel_ + layout.pad_multiple - 1) / layout.pad_multiple * layout.pad_multiple;
+  const auto pad = [&](int64_t n) {
+    return (n + layout.pad_multiple - 1) / layout.pad_multiple * layout.pad_multiple;
+  };
+  // Units in order; offsets are recomputed so that each unit starts on its padded boundary.
+  int64_t offset = 0;
+  unit_of_.assign(infos_.size(), 0);
+  for (size_t u = 0; u < unit_starts_.size(); ++u) {
+    ParamUnit unit{.first = unit_starts_[u],
+                   .last = u + 1 < unit_starts_.size() ? unit_starts_[u + 1] : size(),
+                   .offset = offset};
+    int64_t n = 0;
+    for (ParamId id = unit.first; id < unit.last; ++id) {
+      infos_[static_cast<size_t>(id)].offset = offset + n;
+      unit_of_[static_cast<size_t>(id)] = static_cast<int32_t>(u);
+      n += info(id).numel();
+    }
+    unit.numel_padded = layout.unit_pad ? pad(n) : n;
+    offset += unit.numel_padded;
+    units_.push_back(unit);
+  }
+  numel_padded_ = pad(offset);
+  if (!units_.empty()) units_.back().numel_padded += layout.unit_pad ? 0 : numel_padded_ - offset;
+  unit_grads_.assign(units_.size(), nullptr);
   const int64_t n = numel_padded_;
   weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
-  grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
-  if (weight_dtype_ == core::Dtype::kF32) {
-    std::fill(weights_.f32(), weights_.f32() + n, 0.0f);
+  if (!layout.sharded_grads) {
+    grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
   }
-  std::fill(grads_.f32(), grads_.f32() + n, 0.0f);
   if (!layout.optimizer_state) return;
   adam_m_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
   adam_v_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
@@ -76,13 +102,32 @@ void ParamSet::Finalize(const ParamLayout& layout) {
   }
 }
 
+int32_t ParamSet::unit_of(ParamId id) const { return unit_of_.at(static_cast<size_t>(id)); }
+
+void ParamSet::BindUnitGrads(int32_t unit, float* grads) {
+  PM_CHECK(layout_.sharded_grads) << "BindUnitGrads without sharded grads";
+  PM_CHECK(unit_grads_.at(static_cast<size_t>(unit)) == nullptr) << "unit " << unit << " bound";
+  unit_grads_[static_cast<size_t>(unit)] = grads;
+}
+
+void ParamSet::UnbindUnitGrads(int32_t unit) {
+  PM_CHECK(unit_grads_.at(static_cast<size_t>(unit)) != nullptr) << "unit " << unit << " unbound";
+  unit_grads_[static_cast<size_t>(unit)] = nullptr;
+}
+
+Tensor ParamSet::flat_weights() const {
+  PM_CHECK(finalized_) << "flat_weights before Finalize";
+  return weights_.view();
+}
+
 Tensor ParamSet::flat_grads() const {
-  PM_CHECK(finalized_) << "flat_grads before Finalize";
+  PM_CHECK(finalized_ && !layout_.sharded_grads) << "flat_grads: no full gradient buffer";
   return grads_.view();
 }
 
 Tensor ParamSet::flat_master() const {
   PM_CHECK(finalized_) << "flat_master before Finalize";
+  PM_CHECK(weight_dtype_ == core::Dtype::kF32 || !master_.empty()) << "no master weights here";
   return weight_dtype_ == core::Dtype::kF32 ? weights_.view() : master_.view();
 }
 
@@ -102,33 +147,50 @@ int64_t GlobalIndex(const ParamInfo& info, int64_t local_index) {
   return global;
 }
 
-void ParamSet::Init(uint64_t seed) {
-  PM_CHECK(finalized_) << "Init before Finalize";
+void ParamSet::InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) const {
+  std::fill(out, out + n, 0.0f);
+  const int64_t end = begin + n;
   for (ParamId id = 0; id < size(); ++id) {
     const ParamInfo& p = info(id);
-    float* w = master(id).f32();
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
+    if (lo >= hi) continue;
     const uint64_t stream = core::HashName(p.name);
-    for (int64_t i = 0; i < p.numel(); ++i) {
+    for (int64_t f = lo; f < hi; ++f) {
+      const int64_t i = f - p.offset;
+      float& w = out[f - begin];
       switch (p.init.kind) {
         case InitKind::kOnes:
-          w[i] = 1.0f;
+          w = 1.0f;
           break;
         case InitKind::kZeros:
-          w[i] = 0.0f;
+          w = 0.0f;
           break;
         case InitKind::kNormal:
-          w[i] = static_cast<float>(
+          w = static_cast<float>(
               p.init.std *
               core::CounterRng::Normal(seed, stream, static_cast<uint64_t>(GlobalIndex(p, i))));
           break;
       }
     }
   }
-  SyncWeightsFromMaster();
+}
+
+void ParamSet::Init(uint64_t seed) {
+  PM_CHECK(finalized_) << "Init before Finalize";
+  seed_ = seed;
+  if (weight_dtype_ == core::Dtype::kF32 || !master_.empty()) {
+    InitValues(seed, 0, numel_padded_, flat_master().f32());
+    SyncWeightsFromMaster();
+  } else {  // bf16 weights whose fp32 masters a sharded optimizer keeps: round the init values
+    std::vector<float> values(static_cast<size_t>(numel_padded_));
+    InitValues(seed, 0, numel_padded_, values.data());
+    core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), values.data(),
+                        numel_padded_);
+  }
   ZeroGrads();
   if (!layout_.optimizer_state) return;
-  std::fill(adam_m_.f32(), adam_m_.f32() + numel_, 0.0f);
-  std::fill(adam_v_.f32(), adam_v_.f32() + numel_, 0.0f);
+  std::fill(adam_m_.f32(), adam_m_.f32() + numel_padded_, 0.0f);
+  std::fill(adam_v_.f32(), adam_v_.f32() + numel_padded_, 0.0f);
 }
 
 Tensor ParamSet::Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) const {
@@ -140,8 +202,19 @@ Tensor ParamSet::Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) c
 }
 
 ConstTensor ParamSet::weight(ParamId id) const { return Slice(weights_, weight_dtype_, id); }
-Tensor ParamSet::grad(ParamId id) const { return Slice(grads_, core::Dtype::kF32, id); }
+Tensor ParamSet::grad(ParamId id) const {
+  if (!layout_.sharded_grads) return Slice(grads_, core::Dtype::kF32, id);
+  const int32_t u = unit_of(id);
+  float* base = unit_grads_[static_cast<size_t>(u)];
+  PM_CHECK(base != nullptr) << "grad(" << info(id).name << "): its unit " << u
+                            << " has no gradient buffer bound (ZeRO-2 shards the gradients)";
+  const ParamInfo& p = info(id);
+  return Tensor(base + (p.offset - units_[static_cast<size_t>(u)].offset), core::Dtype::kF32,
+                p.local_shape);
+}
 Tensor ParamSet::master(ParamId id) const {
+  PM_CHECK(weight_dtype_ == core::Dtype::kF32 || !master_.empty())
+      << "master(" << info(id).name << "): the sharded optimizer keeps the fp32 masters";
   return weight_dtype_ == core::Dtype::kF32 ? Slice(weights_, core::Dtype::kF32, id)
                                             : Slice(master_, core::Dtype::kF32, id);
 }
@@ -151,7 +224,9 @@ ParamId ParamSet::Find(const std::string& name) const {
   return it == by_name_.end() ? -1 : it->second;
 }
 
-void ParamSet::ZeroGrads() { std::fill(grads_.f32(), grads_.f32() + numel_, 0.0f); }
+void ParamSet::ZeroGrads() {
+  if (!grads_.empty()) std::fill(grads_.f32(), grads_.f32() + numel_padded_, 0.0f);
+}
 
 void ParamSet::ForEach(const Visitor& fn) {
   PM_CHECK(layout_.optimizer_state) << "ForEach visits Adam state, which a sharded optimizer owns";
@@ -163,7 +238,8 @@ void ParamSet::ForEach(const Visitor& fn) {
 
 void ParamSet::SyncWeightsFromMaster() {
   if (weight_dtype_ != core::Dtype::kBF16) return;
-  core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), master_.f32(), numel_);
+  if (master_.empty()) return;  // the sharded optimizer writes the bf16 weights
+  core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), master_.f32(), numel_padded_);
 }
 
 }  // namespace pentamesh::model

@@ -85,14 +85,17 @@ Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
       << "layers [" << c.first_layer << ", " << c.last_layer << ") of " << m.layers;
   PM_CHECK(c.shard.ep_size == 1) << "ep > 1 needs the expert dispatcher of the distributed engine";
   if (c.has_embedding) {
+    embedding_unit_ = params.BeginUnit();
     embedding_ =
         std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, cs.shard);
   }
   for (int64_t l = c.first_layer; l < c.last_layer; ++l) {
+    block_units_.push_back(params.BeginUnit());
     blocks_.push_back(std::make_unique<Block>(params, l, MakeBlockConfig(cs, l)));
   }
   if (c.has_head) {
     PM_CHECK(!m.tied_embeddings || embedding_) << "a tied head needs the embedding on its stage";
+    head_unit_ = params.BeginUnit();
     head_ = std::make_unique<Head>(params, m.hidden, m.vocab, m.norm_eps,
                                    m.tied_embeddings ? embedding_->weight() : -1, cs.shard);
   }
@@ -118,19 +121,27 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   if (embedding_) {
+    Acquire(embedding_unit_, Pass::kForward);
     embedding_->Forward(a.view(), st.mb.tokens, ctx);
+    Release(embedding_unit_, Pass::kForward);
   } else {
     kernels::copy(a.view(), x_in);
   }
   st.blocks.resize(blocks_.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
+    Acquire(block_units_[l], Pass::kForward);
     blocks_[l]->Forward(b.view(), st.blocks[l], a.view(), mb.dims, ctx, &result.moe);
+    Release(block_units_[l], Pass::kForward);
     std::swap(a, b);
   }
   if (head_) {
     st.out = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {T, H});
     kernels::copy(st.out.view(), a.view());
+    Acquire(head_unit_, Pass::kForward);
+    Acquire(TiedUnit(), Pass::kForward);
     result.loss_sum = head_->Forward(st.head, st.out.view(), st.mb.targets, ctx);
+    Release(TiedUnit(), Pass::kForward);
+    Release(head_unit_, Pass::kForward);
     if (ctx.bf16) {  // both hold bf16-rounded values: store them as bf16
       CompactToBf16(st.out);
       CompactToBf16(st.head.xn);
@@ -166,23 +177,32 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
   Stash& st = it->second;
   LayerContext ctx = Context(st.mb);
   ctx.deferred = deferred;
+  PM_CHECK(!hooks_ || !deferred) << "ZeRO-2/3 parameter hooks with deferred weight gradients";
   const int64_t T = st.mb.dims.tokens(), H = config_.model.hidden;
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   if (head_) {
     ExpandToF32(st.out);
     ExpandToF32(st.head.xn);
+    Acquire(head_unit_, Pass::kBackward);
+    Acquire(TiedUnit(), Pass::kBackward);  // held until the embedding's backward
     head_->Backward(dy.view(), st.out.view(), st.mb.targets, st.head, st.mb.loss_scale, ctx);
+    Release(head_unit_, Pass::kBackward);
     st.out.Release();
   } else {
     kernels::copy(dy.view(), dy_out);
   }
   for (size_t l = blocks_.size(); l-- > 0;) {
+    Acquire(block_units_[l], Pass::kBackward);
     blocks_[l]->Backward(dx.view(), dy.view(), st.blocks[l], st.mb.dims, ctx);
+    Release(block_units_[l], Pass::kBackward);
     std::swap(dx, dy);
   }
   if (embedding_) {
+    Acquire(embedding_unit_, Pass::kBackward);
     embedding_->Backward(dy.view(), st.mb.tokens);
+    Release(embedding_unit_, Pass::kBackward);
+    if (head_) Release(TiedUnit(), Pass::kBackward);
   } else {
     kernels::copy(dx_in, dy.view());
   }

@@ -62,6 +62,10 @@ class Stage {
   // Micro-batches between BackwardInput and BackwardWeight.
   int64_t pending_weight() const { return static_cast<int64_t>(deferred_.size()); }
   const StageConfig& config() const { return config_; }
+  // ZeRO-2/3: called around every layer (model/param_set.h ParamHooks); null = none. The hooks
+  // outlive the Stage. Not with BackwardInput/BackwardWeight (the deferred weight GEMMs run
+  // after the layer's Release).
+  void SetParamHooks(ParamHooks* hooks) { hooks_ = hooks; }
 
  private:
   struct Stash {
@@ -82,6 +86,17 @@ class Stage {
   std::unique_ptr<Head> head_;
   std::map<int64_t, Stash> stashes_;
   std::map<int64_t, DeferredWeightGrads> deferred_;
+  ParamHooks* hooks_ = nullptr;
+  int32_t embedding_unit_ = -1, head_unit_ = -1;  // ParamSet units (ParamSet::BeginUnit)
+  std::vector<int32_t> block_units_;
+  void Acquire(int32_t unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->Acquire(unit, pass);
+  }
+  void Release(int32_t unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->Release(unit, pass);
+  }
+  // The embedding's unit when the head reads it (tied), else -1.
+  int32_t TiedUnit() const { return config_.model.tied_embeddings ? embedding_unit_ : -1; }
 };
 
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).

@@ -5,9 +5,15 @@
 //   0  all-reduce of the accumulated grads in buckets of bucket_elems; full AdamW state per rank
 //   1  reduce-scatter of the grads; this rank updates its 1/dp range of the flat buffers with
 //      Adam m/v of that range only; all-gather of the updated weights
-//   2  as 1 (the engine accumulates micro-batch grads in the full flat buffer, so the full grad
-//      buffer still exists during backward; the sharded grad is what the update reads)
+//   2  gradients sharded too: every layer (ParamSet unit, padded to the dp size) owns a 1/dp slice
+//      per rank; around each layer's backward (ParamHooks) a transient full fp32 gradient buffer
+//      of that layer (MemTag::kComm) is bound, then reduce-scattered and added into this rank's
+//      sharded fp32 accumulator (MemTag::kGrads), once per micro-batch; the update then reads the
+//      accumulator and the weights are all-gathered per layer
 //   3  not implemented yet: Create rejects it naming layout.zero
+// bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
+// after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
+// all-gathered (2 bytes per element on the wire); the gradients stay fp32.
 // Global-norm clipping is exact across all groups: each rank sums the squares of the gradient
 // elements it alone is responsible for (its dp range, or dp rank 0 at stage 0; TP-sharded params
 // on every tp rank, TP-replicated ones such as norms on tp rank 0 only) and one fp64 sum
@@ -18,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/allocator.h"
@@ -36,7 +43,7 @@ struct ZeroConfig {
 // same result on every member.
 double SumOverGroup(comm::Communicator& group, double value);
 
-class ZeroOptimizer {
+class ZeroOptimizer : public model::ParamHooks {
  public:
   // The ParamSet layout a stage needs (pad to the dp size and no Adam state in the ParamSet for
   // stages >= 1), to pass to model::Model before Finalize.
@@ -53,16 +60,32 @@ class ZeroOptimizer {
   double Step(double lr, int64_t step, bool loss_finite = true);
   int stage() const { return zero_.stage; }
   // This rank's range [begin, end) of the flat buffers (the whole buffer at stage 0).
-  int64_t shard_begin() const { return begin_; }
-  int64_t shard_end() const { return end_; }
+  // (ZeRO-1: one contiguous range; ZeRO-2: the first unit's slice.)
+  int64_t shard_begin() const { return segs_.front().flat_begin; }
+  int64_t shard_end() const { return segs_.front().flat_begin + segs_.front().n; }
+  // The hooks a Stage must call (ZeRO-2), or null.
+  model::ParamHooks* hooks() { return zero_.stage >= 2 ? this : nullptr; }
+  void Acquire(int32_t unit, model::Pass pass) override;
+  void Release(int32_t unit, model::Pass pass) override;
+  // Fault injection: makes this rank's gradient (or gradient slice) non-finite.
+  void PoisonGrads();
 
  private:
   ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
                 comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
                 const AdamWConfig& adamw);
+  // A piece of this rank's slice: flat elements [flat_begin, flat_begin + n) are elements
+  // [local, local + n) of the sharded buffers (grad accumulator, m, v, bf16 master).
+  struct Segment {
+    int64_t flat_begin = 0, n = 0, local = 0;
+  };
   // Sum of squares of the elements of `g` (flat range [begin, begin + n)) this rank counts.
   double OwnedSquares(const float* g, int64_t begin, int64_t n) const;
   void UpdateShard(double lr, double grad_scale, int64_t step);
+  void UpdateSegment(const Segment& seg, double lr, double grad_scale, int64_t step);
+  // Stores the updated masters of this rank's slice into the weights and all-gathers them.
+  void GatherWeights();
+  float* MasterAt(const Segment& seg);
 
   model::ParamSet& params_;
   comm::Communicator& grad_;
@@ -70,8 +93,14 @@ class ZeroOptimizer {
   int64_t tp_rank_;
   ZeroConfig zero_;
   AdamWConfig adamw_;
-  int64_t begin_ = 0, end_ = 0;
-  core::Buffer grad_shard_, m_, v_;  // stages >= 1: this rank's range only
+  core::Allocator& alloc_;
+  std::vector<Segment> segs_;      // ascending flat_begin
+  std::vector<int32_t> unit_seg_;  // ZeRO-2: segment of each ParamSet unit
+  int64_t shard_numel_ = 0;
+  core::Buffer grad_shard_, m_, v_;       // stages >= 1: this rank's slice only
+  core::Buffer master_;                   // bf16 stages >= 1: fp32 master of the slice
+  std::vector<int> acquired_;             // ZeRO-2: Acquire count per unit
+  std::vector<core::Buffer> unit_grads_;  // ZeRO-2: bound full grads per unit
 };
 
 }  // namespace pentamesh::train
