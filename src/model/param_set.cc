@@ -89,8 +89,22 @@ void ParamSet::Finalize(const ParamLayout& layout) {
   numel_padded_ = pad(offset);
   if (!units_.empty()) units_.back().numel_padded += layout.unit_pad ? 0 : numel_padded_ - offset;
   unit_grads_.assign(units_.size(), nullptr);
+  unit_weights_.assign(units_.size(), nullptr);
   const int64_t n = numel_padded_;
-  weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
+  if (layout.sharded_weights) {
+    PM_CHECK(layout.sharded_grads && !layout.optimizer_state)
+        << "sharded weights need sharded grads and a sharded optimizer";
+    PM_CHECK(layout.shard_rank >= 0 && layout.shard_rank < layout.pad_multiple)
+        << "shard_rank " << layout.shard_rank;
+    int64_t local = 0;
+    for (const ParamUnit& u : units_) {
+      unit_shard_offset_.push_back(local);
+      local += u.numel_padded / layout.pad_multiple;
+    }
+    weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {local});
+  } else {
+    weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
+  }
   if (!layout.sharded_grads) {
     grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
   }
@@ -115,8 +129,28 @@ void ParamSet::UnbindUnitGrads(int32_t unit) {
   unit_grads_[static_cast<size_t>(unit)] = nullptr;
 }
 
+Tensor ParamSet::unit_weight_shard(int32_t unit) const {
+  PM_CHECK(layout_.sharded_weights) << "unit_weight_shard without sharded weights";
+  const auto u = static_cast<size_t>(unit);
+  char* base = static_cast<char*>(weights_.view().data());
+  return Tensor(
+      base + unit_shard_offset_.at(u) * static_cast<int64_t>(core::DtypeSize(weight_dtype_)),
+      weight_dtype_, {units_[u].numel_padded / layout_.pad_multiple});
+}
+
+void ParamSet::BindUnitWeights(int32_t unit, void* weights) {
+  PM_CHECK(layout_.sharded_weights) << "BindUnitWeights without sharded weights";
+  PM_CHECK(unit_weights_.at(static_cast<size_t>(unit)) == nullptr) << "unit " << unit << " bound";
+  unit_weights_[static_cast<size_t>(unit)] = weights;
+}
+
+void ParamSet::UnbindUnitWeights(int32_t unit) {
+  PM_CHECK(unit_weights_.at(static_cast<size_t>(unit)) != nullptr) << "unit " << unit << " unbound";
+  unit_weights_[static_cast<size_t>(unit)] = nullptr;
+}
+
 Tensor ParamSet::flat_weights() const {
-  PM_CHECK(finalized_) << "flat_weights before Finalize";
+  PM_CHECK(finalized_ && !layout_.sharded_weights) << "flat_weights: the weights are sharded";
   return weights_.view();
 }
 
@@ -127,7 +161,8 @@ Tensor ParamSet::flat_grads() const {
 
 Tensor ParamSet::flat_master() const {
   PM_CHECK(finalized_) << "flat_master before Finalize";
-  PM_CHECK(weight_dtype_ == core::Dtype::kF32 || !master_.empty()) << "no master weights here";
+  PM_CHECK((weight_dtype_ == core::Dtype::kF32 && !layout_.sharded_weights) || !master_.empty())
+      << "no master weights here";
   return weight_dtype_ == core::Dtype::kF32 ? weights_.view() : master_.view();
 }
 
@@ -178,7 +213,19 @@ void ParamSet::InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) c
 void ParamSet::Init(uint64_t seed) {
   PM_CHECK(finalized_) << "Init before Finalize";
   seed_ = seed;
-  if (weight_dtype_ == core::Dtype::kF32 || !master_.empty()) {
+  if (layout_.sharded_weights) {  // this rank's slice of every unit
+    for (size_t u = 0; u < units_.size(); ++u) {
+      const int64_t n = units_[u].numel_padded / layout_.pad_multiple;
+      std::vector<float> values(static_cast<size_t>(n));
+      InitValues(seed, units_[u].offset + layout_.shard_rank * n, n, values.data());
+      Tensor shard = unit_weight_shard(static_cast<int32_t>(u));
+      if (weight_dtype_ == core::Dtype::kF32) {
+        std::copy(values.begin(), values.end(), shard.f32());
+      } else {
+        core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), values.data(), n);
+      }
+    }
+  } else if (weight_dtype_ == core::Dtype::kF32 || !master_.empty()) {
     InitValues(seed, 0, numel_padded_, flat_master().f32());
     SyncWeightsFromMaster();
   } else {  // bf16 weights whose fp32 masters a sharded optimizer keeps: round the init values
@@ -201,7 +248,17 @@ Tensor ParamSet::Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) c
                 p.local_shape);
 }
 
-ConstTensor ParamSet::weight(ParamId id) const { return Slice(weights_, weight_dtype_, id); }
+ConstTensor ParamSet::weight(ParamId id) const {
+  if (!layout_.sharded_weights) return Slice(weights_, weight_dtype_, id);
+  const int32_t u = unit_of(id);
+  char* base = static_cast<char*>(unit_weights_[static_cast<size_t>(u)]);
+  PM_CHECK(base != nullptr) << "weight(" << info(id).name << "): its unit " << u
+                            << " is not gathered (ZeRO-3 shards the weights)";
+  const ParamInfo& p = info(id);
+  return Tensor(base + (p.offset - units_[static_cast<size_t>(u)].offset) *
+                           static_cast<int64_t>(core::DtypeSize(weight_dtype_)),
+                weight_dtype_, p.local_shape);
+}
 Tensor ParamSet::grad(ParamId id) const {
   if (!layout_.sharded_grads) return Slice(grads_, core::Dtype::kF32, id);
   const int32_t u = unit_of(id);
@@ -213,7 +270,7 @@ Tensor ParamSet::grad(ParamId id) const {
                 p.local_shape);
 }
 Tensor ParamSet::master(ParamId id) const {
-  PM_CHECK(weight_dtype_ == core::Dtype::kF32 || !master_.empty())
+  PM_CHECK((weight_dtype_ == core::Dtype::kF32 && !layout_.sharded_weights) || !master_.empty())
       << "master(" << info(id).name << "): the sharded optimizer keeps the fp32 masters";
   return weight_dtype_ == core::Dtype::kF32 ? Slice(weights_, core::Dtype::kF32, id)
                                             : Slice(master_, core::Dtype::kF32, id);

@@ -79,12 +79,16 @@ using ParamId = int32_t;
 // to no parameter). optimizer_state = false: no Adam m/v (and no bf16 master) here, because a
 // sharded optimizer (train/zero_optimizer.h) keeps only its own range of them.
 // unit_pad: pad every unit (not only the whole) to pad_multiple. sharded_grads: no full fp32 grad
-// buffer (ZeRO-2): grads exist only per bound unit.
+// buffer (ZeRO-2): grads exist only per bound unit. sharded_weights (ZeRO-3): the weights buffer
+// holds only slice shard_rank of pad_multiple of every unit, concatenated in unit order; a unit's
+// full weights exist only while bound (BindUnitWeights).
 struct ParamLayout {
   int64_t pad_multiple = 1;
   bool optimizer_state = true;
   bool unit_pad = false;
   bool sharded_grads = false;
+  bool sharded_weights = false;
+  int64_t shard_rank = 0;
 };
 
 // A unit's parameters [first, last) and its range [offset, offset + numel_padded) of the flat
@@ -129,7 +133,7 @@ class ParamSet {
   void InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) const;
   uint64_t init_seed() const { return seed_; }
 
-  // Compute-dtype weight (f32 or bf16) with the local shape.
+  // Compute-dtype weight (f32 or bf16) with the local shape (ZeRO-3: while its unit is bound).
   ConstTensor weight(ParamId id) const;
   // fp32 gradient with the local shape (accumulated with +=).
   Tensor grad(ParamId id) const;
@@ -157,6 +161,11 @@ class ParamSet {
   // numel_padded fp32 elements) until UnbindUnitGrads.
   void BindUnitGrads(int32_t unit, float* grads);
   void UnbindUnitGrads(int32_t unit);
+  // sharded_weights layouts: this rank's slice of a unit's weights (numel_padded / pad_multiple
+  // elements in the compute dtype), and binding of the unit's gathered full weights.
+  Tensor unit_weight_shard(int32_t unit) const;
+  void BindUnitWeights(int32_t unit, void* weights);
+  void UnbindUnitWeights(int32_t unit);
 
   void ZeroGrads();
   // Visits every parameter with (info, master fp32, grad, adam m, adam v).
@@ -179,7 +188,9 @@ class ParamSet {
   std::vector<int32_t> unit_starts_{0};  // first ParamId of each unit
   std::vector<ParamUnit> units_;
   std::vector<int32_t> unit_of_;
-  std::vector<float*> unit_grads_;  // sharded_grads: bound grad buffer per unit (or null)
+  std::vector<float*> unit_grads_;          // sharded_grads: bound grad buffer per unit (or null)
+  std::vector<void*> unit_weights_;         // sharded_weights: bound gathered weights per unit
+  std::vector<int64_t> unit_shard_offset_;  // sharded_weights: the unit's slice in weights_
   bool finalized_ = false;
   core::Buffer weights_, grads_, adam_m_, adam_v_, master_;
 };

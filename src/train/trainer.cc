@@ -86,10 +86,6 @@ core::Status CheckEngineLayout(const RunConfig& c) {
   if (l.sp && l.tp > 1) {
     errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
   }
-  if (l.zero > 2) {
-    errors.push_back(fmt::format(
-        "run.layout: zero={} is not implemented by the engine yet (stages 0, 1, 2 are)", l.zero));
-  }
   if (l.zero >= 2 && l.pp > 1) {
     errors.push_back(fmt::format(
         "run.layout: zero={} with pp={}: the pipeline executor does not call the ZeRO-2 gradient "
@@ -178,7 +174,9 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                          .bf16 = c.train.precision == spec::Precision::kBf16,
                          .aux_loss_coef = c.optim.aux_loss_coef,
                          .z_loss_coef = c.optim.z_loss_coef},
-      alloc_, ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1));
+      alloc_,
+      ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1,
+                                    mesh_ ? mesh_->dp_cp().rank() : 0));
   model_->params().Init(c.run.seed);
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,

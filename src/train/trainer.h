@@ -90,6 +90,7 @@ class Trainer {
   const RunConfig& config() const { return config_; }
   model::ParamSet& params() { return model_->params(); }
   const ZeroOptimizer& optimizer() const { return *optimizer_; }
+  ZeroOptimizer& optimizer() { return *optimizer_; }
   // World rank (0 on one process); rank 0 prints and writes metrics.
   int rank() const { return world_->rank(); }
   const core::Allocator& allocator() const { return alloc_; }

@@ -25,31 +25,32 @@ double SumOverGroup(comm::Communicator& group, double value) {
   return sum;
 }
 
-model::ParamLayout ZeroOptimizer::ParamLayoutFor(int stage, int64_t grad_group_size) {
+model::ParamLayout ZeroOptimizer::ParamLayoutFor(int stage, int64_t grad_group_size,
+                                                 int64_t grad_group_rank) {
   if (stage == 0) return {};
   return {.pad_multiple = grad_group_size,
           .optimizer_state = false,
           .unit_pad = stage >= 2,
-          .sharded_grads = stage >= 2};
+          .sharded_grads = stage >= 2,
+          .sharded_weights = stage >= 3,
+          .shard_rank = stage >= 3 ? grad_group_rank : 0};
 }
 
 core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
     comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
     const AdamWConfig& adamw) {
-  if (zero.stage < 0 || zero.stage > 2) {
-    return core::Status::Error(fmt::format(
-        "layout.zero: {} is not implemented by the engine (stages 0, 1 and 2 are; ZeRO-3's "
-        "per-layer weight gathering is not yet)",
-        zero.stage));
+  if (zero.stage < 0 || zero.stage > 3) {
+    return core::Status::Error(
+        fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
-  const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size());
+  const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size(), grad_group.rank());
   const model::ParamLayout& got = params.layout();
   PM_CHECK(got.optimizer_state == want.optimizer_state && got.unit_pad == want.unit_pad &&
-           got.sharded_grads == want.sharded_grads &&
-           params.numel_padded() % want.pad_multiple == 0)
+           got.sharded_grads == want.sharded_grads && got.sharded_weights == want.sharded_weights &&
+           got.shard_rank == want.shard_rank && params.numel_padded() % want.pad_multiple == 0)
       << "ParamSet not laid out for ZeRO-" << zero.stage;
   return std::unique_ptr<ZeroOptimizer>(
       new ZeroOptimizer(params, alloc, grad_group, norm_group, tp_rank, zero, adamw));
@@ -81,7 +82,9 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
       shard_numel_ += n;
     }
     acquired_.assign(params.units().size(), 0);
+    gathered_.assign(params.units().size(), 0);
     unit_grads_.resize(params.units().size());
+    unit_weights_.resize(params.units().size());
   }
   for (const Segment& seg : segs_) shard_numel_ = std::max(shard_numel_, seg.local + seg.n);
   const int64_t n = shard_numel_;
@@ -103,30 +106,58 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
 }
 
 void ZeroOptimizer::Acquire(int32_t unit, model::Pass pass) {
-  if (pass != model::Pass::kBackward) return;  // ZeRO-2 keeps full weights
   const auto u = static_cast<size_t>(unit);
-  if (acquired_[u]++ > 0) return;
   const int64_t n = params_.units()[u].numel_padded;
+  if (n == 0) return;
+  if (zero_.stage >= 3 && gathered_[u]++ == 0) {  // gather the layer's full weights
+    const core::Dtype dtype = params_.weight_dtype();
+    unit_weights_[u] = core::Buffer(alloc_, core::MemTag::kComm, dtype, {n});
+    const core::Tensor shard = params_.unit_weight_shard(unit);
+    grad_.all_gather(unit_weights_[u].view().data(), shard.data(), shard.numel(), dtype);
+    params_.BindUnitWeights(unit, unit_weights_[u].view().data());
+  }
+  if (pass != model::Pass::kBackward || acquired_[u]++ > 0) return;
   unit_grads_[u] = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {n});
   std::fill(unit_grads_[u].f32(), unit_grads_[u].f32() + n, 0.0f);
   params_.BindUnitGrads(unit, unit_grads_[u].f32());
 }
 
 void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
-  if (pass != model::Pass::kBackward) return;
   const auto u = static_cast<size_t>(unit);
+  if (params_.units()[u].numel_padded == 0) return;
+  if (zero_.stage >= 3) {
+    PM_CHECK(gathered_[u] > 0) << "Release of unit " << unit << " not gathered";
+    if (--gathered_[u] == 0) {
+      params_.UnbindUnitWeights(unit);
+      unit_weights_[u] = core::Buffer();
+    }
+  }
+  if (pass != model::Pass::kBackward) return;
   PM_CHECK(acquired_[u] > 0) << "Release of unit " << unit << " not acquired";
   if (--acquired_[u] > 0) return;
   params_.UnbindUnitGrads(unit);
   const Segment& seg = segs_[static_cast<size_t>(unit_seg_[u])];
-  if (seg.n > 0) {
-    // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
-    core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
-    grad_.reduce_scatter(part.f32(), unit_grads_[u].f32(), seg.n, core::Dtype::kF32);
-    float* acc = grad_shard_.f32() + seg.local;
-    for (int64_t i = 0; i < seg.n; ++i) acc[i] += part.f32()[i];
-  }
+  // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
+  core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
+  grad_.reduce_scatter(part.f32(), unit_grads_[u].f32(), seg.n, core::Dtype::kF32);
+  float* acc = grad_shard_.f32() + seg.local;
+  for (int64_t i = 0; i < seg.n; ++i) acc[i] += part.f32()[i];
   unit_grads_[u] = core::Buffer();
+}
+
+std::vector<float> ZeroOptimizer::FullMaster() {
+  std::vector<float> out(static_cast<size_t>(params_.numel_padded()), 0.0f);
+  if (zero_.stage == 0) {
+    const core::Tensor m = params_.flat_master();
+    std::copy(m.f32(), m.f32() + m.numel(), out.begin());
+    return out;
+  }
+  for (const Segment& seg : segs_) {
+    std::copy(MasterAt(seg), MasterAt(seg) + seg.n, out.begin() + seg.flat_begin);
+    float* first = out.data() + seg.flat_begin - seg.n * grad_.rank();
+    grad_.all_gather(first, out.data() + seg.flat_begin, seg.n, core::Dtype::kF32);
+  }
+  return out;
 }
 
 void ZeroOptimizer::PoisonGrads() {
@@ -153,6 +184,7 @@ double ZeroOptimizer::OwnedSquares(const float* g, int64_t begin, int64_t n) con
 
 float* ZeroOptimizer::MasterAt(const Segment& seg) {
   if (!master_.empty()) return master_.f32() + seg.local;
+  if (zero_.stage >= 3) return static_cast<float*>(params_.unit_weight_shard(0).data()) + seg.local;
   return params_.flat_master().f32() + seg.flat_begin;
 }
 
@@ -185,6 +217,14 @@ void ZeroOptimizer::UpdateShard(double lr, double grad_scale, int64_t step) {
 
 void ZeroOptimizer::GatherWeights() {
   const core::Dtype dtype = params_.weight_dtype();
+  if (zero_.stage >= 3) {  // the slice is the weights: round the bf16 copy, gather nothing
+    if (dtype != core::Dtype::kBF16) return;
+    for (size_t u = 0; u < segs_.size(); ++u) {
+      const core::Tensor shard = params_.unit_weight_shard(static_cast<int32_t>(u));
+      core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), MasterAt(segs_[u]), shard.numel());
+    }
+    return;
+  }
   const size_t elem = core::DtypeSize(dtype);
   char* weights = static_cast<char*>(params_.flat_weights().data());
   for (const Segment& seg : segs_) {

@@ -10,7 +10,13 @@
 //      of that layer (MemTag::kComm) is bound, then reduce-scattered and added into this rank's
 //      sharded fp32 accumulator (MemTag::kGrads), once per micro-batch; the update then reads the
 //      accumulator and the weights are all-gathered per layer
-//   3  not implemented yet: Create rejects it naming layout.zero
+//   3  weights sharded too (ParamLayout::sharded_weights): each rank keeps its slice of every
+//      layer; around every layer's forward and backward the layer's full weights are all-gathered
+//      into a transient buffer (MemTag::kComm) and freed after, and gradients go as at ZeRO-2.
+//      The update writes the slice in place (fp32) or rounds the fp32 master slice into it (bf16):
+//      no all-gather at the step's end. Per micro-batch and layer: forward all-gather, backward
+//      all-gather, reduce-scatter (cost::CommBytesForStage). A tied embedding is gathered twice
+//      in forward (embedding, head), which the cost model does not count.
 // bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
 // after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
 // all-gathered (2 bytes per element on the wire); the gradients stay fp32.
@@ -47,8 +53,10 @@ class ZeroOptimizer : public model::ParamHooks {
  public:
   // The ParamSet layout a stage needs (pad to the dp size and no Adam state in the ParamSet for
   // stages >= 1), to pass to model::Model before Finalize.
-  static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size);
-  // Errors name layout.zero. REQUIRES: params finalized with ParamLayoutFor(stage, grad.size()).
+  static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size,
+                                           int64_t grad_group_rank = 0);
+  // Errors name layout.zero. REQUIRES: params finalized with
+  // ParamLayoutFor(stage, grad.size(), grad.rank()).
   static core::Result<std::unique_ptr<ZeroOptimizer>> Create(
       model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
       comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
@@ -69,6 +77,9 @@ class ZeroOptimizer : public model::ParamHooks {
   void Release(int32_t unit, model::Pass pass) override;
   // Fault injection: makes this rank's gradient (or gradient slice) non-finite.
   void PoisonGrads();
+  // The full fp32 master weights (numel_padded elements, in flat order), all-gathered over the
+  // gradient group at stages >= 1: every rank of the group must call it. For tests and exports.
+  std::vector<float> FullMaster();
 
  private:
   ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
@@ -97,10 +108,12 @@ class ZeroOptimizer : public model::ParamHooks {
   std::vector<Segment> segs_;      // ascending flat_begin
   std::vector<int32_t> unit_seg_;  // ZeRO-2: segment of each ParamSet unit
   int64_t shard_numel_ = 0;
-  core::Buffer grad_shard_, m_, v_;       // stages >= 1: this rank's slice only
-  core::Buffer master_;                   // bf16 stages >= 1: fp32 master of the slice
-  std::vector<int> acquired_;             // ZeRO-2: Acquire count per unit
-  std::vector<core::Buffer> unit_grads_;  // ZeRO-2: bound full grads per unit
+  core::Buffer grad_shard_, m_, v_;         // stages >= 1: this rank's slice only
+  core::Buffer master_;                     // bf16 stages >= 1: fp32 master of the slice
+  std::vector<int> acquired_;               // ZeRO-2: Acquire count per unit
+  std::vector<int> gathered_;               // ZeRO-3: Acquire count per unit (both passes)
+  std::vector<core::Buffer> unit_weights_;  // ZeRO-3: gathered full weights per unit
+  std::vector<core::Buffer> unit_grads_;    // ZeRO-2: bound full grads per unit
 };
 
 }  // namespace pentamesh::train
