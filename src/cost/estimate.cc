@@ -38,8 +38,10 @@ double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, co
 
 // Exposed DP/ZeRO seconds of one stage per step. Traffic hides only behind compute that runs while
 // it is in flight, and never the first layer's bucket a computation waits for nor the last one
-// it produces. ZeRO 0-2: gradients reduce during the LAST micro-batch's backward (the first
-// layer's gradients, produced last, stay exposed); ZeRO-1/2's updated weights gather during the
+// it produces. ZeRO 0-1: gradients reduce during the LAST micro-batch's backward (the first
+// layer's gradients, produced last, stay exposed); ZeRO-2 reduce-scatters every micro-batch's
+// gradients during that micro-batch's backward (the engine keeps only the sharded accumulator,
+// train/zero_optimizer.h); ZeRO-1/2's updated weights gather during the
 // next step's first forward (the first layer's gather stays exposed). ZeRO-3: every micro-batch
 // gathers during its forward and gathers + reduce-scatters during its backward; the step's first
 // gather and last reduce-scatter (one layer each) stay exposed. The pipeline bubble hides
@@ -60,7 +62,11 @@ double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     return std::max(comm_s / layers, comm_s - ov * window_s);
   };
   if (l.zero == 0) return hide(time_s, bwd_s);
-  if (l.zero <= 2) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  if (l.zero == 1) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  if (l.zero == 2) {  // m reduce-scatters, each behind its own micro-batch's backward
+    const double grads_s = time_s * t.m * g / (t.m * g + w);
+    return t.m * hide(grads_s / t.m, bwd_s) + hide(time_s - grads_s, fwd_s);
+  }
   // Per micro-batch: gather (fwd), gather + reduce-scatter (bwd), each once per layer: the
   // stage's collectives pay the ring latency L times, not once (DpCommunication counts one).
   double latency_s = 0;

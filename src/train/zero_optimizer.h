@@ -56,7 +56,8 @@ class ZeroOptimizer : public model::ParamHooks {
   static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size,
                                            int64_t grad_group_rank = 0);
   // Errors name layout.zero. REQUIRES: params finalized with
-  // ParamLayoutFor(stage, grad.size(), grad.rank()).
+  // ParamLayoutFor(stage, grad.size(), grad.rank()) and initialised (ParamSet::Init: the bf16
+  // masters of the slice are recomputed from its seed).
   static core::Result<std::unique_ptr<ZeroOptimizer>> Create(
       model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
       comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
