@@ -156,6 +156,25 @@ core::Status CheckCheckpointLayout(const train::RunConfig& config, const std::st
   return core::Status::Ok();
 }
 
+// Under a launcher rank 0 alone builds a missing dataset (tokenizer training and tokenization of
+// data.corpus) while the others wait in a broadcast of the outcome, so a job trains one tokenizer
+// instead of one per rank; every rank then opens the finished dataset in Trainer::Create.
+core::Status PrepareDatasetOnRankZero(const train::RunConfig& config, comm::Communicator& world) {
+  int32_t ok = 1;
+  std::string error;
+  if (world.rank() == 0) {
+    auto dataset = train::OpenOrBuildDataset(config.data, config.model.vocab);
+    if (!dataset.ok()) {
+      ok = 0;
+      error = dataset.status().message();
+    }
+  }
+  world.broadcast(&ok, 1, core::Dtype::kI32, 0);
+  if (ok) return core::Status::Ok();
+  return core::Status::Error(
+      world.rank() == 0 ? error : "data.dataset: rank 0 could not prepare it (see its message)");
+}
+
 int RunTrain(const TrainArgs& args) {
   std::vector<std::string> sets = args.sets;
   if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
@@ -177,6 +196,8 @@ int RunTrain(const TrainArgs& args) {
     if (!m.ok()) return Fail(fmt::format("run.layout: {}", m.status().message()));
     mesh = std::make_unique<mesh::Mesh>(std::move(*m));
     dist = {.mesh = mesh.get(), .world = &world->world()};
+    if (core::Status st = PrepareDatasetOnRankZero(*config, world->world()); !st.ok())
+      return Fail(st.message());
   }
   auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
