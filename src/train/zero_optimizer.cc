@@ -160,6 +160,35 @@ std::vector<float> ZeroOptimizer::FullMaster() {
   return out;
 }
 
+const ZeroOptimizer::Segment* ZeroOptimizer::SegmentOf(int64_t lo, int64_t hi) const {
+  for (const Segment& seg : segs_) {
+    if (std::max(lo, seg.flat_begin) < std::min(hi, seg.flat_begin + seg.n)) return &seg;
+  }
+  return nullptr;
+}
+
+std::pair<int64_t, int64_t> ZeroOptimizer::OwnedFlat(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  if (seg == nullptr) return {0, 0};
+  return {std::max(p.offset, seg->flat_begin),
+          std::min(p.offset + p.numel(), seg->flat_begin + seg->n)};
+}
+
+float* ZeroOptimizer::ParamM(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? m_.f32() + seg->local + (p.offset - seg->flat_begin) : nullptr;
+}
+
+float* ZeroOptimizer::ParamV(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? v_.f32() + seg->local + (p.offset - seg->flat_begin) : nullptr;
+}
+
+float* ZeroOptimizer::ParamMaster(const model::ParamInfo& p) {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? MasterAt(*seg) + (p.offset - seg->flat_begin) : nullptr;
+}
+
 void ZeroOptimizer::PoisonGrads() {
   float* g = zero_.stage >= 2 ? grad_shard_.f32() : params_.flat_grads().f32();
   g[0] = std::numeric_limits<float>::quiet_NaN();

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -76,6 +77,20 @@ class ZeroOptimizer : public model::ParamHooks {
   model::ParamHooks* hooks() { return zero_.stage >= 2 ? this : nullptr; }
   void Acquire(int32_t unit, model::Pass pass) override;
   void Release(int32_t unit, model::Pass pass) override;
+  // Stages >= 1, for checkpoints: Adam m and v of this rank's slice, this rank's rank in the
+  // gradient group (dp x cp), the flat range [lo, hi) of parameter p this rank owns (empty when
+  // none; one range, since a parameter lies in one unit), and pointers to p's element 0 in the
+  // slice's m, v and fp32 master (valid only at the owned indices).
+  core::Tensor shard_m() const { return m_.view(); }
+  core::Tensor shard_v() const { return v_.view(); }
+  int grad_rank() const { return grad_.rank(); }
+  std::pair<int64_t, int64_t> OwnedFlat(const model::ParamInfo& p) const;
+  float* ParamM(const model::ParamInfo& p) const;
+  float* ParamV(const model::ParamInfo& p) const;
+  float* ParamMaster(const model::ParamInfo& p);
+  // After the slice's masters were written (checkpoint restore): round (bf16) and all-gather the
+  // weights, as after an update; every rank of the gradient group must call it.
+  void SyncWeights() { GatherWeights(); }
   // Fault injection: makes this rank's gradient (or gradient slice) non-finite.
   void PoisonGrads();
   // The full fp32 master weights (numel_padded elements, in flat order), all-gathered over the
@@ -98,6 +113,8 @@ class ZeroOptimizer : public model::ParamHooks {
   // Stores the updated masters of this rank's slice into the weights and all-gathers them.
   void GatherWeights();
   float* MasterAt(const Segment& seg);
+  // The segment of this rank's slice overlapping flat range [lo, hi), or null.
+  const Segment* SegmentOf(int64_t lo, int64_t hi) const;
 
   model::ParamSet& params_;
   comm::Communicator& grad_;
