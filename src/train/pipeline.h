@@ -54,6 +54,11 @@ class PipelineExecutor {
   // Runs the program over the step's micro-batches (the same list on every rank; a rank reads
   // tokens only on the first stage and targets only on the last). hidden: the model's hidden.
   PipelineStepResult Run(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
+  // Sequence parallel: sums every chunk's norm weight grads over tp (model::Stage::
+  // ReduceSequenceParallelGrads); once per step after Run, before the grads are read.
+  void ReduceSequenceParallelGrads() {
+    for (model::Stage* chunk : chunks_) chunk->ReduceSequenceParallelGrads();
+  }
 
   const schedule::Program& program() const { return program_; }
   const schedule::Topology& topology() const { return topology_; }

@@ -3,11 +3,13 @@
 // optimizer steps of global_batch_seqs sequences split into micro-batches of layout.mbs sequences,
 // with grads accumulated in fp32 and the loss normalised by the step's global valid tokens.
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
-// mesh.tp()), reads its dp slice of every global batch, and a ZeroOptimizer reduces the grads
-// over mesh.dp_cp() (at ZeRO-2/3 it is also the Stage's ParamHooks: per-layer gradient
-// reduce-scatters and weight gathers); scalars (valid tokens, loss sums, the grad norm) are summed
-// over the world communicator, which is not a mesh group and so not part of comm_bytes. pp/cp/ep >
-// 1 are rejected until their executors land; the distributed path keeps one place per axis to slot
+// mesh.tp(); with sp=on the residual stream is sequence-sharded and Step sums the norm grads over
+// tp, model::Stage::ReduceSequenceParallelGrads), reads its dp slice of every global batch, and a
+// ZeroOptimizer reduces the grads over mesh.dp_cp() (at ZeRO-2/3 it is also the Stage's
+// ParamHooks: per-layer gradient reduce-scatters and weight gathers); scalars (valid tokens, loss
+// sums, the grad norm) are summed over the world communicator, which is not a mesh group and so
+// not part of comm_bytes. pp/cp/ep > 1 are rejected until their executors land; the distributed
+// path keeps one place per axis to slot
 // them in (Distributed holds the mesh; RunBatch is the per-rank schedule).
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
