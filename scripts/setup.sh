@@ -7,7 +7,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy python3-venv
   chromium
 )
 missing=()

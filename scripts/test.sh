@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup.sh
+bash scripts/pyenv.sh  # transformers (PyPI) for the Hugging Face export tests
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 echo "== release build"
 bash scripts/build.sh release

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   add(AddScaleCommand);
   add(AddSweepCommand);
   add(AddReportCommand);
+  add(AddExportCommand);
+  add(AddImportCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
