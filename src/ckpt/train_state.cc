@@ -29,8 +29,7 @@ std::pair<int64_t, int64_t> OwnedRange(const model::ParamInfo& p, const train::Z
   if (opt.stage() == 0)
     return opt.grad_rank() == 0 ? std::pair{int64_t{0}, p.numel()}
                                 : std::pair{int64_t{0}, int64_t{0}};
-  const int64_t lo = std::max(opt.shard_begin(), p.offset);
-  const int64_t hi = std::min(opt.shard_end(), p.offset + p.numel());
+  const auto [lo, hi] = opt.OwnedFlat(p);
   return lo < hi ? std::pair{lo - p.offset, hi - p.offset} : std::pair{int64_t{0}, int64_t{0}};
 }
 
@@ -38,16 +37,17 @@ std::pair<int64_t, int64_t> OwnedRange(const model::ParamInfo& p, const train::Z
 // global tensors.
 std::vector<Slice> SnapshotOwned(train::Trainer& trainer) {
   model::ParamSet& params = trainer.params();
-  const train::ZeroOptimizer& opt = trainer.optimizer();
+  train::ZeroOptimizer& opt = trainer.optimizer();
   std::vector<Slice> out;
   for (model::ParamId id = 0; id < params.size(); ++id) {
     const model::ParamInfo& info = params.info(id);
     const auto [lo, hi] = OwnedRange(info, opt);
     const std::vector<Box> boxes = FlatRangeBoxes(Dims(info.local_shape), lo, hi);
     // Element i of the local shard in the master weight, Adam m and Adam v.
-    const float* master = params.master(id).f32();
-    const float* m = opt.shard_m().f32() + info.offset - opt.shard_begin();
-    const float* v = opt.shard_v().f32() + info.offset - opt.shard_begin();
+    if (lo >= hi) continue;
+    const float* master = opt.ParamMaster(info);
+    const float* m = opt.ParamM(info);
+    const float* v = opt.ParamV(info);
     for (size_t b = 0; b < boxes.size(); ++b) {
       const Box& box = boxes[b];
       int64_t n = 1;
@@ -88,30 +88,35 @@ std::vector<Slice> SnapshotStage0(train::Trainer& trainer) {
   return all;
 }
 
-// Stages >= 1: master weights of the whole local shard (every rank holds them), Adam m and v of
-// this rank's range of the flat buffers.
+// Stages >= 1: master weights, Adam m and v of this rank's slice of the flat buffers (the
+// optimizer holds the masters: the weights themselves at fp32 ZeRO-1/2, the weight slice at
+// ZeRO-3, its own fp32 slice in bf16), then the weights are rounded and gathered as after an
+// update (every rank of the gradient group restores).
 core::Status RestoreSharded(const Checkpoint& ckpt, train::Trainer& trainer) {
   model::ParamSet& params = trainer.params();
-  const train::ZeroOptimizer& opt = trainer.optimizer();
-  for (model::ParamId id = 0; id < params.size(); ++id) {
+  train::ZeroOptimizer& opt = trainer.optimizer();
+  core::Status status = core::Status::Ok();
+  for (model::ParamId id = 0; id < params.size() && status.ok(); ++id) {
     const model::ParamInfo& info = params.info(id);
     const std::vector<int64_t> global = Dims(info.global_shape), local = Dims(info.local_shape);
-    PM_RETURN_IF_ERROR(ckpt.ReadRegion(info.name, global,
-                                       GlobalStart(info, std::vector<int64_t>(local.size(), 0)),
-                                       local, params.master(id).f32()));
     const auto [lo, hi] = OwnedRange(info, opt);
-    float* m = opt.shard_m().f32() + info.offset - opt.shard_begin();
-    float* v = opt.shard_v().f32() + info.offset - opt.shard_begin();
+    if (lo >= hi) continue;
+    const std::pair<std::string, float*> parts[] = {{info.name, opt.ParamMaster(info)},
+                                                    {AdamMName(info.name), opt.ParamM(info)},
+                                                    {AdamVName(info.name), opt.ParamV(info)}};
     for (const Box& box : FlatRangeBoxes(local, lo, hi)) {
       const std::vector<int64_t> start = GlobalStart(info, box.start);
-      PM_RETURN_IF_ERROR(
-          ckpt.ReadRegion(AdamMName(info.name), global, start, box.shape, m + box.flat_begin));
-      PM_RETURN_IF_ERROR(
-          ckpt.ReadRegion(AdamVName(info.name), global, start, box.shape, v + box.flat_begin));
+      for (const auto& [name, base] : parts) {
+        status = ckpt.ReadRegion(name, global, start, box.shape, base + box.flat_begin);
+        if (!status.ok()) break;
+      }
+      if (!status.ok()) break;
     }
   }
-  params.SyncWeightsFromMaster();
-  return core::Status::Ok();
+  // Collective: every rank gathers even when its read failed, so none waits forever; the error is
+  // still returned.
+  opt.SyncWeights();
+  return status;
 }
 
 }  // namespace

@@ -39,8 +39,10 @@ double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, co
 
 // Exposed DP/ZeRO seconds of one stage per step. Traffic hides only behind compute that runs while
 // it is in flight, and never the first layer's bucket a computation waits for nor the last one
-// it produces. ZeRO 0-2: gradients reduce during the LAST micro-batch's backward (the first
-// layer's gradients, produced last, stay exposed); ZeRO-1/2's updated weights gather during the
+// it produces. ZeRO 0-1: gradients reduce during the LAST micro-batch's backward (the first
+// layer's gradients, produced last, stay exposed); ZeRO-2 reduce-scatters every micro-batch's
+// gradients during that micro-batch's backward (the engine keeps only the sharded accumulator,
+// train/zero_optimizer.h); ZeRO-1/2's updated weights gather during the
 // next step's first forward (the first layer's gather stays exposed). ZeRO-3: every micro-batch
 // gathers during its forward and gathers + reduce-scatters during its backward; the step's first
 // gather and last reduce-scatter (one layer each) stay exposed. The pipeline bubble hides
@@ -61,7 +63,11 @@ double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     return std::max(comm_s / layers, comm_s - ov * window_s);
   };
   if (l.zero == 0) return hide(time_s, bwd_s);
-  if (l.zero <= 2) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  if (l.zero == 1) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  if (l.zero == 2) {  // m reduce-scatters, each behind its own micro-batch's backward
+    const double grads_s = time_s * t.m * g / (t.m * g + w);
+    return t.m * hide(grads_s / t.m, bwd_s) + hide(time_s - grads_s, fwd_s);
+  }
   // Per micro-batch: gather (fwd), gather + reduce-scatter (bwd), each once per layer: the
   // stage's collectives pay the ring latency L times, not once (DpCommunication counts one).
   double latency_s = 0;
@@ -111,12 +117,18 @@ double SpNormGradBytes(const Terms& t, const Stage& s) {
   return s.layers * t.sp_norm_grad_bytes_layer + (s.last ? t.sp_norm_grad_bytes_head : 0.0);
 }
 
+// How often that all-reduce runs per step: once, or with ZeRO-2/3 once per micro-batch (the
+// grads exist only per layer, so each layer's norm grads are summed over tp before its
+// reduce-scatter, model::Stage::ReduceNormGrads).
+double SpNormGradRounds(const spec::Layout& l, const Terms& t) { return l.zero >= 2 ? t.m : 1.0; }
+
 CommBytes StageCommBytes(const spec::Layout& l, const Terms& t, const Stage& s) {
   const double dense_layers = s.layers - s.moe_layers;
   CommBytes b;
   b.tp = t.m * (dense_layers * t.tp_bytes_dense_layer + s.moe_layers * t.tp_bytes_moe_layer +
                 (s.first ? t.tp_bytes_embed : 0.0) + (s.last ? t.tp_bytes_head : 0.0)) +
-         AllReduceWireBytes(SpNormGradBytes(t, s), static_cast<int64_t>(t.tp));
+         SpNormGradRounds(l, t) *
+             AllReduceWireBytes(SpNormGradBytes(t, s), static_cast<int64_t>(t.tp));
   b.cp = t.m * s.layers * t.cp_bytes_layer;
   b.ep = t.m * s.moe_layers * t.ep_bytes_layer;
   b.pp = t.pp > 1 ? t.m * s.sends * t.pp_bytes_send : 0.0;
@@ -194,7 +206,7 @@ Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
   time.compute = t.m * st.compute;
   time.tp = t.m * st.tp;
   if (l.sp && t.tp > 1) {  // the critical stage's once-per-step norm-grad all-reduce
-    time.tp += (1.0 - ctx.params().tp_overlap) *
+    time.tp += (1.0 - ctx.params().tp_overlap) * SpNormGradRounds(l, t) *
                internal::AllReduceTime(t.tp_link, SpNormGradBytes(t, stages[critical]));
   }
   time.cp = t.m * st.cp;

@@ -140,9 +140,12 @@ void DpCommunication(const spec::Layout& l, const Terms& t, const Stage& s, doub
     if (l.zero == 0) {  // all-reduce of the accumulated gradients
       bytes += 2.0 * f * gr;
       time_s += AllReduceTime(link, gr);
-    } else if (l.zero <= 2) {  // reduce-scatter gradients, all-gather updated weights
+    } else if (l.zero == 1) {  // reduce-scatter gradients, all-gather updated weights
       bytes += f * (gr + w);
       time_s += AllGatherTime(link, gr) + AllGatherTime(link, w);
+    } else if (l.zero == 2) {  // sharded grads: reduce-scatter every micro-batch's gradients
+      bytes += t.m * f * gr + f * w;
+      time_s += t.m * AllGatherTime(link, gr) + AllGatherTime(link, w);
     } else {  // ZeRO-3 / FSDP: per micro-batch, gather weights for forward and backward,
               // reduce-scatter the gradients
       bytes += t.m * f * (2.0 * w + gr);

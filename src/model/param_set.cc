@@ -1,6 +1,7 @@
 #include "model/param_set.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/rng.h"
@@ -53,21 +54,60 @@ ParamId ParamSet::Add(const std::string& name, core::Shape global_shape, Shardin
   return id;
 }
 
+int32_t ParamSet::BeginUnit() {
+  PM_CHECK(!finalized_) << "BeginUnit after Finalize";
+  if (unit_starts_.back() != size()) unit_starts_.push_back(size());
+  return static_cast<int32_t>(unit_starts_.size()) - 1;
+}
+
 void ParamSet::Finalize(const ParamLayout& layout) {
   PM_CHECK(!finalized_) << "Finalize twice";
   PM_CHECK(layout.pad_multiple >= 1) << "pad_multiple " << layout.pad_multiple;
-  PM_CHECK(layout.optimizer_state || weight_dtype_ == core::Dtype::kF32)
-      << "a sharded optimizer keeps bf16 master weights itself: not implemented";
+  PM_CHECK(!layout.sharded_grads || layout.unit_pad) << "sharded grads need unit padding";
   finalized_ = true;
   layout_ = layout;
-  numel_padded_ = (numel_ + layout.pad_multiple - 1) / layout.pad_multiple * layout.pad_multiple;
-  const int64_t n = numel_padded_;
-  weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
-  grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
-  if (weight_dtype_ == core::Dtype::kF32) {
-    std::fill(weights_.f32(), weights_.f32() + n, 0.0f);
+  const auto pad = [&](int64_t n) {
+    return (n + layout.pad_multiple - 1) / layout.pad_multiple * layout.pad_multiple;
+  };
+  // Units in order; offsets are recomputed so that each unit starts on its padded boundary.
+  int64_t offset = 0;
+  unit_of_.assign(infos_.size(), 0);
+  for (size_t u = 0; u < unit_starts_.size(); ++u) {
+    ParamUnit unit{.first = unit_starts_[u],
+                   .last = u + 1 < unit_starts_.size() ? unit_starts_[u + 1] : size(),
+                   .offset = offset};
+    int64_t n = 0;
+    for (ParamId id = unit.first; id < unit.last; ++id) {
+      infos_[static_cast<size_t>(id)].offset = offset + n;
+      unit_of_[static_cast<size_t>(id)] = static_cast<int32_t>(u);
+      n += info(id).numel();
+    }
+    unit.numel_padded = layout.unit_pad ? pad(n) : n;
+    offset += unit.numel_padded;
+    units_.push_back(unit);
   }
-  std::fill(grads_.f32(), grads_.f32() + n, 0.0f);
+  numel_padded_ = pad(offset);
+  if (!units_.empty()) units_.back().numel_padded += layout.unit_pad ? 0 : numel_padded_ - offset;
+  unit_grads_.assign(units_.size(), nullptr);
+  unit_weights_.assign(units_.size(), nullptr);
+  const int64_t n = numel_padded_;
+  if (layout.sharded_weights) {
+    PM_CHECK(layout.sharded_grads && !layout.optimizer_state)
+        << "sharded weights need sharded grads and a sharded optimizer";
+    PM_CHECK(layout.shard_rank >= 0 && layout.shard_rank < layout.pad_multiple)
+        << "shard_rank " << layout.shard_rank;
+    int64_t local = 0;
+    for (const ParamUnit& u : units_) {
+      unit_shard_offset_.push_back(local);
+      local += u.numel_padded / layout.pad_multiple;
+    }
+    weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {local});
+  } else {
+    weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
+  }
+  if (!layout.sharded_grads) {
+    grads_ = core::Buffer(alloc_, core::MemTag::kGrads, core::Dtype::kF32, {n});
+  }
   if (!layout.optimizer_state) return;
   adam_m_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
   adam_v_ = core::Buffer(alloc_, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
@@ -76,13 +116,53 @@ void ParamSet::Finalize(const ParamLayout& layout) {
   }
 }
 
+int32_t ParamSet::unit_of(ParamId id) const { return unit_of_.at(static_cast<size_t>(id)); }
+
+void ParamSet::BindUnitGrads(int32_t unit, float* grads) {
+  PM_CHECK(layout_.sharded_grads) << "BindUnitGrads without sharded grads";
+  PM_CHECK(unit_grads_.at(static_cast<size_t>(unit)) == nullptr) << "unit " << unit << " bound";
+  unit_grads_[static_cast<size_t>(unit)] = grads;
+}
+
+void ParamSet::UnbindUnitGrads(int32_t unit) {
+  PM_CHECK(unit_grads_.at(static_cast<size_t>(unit)) != nullptr) << "unit " << unit << " unbound";
+  unit_grads_[static_cast<size_t>(unit)] = nullptr;
+}
+
+Tensor ParamSet::unit_weight_shard(int32_t unit) const {
+  PM_CHECK(layout_.sharded_weights) << "unit_weight_shard without sharded weights";
+  const auto u = static_cast<size_t>(unit);
+  char* base = static_cast<char*>(weights_.view().data());
+  return Tensor(
+      base + unit_shard_offset_.at(u) * static_cast<int64_t>(core::DtypeSize(weight_dtype_)),
+      weight_dtype_, {units_[u].numel_padded / layout_.pad_multiple});
+}
+
+void ParamSet::BindUnitWeights(int32_t unit, void* weights) {
+  PM_CHECK(layout_.sharded_weights) << "BindUnitWeights without sharded weights";
+  PM_CHECK(unit_weights_.at(static_cast<size_t>(unit)) == nullptr) << "unit " << unit << " bound";
+  unit_weights_[static_cast<size_t>(unit)] = weights;
+}
+
+void ParamSet::UnbindUnitWeights(int32_t unit) {
+  PM_CHECK(unit_weights_.at(static_cast<size_t>(unit)) != nullptr) << "unit " << unit << " unbound";
+  unit_weights_[static_cast<size_t>(unit)] = nullptr;
+}
+
+Tensor ParamSet::flat_weights() const {
+  PM_CHECK(finalized_ && !layout_.sharded_weights) << "flat_weights: the weights are sharded";
+  return weights_.view();
+}
+
 Tensor ParamSet::flat_grads() const {
-  PM_CHECK(finalized_) << "flat_grads before Finalize";
+  PM_CHECK(finalized_ && !layout_.sharded_grads) << "flat_grads: no full gradient buffer";
   return grads_.view();
 }
 
 Tensor ParamSet::flat_master() const {
   PM_CHECK(finalized_) << "flat_master before Finalize";
+  PM_CHECK((weight_dtype_ == core::Dtype::kF32 && !layout_.sharded_weights) || !master_.empty())
+      << "no master weights here";
   return weight_dtype_ == core::Dtype::kF32 ? weights_.view() : master_.view();
 }
 
@@ -102,33 +182,62 @@ int64_t GlobalIndex(const ParamInfo& info, int64_t local_index) {
   return global;
 }
 
-void ParamSet::Init(uint64_t seed) {
-  PM_CHECK(finalized_) << "Init before Finalize";
+void ParamSet::InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) const {
+  std::fill(out, out + n, 0.0f);
+  const int64_t end = begin + n;
   for (ParamId id = 0; id < size(); ++id) {
     const ParamInfo& p = info(id);
-    float* w = master(id).f32();
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
+    if (lo >= hi) continue;
     const uint64_t stream = core::HashName(p.name);
-    for (int64_t i = 0; i < p.numel(); ++i) {
+    for (int64_t f = lo; f < hi; ++f) {
+      const int64_t i = f - p.offset;
+      float& w = out[f - begin];
       switch (p.init.kind) {
         case InitKind::kOnes:
-          w[i] = 1.0f;
+          w = 1.0f;
           break;
         case InitKind::kZeros:
-          w[i] = 0.0f;
+          w = 0.0f;
           break;
         case InitKind::kNormal:
-          w[i] = static_cast<float>(
+          w = static_cast<float>(
               p.init.std *
               core::CounterRng::Normal(seed, stream, static_cast<uint64_t>(GlobalIndex(p, i))));
           break;
       }
     }
   }
-  SyncWeightsFromMaster();
+}
+
+void ParamSet::Init(uint64_t seed) {
+  PM_CHECK(finalized_) << "Init before Finalize";
+  seed_ = seed;
+  if (layout_.sharded_weights) {  // this rank's slice of every unit
+    for (size_t u = 0; u < units_.size(); ++u) {
+      const int64_t n = units_[u].numel_padded / layout_.pad_multiple;
+      std::vector<float> values(static_cast<size_t>(n));
+      InitValues(seed, units_[u].offset + layout_.shard_rank * n, n, values.data());
+      Tensor shard = unit_weight_shard(static_cast<int32_t>(u));
+      if (weight_dtype_ == core::Dtype::kF32) {
+        std::copy(values.begin(), values.end(), shard.f32());
+      } else {
+        core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), values.data(), n);
+      }
+    }
+  } else if (weight_dtype_ == core::Dtype::kF32 || !master_.empty()) {
+    InitValues(seed, 0, numel_padded_, flat_master().f32());
+    SyncWeightsFromMaster();
+  } else {  // bf16 weights whose fp32 masters a sharded optimizer keeps: round the init values
+    std::vector<float> values(static_cast<size_t>(numel_padded_));
+    InitValues(seed, 0, numel_padded_, values.data());
+    core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), values.data(),
+                        numel_padded_);
+  }
   ZeroGrads();
   if (!layout_.optimizer_state) return;
-  std::fill(adam_m_.f32(), adam_m_.f32() + numel_, 0.0f);
-  std::fill(adam_v_.f32(), adam_v_.f32() + numel_, 0.0f);
+  std::fill(adam_m_.f32(), adam_m_.f32() + numel_padded_, 0.0f);
+  std::fill(adam_v_.f32(), adam_v_.f32() + numel_padded_, 0.0f);
 }
 
 Tensor ParamSet::Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) const {
@@ -139,9 +248,30 @@ Tensor ParamSet::Slice(const core::Buffer& buf, core::Dtype dtype, ParamId id) c
                 p.local_shape);
 }
 
-ConstTensor ParamSet::weight(ParamId id) const { return Slice(weights_, weight_dtype_, id); }
-Tensor ParamSet::grad(ParamId id) const { return Slice(grads_, core::Dtype::kF32, id); }
+ConstTensor ParamSet::weight(ParamId id) const {
+  if (!layout_.sharded_weights) return Slice(weights_, weight_dtype_, id);
+  const int32_t u = unit_of(id);
+  char* base = static_cast<char*>(unit_weights_[static_cast<size_t>(u)]);
+  PM_CHECK(base != nullptr) << "weight(" << info(id).name << "): its unit " << u
+                            << " is not gathered (ZeRO-3 shards the weights)";
+  const ParamInfo& p = info(id);
+  return Tensor(base + (p.offset - units_[static_cast<size_t>(u)].offset) *
+                           static_cast<int64_t>(core::DtypeSize(weight_dtype_)),
+                weight_dtype_, p.local_shape);
+}
+Tensor ParamSet::grad(ParamId id) const {
+  if (!layout_.sharded_grads) return Slice(grads_, core::Dtype::kF32, id);
+  const int32_t u = unit_of(id);
+  float* base = unit_grads_[static_cast<size_t>(u)];
+  PM_CHECK(base != nullptr) << "grad(" << info(id).name << "): its unit " << u
+                            << " has no gradient buffer bound (ZeRO-2 shards the gradients)";
+  const ParamInfo& p = info(id);
+  return Tensor(base + (p.offset - units_[static_cast<size_t>(u)].offset), core::Dtype::kF32,
+                p.local_shape);
+}
 Tensor ParamSet::master(ParamId id) const {
+  PM_CHECK((weight_dtype_ == core::Dtype::kF32 && !layout_.sharded_weights) || !master_.empty())
+      << "master(" << info(id).name << "): the sharded optimizer keeps the fp32 masters";
   return weight_dtype_ == core::Dtype::kF32 ? Slice(weights_, core::Dtype::kF32, id)
                                             : Slice(master_, core::Dtype::kF32, id);
 }
@@ -151,7 +281,9 @@ ParamId ParamSet::Find(const std::string& name) const {
   return it == by_name_.end() ? -1 : it->second;
 }
 
-void ParamSet::ZeroGrads() { std::fill(grads_.f32(), grads_.f32() + numel_, 0.0f); }
+void ParamSet::ZeroGrads() {
+  if (!grads_.empty()) std::fill(grads_.f32(), grads_.f32() + numel_padded_, 0.0f);
+}
 
 void ParamSet::ForEach(const Visitor& fn) {
   PM_CHECK(layout_.optimizer_state) << "ForEach visits Adam state, which a sharded optimizer owns";
@@ -163,7 +295,8 @@ void ParamSet::ForEach(const Visitor& fn) {
 
 void ParamSet::SyncWeightsFromMaster() {
   if (weight_dtype_ != core::Dtype::kBF16) return;
-  core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), master_.f32(), numel_);
+  if (master_.empty()) return;  // the sharded optimizer writes the bf16 weights
+  core::Bf16FromFloat(static_cast<uint16_t*>(weights_.view().data()), master_.f32(), numel_padded_);
 }
 
 }  // namespace pentamesh::model

@@ -9,6 +9,12 @@
 //  - Parameters are identified by name, never by position; ForEach is the one enumeration that
 //    init, the optimizer, grad norms, checkpoints and the oracle export visit.
 //  - Grads accumulate (+=) across micro-batches until ZeroGrads().
+//  - Units: the model marks each layer's parameters as one unit (BeginUnit). With
+//    ParamLayout::unit_pad every unit's flat range is padded to pad_multiple, so ZeRO-2/3 can
+//    reduce-scatter one layer's gradients at a time (train/zero_optimizer.h). With
+//    ParamLayout::sharded_grads there is no full gradient buffer: grad(id) is valid only while its
+//    unit's gradient buffer is bound (BindUnitGrads), which the ZeRO-2 hooks do around each
+//    layer's backward.
 #pragma once
 
 #include <cstdint>
@@ -75,9 +81,36 @@ using ParamId = int32_t;
 // multiple of it (ZeRO shards the flat buffers over dp ranks; padding elements stay zero and belong
 // to no parameter). optimizer_state = false: no Adam m/v (and no bf16 master) here, because a
 // sharded optimizer (train/zero_optimizer.h) keeps only its own range of them.
+// unit_pad: pad every unit (not only the whole) to pad_multiple. sharded_grads: no full fp32 grad
+// buffer (ZeRO-2): grads exist only per bound unit. sharded_weights (ZeRO-3): the weights buffer
+// holds only slice shard_rank of pad_multiple of every unit, concatenated in unit order; a unit's
+// full weights exist only while bound (BindUnitWeights).
 struct ParamLayout {
   int64_t pad_multiple = 1;
   bool optimizer_state = true;
+  bool unit_pad = false;
+  bool sharded_grads = false;
+  bool sharded_weights = false;
+  int64_t shard_rank = 0;
+};
+
+// A unit's parameters [first, last) and its range [offset, offset + numel_padded) of the flat
+// buffers.
+struct ParamUnit {
+  int32_t first = 0, last = 0;
+  int64_t offset = 0, numel_padded = 0;
+};
+
+// Around each layer a Stage calls Acquire before the layer runs and Release after it, for the
+// units the layer reads (forward) or reads and accumulates grads into (backward). ZeRO-2/3
+// implement it (train/zero_optimizer.h); pairs nest per unit (a tied embedding is acquired by the
+// head and by the embedding).
+enum class Pass : uint8_t { kForward, kBackward };
+class ParamHooks {
+ public:
+  virtual ~ParamHooks() = default;
+  virtual void Acquire(int32_t unit, Pass pass) = 0;
+  virtual void Release(int32_t unit, Pass pass) = 0;
 };
 
 class ParamSet {
@@ -90,18 +123,25 @@ class ParamSet {
   // Registers a parameter; REQUIRES: !finalized(), unique name, sharded dim divisible by size.
   ParamId Add(const std::string& name, core::Shape global_shape, Sharding sharding, InitRule init,
               bool weight_decay);
+  // Starts a new unit: the parameters added from now on belong to it (parameters added before
+  // the first call form unit 0). Returns the unit's index.
+  int32_t BeginUnit();
   // Allocates the flat buffers (weights, grads, m, v, master). After this no Add.
   void Finalize(const ParamLayout& layout = {});
   bool finalized() const { return finalized_; }
 
   // Initialises every weight from the counter RNG (layout independent), zeroes grads and state.
   void Init(uint64_t seed);
+  // The initial fp32 values of flat elements [begin, begin + n) (0 for padding) under `seed`.
+  void InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) const;
+  uint64_t init_seed() const { return seed_; }
 
-  // Compute-dtype weight (f32 or bf16) with the local shape.
+  // Compute-dtype weight (f32 or bf16) with the local shape (ZeRO-3: while its unit is bound).
   ConstTensor weight(ParamId id) const;
   // fp32 gradient with the local shape (accumulated with +=).
   Tensor grad(ParamId id) const;
   // fp32 master weight: the weight itself in fp32 mode, the separate master copy in bf16 mode.
+  // REQUIRES: optimizer_state or fp32 (a sharded optimizer keeps the bf16 masters itself).
   Tensor master(ParamId id) const;
 
   const ParamInfo& info(ParamId id) const { return infos_.at(static_cast<size_t>(id)); }
@@ -115,6 +155,20 @@ class ParamSet {
   Tensor flat_grads() const;
   Tensor flat_master() const;  // fp32 master weights (the weights themselves in fp32 mode)
   core::Dtype weight_dtype() const { return weight_dtype_; }
+  // The compute-dtype flat weights (numel_padded() elements).
+  Tensor flat_weights() const;
+  const ParamLayout& layout() const { return layout_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
+  int32_t unit_of(ParamId id) const;
+  // sharded_grads layouts: grad(id) of the unit's parameters points into `grads` (the unit's
+  // numel_padded fp32 elements) until UnbindUnitGrads.
+  void BindUnitGrads(int32_t unit, float* grads);
+  void UnbindUnitGrads(int32_t unit);
+  // sharded_weights layouts: this rank's slice of a unit's weights (numel_padded / pad_multiple
+  // elements in the compute dtype), and binding of the unit's gathered full weights.
+  Tensor unit_weight_shard(int32_t unit) const;
+  void BindUnitWeights(int32_t unit, void* weights);
+  void UnbindUnitWeights(int32_t unit);
 
   void ZeroGrads();
   // Visits every parameter with (info, master fp32, grad, adam m, adam v).
@@ -132,7 +186,14 @@ class ParamSet {
   std::vector<ParamInfo> infos_;
   std::unordered_map<std::string, ParamId> by_name_;
   int64_t numel_ = 0, numel_padded_ = 0;
+  uint64_t seed_ = 0;
   ParamLayout layout_;
+  std::vector<int32_t> unit_starts_{0};  // first ParamId of each unit
+  std::vector<ParamUnit> units_;
+  std::vector<int32_t> unit_of_;
+  std::vector<float*> unit_grads_;          // sharded_grads: bound grad buffer per unit (or null)
+  std::vector<void*> unit_weights_;         // sharded_weights: bound gathered weights per unit
+  std::vector<int64_t> unit_shard_offset_;  // sharded_weights: the unit's slice in weights_
   bool finalized_ = false;
   core::Buffer weights_, grads_, adam_m_, adam_v_, master_;
 };

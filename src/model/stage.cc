@@ -89,14 +89,17 @@ Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
            (c.ep != nullptr && c.ep->size() == c.shard.ep_size && c.ep->rank() == c.shard.ep_rank))
       << "shard ep " << c.shard.ep_rank << "/" << c.shard.ep_size << " needs the ep group";
   if (c.has_embedding) {
+    embedding_unit_ = params.BeginUnit();
     embedding_ =
         std::make_unique<Embedding>(params, "embedding.weight", m.vocab, m.hidden, cs.shard);
   }
   for (int64_t l = c.first_layer; l < c.last_layer; ++l) {
+    block_units_.push_back(params.BeginUnit());
     blocks_.push_back(std::make_unique<Block>(params, l, MakeBlockConfig(cs, l)));
   }
   if (c.has_head) {
     PM_CHECK(!m.tied_embeddings || embedding_) << "a tied head needs the embedding on its stage";
+    head_unit_ = params.BeginUnit();
     head_ = std::make_unique<Head>(params, m.hidden, m.vocab, m.norm_eps,
                                    m.tied_embeddings ? embedding_->weight() : -1, cs.shard);
   }
@@ -112,16 +115,27 @@ int64_t Stage::ResidualRows(Dims dims) const {
 }
 
 void Stage::ReduceSequenceParallelGrads() {
-  if (!sequence_parallel_ || norm_weights_.empty()) return;
-  std::vector<float> packed;
+  // With ZeRO-2/3 hooks the grads exist per layer only: ReduceUnitNormGrads did it per layer.
+  if (!sequence_parallel_ || norm_weights_.empty() || hooks_) return;
+  ReduceNormGrads(-1);
+}
+
+void Stage::ReduceNormGrads(int32_t unit) {
+  if (!sequence_parallel_) return;
+  std::vector<ParamId> ids;
   for (ParamId id : norm_weights_) {
+    if (unit < 0 || params_.unit_of(id) == unit) ids.push_back(id);
+  }
+  if (ids.empty()) return;
+  std::vector<float> packed;
+  for (ParamId id : ids) {
     const Tensor g = params_.grad(id);
     packed.insert(packed.end(), g.f32(), g.f32() + g.numel());
   }
   config_.shard.tp_comm->all_reduce(packed.data(), static_cast<int64_t>(packed.size()),
                                     core::Dtype::kF32);
   const float* src = packed.data();
-  for (ParamId id : norm_weights_) {
+  for (ParamId id : ids) {
     const Tensor g = params_.grad(id);
     std::copy(src, src + g.numel(), g.f32());
     src += g.numel();
@@ -151,15 +165,19 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   if (embedding_) {
+    Acquire(embedding_unit_, Pass::kForward);
     embedding_->Forward(a.view(), st.mb.tokens, ctx);
+    Release(embedding_unit_, Pass::kForward);
   } else {
     kernels::copy(a.view(), x_in);
   }
   st.blocks.resize(blocks_.size());
   routed_.resize(blocks_.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
+    Acquire(block_units_[l], Pass::kForward);
     MoeStats layer;
     blocks_[l]->Forward(b.view(), st.blocks[l], a.view(), mb.dims, ctx, &layer);
+    Release(block_units_[l], Pass::kForward);
     if (!layer.routed.empty()) {
       result.moe.Add(layer);
       std::vector<int64_t>& sum = routed_[l];
@@ -171,7 +189,11 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   if (head_) {
     st.out = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {rows, H});
     kernels::copy(st.out.view(), a.view());
+    Acquire(head_unit_, Pass::kForward);
+    Acquire(TiedUnit(), Pass::kForward);
     result.loss_sum = head_->Forward(st.head, st.out.view(), st.mb.targets, ctx);
+    Release(TiedUnit(), Pass::kForward);
+    Release(head_unit_, Pass::kForward);
     if (ctx.bf16) {  // both hold bf16-rounded values: store them as bf16
       CompactToBf16(st.out);
       CompactToBf16(st.head.xn);
@@ -207,23 +229,34 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
   Stash& st = it->second;
   LayerContext ctx = Context(st.mb);
   ctx.deferred = deferred;
+  PM_CHECK(!hooks_ || !deferred) << "ZeRO-2/3 parameter hooks with deferred weight gradients";
   const int64_t rows = ResidualRows(st.mb.dims), H = config_.model.hidden;
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   if (head_) {
     ExpandToF32(st.out);
     ExpandToF32(st.head.xn);
+    Acquire(head_unit_, Pass::kBackward);
+    Acquire(TiedUnit(), Pass::kBackward);  // held until the embedding's backward
     head_->Backward(dy.view(), st.out.view(), st.mb.targets, st.head, st.mb.loss_scale, ctx);
+    if (hooks_) ReduceNormGrads(head_unit_);
+    Release(head_unit_, Pass::kBackward);
     st.out.Release();
   } else {
     kernels::copy(dy.view(), dy_out);
   }
   for (size_t l = blocks_.size(); l-- > 0;) {
+    Acquire(block_units_[l], Pass::kBackward);
     blocks_[l]->Backward(dx.view(), dy.view(), st.blocks[l], st.mb.dims, ctx);
+    if (hooks_) ReduceNormGrads(block_units_[l]);  // SP: this micro-batch's norm grads over tp
+    Release(block_units_[l], Pass::kBackward);
     std::swap(dx, dy);
   }
   if (embedding_) {
+    Acquire(embedding_unit_, Pass::kBackward);
     embedding_->Backward(dy.view(), st.mb.tokens, ctx);
+    Release(embedding_unit_, Pass::kBackward);
+    if (head_) Release(TiedUnit(), Pass::kBackward);
   } else {
     kernels::copy(dx_in, dy.view());
   }

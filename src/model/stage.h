@@ -85,6 +85,10 @@ class Stage {
   // Take clears the accumulated counts.
   std::vector<std::vector<int64_t>> TakeRoutedPerMoeLayer();
   void UpdateMoeBias(const std::vector<std::vector<int64_t>>& routed);
+  // ZeRO-2/3: called around every layer (model/param_set.h ParamHooks); null = none. The hooks
+  // outlive the Stage. Not with BackwardInput/BackwardWeight (the deferred weight GEMMs run
+  // after the layer's Release).
+  void SetParamHooks(ParamHooks* hooks) { hooks_ = hooks; }
 
  private:
   struct Stash {
@@ -108,6 +112,20 @@ class Stage {
   std::vector<std::vector<int64_t>> routed_;  // per MoE layer, since TakeRoutedPerMoeLayer
   bool sequence_parallel_ = false;
   std::vector<ParamId> norm_weights_;  // tp-replicated weights that see sequence-sharded rows
+  ParamHooks* hooks_ = nullptr;
+  int32_t embedding_unit_ = -1, head_unit_ = -1;  // ParamSet units (ParamSet::BeginUnit)
+  std::vector<int32_t> block_units_;
+  void Acquire(int32_t unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->Acquire(unit, pass);
+  }
+  void Release(int32_t unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->Release(unit, pass);
+  }
+  // SP: all-reduces over tp the norm weight grads of `unit` (-1: of every unit). With ZeRO-2/3
+  // hooks, once per layer per micro-batch just before the layer's grads are reduce-scattered.
+  void ReduceNormGrads(int32_t unit);
+  // The embedding's unit when the head reads it (tied), else -1.
+  int32_t TiedUnit() const { return config_.model.tied_embeddings ? embedding_unit_ : -1; }
 };
 
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).

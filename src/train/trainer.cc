@@ -96,15 +96,11 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
         c.train.seq_len, l.tp));
   }
-  if (l.zero > 2) {
+  if (l.zero >= 2 && l.pp > 1) {
     errors.push_back(fmt::format(
-        "run.layout: zero={} is not implemented by the engine yet (stages 0, 1, 2 are)", l.zero));
-  }
-  if (l.zero > 0 && c.train.precision != spec::Precision::kFp32) {
-    errors.push_back(fmt::format(
-        "run.layout: zero={} with precision bf16 is not implemented yet (sharded bf16 master "
-        "weights); use zero=0 or train.precision=fp32",
-        l.zero));
+        "run.layout: zero={} with pp={}: the pipeline executor does not call the ZeRO-2 gradient "
+        "hooks yet; use zero<=1 with pp>1",
+        l.zero, l.pp));
   }
   const int64_t seqs = c.train.global_batch_seqs();
   if (seqs % (l.data_ranks() * l.mbs) != 0) {
@@ -189,6 +185,7 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
       ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
                             {.stage = config.run.layout.zero, .expert_grad_group = expert_group},
                             t->adamw_));
+  t->model_->stage().SetParamHooks(t->optimizer_->hooks());
   return t;
 }
 
@@ -273,7 +270,9 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                          .bf16 = c.train.precision == spec::Precision::kBf16,
                          .aux_loss_coef = c.optim.aux_loss_coef,
                          .z_loss_coef = c.optim.z_loss_coef},
-      alloc_, ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1));
+      alloc_,
+      ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1,
+                                    mesh_ ? mesh_->dp_cp().rank() : 0));
   model_->params().Init(c.run.seed);
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,
@@ -339,7 +338,7 @@ StepStats Trainer::Step() {
   const RunOptions& run = config_.run;
   if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&
       attempts_ < run.debug_nan_step + run.debug_nan_count) {
-    params.grad(0).f32()[0] = std::numeric_limits<float>::quiet_NaN();
+    optimizer_->PoisonGrads();
   }
   s.lr = LearningRate(schedule_, step_);
   // ce is the sum over replicas and the norm is global, so every rank takes the same branch.

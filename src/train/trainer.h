@@ -5,14 +5,15 @@
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
 // mesh.tp(); with sp=on the residual stream is sequence-sharded and Step sums the norm grads over
 // tp, model::Stage::ReduceSequenceParallelGrads), reads its dp slice of every global batch, and a
-// ZeroOptimizer reduces the grads
-// over mesh.dp_cp(); scalars (valid tokens, loss sums, the grad norm) are summed over the world
-// communicator, which is not a mesh group and so not part of comm_bytes. Context parallel: each
-// cp rank reads its 2 balanced chunks of every sequence (with their global positions) and the
-// layers exchange K/V over mesh.cp(). Expert parallel: each of the dp x ep data ranks (separate
-// placement) reads its own sequences, MoE layers dispatch over mesh.ep() and expert grads
-// reduce over mesh.expert_dp(). pp > 1 is rejected until its executor lands (Distributed holds
-// the mesh; RunBatch is the per-rank schedule).
+// ZeroOptimizer reduces the grads over mesh.dp_cp() (at ZeRO-2/3 it is also the Stage's
+// ParamHooks: per-layer gradient reduce-scatters and weight gathers); scalars (valid tokens, loss
+// sums, the grad norm) are summed over the world communicator, which is not a mesh group and so
+// not part of comm_bytes. Context parallel: each cp rank reads its 2 balanced chunks of every
+// sequence (with their global positions) and the layers exchange K/V over mesh.cp(). Expert
+// parallel: each of the dp x ep data ranks (separate placement) reads its own sequences, MoE
+// layers dispatch over mesh.ep() and expert grads reduce over mesh.expert_dp(). pp > 1 is
+// rejected until its executor lands (Distributed holds the mesh; RunBatch is the per-rank
+// schedule).
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
 // and sees the same global batches; each step's memory peaks are measured per tag and its
@@ -95,6 +96,7 @@ class Trainer {
   const RunConfig& config() const { return config_; }
   model::ParamSet& params() { return model_->params(); }
   const ZeroOptimizer& optimizer() const { return *optimizer_; }
+  ZeroOptimizer& optimizer() { return *optimizer_; }
   // World rank (0 on one process); rank 0 prints and writes metrics.
   int rank() const { return world_->rank(); }
   const core::Allocator& allocator() const { return alloc_; }

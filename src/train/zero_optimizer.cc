@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cpu/adamw.h"
 
 namespace pentamesh::train {
@@ -23,20 +25,24 @@ double SumOverGroup(comm::Communicator& group, double value) {
   return sum;
 }
 
-model::ParamLayout ZeroOptimizer::ParamLayoutFor(int stage, int64_t grad_group_size) {
+model::ParamLayout ZeroOptimizer::ParamLayoutFor(int stage, int64_t grad_group_size,
+                                                 int64_t grad_group_rank) {
   if (stage == 0) return {};
-  return {.pad_multiple = grad_group_size, .optimizer_state = false};
+  return {.pad_multiple = grad_group_size,
+          .optimizer_state = false,
+          .unit_pad = stage >= 2,
+          .sharded_grads = stage >= 2,
+          .sharded_weights = stage >= 3,
+          .shard_rank = stage >= 3 ? grad_group_rank : 0};
 }
 
 core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
     comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
     const AdamWConfig& adamw) {
-  if (zero.stage < 0 || zero.stage > 2) {
-    return core::Status::Error(fmt::format(
-        "layout.zero: {} is not implemented by the engine (stages 0, 1 and 2 are; ZeRO-3's "
-        "per-layer weight gathering is not yet)",
-        zero.stage));
+  if (zero.stage < 0 || zero.stage > 3) {
+    return core::Status::Error(
+        fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
   if (zero.expert_grad_group != nullptr && zero.stage > 0) {
@@ -46,9 +52,11 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         zero.stage));
   }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
-  const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size());
-  PM_CHECK(params.has_optimizer_state() == want.optimizer_state &&
-           params.numel_padded() % want.pad_multiple == 0)
+  const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size(), grad_group.rank());
+  const model::ParamLayout& got = params.layout();
+  PM_CHECK(got.optimizer_state == want.optimizer_state && got.unit_pad == want.unit_pad &&
+           got.sharded_grads == want.sharded_grads && got.sharded_weights == want.sharded_weights &&
+           got.shard_rank == want.shard_rank && params.numel_padded() % want.pad_multiple == 0)
       << "ParamSet not laid out for ZeRO-" << zero.stage;
   return std::unique_ptr<ZeroOptimizer>(
       new ZeroOptimizer(params, alloc, grad_group, norm_group, tp_rank, zero, adamw));
@@ -62,20 +70,134 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
       norm_(norm_group),
       tp_rank_(tp_rank),
       zero_(zero),
-      adamw_(adamw) {
+      adamw_(adamw),
+      alloc_(alloc) {
   if (zero.stage == 0) {
-    begin_ = 0;
-    end_ = params.numel();
+    segs_.push_back({.flat_begin = 0, .n = params.numel_padded(), .local = 0});
     return;
   }
-  const int64_t shard = params.numel_padded() / grad_group.size();
-  begin_ = shard * grad_group.rank();
-  end_ = begin_ + shard;
-  grad_shard_ = core::Buffer(alloc, core::MemTag::kComm, core::Dtype::kF32, {shard});
-  m_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {shard});
-  v_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {shard});
-  std::fill(m_.f32(), m_.f32() + shard, 0.0f);
-  std::fill(v_.f32(), v_.f32() + shard, 0.0f);
+  const int64_t g = grad_group.size(), r = grad_group.rank();
+  if (zero.stage == 1) {
+    const int64_t shard = params.numel_padded() / g;
+    segs_.push_back({.flat_begin = shard * r, .n = shard, .local = 0});
+  } else {
+    for (const model::ParamUnit& u : params.units()) {
+      const int64_t n = u.numel_padded / g;
+      unit_seg_.push_back(static_cast<int32_t>(segs_.size()));
+      segs_.push_back({.flat_begin = u.offset + n * r, .n = n, .local = shard_numel_});
+      shard_numel_ += n;
+    }
+    acquired_.assign(params.units().size(), 0);
+    gathered_.assign(params.units().size(), 0);
+    unit_grads_.resize(params.units().size());
+    unit_weights_.resize(params.units().size());
+  }
+  for (const Segment& seg : segs_) shard_numel_ = std::max(shard_numel_, seg.local + seg.n);
+  const int64_t n = shard_numel_;
+  // ZeRO-1 reduce-scatters the full grads into a communication buffer; ZeRO-2 accumulates the
+  // micro-batches' reduced gradients in it, so it is the (sharded) gradient memory.
+  grad_shard_ = core::Buffer(alloc, zero.stage >= 2 ? core::MemTag::kGrads : core::MemTag::kComm,
+                             core::Dtype::kF32, {n});
+  m_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+  v_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+  std::fill(grad_shard_.f32(), grad_shard_.f32() + n, 0.0f);
+  std::fill(m_.f32(), m_.f32() + n, 0.0f);
+  std::fill(v_.f32(), v_.f32() + n, 0.0f);
+  if (params.weight_dtype() == core::Dtype::kBF16) {
+    master_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
+    for (const Segment& seg : segs_) {
+      params.InitValues(params.init_seed(), seg.flat_begin, seg.n, master_.f32() + seg.local);
+    }
+  }
+}
+
+void ZeroOptimizer::Acquire(int32_t unit, model::Pass pass) {
+  const auto u = static_cast<size_t>(unit);
+  const int64_t n = params_.units()[u].numel_padded;
+  if (n == 0) return;
+  if (zero_.stage >= 3 && gathered_[u]++ == 0) {  // gather the layer's full weights
+    const core::Dtype dtype = params_.weight_dtype();
+    unit_weights_[u] = core::Buffer(alloc_, core::MemTag::kComm, dtype, {n});
+    const core::Tensor shard = params_.unit_weight_shard(unit);
+    grad_.all_gather(unit_weights_[u].view().data(), shard.data(), shard.numel(), dtype);
+    params_.BindUnitWeights(unit, unit_weights_[u].view().data());
+  }
+  if (pass != model::Pass::kBackward || acquired_[u]++ > 0) return;
+  unit_grads_[u] = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {n});
+  std::fill(unit_grads_[u].f32(), unit_grads_[u].f32() + n, 0.0f);
+  params_.BindUnitGrads(unit, unit_grads_[u].f32());
+}
+
+void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
+  const auto u = static_cast<size_t>(unit);
+  if (params_.units()[u].numel_padded == 0) return;
+  if (zero_.stage >= 3) {
+    PM_CHECK(gathered_[u] > 0) << "Release of unit " << unit << " not gathered";
+    if (--gathered_[u] == 0) {
+      params_.UnbindUnitWeights(unit);
+      unit_weights_[u] = core::Buffer();
+    }
+  }
+  if (pass != model::Pass::kBackward) return;
+  PM_CHECK(acquired_[u] > 0) << "Release of unit " << unit << " not acquired";
+  if (--acquired_[u] > 0) return;
+  params_.UnbindUnitGrads(unit);
+  const Segment& seg = segs_[static_cast<size_t>(unit_seg_[u])];
+  // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
+  core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
+  grad_.reduce_scatter(part.f32(), unit_grads_[u].f32(), seg.n, core::Dtype::kF32);
+  float* acc = grad_shard_.f32() + seg.local;
+  for (int64_t i = 0; i < seg.n; ++i) acc[i] += part.f32()[i];
+  unit_grads_[u] = core::Buffer();
+}
+
+std::vector<float> ZeroOptimizer::FullMaster() {
+  std::vector<float> out(static_cast<size_t>(params_.numel_padded()), 0.0f);
+  if (zero_.stage == 0) {
+    const core::Tensor m = params_.flat_master();
+    std::copy(m.f32(), m.f32() + m.numel(), out.begin());
+    return out;
+  }
+  for (const Segment& seg : segs_) {
+    std::copy(MasterAt(seg), MasterAt(seg) + seg.n, out.begin() + seg.flat_begin);
+    float* first = out.data() + seg.flat_begin - seg.n * grad_.rank();
+    grad_.all_gather(first, out.data() + seg.flat_begin, seg.n, core::Dtype::kF32);
+  }
+  return out;
+}
+
+const ZeroOptimizer::Segment* ZeroOptimizer::SegmentOf(int64_t lo, int64_t hi) const {
+  for (const Segment& seg : segs_) {
+    if (std::max(lo, seg.flat_begin) < std::min(hi, seg.flat_begin + seg.n)) return &seg;
+  }
+  return nullptr;
+}
+
+std::pair<int64_t, int64_t> ZeroOptimizer::OwnedFlat(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  if (seg == nullptr) return {0, 0};
+  return {std::max(p.offset, seg->flat_begin),
+          std::min(p.offset + p.numel(), seg->flat_begin + seg->n)};
+}
+
+float* ZeroOptimizer::ParamM(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? m_.f32() + seg->local + (p.offset - seg->flat_begin) : nullptr;
+}
+
+float* ZeroOptimizer::ParamV(const model::ParamInfo& p) const {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? v_.f32() + seg->local + (p.offset - seg->flat_begin) : nullptr;
+}
+
+float* ZeroOptimizer::ParamMaster(const model::ParamInfo& p) {
+  const Segment* seg = SegmentOf(p.offset, p.offset + p.numel());
+  return seg ? MasterAt(*seg) + (p.offset - seg->flat_begin) : nullptr;
+}
+
+void ZeroOptimizer::PoisonGrads() {
+  float* g = zero_.stage >= 2 ? grad_shard_.f32() : params_.flat_grads().f32();
+  g[0] = std::numeric_limits<float>::quiet_NaN();
 }
 
 comm::Communicator& ZeroOptimizer::GradGroupOf(const model::ParamInfo& p) const {
@@ -110,7 +232,7 @@ void ZeroOptimizer::AllReduceGrads(float* grads) {
 }
 
 double ZeroOptimizer::OwnedSquares(const float* g, int64_t begin, int64_t n) const {
-  const int64_t end = std::min(begin + n, params_.numel());
+  const int64_t end = begin + n;
   double sum = 0;
   for (model::ParamId id = 0; id < params_.size(); ++id) {
     const model::ParamInfo& p = params_.info(id);
@@ -124,13 +246,19 @@ double ZeroOptimizer::OwnedSquares(const float* g, int64_t begin, int64_t n) con
   return sum;
 }
 
-void ZeroOptimizer::UpdateShard(double lr, double grad_scale, int64_t step) {
-  const float* g = grad_shard_.f32();
-  core::Tensor master = params_.flat_master();
-  const int64_t end = std::min(end_, params_.numel());
+float* ZeroOptimizer::MasterAt(const Segment& seg) {
+  if (!master_.empty()) return master_.f32() + seg.local;
+  if (zero_.stage >= 3) return static_cast<float*>(params_.unit_weight_shard(0).data()) + seg.local;
+  return params_.flat_master().f32() + seg.flat_begin;
+}
+
+void ZeroOptimizer::UpdateSegment(const Segment& seg, double lr, double grad_scale, int64_t step) {
+  float* master = MasterAt(seg);
+  float* g = grad_shard_.f32() + seg.local;
+  const int64_t end = seg.flat_begin + seg.n;
   for (model::ParamId id = 0; id < params_.size(); ++id) {
     const model::ParamInfo& p = params_.info(id);
-    const int64_t lo = std::max(begin_, p.offset), hi = std::min(end, p.offset + p.numel());
+    const int64_t lo = std::max(seg.flat_begin, p.offset), hi = std::min(end, p.offset + p.numel());
     if (lo >= hi) continue;
     const kernels::AdamWHyper h{
         .lr = static_cast<float>(lr),
@@ -139,38 +267,71 @@ void ZeroOptimizer::UpdateShard(double lr, double grad_scale, int64_t step) {
         .eps = static_cast<float>(adamw_.eps),
         .weight_decay = p.weight_decay ? static_cast<float>(adamw_.weight_decay) : 0.0f,
         .grad_scale = static_cast<float>(grad_scale)};
-    const int64_t n = hi - lo, local = lo - begin_;
-    kernels::adamw_update(core::Tensor(master.f32() + lo, core::Dtype::kF32, {n}),
+    const int64_t n = hi - lo, at = lo - seg.flat_begin, local = seg.local + at;
+    kernels::adamw_update(core::Tensor(master + at, core::Dtype::kF32, {n}),
                           core::Tensor(m_.f32() + local, core::Dtype::kF32, {n}),
                           core::Tensor(v_.f32() + local, core::Dtype::kF32, {n}),
-                          core::Tensor(const_cast<float*>(g) + local, core::Dtype::kF32, {n}), h,
-                          step);
+                          core::Tensor(g + at, core::Dtype::kF32, {n}), h, step);
+  }
+}
+
+void ZeroOptimizer::UpdateShard(double lr, double grad_scale, int64_t step) {
+  for (const Segment& seg : segs_) UpdateSegment(seg, lr, grad_scale, step);
+}
+
+void ZeroOptimizer::GatherWeights() {
+  const core::Dtype dtype = params_.weight_dtype();
+  if (zero_.stage >= 3) {  // the slice is the weights: round the bf16 copy, gather nothing
+    if (dtype != core::Dtype::kBF16) return;
+    for (size_t u = 0; u < segs_.size(); ++u) {
+      const core::Tensor shard = params_.unit_weight_shard(static_cast<int32_t>(u));
+      core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), MasterAt(segs_[u]), shard.numel());
+    }
+    return;
+  }
+  const size_t elem = core::DtypeSize(dtype);
+  char* weights = static_cast<char*>(params_.flat_weights().data());
+  for (const Segment& seg : segs_) {
+    if (dtype == core::Dtype::kBF16) {
+      core::Bf16FromFloat(reinterpret_cast<uint16_t*>(weights + seg.flat_begin * elem),
+                          MasterAt(seg), seg.n);
+    }
+    // The segment's unit (or, at ZeRO-1, the whole buffer) starts g slices before... its own.
+    const int64_t first = seg.flat_begin - seg.n * grad_.rank();
+    grad_.all_gather(weights + first * static_cast<int64_t>(elem),
+                     weights + seg.flat_begin * static_cast<int64_t>(elem), seg.n, dtype);
   }
 }
 
 double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
-  float* grads = params_.flat_grads().f32();
   double squares = 0;
   if (zero_.stage == 0) {
     // Bucketed all-reduce: every rank then holds the full-batch gradient of its params.
+    float* grads = params_.flat_grads().f32();
     AllReduceGrads(grads);
     squares = OwnedSquares(grads, 0, params_.numel());
   } else {
-    const int64_t shard = end_ - begin_;
-    grad_.reduce_scatter(grad_shard_.f32(), grads, shard, core::Dtype::kF32);
-    squares = OwnedSquares(grad_shard_.f32(), begin_, shard);
+    if (zero_.stage == 1) {
+      const Segment& seg = segs_.front();
+      grad_.reduce_scatter(grad_shard_.f32(), params_.flat_grads().f32(), seg.n, core::Dtype::kF32);
+    }
+    for (const Segment& seg : segs_) {
+      squares += OwnedSquares(grad_shard_.f32() + seg.local, seg.flat_begin, seg.n);
+    }
   }
   const double grad_norm = std::sqrt(SumOverGroup(norm_, squares));
-  if (!std::isfinite(grad_norm) || !loss_finite) return grad_norm;  // same on every rank
-  const double scale = ClipScale(grad_norm, adamw_.grad_clip);
-  if (zero_.stage == 0) {
-    AdamWStep(params_, adamw_, lr, scale, step);
-    return grad_norm;
+  const bool ok = std::isfinite(grad_norm) && loss_finite;  // the same on every rank
+  if (ok) {
+    const double scale = ClipScale(grad_norm, adamw_.grad_clip);
+    if (zero_.stage == 0) {
+      AdamWStep(params_, adamw_, lr, scale, step);
+    } else {
+      UpdateShard(lr, scale, step);
+      GatherWeights();
+    }
   }
-  UpdateShard(lr, scale, step);
-  float* master = params_.flat_master().f32();
-  grad_.all_gather(master, master + begin_, end_ - begin_, core::Dtype::kF32);
-  params_.SyncWeightsFromMaster();
+  // ZeRO-2's accumulator holds this step's gradients only (ParamSet::ZeroGrads has no buffer).
+  if (zero_.stage >= 2) std::fill(grad_shard_.f32(), grad_shard_.f32() + shard_numel_, 0.0f);
   return grad_norm;
 }
 

@@ -5,9 +5,21 @@
 //   0  all-reduce of the accumulated grads in buckets of bucket_elems; full AdamW state per rank
 //   1  reduce-scatter of the grads; this rank updates its 1/dp range of the flat buffers with
 //      Adam m/v of that range only; all-gather of the updated weights
-//   2  as 1 (the engine accumulates micro-batch grads in the full flat buffer, so the full grad
-//      buffer still exists during backward; the sharded grad is what the update reads)
-//   3  not implemented yet: Create rejects it naming layout.zero
+//   2  gradients sharded too: every layer (ParamSet unit, padded to the dp size) owns a 1/dp slice
+//      per rank; around each layer's backward (ParamHooks) a transient full fp32 gradient buffer
+//      of that layer (MemTag::kComm) is bound, then reduce-scattered and added into this rank's
+//      sharded fp32 accumulator (MemTag::kGrads), once per micro-batch; the update then reads the
+//      accumulator and the weights are all-gathered per layer
+//   3  weights sharded too (ParamLayout::sharded_weights): each rank keeps its slice of every
+//      layer; around every layer's forward and backward the layer's full weights are all-gathered
+//      into a transient buffer (MemTag::kComm) and freed after, and gradients go as at ZeRO-2.
+//      The update writes the slice in place (fp32) or rounds the fp32 master slice into it (bf16):
+//      no all-gather at the step's end. Per micro-batch and layer: forward all-gather, backward
+//      all-gather, reduce-scatter (cost::CommBytesForStage). A tied embedding is gathered twice
+//      in forward (embedding, head), which the cost model does not count.
+// bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
+// after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
+// all-gathered (2 bytes per element on the wire); the gradients stay fp32.
 // Global-norm clipping is exact across all groups: each rank sums the squares of the gradient
 // elements it alone is responsible for (its dp range, or dp rank 0 at stage 0; TP-sharded params
 // on every tp rank, TP-replicated ones such as norms on tp rank 0 only) and one fp64 sum
@@ -18,6 +30,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/allocator.h"
@@ -41,12 +55,15 @@ struct ZeroConfig {
 // same result on every member.
 double SumOverGroup(comm::Communicator& group, double value);
 
-class ZeroOptimizer {
+class ZeroOptimizer : public model::ParamHooks {
  public:
   // The ParamSet layout a stage needs (pad to the dp size and no Adam state in the ParamSet for
   // stages >= 1), to pass to model::Model before Finalize.
-  static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size);
-  // Errors name layout.zero. REQUIRES: params finalized with ParamLayoutFor(stage, grad.size()).
+  static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size,
+                                           int64_t grad_group_rank = 0);
+  // Errors name layout.zero. REQUIRES: params finalized with
+  // ParamLayoutFor(stage, grad.size(), grad.rank()) and initialised (ParamSet::Init: the bf16
+  // masters of the slice are recomputed from its seed).
   static core::Result<std::unique_ptr<ZeroOptimizer>> Create(
       model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
       comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
@@ -58,21 +75,45 @@ class ZeroOptimizer {
   double Step(double lr, int64_t step, bool loss_finite = true);
   int stage() const { return zero_.stage; }
   // This rank's range [begin, end) of the flat buffers (the whole buffer at stage 0).
-  int64_t shard_begin() const { return begin_; }
-  int64_t shard_end() const { return end_; }
-  // Stages >= 1: Adam m and v of this rank's range (flat index shard_begin() + i), for
-  // checkpoints. This rank's rank in the gradient group (dp x cp).
+  // (ZeRO-1: one contiguous range; ZeRO-2: the first unit's slice.)
+  int64_t shard_begin() const { return segs_.front().flat_begin; }
+  int64_t shard_end() const { return segs_.front().flat_begin + segs_.front().n; }
+  // The hooks a Stage must call (ZeRO-2), or null.
+  model::ParamHooks* hooks() { return zero_.stage >= 2 ? this : nullptr; }
+  void Acquire(int32_t unit, model::Pass pass) override;
+  void Release(int32_t unit, model::Pass pass) override;
+  // Stages >= 1, for checkpoints: Adam m and v of this rank's slice, this rank's rank in the
+  // gradient group (dp x cp), the flat range [lo, hi) of parameter p this rank owns (empty when
+  // none; one range, since a parameter lies in one unit), and pointers to p's element 0 in the
+  // slice's m, v and fp32 master (valid only at the owned indices).
   core::Tensor shard_m() const { return m_.view(); }
   core::Tensor shard_v() const { return v_.view(); }
   int grad_rank() const { return grad_.rank(); }
   // Stage 0: whether this rank is the first of `p`'s grad group (the dense or, with ep > 1, the
   // expert group), i.e. the one replica that writes p's state to a checkpoint.
   bool FirstOfGradGroup(const model::ParamInfo& p) const { return GradGroupOf(p).rank() == 0; }
+  std::pair<int64_t, int64_t> OwnedFlat(const model::ParamInfo& p) const;
+  float* ParamM(const model::ParamInfo& p) const;
+  float* ParamV(const model::ParamInfo& p) const;
+  float* ParamMaster(const model::ParamInfo& p);
+  // After the slice's masters were written (checkpoint restore): round (bf16) and all-gather the
+  // weights, as after an update; every rank of the gradient group must call it.
+  void SyncWeights() { GatherWeights(); }
+  // Fault injection: makes this rank's gradient (or gradient slice) non-finite.
+  void PoisonGrads();
+  // The full fp32 master weights (numel_padded elements, in flat order), all-gathered over the
+  // gradient group at stages >= 1: every rank of the group must call it. For tests and exports.
+  std::vector<float> FullMaster();
 
  private:
   ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,
                 comm::Communicator& norm_group, int64_t tp_rank, const ZeroConfig& zero,
                 const AdamWConfig& adamw);
+  // A piece of this rank's slice: flat elements [flat_begin, flat_begin + n) are elements
+  // [local, local + n) of the sharded buffers (grad accumulator, m, v, bf16 master).
+  struct Segment {
+    int64_t flat_begin = 0, n = 0, local = 0;
+  };
   // Sum of squares of the elements of `g` (flat range [begin, begin + n)) this rank counts.
   double OwnedSquares(const float* g, int64_t begin, int64_t n) const;
   // Whether this rank counts `p`'s (reduced) grad elements in the norm at all.
@@ -82,6 +123,12 @@ class ZeroOptimizer {
   // Stage 0: the bucketed all-reduce of every param group's grads.
   void AllReduceGrads(float* grads);
   void UpdateShard(double lr, double grad_scale, int64_t step);
+  void UpdateSegment(const Segment& seg, double lr, double grad_scale, int64_t step);
+  // Stores the updated masters of this rank's slice into the weights and all-gathers them.
+  void GatherWeights();
+  float* MasterAt(const Segment& seg);
+  // The segment of this rank's slice overlapping flat range [lo, hi), or null.
+  const Segment* SegmentOf(int64_t lo, int64_t hi) const;
 
   model::ParamSet& params_;
   comm::Communicator& grad_;
@@ -89,8 +136,16 @@ class ZeroOptimizer {
   int64_t tp_rank_;
   ZeroConfig zero_;
   AdamWConfig adamw_;
-  int64_t begin_ = 0, end_ = 0;
-  core::Buffer grad_shard_, m_, v_;  // stages >= 1: this rank's range only
+  core::Allocator& alloc_;
+  std::vector<Segment> segs_;      // ascending flat_begin
+  std::vector<int32_t> unit_seg_;  // ZeRO-2: segment of each ParamSet unit
+  int64_t shard_numel_ = 0;
+  core::Buffer grad_shard_, m_, v_;         // stages >= 1: this rank's slice only
+  core::Buffer master_;                     // bf16 stages >= 1: fp32 master of the slice
+  std::vector<int> acquired_;               // ZeRO-2: Acquire count per unit
+  std::vector<int> gathered_;               // ZeRO-3: Acquire count per unit (both passes)
+  std::vector<core::Buffer> unit_weights_;  // ZeRO-3: gathered full weights per unit
+  std::vector<core::Buffer> unit_grads_;    // ZeRO-2: bound full grads per unit
 };
 
 }  // namespace pentamesh::train

@@ -229,8 +229,11 @@ TEST(CkptMultiRank, ReshardsToOtherLayouts) {
   const struct {
     int np;
     const char* layout;
-  } cases[] = {
-      {4, "tp=4 sp=off mbs=1"}, {4, "dp=4 zero=2 mbs=1"}, {2, "dp=2 zero=0 mbs=1"}, {1, "mbs=1"}};
+  } cases[] = {{4, "tp=4 sp=off mbs=1"},
+               {4, "dp=4 zero=2 mbs=1"},
+               {4, "dp=4 zero=3 mbs=1"},
+               {2, "dp=2 zero=0 mbs=1"},
+               {1, "mbs=1"}};
   for (const auto& c : cases) {
     const std::string dir = WriteRun("ckpt_mr_reshard");
     const std::string cmd = TrainMr(dir, fmt::format("--layout '{}' --resume {}", c.layout, ckpt));

@@ -1,14 +1,18 @@
 // Distributed training equivalence under mpirun: for the layout in $PM_TEST_LAYOUT (e.g.
-// "dp=2 tp=2 zero=1"), every rank first trains the tiny fp32 model as a single process (the
-// reference), then as its rank of the mesh, and checks
-//  - the loss and the global grad norm of each of 6 steps match the reference to relative 1e-5;
+// "dp=2 tp=2 zero=1") and precision in $PM_TEST_PRECISION (fp32 unless "bf16"), every rank first
+// trains the tiny model as a single process (the reference), then as its rank of the mesh, and
+// checks
+//  - the loss and the global grad norm of each of 6 steps match the reference to relative 1e-5
+//    (bf16: 1e-4, see LossTolerance);
 //  - after the last step this rank's shard of every weight equals the same global elements of the
 //    reference weights (so the gathered weights match): relative 1e-5 per tensor (Frobenius), and
 //    every element within 1e-4 of the tensor's largest magnitude;
 //  - after one step the per-group wire bytes equal cost::CommBytesForStage exactly;
 //  - the measured peak weights / grads / optimizer / activation bytes per rank are within 5% of
-//    the cost model's prediction (grads only for ZeRO 0 and 1; see docs/parallelism.md for
-//    ZeRO-2); sequence parallel (sp=on, the layout default) included.
+//    the cost model's prediction at every ZeRO stage (docs/parallelism.md says what each tag
+//    counts); sequence parallel (sp=on, the layout default) included.
+// Final weights are the fp32 masters (ZeroOptimizer::FullMaster), since ZeRO-3 and bf16 ZeRO keep
+// them sharded.
 // The data is a synthetic token stream each rank writes identically (tests/data/fixtures.h).
 #include <gtest/gtest.h>
 
@@ -37,6 +41,13 @@ std::string LayoutText() {
   return env ? env : "dp=1";
 }
 
+// "fp32" (default) or "bf16" ($PM_TEST_PRECISION): the reference runs in the same precision.
+std::string Precision() {
+  const char* env = std::getenv("PM_TEST_PRECISION");
+  return env ? env : "fp32";
+}
+bool Bf16() { return Precision() == "bf16"; }
+
 const std::string& DatasetDir() {
   static const std::string dir = data::testing::WriteSynthetic(64, 400, 4096).dir;
   return dir;
@@ -57,7 +68,7 @@ max_seq_len = 16
 [train]
 seq_len = 16
 global_batch_seqs = 8
-precision = "fp32"
+precision = "{}"
 total_tokens = 768
 [optim]
 lr = 1e-3
@@ -71,11 +82,20 @@ seed = 11
 layout = "mbs=2 {}"
 threads = 1
 )",
-                                       DatasetDir(), layout);
+                                       Precision(), DatasetDir(), layout);
   auto c = RunConfigFromToml(text, "dist_test.toml");
   EXPECT_TRUE(c.ok()) << c.status().message();
   return *c;
 }
+
+// fp32: relative 1e-5: the layouts differ from the single process only in the fp32 summation
+// order of the gradients. bf16 (dp only): the fp32 grads and fp32 masters differ the same way
+// (~1e-7), but the bf16 weights are rounded from the masters, so a master within ~1e-7 of a bf16
+// rounding boundary may round to the neighbouring bf16 value (one ulp = 2^-8 relative) and carry
+// that into later steps; 1e-4 per loss and per tensor leaves room for a few such flips while still
+// catching any real error (a wrong shard, a missing micro-batch, a stale gather is >= 1e-2).
+double LossTolerance() { return Bf16() ? 1e-4 : 1e-5; }
+double WeightTolerance() { return Bf16() ? 1e-4 : 1e-5; }
 
 struct Reference {
   std::vector<double> losses;
@@ -95,9 +115,10 @@ const Reference& SingleProcess() {
       r.grad_norms.push_back(s.grad_norm);
     }
     model::ParamSet& p = (*t)->params();
+    const std::vector<float> flat = (*t)->optimizer().FullMaster();
     for (model::ParamId id = 0; id < p.size(); ++id) {
-      const core::Tensor w = p.master(id);
-      r.weights.emplace_back(w.f32(), w.f32() + w.numel());
+      const float* w = flat.data() + p.info(id).offset;
+      r.weights.emplace_back(w, w + p.info(id).numel());
       r.names.push_back(p.info(id).name);
     }
     return r;
@@ -118,12 +139,12 @@ TEST(DistTrain, MatchesSingleProcess) {
 
   for (int i = 0; i < kSteps; ++i) {
     const StepStats s = t.Step();
-    EXPECT_NEAR(s.loss, ref.losses[static_cast<size_t>(i)], 1e-5 * ref.losses[0])
+    EXPECT_NEAR(s.loss, ref.losses[static_cast<size_t>(i)], LossTolerance() * ref.losses[0])
         << "step " << i + 1 << " layout " << spec::ShortLayout(l);
     // The global norm is exact across tp, dp and ZeRO shards (SP: norm grads summed over tp and
     // counted once).
     const double want_norm = ref.grad_norms[static_cast<size_t>(i)];
-    EXPECT_NEAR(s.grad_norm, want_norm, 1e-5 * want_norm) << "step " << i + 1;
+    EXPECT_NEAR(s.grad_norm, want_norm, LossTolerance() * want_norm) << "step " << i + 1;
     if (i != 0) continue;
     // Communication: measured wire bytes per group == the cost model's, exactly.
     const cost::Model ctx(config.model, HostCluster(config), config.train, [] {
@@ -159,11 +180,12 @@ TEST(DistTrain, MatchesSingleProcess) {
     near(core::MemTag::kOptimizer, m.optimizer);
     // Activations: the stash shrinks by tp in the TP regions and, with SP, everywhere.
     near(core::MemTag::kActivations, m.activations);
-    if (l.zero < 2) near(core::MemTag::kGrads, m.grads);
+    near(core::MemTag::kGrads, m.grads);
   }
 
   // Final weights: this rank's shard against the same global elements of the reference.
   model::ParamSet& p = t.params();
+  const std::vector<float> flat = t.optimizer().FullMaster();
   ASSERT_EQ(p.size(), static_cast<int32_t>(ref.names.size()));
   double worst = 0, worst_norm = 0;
   std::string worst_at;
@@ -173,7 +195,7 @@ TEST(DistTrain, MatchesSingleProcess) {
     const std::vector<float>& want = ref.weights[static_cast<size_t>(id)];
     double scale = 0;
     for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
-    const float* got = p.master(id).f32();
+    const float* got = flat.data() + info.offset;
     double diff2 = 0, norm2 = 0;
     for (int64_t i = 0; i < info.numel(); ++i) {
       const double w = want[static_cast<size_t>(model::GlobalIndex(info, i))];
@@ -188,10 +210,10 @@ TEST(DistTrain, MatchesSingleProcess) {
     // Relative 1e-5 per tensor (of this rank's shard); single elements whose true gradient is
     // ~0 see Adam normalise fp32 summation-order noise, hence the looser per-element bound.
     const double rel_norm = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
-    EXPECT_LE(rel_norm, 1e-5) << info.name << " " << spec::ShortLayout(l);
+    EXPECT_LE(rel_norm, WeightTolerance()) << info.name << " " << spec::ShortLayout(l);
     worst_norm = std::max(worst_norm, rel_norm);
   }
-  EXPECT_LE(worst, 1e-4) << worst_at;
+  EXPECT_LE(worst, Bf16() ? 1e-3 : 1e-4) << worst_at;
   std::printf(
       "layout %s: weights within %.3g (relative, per tensor); worst element %.3g of the "
       "tensor's max (%s)\n",
