@@ -77,12 +77,13 @@ cost::Estimate PredictRun(const RunConfig& c) {
 core::Status CheckEngineLayout(const RunConfig& c) {
   const spec::Layout& l = c.run.layout;
   std::vector<std::string> errors;
-  if (l.pp > 1 || l.cp > 1 || l.ep > 1) {
+  if (l.cp > 1 || l.ep > 1) {
     errors.push_back(fmt::format(
-        "run.layout: pp={} cp={} ep={}: the engine runs dp, tp (with sp) and zero so far; "
-        "pipeline, context and expert parallelism are not wired into the trainer yet",
-        l.pp, l.cp, l.ep));
+        "run.layout: cp={} ep={}: the engine runs dp, tp (with sp), pp and zero so far; "
+        "context and expert parallelism are not wired into the trainer yet",
+        l.cp, l.ep));
   }
+  if (l.pp > 1) CheckPipelineLayout(c, errors);
   if (l.sp && l.tp > 1) {
     errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
   }
@@ -153,8 +154,9 @@ model::ShardConfig Trainer::Shard() const {
 }
 
 double Trainer::SumOverReplicas(double value) {
-  const double tp = mesh_ ? static_cast<double>(mesh_->layout().tp) : 1.0;
-  return SumOverGroup(*world_, value) / tp;
+  // Every tp and pp rank of a replica holds the replica's value.
+  const double copies = mesh_ ? static_cast<double>(mesh_->layout().tp * mesh_->layout().pp) : 1.0;
+  return SumOverGroup(*world_, value) / copies;
 }
 
 Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& dist)
@@ -170,14 +172,20 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   kernels::SetBlasThreads(c.run.threads);
-  model_ = std::make_unique<model::Model>(
-      model::StageConfig{.model = c.model,
-                         .shard = Shard(),
-                         .recompute = c.run.layout.recompute,
-                         .bf16 = c.train.precision == spec::Precision::kBf16,
-                         .aux_loss_coef = c.optim.aux_loss_coef,
-                         .z_loss_coef = c.optim.z_loss_coef},
-      alloc_, ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1));
+  const model::StageConfig base{.model = c.model,
+                                .shard = Shard(),
+                                .recompute = c.run.layout.recompute,
+                                .bf16 = c.train.precision == spec::Precision::kBf16,
+                                .aux_loss_coef = c.optim.aux_loss_coef,
+                                .z_loss_coef = c.optim.z_loss_coef};
+  const model::ParamLayout param_layout =
+      ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1);
+  if (pp_size() > 1) {
+    model_ = std::make_unique<model::Model>(PipelineChunks(base), alloc_, param_layout);
+    InitPipeline();
+  } else {
+    model_ = std::make_unique<model::Model>(base, alloc_, param_layout);
+  }
   model_->params().Init(c.run.seed);
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,
@@ -194,6 +202,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
 
 double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
                          int64_t* valid) {
+  if (pipeline_) return RunPipelineBatch(batch, train, moe, valid);
   const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
   int64_t local_valid = 0;
   for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;

@@ -5,9 +5,10 @@
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
 // mesh.tp()), reads its dp slice of every global batch, and a ZeroOptimizer reduces the grads
 // over mesh.dp_cp(); scalars (valid tokens, loss sums, the grad norm) are summed over the world
-// communicator, which is not a mesh group and so not part of comm_bytes. pp/cp/ep > 1 are
-// rejected until their executors land; the distributed path keeps one place per axis to slot
-// them in (Distributed holds the mesh; RunBatch is the per-rank schedule).
+// communicator, which is not a mesh group and so not part of comm_bytes. pp > 1: this rank
+// builds the model chunks of its pp rank and RunBatch runs the layout's schedule through a
+// PipelineExecutor on mesh.pp() (pipeline_batch.cc, docs/pipeline.md). cp/ep > 1 are rejected
+// until their executors land.
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
 // and sees the same global batches; each step's memory peaks are measured per tag and its
@@ -32,6 +33,7 @@
 #include "model/stage.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 #include "train/run_config.h"
 #include "train/zero_optimizer.h"
 
@@ -98,6 +100,13 @@ class Trainer {
   // FLOPs, step-time terms).
   const cost::Estimate& predicted() const { return predicted_; }
   double flops_per_token() const { return flops_per_token_; }
+  // Records a Chrome trace event for every pipeline action and p2p transfer and every counted
+  // collective of this rank's mesh groups and world (from the next Step/Evaluate on).
+  void set_tracing(bool on);
+  // Collective over the world: every rank's events as one Chrome trace JSON on world rank 0 (an
+  // empty string elsewhere); tracing is off afterwards.
+  std::string GatherTrace();
+  int64_t pp_size() const { return mesh_ ? mesh_->layout().pp : 1; }
 
  private:
   Trainer(const RunConfig& config, data::Dataset dataset, const Distributed& dist);
@@ -108,6 +117,13 @@ class Trainer {
   double SumOverReplicas(double value);
   // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
   double RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe, int64_t* valid);
+  // pp > 1 (pipeline_batch.cc): this rank's chunks, and RunBatch through the executor.
+  std::vector<model::StageConfig> PipelineChunks(const model::StageConfig& base) const;
+  void InitPipeline();  // the executor over model_'s chunks
+  double RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
+                          int64_t* valid);
+  // Sums this rank's MoE stats over its pp group (through the world, not a mesh group).
+  void SumMoeOverPipeline(model::MoeStats& moe);
 
   RunConfig config_;
   mesh::Mesh* mesh_ = nullptr;
@@ -117,6 +133,9 @@ class Trainer {
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1 only
+  std::vector<comm::CommEvent> comm_events_;    // --trace
+  bool tracing_ = false;
   std::unique_ptr<ZeroOptimizer> optimizer_;
   LrSchedule schedule_;
   AdamWConfig adamw_;
@@ -132,6 +151,8 @@ class Trainer {
 spec::ClusterSpec HostCluster(const RunConfig& config);
 // Layout rules of the engine (what it can run now), each naming run.layout.
 core::Status CheckEngineLayout(const RunConfig& config);
+// The pp > 1 part of CheckEngineLayout (pipeline_batch.cc): appends one error per broken rule.
+void CheckPipelineLayout(const RunConfig& config, std::vector<std::string>& errors);
 
 // The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
 // framework overhead or fragmentation (the allocator measures exact bytes).
