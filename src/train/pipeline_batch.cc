@@ -62,6 +62,9 @@ void Trainer::InitPipeline() {
   for (size_t c = 0; c < model_->chunks(); ++c) chunks.push_back(&model_->chunk(c));
   pipeline_ =
       std::make_unique<PipelineExecutor>(PipelineSpec(config_), mesh_->pp(), chunks, alloc_);
+  // What this rank holds is its own stage's memory (the estimate's is the most loaded stage's).
+  const cost::Model ctx(config_.model, HostCluster(config_), config_.train, EngineCostParams());
+  predicted_.memory = cost::MemoryForStage(ctx, config_.run.layout, mesh_->pp().rank());
 }
 
 double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,

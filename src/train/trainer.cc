@@ -62,7 +62,7 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
           .inter_node_gbps = 1};
 }
 
-cost::Estimate PredictRun(const RunConfig& c) {
+cost::CostParams EngineCostParams() {
   cost::CostParams p;
   p.grad_bytes = 4;
   p.framework_bytes = 0;
@@ -71,7 +71,12 @@ cost::Estimate PredictRun(const RunConfig& c) {
   p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
   p.selective_recomputes_qkv = true;
   p.moe_regathers_input = true;
-  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, p, /*explain=*/true);
+  return p;
+}
+
+cost::Estimate PredictRun(const RunConfig& c) {
+  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, EngineCostParams(),
+                              /*explain=*/true);
 }
 
 core::Status CheckEngineLayout(const RunConfig& c) {
@@ -182,7 +187,6 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
       ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1);
   if (pp_size() > 1) {
     model_ = std::make_unique<model::Model>(PipelineChunks(base), alloc_, param_layout);
-    InitPipeline();
   } else {
     model_ = std::make_unique<model::Model>(base, alloc_, param_layout);
   }
@@ -192,6 +196,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                .warmup_steps = c.optim.warmup_steps,
                .total_steps = c.total_steps()};
   predicted_ = PredictRun(c);
+  if (pp_size() > 1) InitPipeline();  // after predicted_: it sets this stage's memory
   flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
   adamw_ = {.beta1 = c.optim.beta1,
             .beta2 = c.optim.beta2,

@@ -96,8 +96,8 @@ class Trainer {
   int rank() const { return world_->rank(); }
   const core::Allocator& allocator() const { return alloc_; }
   const data::Dataset& dataset() const { return *dataset_; }
-  // The cost model's prediction for this model and layout on this host (memory per category,
-  // FLOPs, step-time terms).
+  // The cost model's prediction for this model and layout on this host (memory per category of
+  // this rank's pp stage, FLOPs, step-time terms).
   const cost::Estimate& predicted() const { return predicted_; }
   double flops_per_token() const { return flops_per_token_; }
   // Records a Chrome trace event for every pipeline action and p2p transfer and every counted
@@ -154,8 +154,11 @@ core::Status CheckEngineLayout(const RunConfig& config);
 // The pp > 1 part of CheckEngineLayout (pipeline_batch.cc): appends one error per broken rule.
 void CheckPipelineLayout(const RunConfig& config, std::vector<std::string>& errors);
 
-// The cost model's estimate for the run: fp32 gradients (the engine accumulates in fp32), no
-// framework overhead or fragmentation (the allocator measures exact bytes).
+// The cost model's parameters for the engine: fp32 gradients (the engine accumulates in fp32), no
+// framework overhead or fragmentation (the allocator measures exact bytes), its stash policy.
+cost::CostParams EngineCostParams();
+// The cost model's estimate for the run with EngineCostParams (memory: the most loaded stage; a
+// pp > 1 Trainer's predicted() holds its own stage's memory instead).
 cost::Estimate PredictRun(const RunConfig& config);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of

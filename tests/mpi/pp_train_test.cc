@@ -7,8 +7,10 @@
 //    index) matches to relative 1e-5 per tensor; every parameter lives on exactly one pp stage;
 //  - after one step the wire bytes of the pp, tp and dp groups equal cost::CommBytesForStage of
 //    this rank's pp stage exactly;
-//  - stage 0's peak of stashed activations is within 5% of cost::MemoryForStage (GPipe: all m
-//    micro-batches; 1F1B / ZB-H1: min(m, p); interleaved: Megatron's warm-up);
+//  - every stage's peak of stashed activations (and weights, grads, optimizer state) is within 5%
+//    of cost::MemoryForStage, which is what Trainer::predicted() holds (GPipe: all m
+//    micro-batches; 1F1B: min(m, p - r); ZB-H1: that plus the W stash; interleaved: Megatron's
+//    warm-up weighted by each chunk's layers);
 //  - the gathered Chrome trace (Trainer::GatherTrace) is JSON with every pipeline action of every
 //    rank and the collectives of every rank that has a non-trivial group.
 #include <gtest/gtest.h>
@@ -132,15 +134,7 @@ const Reference& SingleProcess() {
 }
 
 cost::Model CostContext(const RunConfig& config) {
-  cost::CostParams p;  // PredictRun's engine policy
-  p.grad_bytes = 4;
-  p.framework_bytes = 0;
-  p.fragmentation = 0;
-  p.safety_margin_bytes = 0;
-  p.fp32_logits_only = true;
-  p.selective_recomputes_qkv = true;
-  p.moe_regathers_input = true;
-  return cost::Model(config.model, HostCluster(config), config.train, p);
+  return cost::Model(config.model, HostCluster(config), config.train, EngineCostParams());
 }
 
 void CheckFirstStep(const Trainer& t, const StepStats& s, const mesh::Mesh& mesh,
@@ -164,12 +158,19 @@ void CheckFirstStep(const Trainer& t, const StepStats& s, const mesh::Mesh& mesh
               wire("dp_cp") + wire("dp"), predicted.dp);
   // Every stage's peak of stashed activations (stage 0: the most micro-batches in flight; the
   // last: the head's stash, and under ZB-H1 the W stashes of the micro-batches waiting for W).
-  const double want = cost::MemoryForStage(ctx, l, stage).activations;
-  const double got =
-      static_cast<double>(s.peak_bytes[static_cast<size_t>(core::MemTag::kActivations)]);
-  std::printf("rank %d %s: peak activations %.0f B, cost %.0f B (%.3f)\n", t.rank(), where.c_str(),
-              got, want, got / want);
-  EXPECT_NEAR(got / want, 1.0, 0.05) << where;
+  // The Trainer's prediction is its own stage's memory.
+  const cost::Memory& m = t.predicted().memory;
+  EXPECT_EQ(m.activations, cost::MemoryForStage(ctx, l, stage).activations) << where;
+  const auto near = [&](core::MemTag tag, double want) {
+    const double got = static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
+    std::printf("rank %d %s: peak %s %.0f B, cost %.0f B (%.3f)\n", t.rank(), where.c_str(),
+                core::MemTagName(tag), got, want, got / want);
+    EXPECT_NEAR(got / want, 1.0, 0.05) << core::MemTagName(tag) << " " << where;
+  };
+  near(core::MemTag::kActivations, m.activations);
+  near(core::MemTag::kWeights, m.weights);
+  near(core::MemTag::kOptimizer, m.optimizer);
+  if (l.zero < 2) near(core::MemTag::kGrads, m.grads);
 }
 
 void CheckTrace(const std::string& text, const RunConfig& config, const mesh::Mesh& mesh) {
