@@ -1,7 +1,6 @@
 // `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
-// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of `mpirun -np N
-// pentamesh train
-// ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
+// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of
+// `mpirun -np N pentamesh train ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
 // (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
 // run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
 // measured memory per tag. On one process with zero=0, checkpoints go to ckpt.dir every
@@ -160,6 +159,25 @@ core::Status CheckCheckpointLayout(const train::RunConfig& config, const std::st
   return core::Status::Ok();
 }
 
+// Under a launcher rank 0 alone builds a missing dataset (tokenizer training and tokenization of
+// data.corpus) while the others wait in a broadcast of the outcome, so a job trains one tokenizer
+// instead of one per rank; every rank then opens the finished dataset in Trainer::Create.
+core::Status PrepareDatasetOnRankZero(const train::RunConfig& config, comm::Communicator& world) {
+  int32_t ok = 1;
+  std::string error;
+  if (world.rank() == 0) {
+    auto dataset = train::OpenOrBuildDataset(config.data, config.model.vocab);
+    if (!dataset.ok()) {
+      ok = 0;
+      error = dataset.status().message();
+    }
+  }
+  world.broadcast(&ok, 1, core::Dtype::kI32, 0);
+  if (ok) return core::Status::Ok();
+  return core::Status::Error(
+      world.rank() == 0 ? error : "data.dataset: rank 0 could not prepare it (see its message)");
+}
+
 int RunTrain(const TrainArgs& args) {
   std::vector<std::string> sets = args.sets;
   if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
@@ -181,6 +199,8 @@ int RunTrain(const TrainArgs& args) {
     if (!m.ok()) return Fail(fmt::format("run.layout: {}", m.status().message()));
     mesh = std::make_unique<mesh::Mesh>(std::move(*m));
     dist = {.mesh = mesh.get(), .world = &world->world()};
+    if (core::Status st = PrepareDatasetOnRankZero(*config, world->world()); !st.ok())
+      return Fail(st.message());
   }
   auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
