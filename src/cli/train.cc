@@ -1,14 +1,14 @@
 // `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
 // [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of
-// `mpirun -np N pentamesh train ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
-// (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
-// run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
-// measured memory per tag. On one process with zero=0, checkpoints go to ckpt.dir every
-// ckpt.interval steps (in the background); checkpoints with several ranks or zero >= 1 are
-// refused by name. A step with a non-finite loss or grad norm is skipped (on every rank); more
-// than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last good checkpoint named.
-// --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline action, p2p transfer and
-// collective of every rank over the whole run (docs/pipeline.md).
+// `mpirun -np N pentamesh train ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0
+// prints a progress line per step (a live line on a terminal), writes metrics.jsonl (with
+// comm_bytes per mesh group) to run.out_dir and ends with the held-out loss against the corpus's
+// unigram baseline and the measured memory per tag. On one process with zero=0, checkpoints go to
+// ckpt.dir every ckpt.interval steps (in the background); checkpoints with several ranks or
+// zero >= 1 are refused by name. A step with a non-finite loss or grad norm is skipped (on every
+// rank); more than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last good
+// checkpoint named. --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline
+// action, p2p transfer and collective of every rank over the whole run (docs/pipeline.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
