@@ -445,9 +445,10 @@ void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
   TpTerms(ctx, l, t);
   CpTerms(ctx, l, t);
   EpTerms(ctx, l, t);
-  // The activation (or its gradient) between stages: sequence-sharded over tp under SP, else every
-  // tp rank sends its full replica to its peer (no scatter/gather across the tp group).
-  t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / (l.sp ? t.tp : 1.0);
+  // The activation (or its gradient) between stages: sequence-sharded over tp under SP or with
+  // Megatron's scatter/gather, else every tp rank sends its full replica (CostParams).
+  const bool split = l.sp || ctx.params().pp_scatter_gather;
+  t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / (split ? t.tp : 1.0);
   t.pp_send_s = t.pp > 1 ? P2pTime(t.pp_link, t.pp_bytes_send) : 0.0;
 }
 

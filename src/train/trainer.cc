@@ -71,6 +71,7 @@ cost::CostParams EngineCostParams() {
   p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
   p.selective_recomputes_qkv = true;
   p.moe_regathers_input = true;
+  p.pp_scatter_gather = false;  // each tp rank sends its full activation replica
   return p;
 }
 
