@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tokens/s of distributed training on this machine for dp = 1, 2, 4 and tp = 1, 2 (sp=off) with
+# Tokens/s of distributed training on this machine for dp = 1, 2, 4 and tp = 1, 2 (sp off and on) with
 # the tiny dense model (configs/tiny-dense.toml), each run under mpirun. On a 2-core machine the
 # larger worlds are oversubscribed: the figures are for the record, not a target.
 #   bash bench/dist_tokens_per_s.sh [build_dir] [steps]
@@ -16,7 +16,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The first run tokenizes the corpus into the dataset if it is missing (single process).
 "$bin" train "${common[@]}" --set run.steps=1 >/dev/null
 printf '%-22s %6s %12s\n' layout ranks tokens/s
-for layout in "dp=1 tp=1" "dp=2 tp=1" "dp=4 tp=1" "dp=1 tp=2 sp=off" "dp=2 tp=2 sp=off"; do
+for layout in "dp=1 tp=1" "dp=2 tp=1" "dp=4 tp=1" "dp=1 tp=2 sp=off" "dp=2 tp=2 sp=off" \
+              "dp=1 tp=2 sp=on" "dp=2 tp=2 sp=on"; do
   np=$(( $(sed -E 's/.*dp=([0-9]+).*/\1/' <<<"$layout") * $(sed -E 's/.*tp=([0-9]+).*/\1/' <<<"$layout") ))
   line=$(mpirun --oversubscribe -np "$np" --mca btl self,vader "$bin" train "${common[@]}" \
            --layout "mbs=4 $layout" | grep '^done:')

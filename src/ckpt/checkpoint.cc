@@ -39,28 +39,6 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// This rank's file and its manifest part (file entry + slice entries).
-core::Status WriteRankFiles(const std::string& tmp, const Snapshot& s, Env* env) {
-  std::vector<StTensor> st;
-  json slices = json::array();
-  for (const Slice& t : s.tensors) {
-    st.push_back({t.name, t.dtype, t.shape, t.bytes});
-    slices.push_back({{"name", t.name},
-                      {"dtype", t.dtype},
-                      {"global_shape", t.global_shape},
-                      {"start", t.start},
-                      {"shape", t.shape}});
-  }
-  const std::string bytes = EncodeSafetensors(st, {{"format", "pentamesh"}});
-  PM_RETURN_IF_ERROR(env->WriteFile(tmp + "/" + RankFile(s.rank), bytes));
-  const json part = {{"file", RankFile(s.rank)},
-                     {"rank", s.rank},
-                     {"bytes", bytes.size()},
-                     {"crc32c", Hex(Crc32c(bytes.data(), bytes.size()))},
-                     {"slices", slices}};
-  return env->WriteFile(tmp + "/" + RankPart(s.rank), part.dump(1));
-}
-
 // Rank 0: merges the parts into manifest.json inside tmp.
 core::Status WriteManifest(const std::string& tmp, const Snapshot& s, Env* env) {
   json files = json::array(), tensors = json::object();
@@ -72,8 +50,9 @@ core::Status WriteManifest(const std::string& tmp, const Snapshot& s, Env* env) 
       json& t = tensors[sl["name"].get<std::string>()];
       if (t.is_null())
         t = {{"dtype", sl["dtype"]}, {"shape", sl["global_shape"]}, {"slices", json::array()}};
-      t["slices"].push_back(
-          {{"file", part["file"]}, {"start", sl["start"]}, {"shape", sl["shape"]}});
+      json entry = {{"file", part["file"]}, {"start", sl["start"]}, {"shape", sl["shape"]}};
+      if (sl.contains("key")) entry["key"] = sl["key"];
+      t["slices"].push_back(std::move(entry));
     }
     files.push_back({{"file", part["file"]}, {"bytes", part["bytes"]}, {"crc32c", part["crc32c"]}});
   }
@@ -140,34 +119,130 @@ std::vector<Slice> SnapshotParams(model::ParamSet& params) {
   return out;
 }
 
-core::Status SaveCheckpoint(const SaveOptions& o, const Snapshot& s) {
+namespace {
+
+std::string TmpDir(const SaveOptions& o, int64_t step) {
+  return o.root + "/" + StepDirName(step) + ".tmp";
+}
+
+bool AllOkOf(const SaveOptions& o, bool ok) { return o.all_ok ? o.all_ok(ok) : ok; }
+
+core::Status NotSaved(const SaveOptions& o, int64_t step, const core::Status& st) {
+  const std::optional<std::string> latest = LatestName(o.root);
+  return core::Status::Error(
+      fmt::format("checkpoint {} NOT saved ({}); {}", StepDirName(step),
+                  st.ok() ? "another rank failed" : st.message(),
+                  latest ? fmt::format("the previous checkpoint {}/{} is intact", o.root, *latest)
+                         : std::string("there is no previous checkpoint")));
+}
+
+}  // namespace
+
+bool BeginSave(const SaveOptions& o, int64_t step, int rank, core::Status* status) {
   Env* env = o.env ? o.env : Env::Default();
-  auto all_ok = [&](bool ok) { return o.all_ok ? o.all_ok(ok) : ok; };
-  const std::string tmp = o.root + "/" + StepDirName(s.step) + ".tmp";
+  const std::string tmp = TmpDir(o, step);
   core::Status st;
-  if (s.rank == 0) {
+  if (rank == 0) {
     st = env->CreateDir(o.root);
     if (st.ok() && fs::exists(tmp)) st = env->RemoveAll(tmp);
     if (st.ok()) st = env->CreateDir(tmp);
   }
-  bool ok = all_ok(st.ok());
-  if (ok) {
-    st = WriteRankFiles(tmp, s, env);
-    ok = all_ok(st.ok());
+  const bool ok = AllOkOf(o, st.ok());
+  if (!ok) {
+    if (rank == 0 && fs::exists(tmp)) (void)env->RemoveAll(tmp);
+    *status = NotSaved(o, step, st);
   }
+  return ok;
+}
+
+core::Status WriteRankFiles(const SaveOptions& o, const Snapshot& s) {
+  Env* env = o.env ? o.env : Env::Default();
+  const std::string tmp = TmpDir(o, s.step);
+  std::vector<StTensor> st;
+  json slices = json::array();
+  for (const Slice& t : s.tensors) {
+    const std::string& key = t.key.empty() ? t.name : t.key;
+    st.push_back({key, t.dtype, t.shape, t.bytes});
+    json entry = {{"name", t.name},
+                  {"dtype", t.dtype},
+                  {"global_shape", t.global_shape},
+                  {"start", t.start},
+                  {"shape", t.shape}};
+    if (key != t.name) entry["key"] = key;
+    slices.push_back(std::move(entry));
+  }
+  const std::string bytes = EncodeSafetensors(st, {{"format", "pentamesh"}});
+  PM_RETURN_IF_ERROR(env->WriteFile(tmp + "/" + RankFile(s.rank), bytes));
+  const json part = {{"file", RankFile(s.rank)},
+                     {"rank", s.rank},
+                     {"bytes", bytes.size()},
+                     {"crc32c", Hex(Crc32c(bytes.data(), bytes.size()))},
+                     {"slices", slices}};
+  return env->WriteFile(tmp + "/" + RankPart(s.rank), part.dump(1));
+}
+
+core::Status CommitSave(const SaveOptions& o, const Snapshot& s, const core::Status& written) {
+  Env* env = o.env ? o.env : Env::Default();
+  const std::string tmp = TmpDir(o, s.step);
+  core::Status st = written;
+  bool ok = AllOkOf(o, st.ok());  // every rank's files are durable
   if (ok && s.rank == 0) {
     st = WriteManifest(tmp, s, env);
     if (st.ok()) st = Publish(o, tmp, s.step, env);
   }
-  ok = all_ok(st.ok()) && ok;
+  ok = AllOkOf(o, st.ok()) && ok;
   if (ok) return core::Status::Ok();
   if (s.rank == 0 && fs::exists(tmp)) (void)env->RemoveAll(tmp);
-  const std::optional<std::string> latest = LatestName(o.root);
-  return core::Status::Error(
-      fmt::format("checkpoint {} NOT saved ({}); {}", StepDirName(s.step),
-                  st.ok() ? "another rank failed" : st.message(),
-                  latest ? fmt::format("the previous checkpoint {}/{} is intact", o.root, *latest)
-                         : std::string("there is no previous checkpoint")));
+  return NotSaved(o, s.step, st);
+}
+
+core::Status SaveCheckpoint(const SaveOptions& o, const Snapshot& s) {
+  core::Status st;
+  if (!BeginSave(o, s.step, s.rank, &st)) return st;
+  return CommitSave(o, s, WriteRankFiles(o, s));
+}
+
+std::vector<Box> FlatRangeBoxes(const std::vector<int64_t>& shape, int64_t begin, int64_t end) {
+  std::vector<Box> out;
+  if (begin >= end) return out;
+  if (shape.empty()) return {Box{{}, {}, begin}};
+  // Recursive split: (prefix indices fixed on dims < d) x the range [b, e) of the sub-tensor.
+  std::function<void(size_t, std::vector<int64_t>&, int64_t, int64_t, int64_t)> split =
+      [&](size_t d, std::vector<int64_t>& prefix, int64_t b, int64_t e, int64_t base) {
+        int64_t inner = 1;
+        for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+        auto emit = [&](int64_t lo_row, int64_t hi_row) {
+          Box box;
+          box.start = prefix;
+          box.shape.assign(prefix.size(), 1);
+          box.start.push_back(lo_row);
+          box.shape.push_back(hi_row - lo_row);
+          for (size_t k = d + 1; k < shape.size(); ++k) {
+            box.start.push_back(0);
+            box.shape.push_back(shape[k]);
+          }
+          box.flat_begin = base + lo_row * inner;
+          out.push_back(std::move(box));
+        };
+        if (b % inner == 0 && e % inner == 0) return emit(b / inner, e / inner);
+        const int64_t first = b / inner, last = (e - 1) / inner;
+        auto row = [&](int64_t r, int64_t rb, int64_t re) {
+          prefix.push_back(r);
+          split(d + 1, prefix, rb, re, base + r * inner);
+          prefix.pop_back();
+        };
+        if (first == last) return row(first, b - first * inner, e - first * inner);
+        int64_t full_lo = first;
+        if (b % inner != 0) {
+          row(first, b % inner, inner);
+          full_lo = first + 1;
+        }
+        if (full_lo < e / inner) emit(full_lo, e / inner);
+        if (e % inner != 0) row(e / inner, 0, e % inner);
+      };
+  std::vector<int64_t> prefix;
+  split(0, prefix, begin, end, 0);
+  return out;
 }
 
 std::vector<std::string> ListCheckpoints(const std::string& root) {
@@ -198,7 +273,8 @@ core::Status CheckSlices(const json& manifest, const std::map<std::string, StFil
     for (const json& sl : t.value("slices", json::array())) {
       const std::string file = sl.value("file", "");
       auto it = files.find(file);
-      const StTensor* st = it == files.end() ? nullptr : it->second.Find(name);
+      const StTensor* st =
+          it == files.end() ? nullptr : it->second.Find(sl.value("key", std::string(name)));
       if (!st || st->shape != sl.at("shape").get<std::vector<int64_t>>() ||
           st->dtype != t.at("dtype").get<std::string>())
         return core::Status::Error(fmt::format(
@@ -285,7 +361,7 @@ core::Status Checkpoint::ReadRegion(const std::string& name,
       }
       if (empty && rank > 0) continue;
       const auto* src = reinterpret_cast<const float*>(
-          files_.at(sl.at("file").get<std::string>()).Find(name)->data.data());
+          files_.at(sl.at("file").get<std::string>()).Find(sl.value("key", name))->data.data());
       // Walk the intersection box in row-major order, copying runs along the last dim.
       std::vector<int64_t> idx = lo;
       const int64_t run = rank ? hi[rank - 1] - lo[rank - 1] : 1;
@@ -368,13 +444,47 @@ core::Status AsyncSaver::Save(Snapshot snapshot) {
     core::Status st = SaveCheckpoint(options_, snapshot);
     return prev.ok() ? st : prev;
   }
-  thread_ =
-      std::thread([this, s = std::move(snapshot)]() { status_ = SaveCheckpoint(options_, s); });
+  if (!options_.all_ok) {  // one process: the whole save in the background
+    thread_ =
+        std::thread([this, s = std::move(snapshot)]() { status_ = SaveCheckpoint(options_, s); });
+    return prev;
+  }
+  core::Status begun;
+  if (!BeginSave(options_, snapshot.step, snapshot.rank, &begun)) return prev.ok() ? begun : prev;
+  pending_snapshot_ = {.step = snapshot.step,
+                       .rank = snapshot.rank,
+                       .world = snapshot.world,
+                       .state = snapshot.state,
+                       .tensors = {}};
+  pending_ = true;
+  written_ = false;
+  thread_ = std::thread([this, s = std::move(snapshot)]() {
+    status_ = WriteRankFiles(options_, s);
+    written_ = true;
+  });
   return prev;
 }
 
-core::Status AsyncSaver::Wait() {
+core::Status AsyncSaver::Finish() {
   if (thread_.joinable()) thread_.join();
+  if (!pending_) return core::Status::Ok();
+  pending_ = false;
+  const core::Status written = status_;
+  status_ = CommitSave(options_, pending_snapshot_, written);
+  return core::Status::Ok();
+}
+
+core::Status AsyncSaver::Poll() {
+  if (!pending_) return core::Status::Ok();
+  if (!options_.all_ok(written_.load())) return core::Status::Ok();  // a rank is still writing
+  (void)Finish();
+  core::Status st = status_;
+  status_ = core::Status::Ok();
+  return st;
+}
+
+core::Status AsyncSaver::Wait() {
+  (void)Finish();
   core::Status st = status_;
   status_ = core::Status::Ok();
   return st;

@@ -16,6 +16,7 @@
 //  - A checkpoint is used only after every file's size and CRC32C match the manifest.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,6 +38,8 @@ namespace pentamesh::ckpt {
 // One rank's slice of one global tensor, copied to host memory.
 struct Slice {
   std::string name;  // global tensor name
+  std::string key;   // the tensor's name inside the rank file; empty = name (a rank holding
+                     // several boxes of one tensor names them name#0, name#1, ...)
   std::string dtype = "F32";
   std::vector<int64_t> global_shape;
   std::vector<int64_t> start;  // first global index per dim
@@ -61,6 +64,17 @@ inline std::string AdamVName(const std::string& name) { return name + ".adam_v";
 // This rank's shard of every parameter: fp32 master weight, Adam m, Adam v.
 std::vector<Slice> SnapshotParams(model::ParamSet& params);
 
+// A box [start, start + shape) of a tensor whose row-major elements are the flat elements
+// [flat_begin, flat_begin + numel) of that tensor.
+struct Box {
+  std::vector<int64_t> start, shape;
+  int64_t flat_begin = 0;
+};
+// The flat range [begin, end) of a row-major tensor of `shape` as the fewest boxes of the kind
+// above (at most 2 * rank - 1), in order. This is how a ZeRO shard (a range of the flat buffers)
+// is described as slices of global tensors.
+std::vector<Box> FlatRangeBoxes(const std::vector<int64_t>& shape, int64_t begin, int64_t end);
+
 // The collective hook for multi-rank saves: returns true iff `ok` is true on every rank (an
 // allreduce AND that is also a barrier). Single process: nullptr.
 using AllOk = std::function<bool(bool ok)>;
@@ -76,7 +90,17 @@ struct SaveOptions {
 
 // Writes the snapshot as checkpoint step-N under root (every rank calls it). On failure the
 // partial step-N.tmp is removed and the message says that the previous checkpoint is intact.
+// The three phases below in order; the collectives (all_ok) are only in Begin and Commit, so a
+// background thread may run WriteRankFiles while the caller's thread keeps the communicator.
 core::Status SaveCheckpoint(const SaveOptions& options, const Snapshot& snapshot);
+// Rank 0 creates step-N.tmp; collective. Returns false (with *status set) when any rank failed.
+bool BeginSave(const SaveOptions& options, int64_t step, int rank, core::Status* status);
+// This rank's .safetensors and .json part, written and fsync'd. No collective.
+core::Status WriteRankFiles(const SaveOptions& options, const Snapshot& snapshot);
+// Collective: once every rank's files are durable, rank 0 merges the parts into manifest.json,
+// renames step-N.tmp to step-N and moves `latest`; on any rank's failure step-N.tmp is removed.
+core::Status CommitSave(const SaveOptions& options, const Snapshot& snapshot,
+                        const core::Status& written);
 
 // A verified checkpoint in memory (files read and checksummed).
 class Checkpoint {
@@ -118,8 +142,12 @@ core::Result<std::optional<Checkpoint>> ResolveResume(
     const std::string& spec, const std::string& root,
     const std::function<void(const std::string&)>& log);
 
-// Background saves: Save() joins the previous write, then writes the snapshot on a thread while
-// the caller continues. Errors of a background save are returned by the next Save() or Wait().
+// Background saves: Save() finishes the previous save, then writes the snapshot on a thread while
+// the caller continues. Errors of a background save are returned by the next Save(), Poll() or
+// Wait(). With an all_ok hook (several ranks) the thread only writes this rank's files; the
+// commit (a collective, then rank 0's manifest and `latest`) runs on the caller's thread in the
+// first Poll() at which every rank's thread is done, or in Wait(). Every rank calls Save, Poll
+// and Wait at the same points (they are collective when the hook is set).
 class AsyncSaver {
  public:
   AsyncSaver(SaveOptions options, bool async) : options_(std::move(options)), async_(async) {}
@@ -128,12 +156,18 @@ class AsyncSaver {
   ~AsyncSaver() { (void)Wait(); }
   // Returns the previous save's status (or this save's, when not async).
   core::Status Save(Snapshot snapshot);
+  // Commits a finished background save (between steps); OK when nothing was due.
+  core::Status Poll();
   core::Status Wait();
 
  private:
+  core::Status Finish();  // joins the thread and commits (multi-rank)
   SaveOptions options_;
   bool async_;
   std::thread thread_;
+  std::atomic<bool> written_{false};
+  bool pending_ = false;  // a multi-rank save whose commit is due
+  Snapshot pending_snapshot_;
   core::Status status_;
 };
 

@@ -14,9 +14,14 @@ namespace pentamesh::ckpt {
 // A host copy of the trainer's state (cheap: done between steps; written later, in background).
 Snapshot TrainerSnapshot(train::Trainer& trainer, int rank = 0, int world = 1);
 
-// Loads weights, optimizer state, step and data position. Errors name the field that does not
-// match (a different model, dataset or seed), or run.layout when zero >= 1 (not covered yet).
-// TrainerSnapshot REQUIRES zero=0 (the CLI refuses ckpt.dir otherwise).
+// What a rank writes: at ZeRO stage 0 the first rank of each gradient group (dp x cp) writes its
+// model shard's master, m and v (the replicas are identical); at stages >= 1 every rank writes
+// the part of each tensor inside its range of the flat buffers, as boxes of the global tensors
+// (FlatRangeBoxes). So a checkpoint holds every element once per tp/ep shard whatever the layout.
+//
+// Loads weights, optimizer state, step and data position into any layout (dp, tp, zero stage):
+// each rank reads the boxes it needs. Errors name the field that does not match (a different
+// model, dataset or seed).
 core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer);
 
 }  // namespace pentamesh::ckpt

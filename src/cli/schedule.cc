@@ -1,11 +1,13 @@
 // `pentamesh schedule`: prints a pipeline schedule's action lists, its simulated step x rank grid
-// and bubble, and optionally writes the simulated timeline as a Chrome trace.
+// and bubble, and optionally writes the simulated timeline as a Chrome trace and/or as an HTML
+// timeline (report/timeline.h).
 #include <fmt/format.h>
 
 #include <fstream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "report/timeline.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
 
@@ -20,6 +22,7 @@ struct ScheduleOptions {
   bool rank_given = false;
   bool grid = false;
   std::string trace;
+  std::string html;
   std::vector<double> costs = {1.0, 1.0, 1.0};  // F, B (input grad), W (weight grad)
   double p2p_s = 0.0;
 };
@@ -80,6 +83,14 @@ int Run(const ScheduleOptions& o) {
     if (!out) return Fail(fmt::format("schedule: writing --trace file '{}' failed", o.trace));
     fmt::print("  trace written to {} (open in Perfetto or chrome://tracing)\n", o.trace);
   }
+  if (!o.html.empty()) {
+    const std::string costs_text = fmt::format("F={} B={} W={} p2p={} (full backward = B + W)",
+                                               o.costs[0], o.costs[1], o.costs[2], o.p2p_s);
+    const core::Status written =
+        report::WriteScheduleHtml(spec, *programs, *sim, costs_text, o.html);
+    if (!written.ok()) return Fail("schedule: " + written.message());
+    fmt::print("  timeline written to {}\n", o.html);
+  }
   return 0;
 }
 
@@ -96,6 +107,7 @@ RunFn AddScheduleCommand(CLI::App& app) {
   auto* rank = sub->add_option("--rank", o->rank, "print only this pp rank's program and stats");
   sub->add_flag("--grid", o->grid, "print the step x rank timeline grid");
   sub->add_option("--trace", o->trace, "write the simulated timeline as Chrome trace JSON");
+  sub->add_option("--html", o->html, "write the simulated timeline as a self-contained HTML page");
   sub->add_option("--costs", o->costs, "F,B,W action costs (seconds or units)")
       ->delimiter(',')
       ->expected(3)

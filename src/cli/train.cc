@@ -1,13 +1,14 @@
 // `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
-// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of
-// `mpirun -np N pentamesh train ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0
-// prints a progress line per step (a live line on a terminal), writes metrics.jsonl (with
-// comm_bytes per mesh group) to run.out_dir and ends with the held-out loss against the corpus's
-// unigram baseline and the measured memory per tag. On one process with zero=0, checkpoints go to
-// ckpt.dir every ckpt.interval steps (in the background); checkpoints with several ranks or
-// zero >= 1 are refused by name. A step with a non-finite loss or grad norm is skipped (on every
-// rank); more than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last good
-// checkpoint named. --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline
+// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of `mpirun -np N
+// pentamesh train
+// ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
+// (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
+// run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
+// measured memory per tag. Checkpoints go to ckpt.dir every ckpt.interval steps (each rank writes
+// its shard in the background; rank 0 commits once all are durable) at any layout, and
+// --resume loads them into any other layout. A step with a non-finite loss or grad norm is skipped
+// (on every rank); more than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last
+// good checkpoint named. --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline
 // action, p2p transfer and collective of every rank over the whole run (docs/pipeline.md).
 #include <fmt/format.h>
 #include <signal.h>
@@ -31,7 +32,8 @@
 namespace pentamesh::cli {
 namespace {
 
-int RunTrainer(train::Trainer& trainer, const std::string& resume, const std::string& trace);
+int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world,
+               const std::string& trace);
 
 struct TrainArgs {
   std::string config;
@@ -89,8 +91,9 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
 
 core::Status Resume(const std::string& spec, train::Trainer& trainer) {
   const std::string& root = trainer.config().ckpt.dir;
-  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [](const std::string& m) {
-                        fmt::print(stderr, "pentamesh: warning: {}\n", m);
+  const bool lead = trainer.rank() == 0;
+  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [lead](const std::string& m) {
+                        if (lead) fmt::print(stderr, "pentamesh: warning: {}\n", m);
                       }));
   if (!found) {
     fmt::print("resume: no checkpoint under {}; starting from step 0\n", root);
@@ -103,17 +106,23 @@ core::Status Resume(const std::string& spec, train::Trainer& trainer) {
 
 // Every ckpt.interval steps and at the end; a failed save (e.g. disk full) is reported and the
 // run continues: the previous checkpoint is intact.
-void MaybeSave(train::Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step) {
+void MaybeSave(train::Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step,
+               int world_size) {
   const train::RunConfig& c = trainer.config();
   const int64_t step = trainer.step();
   const bool due =
       step == trainer.total_steps() || (c.ckpt.interval > 0 && step % c.ckpt.interval == 0);
   if (!c.ckpt.dir.empty() && due) {
-    core::Status st = saver.Save(ckpt::TrainerSnapshot(trainer));
+    core::Status st = saver.Save(ckpt::TrainerSnapshot(trainer, trainer.rank(), world_size));
+    if (!st.ok()) fmt::print(stderr, "pentamesh: warning: {}\n", st.message());
+  } else if (!c.ckpt.dir.empty()) {
+    core::Status st = saver.Poll();  // commits a finished background save (collective)
     if (!st.ok()) fmt::print(stderr, "pentamesh: warning: {}\n", st.message());
   }
-  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0) {
-    fmt::print(stderr, "pentamesh: run.debug_kill_step: SIGKILL after step {}\n", step);
+  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0 &&
+      (c.run.debug_kill_rank < 0 || c.run.debug_kill_rank == trainer.rank())) {
+    fmt::print(stderr, "pentamesh: run.debug_kill_step: SIGKILL after step {} (world rank {})\n",
+               step, trainer.rank());
     std::fflush(stderr);
     raise(SIGKILL);
   }
@@ -141,22 +150,14 @@ int OnNonFinite(const train::StepStats& s, train::Trainer& trainer, ckpt::AsyncS
   return 3;
 }
 
-// Checkpoints (ckpt.dir, --resume) cover one process with zero=0: a ZeRO >= 1 optimizer owns
-// the Adam state outside the ParamSet, and multi-rank saves are not wired to the mesh yet.
-core::Status CheckCheckpointLayout(const train::RunConfig& config, const std::string& resume) {
-  if (config.ckpt.dir.empty() && resume.empty()) return core::Status::Ok();
-  const std::string what = config.ckpt.dir.empty() ? "--resume" : "ckpt.dir";
-  if (config.run.layout.zero >= 1)
-    return core::Status::Error(fmt::format(
-        "run.layout: {} needs zero=0 (zero={}: the sharded optimizer's Adam state is not "
-        "checkpointed yet); unset ckpt.dir or use zero=0",
-        what, config.run.layout.zero));
-  if (config.run.layout.gpus() > 1)
-    return core::Status::Error(fmt::format(
-        "run.layout: {} needs one process (layout has {} ranks: multi-rank checkpoints are not "
-        "supported yet); unset ckpt.dir or train on one process",
-        what, config.run.layout.gpus()));
-  return core::Status::Ok();
+// The checkpoint collective: true iff `ok` on every rank (an all-reduce, so also a barrier).
+ckpt::AllOk AllOkOver(comm::Communicator* world) {
+  if (world == nullptr || world->size() == 1) return {};
+  return [world](bool ok) {
+    int32_t failed = ok ? 0 : 1;
+    world->all_reduce(&failed, 1, core::Dtype::kI32);
+    return failed == 0;
+  };
 }
 
 // Under a launcher rank 0 alone builds a missing dataset (tokenizer training and tokenization of
@@ -184,8 +185,6 @@ int RunTrain(const TrainArgs& args) {
   auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
   if (core::Status st = train::CheckEngineLayout(*config); !st.ok()) return Fail(st.message());
-  if (core::Status st = CheckCheckpointLayout(*config, args.resume); !st.ok())
-    return Fail(st.message());
   // Distributed when launched by mpirun/srun or when the layout needs several ranks (then the
   // mesh reports the rank-count mismatch by name).
   std::unique_ptr<comm::MpiWorld> world;
@@ -204,13 +203,14 @@ int RunTrain(const TrainArgs& args) {
   }
   auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
-  const int code = RunTrainer(**created, args.resume, args.trace);
+  const int code = RunTrainer(**created, args.resume, dist.world, args.trace);
   created->reset();  // the trainer's groups go before the mesh and the world
   mesh.reset();
   return code;
 }
 
-int RunTrainer(train::Trainer& trainer, const std::string& resume, const std::string& trace) {
+int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world,
+               const std::string& trace) {
   const train::RunConfig& c = trainer.config();
   const bool lead = trainer.rank() == 0;
   // Rank 0 reports; the others print nothing (errors still reach stderr).
@@ -232,13 +232,17 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, const std::st
       trainer.dataset().tokens(data::Split::kHeldout), baseline->train_entropy,
       baseline->heldout_xent);
   const int64_t start_step = trainer.step();
+  const ckpt::AllOk all_ok = AllOkOver(world);
   if (!resume.empty()) {
     core::Status st = Resume(resume, trainer);
+    // Every rank loads its own shard: all continue only if all succeeded.
+    const bool all = all_ok ? all_ok(st.ok()) : st.ok();
     if (!st.ok()) return Fail(st.message());
+    if (!all) return Fail("resume failed on another rank (see its message)");
   }
   const bool resumed = trainer.step() > start_step;
   ckpt::AsyncSaver saver(
-      {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = {}},
+      {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = all_ok},
       c.ckpt.async);
   std::unique_ptr<train::MetricsWriter> metrics;
   if (lead && !c.run.out_dir.empty()) {
@@ -261,7 +265,7 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, const std::st
       if (code != 0) return code;
       continue;
     }
-    MaybeSave(trainer, saver, first_step);
+    MaybeSave(trainer, saver, first_step, world ? world->size() : 1);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
     if (eval_now) last_eval = *(s.eval_loss = trainer.Evaluate());

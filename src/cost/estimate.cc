@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "cost/collective_bytes.h"
 #include "cost/internal.h"
 #include "spec/validate.h"
 
@@ -105,11 +106,17 @@ void Rates(const Model& ctx, const spec::Layout& l, Estimate& est) {
   est.cost_usd = est.days * 24.0 * gpus * train.usd_per_gpu_hour;
 }
 
+// Payload of a stage's once-per-step sequence-parallel norm-grad all-reduce (0 without SP).
+double SpNormGradBytes(const Terms& t, const Stage& s) {
+  return s.layers * t.sp_norm_grad_bytes_layer + (s.last ? t.sp_norm_grad_bytes_head : 0.0);
+}
+
 CommBytes StageCommBytes(const spec::Layout& l, const Terms& t, const Stage& s) {
   const double dense_layers = s.layers - s.moe_layers;
   CommBytes b;
   b.tp = t.m * (dense_layers * t.tp_bytes_dense_layer + s.moe_layers * t.tp_bytes_moe_layer +
-                (s.first ? t.tp_bytes_embed : 0.0) + (s.last ? t.tp_bytes_head : 0.0));
+                (s.first ? t.tp_bytes_embed : 0.0) + (s.last ? t.tp_bytes_head : 0.0)) +
+         AllReduceWireBytes(SpNormGradBytes(t, s), static_cast<int64_t>(t.tp));
   b.cp = t.m * s.layers * t.cp_bytes_layer;
   b.ep = t.m * s.moe_layers * t.ep_bytes_layer;
   b.pp = t.pp > 1 ? t.m * s.sends * t.pp_bytes_send : 0.0;
@@ -186,6 +193,10 @@ Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
   Time& time = est.time;
   time.compute = t.m * st.compute;
   time.tp = t.m * st.tp;
+  if (l.sp && t.tp > 1) {  // the critical stage's once-per-step norm-grad all-reduce
+    time.tp += (1.0 - ctx.params().tp_overlap) *
+               internal::AllReduceTime(t.tp_link, SpNormGradBytes(t, stages[critical]));
+  }
   time.cp = t.m * st.cp;
   time.ep = t.m * st.ep;
   time.pp = t.m * st.pp;

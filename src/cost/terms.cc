@@ -314,15 +314,18 @@ void Compute(const Model& ctx, const Layout& l, Terms& t) {
   t.time_embed_s = MemoryTime(ctx, 3.0 * t.tokens * t.elem_bytes * h);
 }
 
-// TP/SP collectives of one block (attention or FFN) whose activation is n bytes: with SP an
-// all-gather and a reduce-scatter forward, their conjugates backward; without SP one all-reduce
-// forward and one backward. Full recomputation repeats the forward ones.
+// TP/SP collectives of one block (attention or FFN) whose activation is n bytes. Without SP: one
+// all-reduce forward (reduce_from_tp) and one backward (copy_to_tp). With SP (Megatron's
+// sequence-parallel linears): forward an all-gather of the input and a reduce-scatter of the
+// output; backward an all-gather of the output grad, an all-gather of the input again (the stash
+// keeps only the T/tp-row shard, the weight grad needs all T rows) and a reduce-scatter of the
+// input grad: five transfers of (t-1)/t * n. Full recomputation repeats the forward ones.
 void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& bytes) {
   if (t.tp <= 1) return;
   const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
   if (l.sp) {
-    time_s += (4.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n);
-    bytes += (4.0 + 2.0 * rec) * (t.tp - 1) / t.tp * n;
+    time_s += (5.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n);
+    bytes += (5.0 + 2.0 * rec) * (t.tp - 1) / t.tp * n;
   } else {
     time_s += (2.0 + rec) * AllReduceTime(t.tp_link, n);
     bytes += (2.0 + rec) * 2.0 * (t.tp - 1) / t.tp * n;
@@ -345,19 +348,31 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
   t.tp_bytes_moe_layer = bytes_attn + bytes_moe;
   if (t.tp <= 1) return;
   // Vocab-parallel embedding (reduce-scatter fwd / all-gather bwd with SP, all-reduce without);
-  // head: gather before the LM head, and three fp32 all-reduces of the cross-entropy (max,
-  // sum of exponentials, target logit) per token.
+  // head: the LM head is a column-parallel linear (SP: all-gather of its input forward, again
+  // backward for the weight grad, reduce-scatter of the input grad; without SP the all-reduce of
+  // the input grad backward), and three fp32 all-reduces of the cross-entropy (max, sum of
+  // exponentials, target logit) per token.
   const double g = (t.tp - 1) / t.tp;
   const double ce = 4.0 * t.tokens;
+  double head_s = 0;
   if (l.sp) {
     t.tp_embed_s = 2.0 * AllGatherTime(t.tp_link, n);
     t.tp_bytes_embed = 2.0 * g * n;
+    head_s = 3.0 * AllGatherTime(t.tp_link, n);
+    t.tp_bytes_head = 3.0 * g * n;
+    // Once per step: the norm weight grads, 2 norms of h per layer and the final norm (grad
+    // dtype), summed over tp because each rank normalised its own rows.
+    const double hb = static_cast<double>(md.hidden) * t.grad_bytes;
+    t.sp_norm_grad_bytes_layer = 2.0 * hb;
+    t.sp_norm_grad_bytes_head = hb;
   } else {
     t.tp_embed_s = AllReduceTime(t.tp_link, n);
     t.tp_bytes_embed = 2.0 * g * n;
+    head_s = AllReduceTime(t.tp_link, n);
+    t.tp_bytes_head = 2.0 * g * n;
   }
-  t.tp_head_s = t.tp_embed_s + 3.0 * AllReduceTime(t.tp_link, ce);
-  t.tp_bytes_head = t.tp_bytes_embed + 3.0 * 2.0 * g * ce;
+  t.tp_head_s = head_s + 3.0 * AllReduceTime(t.tp_link, ce);
+  t.tp_bytes_head += 3.0 * 2.0 * g * ce;
   t.tp_embed_s *= exposed;
   t.tp_head_s *= exposed;
 }

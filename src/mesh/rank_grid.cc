@@ -39,53 +39,24 @@ std::string AxisSet::ToString() const {
   return out + "}";
 }
 
-int Degrees::operator[](Axis a) const {
-  switch (a) {
-    case Axis::kPp:
-      return pp;
-    case Axis::kDp:
-      return dp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kCp:
-      return cp;
-    case Axis::kTp:
-      return tp;
-  }
-  return 0;
+namespace {
+
+// The field of each axis, indexed by Axis (its value is its position in the rank order).
+constexpr std::array<int Degrees::*, kAxisCount> kDegreeFields = {
+    &Degrees::pp, &Degrees::dp, &Degrees::ep, &Degrees::cp, &Degrees::tp};
+constexpr std::array<int Coords::*, kAxisCount> kCoordFields = {
+    &Coords::pp, &Coords::dp, &Coords::ep, &Coords::cp, &Coords::tp};
+
+size_t Index(Axis a) {
+  PM_CHECK(static_cast<int>(a) < kAxisCount) << "axis " << static_cast<int>(a);
+  return static_cast<size_t>(a);
 }
 
-int Coords::operator[](Axis a) const {
-  switch (a) {
-    case Axis::kPp:
-      return pp;
-    case Axis::kDp:
-      return dp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kCp:
-      return cp;
-    case Axis::kTp:
-      return tp;
-  }
-  return 0;
-}
+}  // namespace
 
-int& Coords::operator[](Axis a) {
-  switch (a) {
-    case Axis::kPp:
-      return pp;
-    case Axis::kDp:
-      return dp;
-    case Axis::kEp:
-      return ep;
-    case Axis::kCp:
-      return cp;
-    case Axis::kTp:
-      break;
-  }
-  return tp;
-}
+int Degrees::operator[](Axis a) const { return this->*kDegreeFields[Index(a)]; }
+int Coords::operator[](Axis a) const { return this->*kCoordFields[Index(a)]; }
+int& Coords::operator[](Axis a) { return this->*kCoordFields[Index(a)]; }
 
 core::Result<RankGrid> RankGrid::Create(const Degrees& degrees) {
   for (Axis a : kAxesOuterFirst) {

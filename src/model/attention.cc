@@ -10,7 +10,7 @@ namespace pentamesh::model {
 Attention::Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& c)
     : params_(params),
       config_(c),
-      tp_(*c.shard.tp_comm),
+      ends_(*c.shard.tp_comm, c.shard.sequence_parallel),
       heads_local_(c.heads / c.shard.tp_size),
       kv_heads_local_(c.kv_heads / c.shard.tp_size),
       rope_(c.max_seq, c.head_dim, c.rope_theta) {
@@ -82,16 +82,25 @@ void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const 
                         bool keep_internals) const {
   Saved local;
   Saved& s = keep_internals ? saved : local;
-  Internals(s, x, dims, ctx, keep_internals ? core::MemTag::kActivations : core::MemTag::kOther);
+  {
+    core::Buffer gathered;
+    Internals(s, ends_.Gather(ctx, x, gathered), dims, ctx,
+              keep_internals ? core::MemTag::kActivations : core::MemTag::kOther);
+  }
   const int64_t T = dims.tokens();
-  kernels::linear_forward(y, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
+  core::Buffer partial;
+  const Tensor y_full = ends_.PartialFor(ctx, y, partial);
+  kernels::linear_forward(y_full, s.o.view().Reshape({T, heads_local_ * config_.head_dim}),
                           params_.weight(wo_));
-  ReduceFromTpForward(tp_, y);
+  ends_.Sum(y, y_full);
   RoundActivation(ctx, y);
 }
 
-void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, Dims dims,
-                         const LayerContext& ctx) const {
+void Attention::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Saved& saved,
+                         Dims dims, const LayerContext& ctx) const {
+  core::Buffer dy_gathered, x_gathered;
+  const ConstTensor dy = ends_.Gather(ctx, dy_rows, dy_gathered);
+  const ConstTensor x = ends_.Gather(ctx, x_rows, x_gathered);
   if (saved.empty()) Internals(saved, x, dims, ctx, core::MemTag::kOther);  // selective recompute
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
   ConstTensor o2d = saved.o.view().Reshape({T, A * D});
@@ -126,10 +135,12 @@ void Attention::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved,
   WeightGradGemm(ctx, params_.grad(wq_), dq2, x);
   WeightGradGemm(ctx, params_.grad(wk_), dk2, x);
   WeightGradGemm(ctx, params_.grad(wv_), dv2, x);
-  kernels::linear_backward_input(dx, dq2, params_.weight(wq_));
-  kernels::linear_backward_input(dx, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
-  kernels::linear_backward_input(dx, dv2, params_.weight(wv_), /*accumulate_dx=*/true);
-  CopyToTpBackward(tp_, dx);
+  core::Buffer partial;
+  const Tensor dx_full = ends_.PartialFor(ctx, dx, partial);
+  kernels::linear_backward_input(dx_full, dq2, params_.weight(wq_));
+  kernels::linear_backward_input(dx_full, dk2, params_.weight(wk_), /*accumulate_dx=*/true);
+  kernels::linear_backward_input(dx_full, dv2, params_.weight(wv_), /*accumulate_dx=*/true);
+  ends_.Sum(dx, dx_full);
   saved = Saved();  // the stash is consumed
 }
 

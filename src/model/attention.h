@@ -2,7 +2,10 @@
 //   q = x Wq^T, k = x Wk^T, v = x Wv^T (column-parallel: this rank's A/tp and K/tp heads),
 //   rope(q), rope(k), o = flash_attention(q, k, v), y = o Wo^T (row-parallel over A/tp * D).
 // The input enters through copy_to_tp and y leaves through reduce_from_tp (model/regions.h) on
-// config.shard.tp_comm; with tp = 1 both are the identity.
+// config.shard.tp_comm; with tp = 1 both are the identity. Sequence parallel (shard.
+// sequence_parallel): x, y, dx and dy hold this rank's T/tp rows, the input is all-gathered
+// (again in backward) and y reduce-scattered (model/regions.h, TpBlockEnds); dims stay the full
+// micro-batch's.
 // Context parallel (config.cp set, size > 1): x holds this rank's two chunks of each sequence
 // (data::Sampler's 2 x CP order, dims.seq = S / cp local rows); RoPE uses the rows' GLOBAL
 // positions and the attention core is model/cp_attention.h (ring or Ulysses, config.cp_kind).
@@ -17,6 +20,7 @@
 #include "model/cp_attention.h"
 #include "model/layer_common.h"
 #include "model/param_set.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -43,7 +47,8 @@ class Attention {
   };
 
   Attention(ParamSet& params, const std::string& prefix, const AttentionConfig& config);
-  // y (T, H). keep_internals = false (selective recompute) leaves `saved` empty.
+  // y (T, H) (T/tp rows under SP). keep_internals = false (selective recompute) leaves `saved`
+  // empty.
   void Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
                bool keep_internals) const;
   // dx (T, H) is written; weight grads accumulate.
@@ -59,7 +64,7 @@ class Attention {
   void Rope(Tensor x, Dims dims, bool inverse) const;
   ParamSet& params_;
   AttentionConfig config_;
-  comm::Communicator& tp_;
+  TpBlockEnds ends_;
   int64_t heads_local_, kv_heads_local_;
   ParamId wq_, wk_, wv_, wo_;
   kernels::RopeTable rope_;

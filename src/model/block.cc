@@ -23,7 +23,8 @@ Block::Block(ParamSet& params, int64_t layer, const BlockConfig& c)
 
 void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx, MoeStats* stats,
                         bool keep_attention) const {
-  const int64_t T = dims.tokens(), H = config_.attention.hidden;
+  // The rows of the residual stream this rank holds: T, or T/tp under sequence parallelism.
+  const int64_t T = s.x.view().dim(0), H = config_.attention.hidden;
   const core::MemTag act = ctx.RoundedStashTag(core::MemTag::kActivations);
   s.n1 = NewBuffer(ctx, act, {T, H});
   norm1_.Forward(s.n1.view(), s.norm1, s.x.view(), ctx);
@@ -45,7 +46,7 @@ void Block::ForwardKeep(Tensor out, Saved& s, Dims dims, const LayerContext& ctx
 void Block::Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
                     MoeStats* stats) const {
   saved.x = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations),
-                      {dims.tokens(), config_.attention.hidden});
+                      {x.dim(0), config_.attention.hidden});
   kernels::copy(saved.x.view(), x);
   if (config_.recompute == spec::Recompute::kFull) {
     Saved transient;
@@ -63,8 +64,7 @@ void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
   s.ForEachActivation(ExpandToF32);
 
   if (config_.recompute == spec::Recompute::kFull) {  // rerun forward, stats not counted twice
-    core::Buffer out =
-        NewBuffer(ctx, core::MemTag::kOther, {dims.tokens(), config_.attention.hidden});
+    core::Buffer out = NewBuffer(ctx, core::MemTag::kOther, {dy.dim(0), config_.attention.hidden});
     ForwardKeep(out.view(), s, dims, ctx, nullptr, /*keep_attention=*/true);
     // In bf16 the recomputed stash is, like a stored one, bf16 activations (lossless: the values
     // are already rounded); the fp32 working copies for this backward are then kOther.
@@ -73,7 +73,7 @@ void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
       s.ForEachActivation(ExpandToF32);
     }
   }
-  const int64_t T = dims.tokens(), H = config_.attention.hidden;
+  const int64_t T = dy.dim(0), H = config_.attention.hidden;  // rows held (T/tp under SP)
   // FFN branch: dh = dy + d(norm2)(d ffn).
   core::Buffer dn = NewBuffer(ctx, core::MemTag::kOther, {T, H});
   if (moe_) {

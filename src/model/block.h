@@ -3,9 +3,12 @@
 //   none      saves everything backward needs (attention q/k/v/o/lse, norms, FFN internals);
 //   selective saves all but the attention internals, which Backward recomputes from RMSNorm(x);
 //   full      saves only the layer input x; Backward reruns Forward, then runs backward.
+// Sequence parallel (attention.shard.sequence_parallel): x, out, dx, dy and the stashed x, n1, h,
+// n2 hold this rank's T/tp rows; attention and FFN gather and scatter at their ends (regions.h).
 // Invariant: Backward consumes the Saved of the same micro-batch exactly once.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -50,11 +53,13 @@ class Block {
   };
 
   Block(ParamSet& params, int64_t layer, const BlockConfig& config);
-  // out (T, H) from x (T, H); out may not alias x.
+  // out (T, H) from x (T, H) (T/tp rows each under SP); out may not alias x.
   void Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
                MoeStats* stats) const;
   // dx (T, H) is written.
   void Backward(Tensor dx, ConstTensor dy, Saved& saved, Dims dims, const LayerContext& ctx) const;
+  // The two RMSNorm weights (replicated over tp).
+  std::array<ParamId, 2> norm_weights() const { return {norm1_.weight(), norm2_.weight()}; }
 
  private:
   // Forward keeping everything (policy none or selective) into `s`, x already copied in s.x.

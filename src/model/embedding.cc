@@ -8,7 +8,10 @@ namespace pentamesh::model {
 
 Embedding::Embedding(ParamSet& params, const std::string& name, int64_t vocab, int64_t hidden,
                      const ShardConfig& shard)
-    : params_(params), tp_(*shard.tp_comm), vocab_(vocab), hidden_(hidden) {
+    : params_(params),
+      ends_(*shard.tp_comm, shard.sequence_parallel),
+      vocab_(vocab),
+      hidden_(hidden) {
   weight_ =
       params.Add(name, {vocab, hidden},
                  {.dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank},
@@ -19,9 +22,11 @@ Embedding::Embedding(ParamSet& params, const std::string& name, int64_t vocab, i
 
 void Embedding::Forward(Tensor y, ConstTensor tokens, const LayerContext& ctx) const {
   const int64_t T = tokens.numel();
-  PM_CHECK(y.numel() == T * hidden_) << "embedding y " << y.shape().ToString();
+  PM_CHECK(y.numel() == ends_.LocalRows(T) * hidden_) << "embedding y " << y.shape().ToString();
   ConstTensor w = params_.weight(weight_);
-  float* py = y.f32();
+  core::Buffer partial;
+  const Tensor y_full = ends_.PartialFor(ctx, y, partial);
+  float* py = y_full.f32();
   for (int64_t t = 0; t < T; ++t) {
     PM_CHECK(tokens.i32()[t] >= 0 && tokens.i32()[t] < vocab_)
         << "token " << tokens.i32()[t] << " outside vocab " << vocab_;
@@ -35,11 +40,13 @@ void Embedding::Forward(Tensor y, ConstTensor tokens, const LayerContext& ctx) c
       core::Bf16ToFloat(dst, w.bf16() + row * hidden_, hidden_);
     }
   }
-  ReduceFromTpForward(tp_, y);  // rows outside every other shard were zeros
+  ends_.Sum(y, y_full);  // rows outside every other shard were zeros
   RoundActivation(ctx, y);
 }
 
-void Embedding::Backward(ConstTensor dy, ConstTensor tokens) const {
+void Embedding::Backward(ConstTensor dy_rows, ConstTensor tokens, const LayerContext& ctx) const {
+  core::Buffer gathered;
+  const ConstTensor dy = ends_.Gather(ctx, dy_rows, gathered);
   Tensor g = params_.grad(weight_);
   for (int64_t t = 0; t < tokens.numel(); ++t) {
     const int64_t row = tokens.i32()[t] - vocab_begin_;

@@ -75,6 +75,7 @@ Head::Head(ParamSet& params, int64_t hidden, int64_t vocab, double norm_eps, Par
            const ShardConfig& shard)
     : params_(params),
       tp_(*shard.tp_comm),
+      ends_(*shard.tp_comm, shard.sequence_parallel),
       norm_(params, "final_norm.weight", hidden, norm_eps),
       hidden_(hidden),
       vocab_local_(vocab / shard.tp_size),
@@ -90,12 +91,15 @@ Head::Head(ParamSet& params, int64_t hidden, int64_t vocab, double norm_eps, Par
 }
 
 double Head::Forward(Saved& s, ConstTensor x, ConstTensor targets, const LayerContext& ctx) const {
-  const int64_t T = x.dim(0);
-  s.xn = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {T, hidden_});
+  const int64_t T = targets.numel();
+  PM_CHECK(x.dim(0) == ends_.LocalRows(T)) << "head input " << x.shape().ToString();
+  s.xn = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {x.dim(0), hidden_});
   norm_.Forward(s.xn.view(), s.norm, x, ctx);
   s.logits = NewBuffer(ctx, core::MemTag::kLogits, {T, vocab_local_});
   s.lse = NewBuffer(ctx, core::MemTag::kLogits, {T});
-  kernels::linear_forward(s.logits.view(), s.xn.view(), params_.weight(weight_));
+  core::Buffer gathered;
+  kernels::linear_forward(s.logits.view(), ends_.Gather(ctx, s.xn.view(), gathered),
+                          params_.weight(weight_));
   return VocabParallelXentForward(tp_, s.lse.view(), s.logits.view(), targets, vocab_begin_);
 }
 
@@ -104,10 +108,14 @@ void Head::Backward(Tensor dx, ConstTensor x, ConstTensor targets, Saved& s, flo
   Tensor dlogits = s.logits.view();  // in place
   VocabParallelXentBackward(dlogits, s.logits.view(), s.lse.view(), targets, loss_scale,
                             vocab_begin_);
-  WeightGradGemm(ctx, params_.grad(weight_), dlogits, s.xn.view());
-  core::Buffer dxn = NewBuffer(ctx, core::MemTag::kOther, {x.dim(0), hidden_});
-  kernels::linear_backward_input(dxn.view(), dlogits, params_.weight(weight_));
-  CopyToTpBackward(tp_, dxn.view());  // the LM head is column-parallel over the vocab
+  {
+    core::Buffer gathered;  // SP: the stash holds this rank's rows of xn only
+    WeightGradGemm(ctx, params_.grad(weight_), dlogits, ends_.Gather(ctx, s.xn.view(), gathered));
+  }
+  core::Buffer dxn = NewBuffer(ctx, core::MemTag::kOther, {x.dim(0), hidden_}), partial;
+  const Tensor dxn_full = ends_.PartialFor(ctx, dxn.view(), partial);
+  kernels::linear_backward_input(dxn_full, dlogits, params_.weight(weight_));
+  ends_.Sum(dxn.view(), dxn_full);  // the LM head is column-parallel over the vocab
   norm_.Backward(dx, dxn.view(), x, s.norm);
   s = Saved();
 }

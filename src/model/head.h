@@ -2,7 +2,9 @@
 // reuse the embedding table) and softmax cross-entropy normalised by the step's global valid
 // tokens, vocab-parallel over shard.tp_comm (three T-value all-reduces forward, the input grad's
 // all-reduce backward; model/regions.h). Saved: the normalised input, the logits (tag kLogits) and
-// their log-sum-exp.
+// their log-sum-exp. Sequence parallel: x, xn and dx hold this rank's T/tp rows; the LM head's
+// input is all-gathered forward (and again for the weight grad in backward), its input grad
+// reduce-scattered; the cross-entropy runs over all T tokens on every tp rank.
 #pragma once
 
 #include <string>
@@ -10,6 +12,7 @@
 #include "model/layer_common.h"
 #include "model/norm.h"
 #include "model/param_set.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -17,7 +20,7 @@ class Head {
  public:
   struct Saved {
     RmsNorm::Saved norm;
-    core::Buffer xn;      // (T, H)
+    core::Buffer xn;      // (T, H) (T/tp rows under SP)
     core::Buffer logits;  // (T, V/tp)
     core::Buffer lse;     // (T)
   };
@@ -26,13 +29,15 @@ class Head {
        const ShardConfig& shard);
   // Returns the summed cross-entropy of the valid targets (targets < 0 are ignored).
   double Forward(Saved& saved, ConstTensor x, ConstTensor targets, const LayerContext& ctx) const;
-  // dx (T, H) is written. loss_scale = 1 / global valid tokens of the step.
+  // dx (x's rows, H) is written. loss_scale = 1 / global valid tokens of the step.
   void Backward(Tensor dx, ConstTensor x, ConstTensor targets, Saved& saved, float loss_scale,
                 const LayerContext& ctx) const;
+  ParamId norm_weight() const { return norm_.weight(); }
 
  private:
   ParamSet& params_;
   comm::Communicator& tp_;
+  TpBlockEnds ends_;
   RmsNorm norm_;
   ParamId weight_;
   int64_t hidden_, vocab_local_, vocab_begin_;

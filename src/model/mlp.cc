@@ -37,7 +37,9 @@ void SwiGluFfnBackward(Tensor dx, Tensor dw1, Tensor dw3, Tensor dw2, ConstTenso
 
 Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ffn_hidden,
          double std_out, const ShardConfig& shard)
-    : params_(params), tp_(*shard.tp_comm), ffn_local_(ffn_hidden / shard.tp_size) {
+    : params_(params),
+      ends_(*shard.tp_comm, shard.sequence_parallel),
+      ffn_local_(ffn_hidden / shard.tp_size) {
   const Sharding column{
       .dim = 0, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
   const Sharding row{.dim = 1, .axis = MeshAxis::kTp, .size = shard.tp_size, .rank = shard.tp_rank};
@@ -46,19 +48,25 @@ Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ff
   w2_ = params.Add(prefix + ".w2", {hidden, ffn_hidden}, row, {.std = std_out}, true);
 }
 
-void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x, const LayerContext& ctx,
+void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x_rows, const LayerContext& ctx,
                   core::MemTag tag) const {
+  core::Buffer gathered, partial;
+  const ConstTensor x = ends_.Gather(ctx, x_rows, gathered);
   const int64_t T = x.dim(0);
   saved.h1 = NewBuffer(ctx, tag, {T, ffn_local_});
   saved.h3 = NewBuffer(ctx, tag, {T, ffn_local_});
   saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
-  SwiGluFfnForward(y, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
+  const Tensor y_full = ends_.PartialFor(ctx, y, partial);
+  SwiGluFfnForward(y_full, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
                    params_.weight(w3_), params_.weight(w2_), ctx);
-  ReduceFromTpForward(tp_, y);
+  ends_.Sum(y, y_full);
 }
 
-void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
-                   bool accumulate_dx) const {
+void Mlp::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Saved& saved,
+                   const LayerContext& ctx, bool accumulate_dx) const {
+  core::Buffer dy_gathered, x_gathered, partial;
+  const ConstTensor dy = ends_.Gather(ctx, dy_rows, dy_gathered);
+  const ConstTensor x = ends_.Gather(ctx, x_rows, x_gathered);
   // copy_to_tp's backward sums this block's input grad alone, so an accumulating caller gets it
   // through a scratch buffer.
   core::Buffer scratch;
@@ -67,10 +75,11 @@ void Mlp::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const
     scratch = NewBuffer(ctx, core::MemTag::kOther, dx.shape());
     dx_block = scratch.view();
   }
-  SwiGluFfnBackward(dx_block, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
+  const Tensor dx_full = ends_.PartialFor(ctx, dx_block, partial);
+  SwiGluFfnBackward(dx_full, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
                     saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
                     params_.weight(w3_), params_.weight(w2_), ctx);
-  CopyToTpBackward(tp_, dx_block);
+  ends_.Sum(dx_block, dx_full);
   if (accumulate_dx) kernels::add_inplace(dx, dx_block);
   saved = Saved();
 }

@@ -1,5 +1,6 @@
 // SwiGLU feed-forward: y = (silu(x W1^T) * (x W3^T)) W2^T. W1, W3 column-parallel (F/tp rows),
-// W2 row-parallel; with tp > 1 the same copy_to_tp / reduce_from_tp pair as attention wraps it.
+// W2 row-parallel; with tp > 1 the same copy_to_tp / reduce_from_tp pair as attention wraps it
+// (gather_seq_tp / scatter_seq_tp under sequence parallelism: x, y, dx, dy then hold T/tp rows).
 // Saved: h1 = x W1^T, h3 = x W3^T and g = silu(h1) * h3, each (T, F) (the cost model's 3 F per
 // token of a SwiGLU FFN).
 // The same free functions compute one expert of an MoE layer on its gathered rows.
@@ -9,6 +10,7 @@
 
 #include "model/layer_common.h"
 #include "model/param_set.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -35,7 +37,7 @@ class Mlp {
 
  private:
   ParamSet& params_;
-  comm::Communicator& tp_;
+  TpBlockEnds ends_;
   int64_t ffn_local_;
   ParamId w1_, w3_, w2_;
 };

@@ -1,5 +1,7 @@
 // RMSNorm layer over the hidden dim. Replicated on every rank (never sharded).
-// Saved: rstd (T). Backward accumulates the weight grad.
+// Saved: rstd (T). Backward accumulates the weight grad. Under sequence parallelism each tp rank
+// normalises its own T/tp rows, so the weight grads are partial sums over tp: Stage sums them
+// (Stage::ReduceSequenceParallelGrads) once per step.
 #pragma once
 
 #include <string>
@@ -20,6 +22,7 @@ class RmsNorm {
                core::MemTag tag = core::MemTag::kActivations) const;
   // dx (T, H) is written.
   void Backward(Tensor dx, ConstTensor dy, ConstTensor x, const Saved& saved) const;
+  ParamId weight() const { return weight_; }
 
  private:
   ParamSet& params_;

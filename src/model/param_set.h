@@ -35,10 +35,13 @@ const char* ToString(MeshAxis axis);
 // This rank's coordinates on the axes a layer can be sharded over (1/0 on one process).
 // tp_comm: the tp group (size tp_size) the layers' regions communicate over (model/regions.h);
 // null means "one process": Stage then supplies a one-rank group.
+// sequence_parallel: Megatron SP (model/regions.h, TpBlockEnds): the residual stream, norms and
+// the embedding output hold this rank's T/tp rows; meaningful with tp_size > 1 only.
 struct ShardConfig {
   int64_t tp_size = 1, tp_rank = 0;
   int64_t ep_size = 1, ep_rank = 0;
   comm::Communicator* tp_comm = nullptr;
+  bool sequence_parallel = false;
 };
 
 // How a parameter is split: dim `dim` of the global shape is cut into `size` equal slices

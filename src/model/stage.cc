@@ -1,6 +1,8 @@
 #include "model/stage.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "comm/communicator.h"
@@ -96,6 +98,32 @@ Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
     head_ = std::make_unique<Head>(params, m.hidden, m.vocab, m.norm_eps,
                                    m.tied_embeddings ? embedding_->weight() : -1, cs.shard);
   }
+  sequence_parallel_ = cs.shard.sequence_parallel && cs.shard.tp_size > 1;
+  for (const auto& block : blocks_) {
+    for (ParamId id : block->norm_weights()) norm_weights_.push_back(id);
+  }
+  if (head_) norm_weights_.push_back(head_->norm_weight());
+}
+
+int64_t Stage::ResidualRows(Dims dims) const {
+  return sequence_parallel_ ? dims.tokens() / config_.shard.tp_size : dims.tokens();
+}
+
+void Stage::ReduceSequenceParallelGrads() {
+  if (!sequence_parallel_ || norm_weights_.empty()) return;
+  std::vector<float> packed;
+  for (ParamId id : norm_weights_) {
+    const Tensor g = params_.grad(id);
+    packed.insert(packed.end(), g.f32(), g.f32() + g.numel());
+  }
+  config_.shard.tp_comm->all_reduce(packed.data(), static_cast<int64_t>(packed.size()),
+                                    core::Dtype::kF32);
+  const float* src = packed.data();
+  for (ParamId id : norm_weights_) {
+    const Tensor g = params_.grad(id);
+    std::copy(src, src + g.numel(), g.f32());
+    src += g.numel();
+  }
 }
 
 LayerContext Stage::Context(const MicroBatch& mb) const {
@@ -107,6 +135,8 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   const int64_t T = mb.dims.tokens(), H = config_.model.hidden;
   PM_CHECK(mb.tokens.numel() == T && mb.targets.numel() == T) << "micro-batch tokens";
   PM_CHECK(mb.dims.seq <= config_.model.max_seq_len) << "seq " << mb.dims.seq << " > max_seq_len";
+  PM_CHECK(!sequence_parallel_ || T % config_.shard.tp_size == 0)
+      << "sequence parallel: " << T << " tokens not divisible by tp=" << config_.shard.tp_size;
   Stash& st = stashes_[mb_id];
   st.tokens.assign(mb.tokens.i32(), mb.tokens.i32() + T);
   st.targets.assign(mb.targets.i32(), mb.targets.i32() + T);
@@ -115,8 +145,9 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   st.mb.targets = ConstTensor(core::Tensor(st.targets.data(), core::Dtype::kI32, {T}));
   const LayerContext ctx = Context(mb);
   StageForward result;
-  core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {T, H});
-  core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  const int64_t rows = ResidualRows(mb.dims);
+  core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
+  core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   if (embedding_) {
     embedding_->Forward(a.view(), st.mb.tokens, ctx);
   } else {
@@ -128,7 +159,7 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
     std::swap(a, b);
   }
   if (head_) {
-    st.out = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {T, H});
+    st.out = NewBuffer(ctx, ctx.RoundedStashTag(core::MemTag::kActivations), {rows, H});
     kernels::copy(st.out.view(), a.view());
     result.loss_sum = head_->Forward(st.head, st.out.view(), st.mb.targets, ctx);
     if (ctx.bf16) {  // both hold bf16-rounded values: store them as bf16
@@ -166,9 +197,9 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
   Stash& st = it->second;
   LayerContext ctx = Context(st.mb);
   ctx.deferred = deferred;
-  const int64_t T = st.mb.dims.tokens(), H = config_.model.hidden;
-  core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {T, H});
-  core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+  const int64_t rows = ResidualRows(st.mb.dims), H = config_.model.hidden;
+  core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
+  core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   if (head_) {
     ExpandToF32(st.out);
     ExpandToF32(st.head.xn);
@@ -182,7 +213,7 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
     std::swap(dx, dy);
   }
   if (embedding_) {
-    embedding_->Backward(dy.view(), st.mb.tokens);
+    embedding_->Backward(dy.view(), st.mb.tokens, ctx);
   } else {
     kernels::copy(dx_in, dy.view());
   }

@@ -2,6 +2,9 @@
 // the embedding on the first stage and the head on the last. Forward(mb) stashes what Backward(mb)
 // needs, one Stash per in-flight micro-batch, so any schedule (GPipe, 1F1B, interleaved) can run
 // it; with pp = 1 the single stage is the whole model.
+// Sequence parallel (shard.sequence_parallel, tp > 1): x_in, x_out, dy_out, dx_in and the
+// residual stream hold this rank's ResidualRows = T/tp rows of the micro-batch (tokens and
+// targets stay whole), and ReduceSequenceParallelGrads sums the norm weight grads over tp.
 // Invariant: every Forward(mb) is matched by exactly one Backward(mb), which frees its stash.
 #pragma once
 
@@ -45,6 +48,13 @@ struct StageForward {
 class Stage {
  public:
   Stage(const StageConfig& config, ParamSet& params, core::Allocator& alloc);
+  // Rows of the residual stream (and of x_in, x_out, dy_out, dx_in) for a micro-batch of `dims`:
+  // its tokens, or tokens / tp under sequence parallelism.
+  int64_t ResidualRows(Dims dims) const;
+  // Under sequence parallelism each tp rank's RMSNorm weight grads cover its own rows only: sums
+  // them over tp (one all-reduce of this stage's norm weights). Call once per step after the
+  // last Backward, before the optimizer reads the grads; a no-op without SP.
+  void ReduceSequenceParallelGrads();
   // First stage reads mb.tokens, otherwise x_in (T, H). Non-last stages write x_out (T, H).
   StageForward Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_in, Tensor x_out);
   // Last stage ignores dy_out; non-first stages write dx_in (T, H).
@@ -82,6 +92,8 @@ class Stage {
   std::unique_ptr<Head> head_;
   std::map<int64_t, Stash> stashes_;
   std::map<int64_t, DeferredWeightGrads> deferred_;
+  bool sequence_parallel_ = false;
+  std::vector<ParamId> norm_weights_;  // tp-replicated weights that see sequence-sharded rows
 };
 
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).

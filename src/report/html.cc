@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "report/svg.h"
+#include "report/timeline.h"
 
 namespace pentamesh::report {
 namespace {
@@ -278,13 +279,10 @@ std::string BaselineTable(const plan::BaselineComparison& b) {
   return html + "</table>\n";
 }
 
-constexpr const char* kStyle = R"(<style>
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td.l{text-align:left}th{background:#f2f2f2}.note{color:#555;font-size:13px}
-.best{font-size:16px;background:#eef4fb;padding:10px;border-left:4px solid #4e79a7}
-</style>)";
+// The shared page style plus the best-layout box.
+constexpr const char* kBestStyle =
+    "<style>.best{font-size:16px;background:#eef4fb;padding:10px;border-left:4px solid "
+    "#4e79a7}</style>";
 
 std::string BestBox(const cost::Estimate& e) {
   return fmt::format(
@@ -296,12 +294,31 @@ std::string BestBox(const cost::Estimate& e) {
       Pct(e.bubble_fraction), e.days, e.cost_usd);
 }
 
+// The best layout's pipeline schedule, simulated by schedule/ with the cost model's per-micro-batch
+// stage time (report/timeline.h); pp = 1 says so in one line.
+std::string PipelineSection(const cost::Estimate& best) {
+  std::string html = "<h2>Pipeline schedule of the best layout</h2>\n";
+  schedule::ScheduleSpec spec;
+  auto sim = SimulateLayoutSchedule(best, &spec);
+  if (!sim.ok()) return html + "<p class=note>" + Escape(sim.status().message()) + "</p>\n";
+  html += fmt::format(
+      "<p class=note>One action = one micro-batch through one model chunk, timed with the critical "
+      "stage's time per micro-batch ({:.4g} s per F, B and W), so each rank idles the cost model's "
+      "bubble term ({:.4g} s, {} of the whole step, which also holds the DP and optimizer time; "
+      "below, the bubble as a share of the pipeline's makespan).</p>\n",
+      sim->timeline.empty() || sim->timeline[0].empty()
+          ? 0.0
+          : sim->timeline[0][0].end_s - sim->timeline[0][0].start_s,
+      best.time.bubble, Pct(best.bubble_fraction));
+  return html + ScheduleTimelineHtml(spec, *sim, "s");
+}
+
 }  // namespace
 
 std::string RenderHtml(const PlanReport& r) {
   std::string html =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh plan: " +
-      Escape(r.model) + "</title>\n" + kStyle + "</head><body>\n";
+      Escape(r.model) + "</title>\n" + kPageStyle + kBestStyle + "</head><body>\n";
   html += fmt::format("<h1>pentamesh plan: {} on {} x {} ({})</h1>\n", Escape(r.model), r.gpus,
                       Escape(r.cluster), Escape(r.train));
   if (r.counts) {
@@ -328,6 +345,7 @@ std::string RenderHtml(const PlanReport& r) {
     }
     if (!running.empty()) html += "<h2>Step time by term</h2>\n" + TimeChart(running);
   }
+  if (!r.top.empty()) html += PipelineSection(r.top.front());
   if (r.baseline) html += "<h2>FSDP baseline vs best layout</h2>\n" + BaselineTable(*r.baseline);
   if (!r.scale.empty()) {
     html +=

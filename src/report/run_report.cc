@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 
 #include "report/svg.h"
@@ -82,6 +83,7 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
       s.tokens_per_expert.push_back(v.get<double>());
     }
   }
+  PM_ASSIGN_OR_RETURN(s.dropped_tokens, OptionalNumber(j, "dropped_tokens", where));
   if (j.contains("predicted")) {
     const Json& p = j["predicted"];
     if (!p.is_object() || !p.contains("peak_bytes"))
@@ -146,36 +148,105 @@ std::string MemorySection(const RunMetrics& run) {
   return html + "</table>\n" + GroupedBars(categories, names, values, "bytes per rank");
 }
 
+// Consecutive steps with tokens_per_expert grouped into at most max_columns heatmap columns.
+struct ExpertColumn {
+  int64_t first_step = 0, last_step = 0;
+  std::vector<double> tokens;  // summed over the group's steps
+  double total = 0;
+  std::vector<std::pair<int64_t, double>> collapses;  // (step, max share) above the threshold
+};
+
+std::vector<ExpertColumn> ExpertColumns(const RunMetrics& run, size_t experts, size_t max_columns) {
+  std::vector<const RunStep*> steps;
+  for (const RunStep& s : run.steps) {
+    if (!s.tokens_per_expert.empty()) steps.push_back(&s);
+  }
+  const size_t stride = (steps.size() + max_columns - 1) / std::max<size_t>(max_columns, 1);
+  std::vector<ExpertColumn> columns;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (i % stride == 0) columns.push_back({steps[i]->step, steps[i]->step, {}, 0, {}});
+    ExpertColumn& c = columns.back();
+    c.last_step = steps[i]->step;
+    c.tokens.resize(experts, 0.0);
+    double total = 0, most = 0;
+    for (size_t e = 0; e < steps[i]->tokens_per_expert.size(); ++e) {
+      c.tokens[e] += steps[i]->tokens_per_expert[e];
+      total += steps[i]->tokens_per_expert[e];
+      most = std::max(most, steps[i]->tokens_per_expert[e]);
+    }
+    c.total += total;
+    if (total > 0 && most / total > kExpertCollapseShare)
+      c.collapses.emplace_back(steps[i]->step, most / total);
+  }
+  return columns;
+}
+
+// Load relative to uniform (share * E): blue at 0, white at 1, red at 2 and above.
+std::string LoadColor(double ratio) {
+  auto mix = [](int a, int b, double t) { return static_cast<int>(a + (b - a) * t); };
+  if (ratio < 1) {
+    const double t = std::clamp(ratio, 0.0, 1.0);
+    return fmt::format("#{:02x}{:02x}{:02x}", mix(44, 247, t), mix(123, 247, t), mix(182, 247, t));
+  }
+  const double t = std::clamp(ratio - 1, 0.0, 1.0);
+  return fmt::format("#{:02x}{:02x}{:02x}", mix(247, 215, t), mix(247, 25, t), mix(247, 28, t));
+}
+
+std::string StepRange(const ExpertColumn& c) {
+  return c.first_step == c.last_step ? fmt::format("step {}", c.first_step)
+                                     : fmt::format("steps {}-{}", c.first_step, c.last_step);
+}
+
 std::string MoeSection(const RunMetrics& run) {
   const auto imbalance = Points(run, [](const RunStep& s) { return s.expert_load_imbalance; });
   const auto aux = Points(run, [](const RunStep& s) { return s.aux_loss; });
-  if (imbalance.empty() && aux.empty()) return "";
-  std::string html =
+  const auto dropped = Points(run, [](const RunStep& s) { return s.dropped_tokens; });
+  size_t experts = 0, collapsed = 0, with_tokens = 0;
+  std::string collapse_steps;
+  for (const RunStep& s : run.steps) {
+    experts = std::max(experts, s.tokens_per_expert.size());
+    if (s.tokens_per_expert.empty()) continue;
+    ++with_tokens;
+    const double total =
+        std::accumulate(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
+    const double most = *std::max_element(s.tokens_per_expert.begin(), s.tokens_per_expert.end());
+    if (total > 0 && most / total > kExpertCollapseShare) {
+      if (++collapsed <= 20) collapse_steps += fmt::format(" {}", s.step);
+    }
+  }
+  if (imbalance.empty() && aux.empty() && experts == 0) return "";
+  std::string html;
+  if (experts > 0) {
+    html += fmt::format(
+        "<h2>MoE: expert load over time</h2>\n<p class=note>Share of the routed tokens per expert "
+        "and step, relative to the uniform share 1/{} (blue below, white equal, red twice or "
+        "more). Expert collapse warning (one expert above {:.0f}% of the routed tokens): {} of {} "
+        "steps{}{}.</p>\n",
+        experts, 100 * kExpertCollapseShare, collapsed, with_tokens,
+        collapsed > 0 ? ", at steps" + collapse_steps : "", collapsed > 20 ? " ..." : "");
+    html += ExpertLoadHeatmap(run);
+  }
+  std::vector<Series> lines = {{"load imbalance (max / mean)", Color(2), imbalance}};
+  if (experts > 0 && !imbalance.empty()) {
+    // max share > c  <=>  max / mean > c * E: the collapse threshold on the imbalance axis.
+    const double level = kExpertCollapseShare * static_cast<double>(experts);
+    lines.push_back({fmt::format("collapse threshold ({:.0f}% share)", 100 * kExpertCollapseShare),
+                     Color(9),
+                     {{imbalance.front().first, level}, {imbalance.back().first, level}}});
+  }
+  html +=
       "<h2>MoE: expert load imbalance</h2>\n<p class=note>max over mean of tokens routed per "
       "expert (1 = perfectly balanced).</p>\n" +
-      LineChart({{"load imbalance", Color(2), imbalance}, {"aux loss", Color(4), aux}}, "step",
-                "imbalance / aux loss");
-  size_t experts = 0;
-  for (const RunStep& s : run.steps) experts = std::max(experts, s.tokens_per_expert.size());
-  if (experts == 0) return html;
-  std::vector<Series> per_expert;
-  for (size_t e = 0; e < experts; ++e) {
-    per_expert.push_back({fmt::format("expert {}", e), Color(e), Points(run, [e](const RunStep& s) {
-                            return e < s.tokens_per_expert.size()
-                                       ? std::optional<double>(s.tokens_per_expert[e])
-                                       : std::nullopt;
-                          })});
+      LineChart(lines, "step", "imbalance");
+  std::vector<Series> other = {{"aux loss", Color(4), aux}};
+  html += "<h2>MoE: aux loss</h2>\n" + LineChart(other, "step", "aux loss", 1180, 260);
+  if (!dropped.empty()) {
+    html += "<h2>MoE: dropped tokens</h2>\n" +
+            LineChart({{"dropped tokens (over capacity)", Color(5), dropped}}, "step", "tokens",
+                      1180, 260);
   }
-  return html + "<h2>MoE: tokens per expert</h2>\n" +
-         LineChart(per_expert, "step", "tokens routed");
+  return html;
 }
-
-constexpr const char* kStyle = R"(<style>
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td.l{text-align:left}th{background:#f2f2f2}.note{color:#555;font-size:13px}
-</style>)";
 
 std::string Summary(const RunMetrics& run) {
   const RunStep& last = run.steps.back();
@@ -197,7 +268,8 @@ std::string Summary(const RunMetrics& run) {
 }  // namespace
 
 core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::string& source) {
-  RunMetrics run{.source = source, .steps = {}};
+  RunMetrics run;
+  run.source = source;
   std::istringstream in(text);
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
@@ -223,9 +295,98 @@ core::Result<RunMetrics> LoadRunMetrics(const std::string& run_dir) {
   return ParseRunMetrics(text.str(), path);
 }
 
+std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns) {
+  size_t experts = 0;
+  for (const RunStep& s : run.steps) experts = std::max(experts, s.tokens_per_expert.size());
+  if (experts == 0) return "";
+  const std::vector<ExpertColumn> columns = ExpertColumns(run, experts, max_columns);
+  const double left = 80, right = 30, top = 46, width = 1180;
+  const double cell_h = std::clamp(320.0 / static_cast<double>(experts), 3.0, 24.0);
+  const double cell_w = (width - left - right) / static_cast<double>(columns.size());
+  const double bottom = top + cell_h * static_cast<double>(experts);
+  Svg svg(width, bottom + 44);
+  const std::pair<double, const char*> legend[] = {
+      {0.0, "0"}, {0.5, "0.5"}, {1.0, "1 = 1/E"}, {1.5, "1.5"}, {2.0, ">= 2 x uniform"}};
+  double lx = left;
+  for (const auto& [ratio, label] : legend) {
+    svg.Rect(lx, 10, 12, 12, LoadColor(ratio));
+    svg.Text(lx + 16, 20, label, 11);
+    lx += 30 + 6.5 * static_cast<double>(std::strlen(label));
+  }
+  svg.Rect(lx + 10, 14, 12, 5, "#c00");
+  svg.Text(lx + 26, 20, "collapse warning", 11);
+  for (size_t col = 0; col < columns.size(); ++col) {
+    const ExpertColumn& c = columns[col];
+    const double x = left + cell_w * static_cast<double>(col);
+    for (size_t e = 0; e < experts; ++e) {
+      const double share = c.total > 0 ? c.tokens[e] / c.total : 0.0;
+      svg.Rect(x, top + cell_h * static_cast<double>(e), cell_w, cell_h,
+               LoadColor(share * static_cast<double>(experts)),
+               fmt::format("expert {} {} share {:.9g} tokens {:.9g}", e, StepRange(c), share,
+                           c.tokens[e]),
+               "expert-cell");
+    }
+    for (const auto& [step, share] : c.collapses) {
+      svg.Rect(
+          x + 0.5, top - 9, std::max(cell_w - 1, 1.0), 6, "#c00",
+          fmt::format("step {}: one expert took {:.1f}% of the routed tokens", step, 100 * share),
+          "collapse");
+    }
+  }
+  if (cell_h >= 10) {
+    for (size_t e = 0; e < experts; ++e) {
+      svg.Text(left - 6, top + cell_h * (static_cast<double>(e) + 0.5) + 4,
+               fmt::format("expert {}", e), 11, "end");
+    }
+  }
+  const size_t ticks = std::min<size_t>(columns.size(), 8);
+  for (size_t i = 0; i < ticks; ++i) {
+    const size_t col = ticks == 1 ? 0 : i * (columns.size() - 1) / (ticks - 1);
+    svg.Text(left + cell_w * (static_cast<double>(col) + 0.5), bottom + 16,
+             fmt::format("{}", columns[col].first_step), 11, "middle", "#555");
+  }
+  svg.Text(left + (width - left - right) / 2, bottom + 36,
+           columns.size() == 1 || columns[0].first_step == columns[0].last_step
+               ? "step"
+               : "step (columns average consecutive steps)",
+           12, "middle");
+  return svg.Finish();
+}
+
+core::Status LoadRunTrace(const std::string& path, RunMetrics* run) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  PM_ASSIGN_OR_RETURN(run->trace, ParseChromeTrace(text.str(), path));
+  run->trace_source = path;
+  return core::Status::Ok();
+}
+
+namespace {
+
+std::string TraceSection(const RunMetrics& run) {
+  if (run.trace.empty()) return "";
+  double end = 0;
+  size_t events = 0;
+  for (const TimelineRow& row : run.trace) {
+    events += row.spans.size();
+    for (const TimelineSpan& s : row.spans) end = std::max(end, s.end);
+  }
+  return fmt::format(
+             "<h2>Trace: the pipeline as it ran</h2>\n<p class=note>{} events on {} rows from "
+             "{}; microseconds from the first event. Compare with the simulated schedule of "
+             "<code>pentamesh schedule --html</code>.</p>\n",
+             events, run.trace.size(), Escape(run.trace_source)) +
+         TimelineSvg(run.trace, end, "us", /*show_legend_chunks=*/true, kMaxTimelineBoxes);
+}
+
+}  // namespace
+
 std::string RenderRunHtml(const RunMetrics& run) {
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh run: " +
-                     Escape(run.source) + "</title>\n" + kStyle + "</head><body>\n";
+                     Escape(run.source) + "</title>\n" + kPageStyle + "</head><body>\n";
   html += "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
   html += "<h2>Loss</h2>\n" +
           LineChart(
@@ -241,6 +402,7 @@ std::string RenderRunHtml(const RunMetrics& run) {
           "step", "tokens/s");
   html += MemorySection(run);
   html += MoeSection(run);
+  html += TraceSection(run);
   return html + "</body></html>\n";
 }
 

@@ -1,7 +1,9 @@
 // The training run's report: parses the metrics.jsonl that `pentamesh train` writes (one JSON
 // object per step, see train/metrics.cc) and renders one self-contained HTML page (inline SVG, no
 // script, no network): loss and eval loss, throughput, measured vs predicted memory per category,
-// and for MoE runs the expert load imbalance and tokens per expert over steps.
+// and for MoE runs the expert load over time: a heatmap of each expert's share of the routed
+// tokens per step, the load imbalance (max/mean) with the expert-collapse threshold, dropped
+// tokens, and the steps that tripped the collapse warning.
 // Invariant: the page only presents numbers read from the file; a malformed line or a missing
 // required key is an error naming the file and the 1-based line, never a partial page.
 #pragma once
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "report/timeline.h"
 
 namespace pentamesh::report {
 
@@ -28,12 +31,20 @@ struct RunStep {
   std::optional<double> aux_loss;
   std::optional<double> expert_load_imbalance;
   std::vector<double> tokens_per_expert;
+  std::optional<double> dropped_tokens;
   std::map<std::string, double> predicted_peak_bytes;  // empty when the line has no prediction
 };
+
+// Expert collapse: one expert took more than this share of the routed tokens in a step. The same
+// threshold as model::MoeStats::CollapseWarning (model/moe.h), which report/ cannot include.
+inline constexpr double kExpertCollapseShare = 0.25;
 
 struct RunMetrics {
   std::string source;  // the file's path, for the heading
   std::vector<RunStep> steps;
+  // Optional: a Chrome trace of the run (train --trace), drawn as a timeline (LoadRunTrace).
+  std::string trace_source;
+  std::vector<TimelineRow> trace;
 };
 
 // Parses the text of a metrics.jsonl; `source` names the file in errors. Blank lines are skipped;
@@ -43,7 +54,18 @@ core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::str
 // Reads DIR/metrics.jsonl and parses it.
 core::Result<RunMetrics> LoadRunMetrics(const std::string& run_dir);
 
+// Reads a Chrome trace (pentamesh train --trace FILE) into run->trace; errors name the file.
+core::Status LoadRunTrace(const std::string& path, RunMetrics* run);
+
 std::string RenderRunHtml(const RunMetrics& run);
+
+// The expert-load heatmap: one row per expert, one column per logged step with tokens_per_expert
+// (consecutive steps are averaged into one column when there are more than max_columns), a cell's
+// colour its share of the step's routed tokens relative to the uniform share 1/E (blue below,
+// white at 1, red above), a red mark above each column with a collapse warning. Every cell has
+// class "expert-cell" and the title "expert E steps A-B share S tokens T" (%.9g); every mark
+// class "collapse". Empty when no step has tokens_per_expert.
+std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns = 400);
 
 // Writes the page; the error names the path and the OS reason.
 core::Status WriteRunHtml(const RunMetrics& run, const std::string& path);

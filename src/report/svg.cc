@@ -34,12 +34,24 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
+std::string TickLabel(double v) {
+  const double a = std::fabs(v);
+  if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
+  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
+  if (a >= 1e4) return fmt::format("{:.3g}k", v / 1e3);
+  return fmt::format("{:.4g}", v);
+}
+
 Svg::Svg(double width, double height) : width_(width), height_(height) {}
 
 void Svg::Rect(double x, double y, double w, double h, const std::string& fill,
-               const std::string& title) {
-  body_ += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}">)",
-                       x, y, std::max(w, 0.0), std::max(h, 0.0), Escape(fill));
+               const std::string& title, const std::string& css_class) {
+  if (!css_class.empty())
+    body_ += "<rect class=\"" + Escape(css_class) + "\" ";
+  else
+    body_ += "<rect ";
+  body_ += fmt::format(R"(x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}">)", x, y,
+                       std::max(w, 0.0), std::max(h, 0.0), Escape(fill));
   if (!title.empty()) body_ += "<title>" + Escape(title) + "</title>";
   body_ += "</rect>\n";
 }
@@ -89,15 +101,6 @@ std::string Svg::Finish() const {
 namespace pentamesh::report {
 namespace {
 
-// A tick label short enough for an axis: 3 significant digits, SI suffix for large numbers.
-std::string Tick(double v) {
-  const double a = std::fabs(v);
-  if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
-  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
-  if (a >= 1e4) return fmt::format("{:.3g}k", v / 1e3);
-  return fmt::format("{:.4g}", v);
-}
-
 void SeriesLegend(Svg& svg, double x, double y,
                   const std::vector<std::pair<std::string, std::string>>& items) {
   for (const auto& [name, color] : items) {
@@ -137,8 +140,8 @@ std::string LineChart(const std::vector<Series>& series, const std::string& x_la
   for (int i = 0; i <= 4; ++i) {
     const double y = y_lo + (y_hi - y_lo) * i / 4, x = x_lo + (x_hi - x_lo) * i / 4;
     svg.Line(left, py(y), width - right, py(y), "#ddd");
-    svg.Text(left - 8, py(y) + 4, Tick(y), 11, "end", "#555");
-    svg.Text(px(x), top + plot_h + 18, Tick(x), 11, "middle", "#555");
+    svg.Text(left - 8, py(y) + 4, TickLabel(y), 11, "end", "#555");
+    svg.Text(px(x), top + plot_h + 18, TickLabel(x), 11, "middle", "#555");
   }
   svg.Line(left, top + plot_h, width - right, top + plot_h, "#888");
   svg.Line(left, top, left, top + plot_h, "#888");
@@ -176,7 +179,7 @@ std::string GroupedBars(const std::vector<std::string>& categories,
   for (int i = 0; i <= 4; ++i) {
     const double y = y_hi * i / 4;
     svg.Line(left, py(y), width - right, py(y), "#ddd");
-    svg.Text(left - 8, py(y) + 4, Tick(y), 11, "end", "#555");
+    svg.Text(left - 8, py(y) + 4, TickLabel(y), 11, "end", "#555");
   }
   svg.Text(left, top - 6, y_label, 12, "start", "#555");
   const double n_cat = static_cast<double>(std::max<size_t>(categories.size(), 1));
@@ -192,7 +195,7 @@ std::string GroupedBars(const std::vector<std::string>& categories,
       const std::string& color = series_names_colors.at(s).second;
       svg.Rect(x, py(v), bar_w - 2, top + plot_h - py(v), color,
                fmt::format("{} {}: {}", series_names_colors[s].first, categories[c], v));
-      svg.Text(x + bar_w / 2, py(v) - 3, Tick(v), 10, "middle", "#333");
+      svg.Text(x + bar_w / 2, py(v) - 3, TickLabel(v), 10, "middle", "#333");
     }
   }
   svg.Line(left, top + plot_h, width - right, top + plot_h, "#888");

@@ -105,7 +105,7 @@ PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& m
                                          int64_t hidden) {
   PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
       << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
-  tokens_ = mbs.front().dims.tokens();
+  tokens_ = chunks_.front()->ResidualRows(mbs.front().dims);  // T/tp rows under SP
   hidden_ = hidden;
   const int S = topology_.stages(), rank = pp_.rank();
   PipelineStepResult result;
@@ -191,6 +191,7 @@ PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet
   comm::Communicator& pp = executor.pp();
   params.ZeroGrads();
   const PipelineStepResult res = executor.Run(mbs, hidden);
+  executor.ReduceSequenceParallelGrads();
   PipelineTrainStats stats;
   stats.ce_loss = res.loss_sum / static_cast<double>(std::max<int64_t>(valid_tokens, 1));
   const schedule::Topology& topo = executor.topology();

@@ -113,6 +113,7 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Number("debug_nan_step", o.debug_nan_step, 0);
   r.Number("debug_nan_count", o.debug_nan_count, 1);
   r.Number("debug_kill_step", o.debug_kill_step, 0);
+  r.Number("debug_kill_rank", o.debug_kill_rank, -1);
   r.RejectUnknown();
   if (!layout.empty()) {
     core::Result<spec::Layout> l = spec::ParseLayout(layout);

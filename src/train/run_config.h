@@ -10,7 +10,8 @@
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
-//            max_nonfinite_in_row, debug_nan_step, debug_nan_count, debug_kill_step (faults)
+//            max_nonfinite_in_row, debug_nan_step, debug_nan_count, debug_kill_step,
+//            debug_kill_rank (faults)
 //   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
@@ -68,6 +69,9 @@ struct RunOptions {
   // (while an async checkpoint may be in flight), only in a run that started at step 0 (so a
   // relaunch with --resume continues). 0 = off.
   int64_t debug_kill_step = 0;
+  // Under mpirun: only this world rank kills itself (the others are then inside the next
+  // step's collectives); -1 = every rank.
+  int64_t debug_kill_rank = -1;
 };
 
 struct CkptConfig {

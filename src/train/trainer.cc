@@ -90,8 +90,10 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         l.cp, l.ep));
   }
   if (l.pp > 1) CheckPipelineLayout(c, errors);
-  if (l.sp && l.tp > 1) {
-    errors.push_back("run.layout: sp=on is not implemented by the engine yet (use sp=off)");
+  if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
+    errors.push_back(fmt::format(
+        "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
+        c.train.seq_len, l.tp));
   }
   if (l.zero > 2) {
     errors.push_back(fmt::format(
@@ -155,8 +157,10 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
 
 model::ShardConfig Trainer::Shard() const {
   if (!mesh_) return {};
-  return {
-      .tp_size = mesh_->layout().tp, .tp_rank = mesh_->coords().dense.tp, .tp_comm = &mesh_->tp()};
+  return {.tp_size = mesh_->layout().tp,
+          .tp_rank = mesh_->coords().dense.tp,
+          .tp_comm = &mesh_->tp(),
+          .sequence_parallel = mesh_->layout().sp && mesh_->layout().tp > 1};
 }
 
 double Trainer::SumOverReplicas(double value) {
@@ -250,6 +254,7 @@ StepStats Trainer::Step() {
   StepStats s;
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
+  model_->stage().ReduceSequenceParallelGrads();  // SP: norm grads summed over tp
   ++attempts_;
   const RunOptions& run = config_.run;
   if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&

@@ -3,7 +3,9 @@
 // optimizer steps of global_batch_seqs sequences split into micro-batches of layout.mbs sequences,
 // with grads accumulated in fp32 and the loss normalised by the step's global valid tokens.
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
-// mesh.tp()), reads its dp slice of every global batch, and a ZeroOptimizer reduces the grads
+// mesh.tp(); with sp=on the residual stream is sequence-sharded and Step sums the norm grads over
+// tp, model::Stage::ReduceSequenceParallelGrads), reads its dp slice of every global batch, and a
+// ZeroOptimizer reduces the grads
 // over mesh.dp_cp(); scalars (valid tokens, loss sums, the grad norm) are summed over the world
 // communicator, which is not a mesh group and so not part of comm_bytes. pp > 1: this rank
 // builds the model chunks of its pp rank and RunBatch runs the layout's schedule through a

@@ -55,6 +55,11 @@ class ZeroOptimizer {
   // This rank's range [begin, end) of the flat buffers (the whole buffer at stage 0).
   int64_t shard_begin() const { return begin_; }
   int64_t shard_end() const { return end_; }
+  // Stages >= 1: Adam m and v of this rank's range (flat index shard_begin() + i), for
+  // checkpoints. This rank's rank in the gradient group (dp x cp).
+  core::Tensor shard_m() const { return m_.view(); }
+  core::Tensor shard_v() const { return v_.view(); }
+  int grad_rank() const { return grad_.rank(); }
 
  private:
   ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc, comm::Communicator& grad_group,

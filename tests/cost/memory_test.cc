@@ -6,7 +6,7 @@
 #include "cost/cost.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
-#include "test_util.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::cost {
 namespace {
@@ -22,7 +22,8 @@ double HeadStash(const Layout& l, double hidden, double tokens) {
 // stash, divided by layers.
 double ActPerLayer(const Layout& l, const CostParams& p, int64_t seq = 128) {
   const spec::ModelSpec m = testing::GptTiny();
-  const Estimate e = EstimateLayout(m, testing::Cluster(l.gpus()), testing::Train(seq, l.dp), l, p);
+  const Estimate e =
+      EstimateLayout(m, testing::H100Cluster(l.gpus()), testing::Train(seq, l.dp), l, p);
   EXPECT_TRUE(e.fits) << (e.violations.empty() ? "" : e.violations[0]);
   const double tokens = static_cast<double>(seq * l.mbs / l.cp);
   return (e.memory.activations - HeadStash(l, static_cast<double>(m.hidden), tokens)) /
@@ -58,7 +59,7 @@ TEST(Activations, LlamaStyleFlashWithGqaAndSwiglu) {
       (2 * h + 2 * h + 2 * h_attn + 4 * h_kv + 2 * h_attn + 4 * a + 2 * h + 2 * h + 6 * f) / t;
   const Layout l{.tp = 2, .cp = 2};
   const Estimate e =
-      EstimateLayout(dense, testing::Cluster(4), testing::Train(512, 1), l, CostParams{});
+      EstimateLayout(dense, testing::H100Cluster(4), testing::Train(512, 1), l, CostParams{});
   ASSERT_TRUE(e.fits);
   // 4 layers, 512/cp tokens, and the head's stash.
   EXPECT_DOUBLE_EQ(e.memory.activations, 4 * s * per_token + HeadStash(l, h, s));
@@ -68,9 +69,9 @@ TEST(Activations, MoeLayerScalesWithTopKAndImbalance) {
   const spec::ModelSpec m = testing::MoeTiny();
   const Layout l{.ep = 2};
   CostParams p;
-  const Estimate base = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 2), l, p);
+  const Estimate base = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 2), l, p);
   p.moe_imbalance = 1.5;
-  const Estimate skewed = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 2), l, p);
+  const Estimate skewed = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 2), l, p);
   // Per routed copy: dispatched input 2h, expert output 2h (combine needs it for the router's
   // gradient), SwiGLU gate/up/output 3*2*fe; 3 MoE layers, 128 tokens, top-2.
   const double per_copy = 2 * 64 + 2 * 64 + 6 * 32;
@@ -79,7 +80,7 @@ TEST(Activations, MoeLayerScalesWithTopKAndImbalance) {
   // A capacity factor caps the worst rank at cf * mean.
   spec::ModelSpec capped = m;
   capped.moe.capacity_factor = 1.25;
-  const Estimate c = EstimateLayout(capped, testing::Cluster(2), testing::Train(128, 2), l, p);
+  const Estimate c = EstimateLayout(capped, testing::H100Cluster(2), testing::Train(128, 2), l, p);
   EXPECT_DOUBLE_EQ(c.memory.activations - base.memory.activations, 3 * 128 * 2 * 0.25 * per_copy);
 }
 
@@ -93,7 +94,8 @@ TEST(AttentionScores, SeedRingAttentionExample) {
   CostParams p;
   p.materialize_scores = true;
   const Layout l{.dp = 1, .tp = 8, .pp = 8, .cp = 16, .ep = 1, .recompute = spec::Recompute::kFull};
-  const Estimate e = EstimateLayout(m, testing::Cluster(1024), testing::Train(128000, 16), l, p);
+  const Estimate e =
+      EstimateLayout(m, testing::H100Cluster(1024), testing::Train(128000, 16), l, p);
   ASSERT_TRUE(e.violations.empty()) << e.violations[0];
   EXPECT_DOUBLE_EQ(e.memory.attention_scores, 1.024e9);
 }
@@ -105,7 +107,7 @@ TEST(ModelState, Llama405bSeedNumbers) {
   // The derived count (405.9B) through EstimateLayout on one (huge) GPU.
   const spec::ModelSpec m = *spec::LoadModel("llama3-405b");
   const double n = CountParams(m).total;
-  const Estimate e = EstimateLayout(m, testing::Cluster(1), testing::Train(8192, 1), Layout{});
+  const Estimate e = EstimateLayout(m, testing::H100Cluster(1), testing::Train(8192, 1), Layout{});
   EXPECT_DOUBLE_EQ(e.memory.weights, 2 * n);
   EXPECT_DOUBLE_EQ(e.memory.grads, 2 * n);
   EXPECT_DOUBLE_EQ(e.memory.optimizer, (kBytesMasterWeight + kBytesAdamMoments) * n);
@@ -120,7 +122,7 @@ TEST(Zero, StagesShardMonotonicallyAndExactly) {
   double w0 = 0, g0 = 0, o0 = 0;
   for (int z = 0; z <= 3; ++z) {
     const Layout l{.dp = 4, .zero = z};
-    const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 4), l);
+    const Estimate e = EstimateLayout(m, testing::H100Cluster(4), testing::Train(128, 4), l);
     const double state = e.memory.weights + e.memory.grads + e.memory.optimizer;
     EXPECT_LT(state, prev) << "zero=" << z;
     prev = state;
@@ -139,7 +141,7 @@ TEST(ExpertParallel, ShardsExpertsNotTheRest) {
   const spec::ModelSpec m = testing::MoeTiny();
   const ParamCounts c = CountParams(m);
   const auto weights = [&](const Layout& l, int64_t seqs) {
-    return EstimateLayout(m, testing::Cluster(l.gpus()), testing::Train(128, seqs), l)
+    return EstimateLayout(m, testing::H100Cluster(l.gpus()), testing::Train(128, seqs), l)
         .memory.weights;
   };
   EXPECT_DOUBLE_EQ(weights(Layout{}, 1), 2 * c.total);
@@ -147,7 +149,7 @@ TEST(ExpertParallel, ShardsExpertsNotTheRest) {
   // Folded: ep divides dp*cp; experts replicated over dp*cp/ep = 2 ranks, ZeRO-1 shards their
   // optimizer state over those 2 and the non-expert state over all 4.
   const Layout folded{.dp = 4, .ep = 2, .zero = 1, .ep_placement = spec::EpPlacement::kFolded};
-  const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 4), folded);
+  const Estimate e = EstimateLayout(m, testing::H100Cluster(4), testing::Train(128, 4), folded);
   EXPECT_DOUBLE_EQ(e.memory.weights, 2 * (c.non_expert() + c.expert() / 2));
   EXPECT_DOUBLE_EQ(e.memory.optimizer, 12 * (c.non_expert() / 4 + c.expert() / 2 / 2));
 }
@@ -158,7 +160,7 @@ TEST(Pipeline, MicrobatchesInFlightPerSchedule) {
   m.vocab = 16;  // so the last stage's logits never outweigh the first stage's activations
   const auto act = [&](spec::Schedule s, int64_t V) {
     Layout l{.pp = 2, .schedule = s, .virtual_stages = V};
-    const Estimate e = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 8), l);
+    const Estimate e = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 8), l);
     if (s != spec::Schedule::kZeroBubble) {
       EXPECT_EQ(e.memory_stage, s == spec::Schedule::kGPipe ? 1 : 0);  // GPipe: equal, last wins
     }
@@ -173,7 +175,7 @@ TEST(Pipeline, MicrobatchesInFlightPerSchedule) {
   // copies (4096 B) outweigh its bf16 stash (one / 2 / 128 tokens), so each further layer B walks
   // adds the difference. Stage 0 (r = 0) has no micro-batch waiting for W; stage 1 has r = 1,
   // whose W copies include the head's 4(h + vocab) (x: final norm output, dy: logits grad).
-  const Model ctx(m, testing::Cluster(2), testing::Train(128, 8), CostParams{});
+  const Model ctx(m, testing::H100Cluster(2), testing::Train(128, 8), CostParams{});
   const Layout zb{.pp = 2, .schedule = spec::Schedule::kZeroBubble};
   const Layout f1b{.pp = 2, .schedule = spec::Schedule::kOneFOneB};
   const double walk = 128.0 * 3072 + (4096.0 * 128 - one / 2);  // 2 layers per stage

@@ -3,7 +3,7 @@
 
 #include "cost/cost.h"
 #include "spec/load_toml.h"
-#include "test_util.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::cost {
 namespace {

@@ -6,7 +6,7 @@
 #include "cost/cost.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
-#include "test_util.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::cost {
 namespace {
@@ -27,7 +27,7 @@ TEST(Bubble, ThroughEstimateLayout) {
   spec::ModelSpec m = testing::GptTiny();
   m.layers = 64;
   const Layout l{.pp = 16};
-  const Estimate e = EstimateLayout(m, testing::Cluster(16), testing::Train(128, 64), l);
+  const Estimate e = EstimateLayout(m, testing::H100Cluster(16), testing::Train(128, 64), l);
   ASSERT_TRUE(e.fits);
   const Time& t = e.time;
   const double pipeline = t.compute + t.tp + t.cp + t.ep + t.pp + t.bubble;
@@ -70,20 +70,31 @@ TEST(StepTime, TermsAddUpAndRatesFollow) {
 }
 
 TEST(CommBytes, TensorParallelPerLayer) {
-  // GPT-tiny, tp = 4 with SP, 1 micro-batch of 128 tokens: per layer 4 all-gathers / reduce-
-  // scatters forward and 4 backward of n = T*h*2 bytes, each sending (t-1)/t * n; the first
-  // (= last) stage adds the embedding's RS + AG, the head's AG + RS and 3 fp32 CE all-reduces.
+  // GPT-tiny (4 layers), tp = 4, 1 micro-batch of 128 tokens, n = T*h*2 bytes per activation.
+  // With SP, per block (attention, FFN) an all-gather and a reduce-scatter forward and three
+  // transfers backward (all-gather of dy, all-gather of the input again for the weight grad,
+  // reduce-scatter of dx), each sending (t-1)/t * n; the first (= last) stage adds the
+  // embedding's RS + AG, the LM head's AG + AG + RS, 3 fp32 CE all-reduces, and once per step the
+  // all-reduce of the 2 * 4 + 1 norm weight grads (bf16 grads here).
   const spec::ModelSpec m = testing::GptTiny();
   const Layout l{.tp = 4};
-  const Model ctx(m, testing::Cluster(4), testing::Train(128, 1));
+  const Model ctx(m, testing::H100Cluster(4), testing::Train(128, 1));
   const CommBytes b = CommBytesForStage(ctx, l, 0);
   const double n = 128.0 * 64 * 2, g = 3.0 / 4;
   const double ce = 3 * 2 * g * 4 * 128;
-  EXPECT_DOUBLE_EQ(b.tp, 4 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
-  // Without SP: all-reduces (2(t-1)/t n each), the same bytes.
+  const double norms = 2 * g * (2 * 4 + 1) * 64 * 2;
+  EXPECT_DOUBLE_EQ(b.tp, 5 * 8 * g * n + 2 * g * n + 3 * g * n + ce + norms);
+  // Without SP: an all-reduce (2(t-1)/t n) forward and one backward per block, the embedding's
+  // forward and the head's backward all-reduce.
   Layout no_sp = l;
   no_sp.sp = false;
-  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, b.tp);
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, 4 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
+  // Full recomputation repeats each block's forward collectives (SP: AG + RS; else one AR).
+  Layout full = l;
+  full.recompute = spec::Recompute::kFull;
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, full, 0).tp, b.tp + 2 * 8 * g * n);
+  no_sp.recompute = spec::Recompute::kFull;
+  EXPECT_DOUBLE_EQ(CommBytesForStage(ctx, no_sp, 0).tp, 6 * 8 * g * n + 2 * g * n + 2 * g * n + ce);
   EXPECT_DOUBLE_EQ(b.dp + b.pp + b.cp + b.ep, 0.0);
 }
 
@@ -92,7 +103,7 @@ TEST(CommBytes, DataParallelPerZeroStage) {
   const double p = CountParams(m).total, g = 7.0 / 8;
   const auto dp_bytes = [&](int zero) {
     const Layout l{.dp = 8, .zero = zero};
-    const Model ctx(m, testing::Cluster(8), testing::Train(128, 16));  // m = 2 micro-batches
+    const Model ctx(m, testing::H100Cluster(8), testing::Train(128, 16));  // m = 2 micro-batches
     return CommBytesForStage(ctx, l, 0).dp;
   };
   EXPECT_DOUBLE_EQ(dp_bytes(0), 2 * g * 2 * p);          // ring all-reduce of bf16 grads
@@ -105,7 +116,7 @@ TEST(CommBytes, PipelineContextAndExpert) {
   const spec::ModelSpec m = testing::MoeTiny();
   // pp = 2, cp = 2 (ring), ep = 2 separate: 8 GPUs; 4 sequences -> dp*ep = 2 data ranks, m = 2.
   const Layout l{.pp = 2, .cp = 2, .ep = 2};
-  const Model ctx(m, testing::Cluster(8), testing::Train(256, 4));
+  const Model ctx(m, testing::H100Cluster(8), testing::Train(256, 4));
   const double T = 256.0 / 2;  // tokens per rank
   const CommBytes first = CommBytesForStage(ctx, l, 0);
   const CommBytes last = CommBytesForStage(ctx, l, 1);
@@ -170,13 +181,13 @@ TEST(Links, DataParallelAllReduceAcrossTwoNodes) {
   const spec::ModelSpec m = testing::GptTiny();
   CostParams p;
   p.dp_overlap = 0;
-  const Estimate e =
-      EstimateLayout(m, testing::Cluster(16), testing::Train(128, 16), spec::Layout{.dp = 16}, p);
+  const Estimate e = EstimateLayout(m, testing::H100Cluster(16), testing::Train(128, 16),
+                                    spec::Layout{.dp = 16}, p);
   const double g = 16, grads = CountParams(m).total * 2;
   const double expected = 2 * (g - 1) * 8e-6 + 2 * (g - 1) / g * grads / 340e9;
   EXPECT_NEAR(e.time.dp, expected, 1e-12);
   // DP with stride tp = 8 (one member per node): each rank's own NIC share, 50 * 0.85.
-  const Estimate strided = EstimateLayout(m, testing::Cluster(16), testing::Train(128, 16),
+  const Estimate strided = EstimateLayout(m, testing::H100Cluster(16), testing::Train(128, 16),
                                           spec::Layout{.dp = 2, .tp = 8}, p);
   // Per-rank params: attention and FFN / 8, norms whole, embedding / 8, final norm.
   const double local =
@@ -188,12 +199,14 @@ TEST(Links, DataParallelAllReduceAcrossTwoNodes) {
 TEST(Links, TensorParallelInsideANode) {
   spec::ModelSpec m = testing::GptTiny();
   CostParams p;
-  const Model ctx(m, testing::Cluster(8), testing::Train(128, 1), p);
+  const Model ctx(m, testing::H100Cluster(8), testing::Train(128, 1), p);
   const Estimate e = EstimateLayout(ctx, spec::Layout{.tp = 8});
   const double n = 128.0 * 64 * 2, ag = 7 * 3e-6 + 7.0 / 8 * n / (450e9 * 0.8);
   const double ce = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 4 * 128 / (450e9 * 0.8);
-  // 4 layers x 8 collectives, embedding 2, head 2 + 3 cross-entropy all-reduces; m = 1.
-  EXPECT_NEAR(e.time.tp, 4 * 8 * ag + 2 * ag + 2 * ag + 3 * ce, 1e-15);
+  // SP once per step: the all-reduce of the 2 * 4 + 1 norm weight grads (bf16 grads).
+  const double norms = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 9 * 64 * 2 / (450e9 * 0.8);
+  // 4 layers x 10 collectives, embedding 2, head 3 + 3 cross-entropy all-reduces; m = 1.
+  EXPECT_NEAR(e.time.tp, 4 * 10 * ag + 2 * ag + 3 * ag + 3 * ce + norms, 1e-15);
 }
 
 // Overlap is bounded by what can hide: even with perfect overlap (dp_overlap = cp_overlap = 1)
@@ -207,19 +220,19 @@ TEST(Overlap, FirstAndLastBucketsStayExposed) {
   p.cp_overlap = 1.0;
   for (int zero : {0, 1, 3}) {
     const Layout l{.dp = 4, .zero = zero};
-    const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 16), l, p);
+    const Estimate e = EstimateLayout(m, testing::H100Cluster(4), testing::Train(128, 16), l, p);
     ASSERT_TRUE(e.fits);
     EXPECT_GT(e.time.dp, 0.0) << "zero=" << zero;
   }
   const Layout ring{.cp = 4};
-  const Estimate e = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 1), ring, p);
+  const Estimate e = EstimateLayout(m, testing::H100Cluster(4), testing::Train(128, 1), ring, p);
   ASSERT_TRUE(e.fits);
   EXPECT_GT(e.time.cp, 0.0);
   // dp = 2 x pp = 2 (bubble) against dp = 2 alone: the stage's DP time per layer is what counts.
   const Layout flat{.dp = 2, .zero = 1};
   const Layout piped{.dp = 2, .pp = 2, .zero = 1};
-  const Estimate a = EstimateLayout(m, testing::Cluster(2), testing::Train(128, 8), flat);
-  const Estimate b = EstimateLayout(m, testing::Cluster(4), testing::Train(128, 8), piped);
+  const Estimate a = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 8), flat);
+  const Estimate b = EstimateLayout(m, testing::H100Cluster(4), testing::Train(128, 8), piped);
   ASSERT_TRUE(a.fits && b.fits);
   EXPECT_GT(b.time.bubble, 0.0);
   EXPECT_GT(b.time.dp, 0.0);

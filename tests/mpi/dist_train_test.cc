@@ -1,13 +1,14 @@
 // Distributed training equivalence under mpirun: for the layout in $PM_TEST_LAYOUT (e.g.
 // "dp=2 tp=2 zero=1"), every rank first trains the tiny fp32 model as a single process (the
 // reference), then as its rank of the mesh, and checks
-//  - the loss of each of 6 steps matches the reference to relative 1e-5;
+//  - the loss and the global grad norm of each of 6 steps match the reference to relative 1e-5;
 //  - after the last step this rank's shard of every weight equals the same global elements of the
 //    reference weights (so the gathered weights match): relative 1e-5 per tensor (Frobenius), and
 //    every element within 1e-4 of the tensor's largest magnitude;
 //  - after one step the per-group wire bytes equal cost::CommBytesForStage exactly;
-//  - the measured peak weights / grads / optimizer bytes per rank are within 5% of the cost
-//    model's prediction (grads only for ZeRO 0 and 1; see docs/parallelism.md for ZeRO-2).
+//  - the measured peak weights / grads / optimizer / activation bytes per rank are within 5% of
+//    the cost model's prediction (grads only for ZeRO 0 and 1; see docs/parallelism.md for
+//    ZeRO-2); sequence parallel (sp=on, the layout default) included.
 // The data is a synthetic token stream each rank writes identically (tests/data/fixtures.h).
 #include <gtest/gtest.h>
 
@@ -78,6 +79,7 @@ threads = 1
 
 struct Reference {
   std::vector<double> losses;
+  std::vector<double> grad_norms;  // before clipping (grad_clip = 0.5 clips every step here)
   std::vector<std::vector<float>> weights;  // by ParamId of the single-process model
   std::vector<std::string> names;
 };
@@ -87,7 +89,11 @@ const Reference& SingleProcess() {
     Reference r;
     auto t = Trainer::Create(Config(""));
     EXPECT_TRUE(t.ok()) << t.status().message();
-    for (int i = 0; i < kSteps; ++i) r.losses.push_back((*t)->Step().loss);
+    for (int i = 0; i < kSteps; ++i) {
+      const StepStats s = (*t)->Step();
+      r.losses.push_back(s.loss);
+      r.grad_norms.push_back(s.grad_norm);
+    }
     model::ParamSet& p = (*t)->params();
     for (model::ParamId id = 0; id < p.size(); ++id) {
       const core::Tensor w = p.master(id);
@@ -114,6 +120,10 @@ TEST(DistTrain, MatchesSingleProcess) {
     const StepStats s = t.Step();
     EXPECT_NEAR(s.loss, ref.losses[static_cast<size_t>(i)], 1e-5 * ref.losses[0])
         << "step " << i + 1 << " layout " << spec::ShortLayout(l);
+    // The global norm is exact across tp, dp and ZeRO shards (SP: norm grads summed over tp and
+    // counted once).
+    const double want_norm = ref.grad_norms[static_cast<size_t>(i)];
+    EXPECT_NEAR(s.grad_norm, want_norm, 1e-5 * want_norm) << "step " << i + 1;
     if (i != 0) continue;
     // Communication: measured wire bytes per group == the cost model's, exactly.
     const cost::Model ctx(config.model, HostCluster(config), config.train, [] {
@@ -147,6 +157,8 @@ TEST(DistTrain, MatchesSingleProcess) {
     };
     near(core::MemTag::kWeights, m.weights);
     near(core::MemTag::kOptimizer, m.optimizer);
+    // Activations: the stash shrinks by tp in the TP regions and, with SP, everywhere.
+    near(core::MemTag::kActivations, m.activations);
     if (l.zero < 2) near(core::MemTag::kGrads, m.grads);
   }
 

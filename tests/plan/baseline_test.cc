@@ -6,7 +6,7 @@
 
 #include "plan/scale.h"
 #include "spec/load_toml.h"
-#include "tiny_specs.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::plan {
 namespace {
@@ -27,8 +27,8 @@ TEST(Baseline, FsdpLayoutIsZero3OverAllGpus) {
 }
 
 TEST(Baseline, LongestSequenceIsTheLastThatFits) {
-  const auto model = testing::TinyDense();
-  const auto cluster = testing::Cluster(4, 2, 8);
+  const auto model = testing::PlannerDense();
+  const auto cluster = testing::PlannerCluster(4, 2, 8);
   const auto train = testing::Train(2048, 8);
   const auto params = testing::TestCostParams();
   const spec::Layout layout = FsdpLayout(8);
@@ -50,8 +50,8 @@ TEST(Baseline, LongestSequenceIsTheLastThatFits) {
 }
 
 TEST(Baseline, BestBeatsFsdpOnTinyMoe) {
-  const auto model = testing::TinyMoe();
-  const auto cluster = testing::Cluster(4, 4, testing::kHbmGbMoe);
+  const auto model = testing::PlannerMoe();
+  const auto cluster = testing::PlannerCluster(4, 4, testing::kHbmGbMoe);
   const auto train = testing::Train(8192, 16);
   const auto r = Search(model, cluster, train, Options());
   ASSERT_TRUE(r.ok() && !r->top.empty());
@@ -92,8 +92,8 @@ TEST(Baseline, SeedsFsdpCannotRun128K) {
 }
 
 TEST(Scale, EfficiencyAndLimitingTerm) {
-  const auto model = testing::TinyDense();
-  const auto cluster = testing::Cluster(4, 1, 16);
+  const auto model = testing::PlannerDense();
+  const auto cluster = testing::PlannerCluster(4, 1, 16);
   const auto train = testing::Train(4096, 32);
   const auto points = Scale(model, cluster, train, {4, 8, 16, 32}, Options());
   ASSERT_TRUE(points.ok()) << points.status().message();
@@ -118,13 +118,13 @@ TEST(Scale, EfficiencyAndLimitingTerm) {
 }
 
 TEST(Sweep, GridOfBestLayouts) {
-  spec::ModelSpec big = testing::TinyDense();
+  spec::ModelSpec big = testing::PlannerDense();
   big.name = "tiny-dense-wide";
   big.hidden = 2048;
   big.ffn_hidden = 6144;
-  const auto cluster = testing::Cluster(4, 1, 16);
+  const auto cluster = testing::PlannerCluster(4, 1, 16);
   const auto train = testing::Train(2048, 16);
-  const auto s = Sweep({testing::TinyDense(), big}, cluster, train, {1, 2, 4}, Options());
+  const auto s = Sweep({testing::PlannerDense(), big}, cluster, train, {1, 2, 4}, Options());
   ASSERT_TRUE(s.ok()) << s.status().message();
   ASSERT_EQ(s->cells.size(), 6u);
   EXPECT_EQ(s->at(1, 2).model, "tiny-dense-wide");

@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "spec/load_toml.h"
-#include "tiny_specs.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::plan {
 namespace {
@@ -27,9 +27,9 @@ struct Case {
 // Small spaces where part of the layouts fit and part do not.
 std::vector<Case> Cases() {
   return {
-      {"moe-16gpu", testing::TinyMoe(), testing::Cluster(4, 4, testing::kHbmGbMoe),
+      {"moe-16gpu", testing::PlannerMoe(), testing::PlannerCluster(4, 4, testing::kHbmGbMoe),
        testing::Train(8192, 16)},
-      {"dense-8gpu", testing::TinyDense(), testing::Cluster(4, 2, testing::kHbmGbDense),
+      {"dense-8gpu", testing::PlannerDense(), testing::PlannerCluster(4, 2, testing::kHbmGbDense),
        testing::Train(16384, 8)},
   };
 }
@@ -256,10 +256,10 @@ TEST(ExplainNoFit, BatchNoLayoutMeets) {
 TEST(ExplainNoFit, StructuralNearestMiss) {
   // 3 heads: tp = 1 only; 7 layers: pp <= 4; one sequence of 1001 tokens on 16 GPUs: dp = 1,
   // so cp >= 4, but an odd sequence allows no cp > 1.
-  spec::ModelSpec model = testing::TinyDense();
+  spec::ModelSpec model = testing::PlannerDense();
   model.heads = model.kv_heads = 3;
   model.layers = 7;
-  const spec::ClusterSpec cluster = testing::Cluster(16, 1);
+  const spec::ClusterSpec cluster = testing::PlannerCluster(16, 1);
   const spec::TrainSpec train = testing::Train(1001, 1);
   const auto r = Search(model, cluster, train, Options(true, 1));
   ASSERT_TRUE(r.ok());

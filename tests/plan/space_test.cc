@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "spec/validate.h"
-#include "tiny_specs.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::plan {
 namespace {
@@ -19,9 +19,9 @@ using spec::Layout;
 using spec::Recompute;
 using spec::Schedule;
 
-using testing::Cluster;
-using testing::TinyDense;
-using testing::TinyMoe;
+using testing::PlannerCluster;
+using testing::PlannerDense;
+using testing::PlannerMoe;
 using testing::Train;
 
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int64_t, int, int,
@@ -105,15 +105,15 @@ void ExpectSameAsBruteForce(const spec::ModelSpec& model, const spec::ClusterSpe
 }
 
 TEST(Space, MoeEqualsValidatedBruteForce) {
-  ExpectSameAsBruteForce(TinyMoe(), Cluster(4, 4), Train(1024, 8), "");
+  ExpectSameAsBruteForce(PlannerMoe(), PlannerCluster(4, 4), Train(1024, 8), "");
 }
 
 TEST(Space, DenseEqualsValidatedBruteForce) {
-  ExpectSameAsBruteForce(TinyDense(), Cluster(4, 2), Train(512, 12), "");
+  ExpectSameAsBruteForce(PlannerDense(), PlannerCluster(4, 2), Train(512, 12), "");
 }
 
 TEST(Space, AllowFilterEqualsBruteForce) {
-  ExpectSameAsBruteForce(TinyMoe(), Cluster(4, 4), Train(1024, 8),
+  ExpectSameAsBruteForce(PlannerMoe(), PlannerCluster(4, 4), Train(1024, 8),
                          "tp<=2 pp>=2 recompute!=none schedule=1f1b|interleaved");
 }
 
@@ -132,13 +132,13 @@ TEST(Space, EmptyWhenTheBatchCannotBeMet) {
   // 1000 tokens is not a whole number of 512-token sequences.
   spec::TrainSpec train = Train(512, 2);
   train.global_batch_tokens = 1000;
-  EXPECT_EQ(Space(TinyDense(), Cluster(4, 2), train, {}).CountLayouts(), 0);
+  EXPECT_EQ(Space(PlannerDense(), PlannerCluster(4, 2), train, {}).CountLayouts(), 0);
   // Longer than the model's context.
-  EXPECT_EQ(Space(TinyDense(), Cluster(4, 2), Train(65536, 8), {}).CountLayouts(), 0);
+  EXPECT_EQ(Space(PlannerDense(), PlannerCluster(4, 2), Train(65536, 8), {}).CountLayouts(), 0);
 }
 
 TEST(Space, MeshesAreOrderedForPruning) {
-  const Space space(TinyMoe(), Cluster(4, 4), Train(1024, 8), {});
+  const Space space(PlannerMoe(), PlannerCluster(4, 4), Train(1024, 8), {});
   ASSERT_FALSE(space.meshes().empty());
   for (const Mesh& mesh : space.meshes()) {
     EXPECT_TRUE(std::is_sorted(mesh.mbs.begin(), mesh.mbs.end()));

@@ -10,19 +10,19 @@
 #include <fstream>
 #include <sstream>
 
-#include "../plan/tiny_specs.h"
 #include "core/check.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::report {
 namespace {
 
-namespace pt = plan::testing;
+namespace pt = pentamesh::testing;
 
 PlanReport TinyReport() {
-  const auto model = pt::TinyMoe();
-  const auto cluster = pt::Cluster(4, 4, pt::kHbmGbMoe);
+  const auto model = pt::PlannerMoe();
+  const auto cluster = pt::PlannerCluster(4, 4, pt::kHbmGbMoe);
   const auto train = pt::Train(8192, 16);
   plan::SearchOptions options;
   options.cost = pt::TestCostParams();
@@ -39,7 +39,7 @@ PlanReport TinyReport() {
   r.search_seconds = result->seconds;
   r.baseline = *plan::CompareWithFsdp(model, cluster, train, result->top.front(), options);
   r.scale = *plan::Scale(model, cluster, train, {4, 8, 16}, options);
-  r.sweep = *plan::Sweep({pt::TinyDense(), model}, cluster, train, {1, 2, 4}, options);
+  r.sweep = *plan::Sweep({pt::PlannerDense(), model}, cluster, train, {1, 2, 4}, options);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace pentamesh::report {
 namespace {
@@ -145,6 +146,16 @@ TEST(RunReport, CliExitCodes) {
   ASSERT_TRUE(std::filesystem::exists(dir + "/r.html"));
   EXPECT_GT(std::filesystem::file_size(dir + "/r.html"), 5000u);
   EXPECT_EQ(RunCli("--run " + dir + " --html /no/such/dir/r.html"), 2);
+  std::ofstream(dir + "/trace.json")
+      << R"({"traceEvents":[{"name":"F0","cat":"F","ph":"X","pid":0,"tid":0,"ts":5,"dur":2}]})";
+  EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/t.html --trace " + dir + "/trace.json"),
+            0);
+  std::ifstream traced(dir + "/t.html");
+  std::stringstream traced_text;
+  traced_text << traced.rdbuf();
+  EXPECT_NE(traced_text.str().find("Trace: the pipeline as it ran"), std::string::npos);
+  EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/u.html --trace " + dir + "/none.json"), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/u.html"));
   EXPECT_EQ(RunCli("--run " + dir + "/missing --html " + dir + "/x.html"), 2);
   std::ofstream(dir + "/metrics.jsonl") << "{not json\n";
   EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/y.html"), 2);

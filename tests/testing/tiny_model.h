@@ -1,5 +1,6 @@
-// Test helpers: tiny dense and MoE model specs, random token batches, and one forward+backward
-// over a batch split into micro-batches (loss normalised by the batch's valid tokens).
+// Test helpers for the engine-size specs of testing/tiny_specs.h (TinyDense, TinyMoe): random
+// token batches, and one forward+backward over a batch split into micro-batches (loss normalised
+// by the batch's valid tokens).
 #pragma once
 
 #include <cstdint>
@@ -8,37 +9,9 @@
 #include "core/rng.h"
 #include "model/stage.h"
 #include "spec/model_spec.h"
+#include "testing/tiny_specs.h"
 
 namespace pentamesh::testing {
-
-inline spec::ModelSpec TinyDense() {
-  spec::ModelSpec m;
-  m.name = "tiny-dense";
-  m.layers = 2;
-  m.hidden = 16;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 4;
-  m.ffn_hidden = 24;
-  m.vocab = 29;
-  m.max_seq_len = 16;
-  m.norm_eps = 1e-5;
-  m.rope_theta = 10000.0;
-  return m;
-}
-
-inline spec::ModelSpec TinyMoe() {
-  spec::ModelSpec m = TinyDense();
-  m.name = "tiny-moe";
-  m.moe.experts = 4;
-  m.moe.top_k = 2;
-  m.moe.expert_ffn_hidden = 12;
-  m.moe.moe_layer_freq = 1;
-  m.moe.first_dense_layers = 1;
-  m.moe.shared_experts = 1;
-  m.moe.capacity_factor = 0;
-  return m;
-}
 
 struct Batch {
   std::vector<int32_t> tokens{}, targets{};  // (B * S)

@@ -136,6 +136,21 @@ std::vector<double> Losses(const RunConfig& c, int steps) {
   return losses;
 }
 
+// sp=on (the layout default) runs with tp > 1; it needs the sequence to split into tp shards.
+TEST(Trainer, EngineLayoutSequenceParallel) {
+  RunConfig c = Load(RunToml("unused-dataset"), {"run.layout=\"mbs=4 dp=2 tp=2\""});
+  ASSERT_TRUE(c.run.layout.sp);
+  EXPECT_TRUE(CheckEngineLayout(c).ok()) << CheckEngineLayout(c).message();
+  c.train.seq_len = 63;
+  const core::Status st = CheckEngineLayout(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("train.seq_len: 63 must be divisible by tp=2 with sp=on"),
+            std::string::npos)
+      << st.message();
+  c.run.layout.sp = false;
+  EXPECT_TRUE(CheckEngineLayout(c).ok()) << CheckEngineLayout(c).message();
+}
+
 TEST(Trainer, DeterministicLosses) {
   const std::string ds = data::testing::Corpus().dataset;
   std::vector<double> fp32;
