@@ -1,5 +1,6 @@
 // `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
-// [--resume auto|PATH]`: trains on one process, or as one rank of `mpirun -np N pentamesh train
+// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of `mpirun -np N
+// pentamesh train
 // ...` (also under Slurm's srun through Open MPI's PMIx). Rank 0 prints a progress line per step
 // (a live line on a terminal), writes metrics.jsonl (with comm_bytes per mesh group) to
 // run.out_dir and ends with the held-out loss against the corpus's unigram baseline and the
@@ -7,7 +8,8 @@
 // its shard in the background; rank 0 commits once all are durable) at any layout, and
 // --resume loads them into any other layout. A step with a non-finite loss or grad norm is skipped
 // (on every rank); more than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last
-// good checkpoint named.
+// good checkpoint named. --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline
+// action, p2p transfer and collective of every rank over the whole run (docs/pipeline.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -30,13 +32,15 @@
 namespace pentamesh::cli {
 namespace {
 
-int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world);
+int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world,
+               const std::string& trace);
 
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
   std::string resume;  // "", "auto" or a checkpoint path
   std::string layout;  // overrides run.layout
+  std::string trace;   // --trace FILE
 };
 
 // True when a launcher (mpirun, srun through PMIx) started this process.
@@ -203,13 +207,14 @@ int RunTrain(const TrainArgs& args) {
   }
   auto created = train::Trainer::Create(*config, dist);
   if (!created.ok()) return Fail(created.status().message());
-  const int code = RunTrainer(**created, args.resume, dist.world);
+  const int code = RunTrainer(**created, args.resume, dist.world, args.trace);
   created->reset();  // the trainer's groups go before the mesh and the world
   mesh.reset();
   return code;
 }
 
-int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world) {
+int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communicator* world,
+               const std::string& trace) {
   const train::RunConfig& c = trainer.config();
   const bool lead = trainer.rank() == 0;
   // Rank 0 reports; the others print nothing (errors still reach stderr).
@@ -255,6 +260,7 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communi
   int64_t peak_total = 0;
   double elapsed_s = 0, last_eval = 0;
   const int64_t first_step = trainer.step();
+  if (!trace.empty()) trainer.set_tracing(true);
   while (trainer.step() < total) {
     train::StepStats s = trainer.Step();
     elapsed_s += s.step_time_s;
@@ -284,6 +290,16 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communi
     }
   }
   if (tty) fmt::print("\n");
+  if (!trace.empty()) {
+    const std::string json = trainer.GatherTrace();  // collective: every rank
+    if (lead) {
+      std::FILE* f = std::fopen(trace.c_str(), "w");
+      if (f == nullptr) return Fail(fmt::format("--trace: cannot write {}", trace));
+      const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+      if (std::fclose(f) != 0 || !ok) return Fail(fmt::format("--trace: cannot write {}", trace));
+      fmt::print("trace: {} (Chrome trace-event JSON; open in Perfetto)\n", trace);
+    }
+  }
   const core::Status saved = saver.Wait();
   if (!saved.ok()) fmt::print(stderr, "pentamesh: warning: {}\n", saved.message());
   fmt::print(
@@ -309,8 +325,11 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "auto: newest intact checkpoint under ckpt.dir (none: start fresh); or a "
                   "checkpoint directory");
+  sub->add_option("--trace", args->trace,
+                  "write a Chrome trace-event JSON of every action and collective of every rank");
   sub->add_option("--layout", args->layout,
-                  "the layout, e.g. \"dp=2 tp=2 zero=1 sp=off\" (run under mpirun -np dp*tp)");
+                  "the layout, e.g. \"dp=2 tp=2 pp=2 schedule=1f1b zero=1 sp=off\" (run under "
+                  "mpirun -np dp*tp*pp)");
   return [args]() { return RunTrain(*args); };
 }
 

@@ -99,6 +99,15 @@ void Communicator::Counted(Op op, int64_t bytes_payload, double bytes_wire, Fn&&
   s.bytes_payload += bytes_payload;
   s.bytes_wire += bytes_wire;
   s.time_s += elapsed.count();
+  if (sink_ != nullptr) {
+    const double start_us =
+        std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
+    sink_->push_back({.group = name_,
+                      .op = op,
+                      .start_us = start_us,
+                      .dur_us = elapsed.count() * 1e6,
+                      .bytes_wire = bytes_wire});
+  }
 }
 
 void Communicator::all_reduce(void* buffer, int64_t count, core::Dtype dtype) {

@@ -56,6 +56,15 @@ struct CommStats {
   OpStats total() const;  // summed over all operation kinds
 };
 
+// One counted operation as a trace event (Communicator::set_event_sink): its start on the host's
+// steady clock and its duration in microseconds, and the bytes this rank put on the wire.
+struct CommEvent {
+  std::string group;  // the communicator's name
+  Op op = Op::kAllReduce;
+  double start_us = 0, dur_us = 0;
+  double bytes_wire = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -109,6 +118,9 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
+  // When set, every counted operation also appends a CommEvent to *sink (for --trace); nullptr
+  // (the default) records nothing. The sink must outlive its use.
+  void set_event_sink(std::vector<CommEvent>* sink) { sink_ = sink; }
 
  protected:
   // REQUIRES: world_ranks ascending and non-empty, 0 <= rank < world_ranks.size().
@@ -142,6 +154,7 @@ class Communicator {
   std::vector<int> world_ranks_;
   int rank_;
   CommStats stats_;
+  std::vector<CommEvent>* sink_ = nullptr;
 };
 
 // A group of one rank: every operation is local (a copy at most) and counts nothing.

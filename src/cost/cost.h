@@ -109,6 +109,11 @@ struct CostParams {
   bool moe_replicated_over_tp = false;
   bool selective_recomputes_qkv = false;
   bool moe_regathers_input = false;
+  // pp_scatter_gather: without SP, each tp rank sends 1/tp of the stage boundary's activation and
+  // the receiver all-gathers it over NVLink (Megatron's scatter/gather optimization, Narayanan et
+  // al. 2021); false: every tp rank sends its full replica (the CPU engine). Under SP the
+  // activation is sequence-sharded either way.
+  bool pp_scatter_gather = true;
 };
 
 // Memory per GPU of the most loaded pipeline stage, in bytes, by category.

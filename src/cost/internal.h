@@ -44,6 +44,11 @@ struct Terms {
   // Activations stashed per layer and micro-batch (bytes).
   double act_dense_layer = 0, act_moe_layer = 0, act_input_layer = 0;
   double act_head = 0;  // last stage: final norm input and LM head input
+  // Zero-bubble split backward (docs/COST_MODEL.md): the fp32 copies B keeps for W of one layer
+  // (w_*_layer) or of the LM head (w_head), and the peak of those copies over the part of the
+  // forward stash already freed while B walks one layer (w_*_peak), per micro-batch (bytes).
+  double w_dense_layer = 0, w_moe_layer = 0, w_head = 0;
+  double w_dense_peak = 0, w_moe_peak = 0;
   // Compute seconds per layer and micro-batch, forward + backward (+ recomputation).
   double time_dense_layer_s = 0, time_moe_layer_s = 0;
   double time_attn_fwd_s = 0, time_attn_bwd_s = 0;  // core attention alone (overlap window)
@@ -69,6 +74,7 @@ struct Stage {
   double params_dense = 0, params_expert = 0;  // on this rank (TP/EP-sharded, not ZeRO-sharded)
   double max_layer_params = 0;                 // largest layer on this rank (ZeRO-3 gather)
   double inflight = 0;                         // micro-batches of this rank's layers in flight
+  double pending_w = 0;                        // zero-bubble: micro-batches between B and W
   double sends = 0;                            // p2p sends per micro-batch (fwd + bwd)
   bool first = false, last = false;
 };

@@ -9,6 +9,44 @@
 
 namespace pentamesh::cost::internal {
 
+namespace {
+
+// Interleaved 1F1B (Megatron): the peak of rank r's stashed bytes, in micro-batches of all its
+// chunks. Forward k of the rank runs chunk (k / p) % V, backward k chunk V-1 - (k / p) % V; after
+// the warm-up of w = 2(p-r-1) + (V-1)p forwards each steady step runs one forward, then one
+// backward. Each chunk weighs its own stash (its layers per spec::ChunkLayers, dense or MoE, and
+// the head on the pipeline's last chunk), so uneven chunks are counted exactly rather than as
+// (in-flight chunks / V) x the rank's layers. The step pattern repeats every p*V steps.
+double InterleavedInflight(const Model& ctx, const spec::Layout& l, const Terms& t,
+                           int64_t pp_rank) {
+  const int64_t V = static_cast<int64_t>(t.V), p = l.pp, chunks = p * V;
+  const int64_t total = static_cast<int64_t>(t.m) * V, layers = ctx.model().layers;
+  // Stash of one micro-batch of chunk v (computed on the fly: EstimateLayout never allocates).
+  auto chunk_bytes = [&](int64_t v) {
+    const int64_t chunk = v * p + pp_rank;
+    const int64_t begin = spec::ChunkFirstLayer(layers, chunks, chunk);
+    const int64_t n = spec::ChunkLayers(layers, chunks, chunk);
+    const auto moe = static_cast<double>(ctx.MoeLayers(begin, begin + n));
+    return (static_cast<double>(n) - moe) * t.act_dense_layer + moe * t.act_moe_layer +
+           (chunk == chunks - 1 ? t.act_head : 0.0);
+  };
+  double per_microbatch = 0;
+  for (int64_t v = 0; v < V; ++v) per_microbatch += chunk_bytes(v);
+  auto forward = [&](int64_t k) { return chunk_bytes((k / p) % V); };
+  auto backward = [&](int64_t k) { return chunk_bytes(V - 1 - (k / p) % V); };
+  const int64_t warmup = std::min(total, 2 * (p - pp_rank - 1) + (V - 1) * p + 1);
+  double held = 0;
+  for (int64_t k = 0; k < warmup; ++k) held += forward(k);
+  double peak = held;
+  for (int64_t j = 1; warmup - 1 + j < total && j <= p * V; ++j) {
+    held += forward(warmup - 1 + j) - backward(j - 1);
+    peak = std::max(peak, held);
+  }
+  return per_microbatch > 0 ? peak / per_microbatch : 0.0;
+}
+
+}  // namespace
+
 void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
                   Stage& s) {
   const spec::ModelSpec& md = ctx.model();
@@ -49,14 +87,36 @@ void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64
       s.inflight = t.m;
       break;
     case spec::Schedule::kOneFOneB:
-    case spec::Schedule::kZeroBubble:
       s.inflight = std::min(t.m, p - r);
       break;
+    case spec::Schedule::kZeroBubble:
+      // ZB-H1: 1F1B's forwards, and rank r runs W of micro-batch i after B of i + r, so r
+      // micro-batches wait between B and W while B walks the next one.
+      s.inflight = std::min(t.m, p - r);
+      s.pending_w = std::min(r, t.m - 1.0);
+      break;
     case spec::Schedule::kInterleaved:
-      // Megatron's warm-up: 2(p-r-1) + (V-1)p chunk-forwards, plus the one in the steady state.
-      s.inflight = std::min(t.m * t.V, 2.0 * (p - r - 1.0) + (t.V - 1.0) * p + 1.0) / t.V;
+      s.inflight = InterleavedInflight(ctx, l, t, pp_rank);
       break;
   }
+}
+
+// Zero-bubble: the W stashes of the micro-batches waiting for W, plus, for the micro-batch B is
+// walking, its copies for W over the forward stash they replace: the head's (last stage), the
+// larger phase of one layer, and (W - F) of every further walked layer when a layer's W copies
+// outweigh its forward stash (bf16 stashes, fp32 copies). docs/COST_MODEL.md.
+double ZeroBubbleWStash(const spec::Layout& l, const Terms& t, const Stage& s) {
+  const double dense_layers = s.layers - s.moe_layers;
+  const double head_w = s.last ? t.w_head : 0.0;
+  const double w_stage = dense_layers * t.w_dense_layer + s.moe_layers * t.w_moe_layer + head_w;
+  const double peak =
+      std::max(dense_layers > 0 ? t.w_dense_peak : 0.0, s.moe_layers > 0 ? t.w_moe_peak : 0.0);
+  const bool full = l.recompute == spec::Recompute::kFull;
+  const double f_dense = full ? t.act_input_layer : t.act_dense_layer;
+  const double f_moe = full ? t.act_input_layer : t.act_moe_layer;
+  const double growth = std::max(dense_layers > 0 ? t.w_dense_layer - f_dense : 0.0,
+                                 s.moe_layers > 0 ? t.w_moe_layer - f_moe : 0.0);
+  return s.pending_w * w_stage + head_w + peak + std::max(0.0, (s.layers - 1.0) * growth);
 }
 
 void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
@@ -86,6 +146,7 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     mem.activations =
         s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head);
   }
+  if (l.schedule == spec::Schedule::kZeroBubble) mem.activations += ZeroBubbleWStash(l, t, s);
   if (p.materialize_scores) {
     mem.attention_scores =
         AttentionScoreBlockBytes(md.heads, ctx.train().seq_len, l.mbs, l.tp, l.cp, l.cp_kind) *

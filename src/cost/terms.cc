@@ -97,6 +97,44 @@ double MemoryTime(const Model& ctx, double bytes) {
   return bytes / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
 }
 
+// Zero-bubble's W stash: B records every weight GEMM dw += dy^T x with fp32 copies of dy and x
+// (inputs shared by consecutive GEMMs copied once) and frees a layer's forward stash only when the
+// layer is done. Per token: MLP (SwiGLU) x = norm2 output (h), dy of w1, w3 (2 f/tp), x and dy of
+// w2 (f/tp, h) (GeLU: one f/tp fewer); attention x = norm1 output (h), dy of wq, wk, wv ((a + 2
+// kv)/tp), x and dy of wo (a/tp, h). Walking a layer, the MLP's copies exist while its stash (h1,
+// h3, g) does; it is freed before the attention's copies are made, so the peak over the forward
+// stash is the larger of the two phases. Full-sequence GEMM inputs (no /sp).
+void WeightGradStash(const Model& ctx, Terms& t, double mlp_in, double dense_mlp, double moe_mlp) {
+  const spec::ModelSpec& md = ctx.model();
+  const double h = static_cast<double>(md.hidden), tp = t.tp;
+  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const double attn_w = 4.0 * (2.0 * h + (2.0 * h_attn + 2.0 * h_kv) / tp);
+  const double gemms = md.activation == spec::Activation::kSwiGLU ? 3.0 : 2.0;  // FFN GEMMs
+  auto mlp_w = [&](double ffn, double copies) {
+    return 4.0 * copies * (2.0 * h + gemms * ffn / tp);
+  };
+  auto layer = [&](double w_mlp, double stash_mlp) {
+    return std::pair{w_mlp + attn_w, std::max(w_mlp, w_mlp - stash_mlp + attn_w)};
+  };
+  const double f = static_cast<double>(md.ffn_hidden);
+  const auto [dense_w, dense_peak] = layer(mlp_w(f, 1.0), dense_mlp - mlp_in);
+  t.w_dense_layer = t.tokens * dense_w;
+  t.w_dense_peak = t.tokens * dense_peak;
+  if (md.is_moe()) {
+    // Routed experts per assignment, shared experts per token, the router (x: h, dy: experts).
+    const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+    const double w = mlp_w(fe, static_cast<double>(md.moe.top_k) * t.moe_factor) +
+                     mlp_w(fe, static_cast<double>(md.moe.shared_experts)) +
+                     4.0 * (h + static_cast<double>(md.moe.experts));
+    const auto [moe_w, moe_peak] = layer(w, moe_mlp - mlp_in);
+    t.w_moe_layer = t.tokens * moe_w;
+    t.w_moe_peak = t.tokens * moe_peak;
+  }
+  t.w_head =
+      t.tokens * 4.0 * (h + static_cast<double>(md.vocab) / tp);  // x = final norm out, dlogits
+}
+
 void Activations(const Model& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();
@@ -146,6 +184,7 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   t.act_moe_layer = t.tokens * (attn + moe_mlp);
   t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
   t.act_head = t.tokens * 2.0 * e * h / rep;   // final norm input and the LM head's input
+  WeightGradStash(ctx, t, mlp_in, dense_mlp, moe_mlp);
 }
 
 }  // namespace
@@ -433,7 +472,10 @@ void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
   TpTerms(ctx, l, t);
   CpTerms(ctx, l, t);
   EpTerms(ctx, l, t);
-  t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / t.tp;
+  // The activation (or its gradient) between stages: sequence-sharded over tp under SP or with
+  // Megatron's scatter/gather, else every tp rank sends its full replica (CostParams).
+  const bool split = l.sp || ctx.params().pp_scatter_gather;
+  t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / (split ? t.tp : 1.0);
   t.pp_send_s = t.pp > 1 ? P2pTime(t.pp_link, t.pp_bytes_send) : 0.0;
 }
 

@@ -297,7 +297,14 @@ Model::Model(const StageConfig& config, core::Allocator& alloc, const ParamLayou
   c.first_layer = 0;
   c.last_layer = c.model.layers;
   c.has_embedding = c.has_head = true;
-  stage_ = std::make_unique<Stage>(c, params_, alloc);
+  stages_.push_back(std::make_unique<Stage>(c, params_, alloc));
+  params_.Finalize(param_layout);
+}
+
+Model::Model(const std::vector<StageConfig>& chunks, core::Allocator& alloc,
+             const ParamLayout& param_layout)
+    : params_(alloc, chunks.at(0).bf16 ? core::Dtype::kBF16 : core::Dtype::kF32) {
+  for (const StageConfig& c : chunks) stages_.push_back(std::make_unique<Stage>(c, params_, alloc));
   params_.Finalize(param_layout);
 }
 

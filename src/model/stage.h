@@ -131,16 +131,22 @@ class Stage {
 // Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).
 core::Status CheckSupported(const spec::ModelSpec& model, const ShardConfig& shard);
 
-// The whole model on one process: a ParamSet and one Stage over all layers.
+// The model of one process: a ParamSet and its Stages. The first constructor holds the whole
+// model (one Stage over all layers); the second the given chunks (a pipeline rank's virtual
+// stages, in chunk order), all in one ParamSet.
 class Model {
  public:
   Model(const StageConfig& config, core::Allocator& alloc, const ParamLayout& param_layout = {});
+  Model(const std::vector<StageConfig>& chunks, core::Allocator& alloc,
+        const ParamLayout& param_layout = {});
   ParamSet& params() { return params_; }
-  Stage& stage() { return *stage_; }
+  Stage& stage() { return *stages_.front(); }
+  Stage& chunk(size_t c) { return *stages_.at(c); }
+  size_t chunks() const { return stages_.size(); }
 
  private:
   ParamSet params_;
-  std::unique_ptr<Stage> stage_;
+  std::vector<std::unique_ptr<Stage>> stages_;
 };
 
 }  // namespace pentamesh::model

@@ -152,6 +152,38 @@ PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& m
   return result;
 }
 
+PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch>& mbs,
+                                             int64_t hidden) {
+  PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
+      << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
+  tokens_ = mbs.front().dims.tokens();
+  hidden_ = hidden;
+  const int S = topology_.stages(), rank = pp_.rank();
+  PipelineStepResult result;
+  for (int mb = 0; mb < spec_.microbatches; ++mb) {
+    for (int s = 0; s < S; ++s) {
+      if (topology_.RankOf(s) != rank) continue;
+      int chunk = 0;
+      while (topology_.Stage(rank, chunk) != s) ++chunk;
+      core::Buffer x_in, x_out;
+      if (s > 0) Receive(x_in, /*gradient=*/false, mb, s - 1, chunk);
+      if (s < S - 1)
+        x_out = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+      model::Stage& stage = *chunks_[static_cast<size_t>(chunk)];
+      const model::StageForward f =
+          stage.Forward(mb, mbs[static_cast<size_t>(mb)], x_in.view(), x_out.view());
+      stage.Drop(mb);
+      result.loss_sum += f.loss_sum;
+      result.valid_tokens += f.valid_tokens;
+      result.moe.Add(f.moe);
+      if (s < S - 1) Send(x_out, /*gradient=*/false, mb, s, chunk);
+    }
+  }
+  if (pp_.size() > 1) pp_.wait_sends();
+  PM_CHECK(local_.empty()) << "unconsumed local hand-overs";
+  return result;
+}
+
 PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
                                      const std::vector<model::MicroBatch>& mbs,
                                      int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
@@ -183,7 +215,9 @@ std::string GatherChromeTrace(comm::Communicator& group, const std::vector<Trace
          {"cat", e.cat},
          {"ph", "X"},
          {"pid", rank},
-         {"tid", e.cat == "p2p" ? 1 : 0},
+         {"tid", e.cat == "p2p"          ? 1
+                 : e.cat == "collective" ? 2
+                                         : 0},
          {"ts", e.ts_us},
          {"dur", e.dur_us},
          {"args", {{"microbatch", e.microbatch}, {"chunk", e.chunk}, {"bytes", e.bytes}}}});
@@ -200,13 +234,14 @@ std::string GatherChromeTrace(comm::Communicator& group, const std::vector<Trace
     all.push_back({{"name", "process_name"},
                    {"ph", "M"},
                    {"pid", r},
-                   {"args", {{"name", fmt::format("pp rank {}", r)}}}});
-    for (int tid = 0; tid < 2; ++tid) {
+                   {"args", {{"name", fmt::format("{} rank {}", group.name(), r)}}}});
+    constexpr const char* kThreads[] = {"compute", "p2p", "collectives"};
+    for (int tid = 0; tid < 3; ++tid) {
       all.push_back({{"name", "thread_name"},
                      {"ph", "M"},
                      {"pid", r},
                      {"tid", tid},
-                     {"args", {{"name", tid == 0 ? "compute" : "p2p"}}}});
+                     {"args", {{"name", kThreads[tid]}}}});
     }
     for (const auto& e : evs) all.push_back(e);
   };

@@ -54,6 +54,9 @@ class PipelineExecutor {
   // Runs the program over the step's micro-batches (the same list on every rank; a rank reads
   // tokens only on the first stage and targets only on the last). hidden: the model's hidden.
   PipelineStepResult Run(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
+  // Forward only (evaluation): every (micro-batch, stage) in GPipe order, each stash dropped
+  // after its forward; the same p2p contract and tags as Run, so it cannot deadlock either.
+  PipelineStepResult Forward(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
   // Sequence parallel: sums every chunk's norm weight grads over tp (model::Stage::
   // ReduceSequenceParallelGrads); once per step after Run, before the grads are read.
   void ReduceSequenceParallelGrads() {
@@ -108,9 +111,10 @@ model::StageConfig ChunkConfig(model::StageConfig base, int stage, int stages);
 // Steady-clock microseconds (the trace's time base).
 double NowUs();
 
-// Chrome trace JSON of every rank's events, gathered over `group` to its rank 0 (pid = world
-// rank... here the group rank, tid 0: compute, tid 1: p2p). Returns the JSON text on group rank 0
-// and an empty string elsewhere. Collective over the group.
+// Chrome trace JSON of every rank's events, gathered over `group` to its rank 0 (pid = the group
+// rank, named "<group> rank R"; tid 0: compute, tid 1: p2p, tid 2: collectives, cat
+// "collective"). Returns the JSON text on group rank 0 and an empty string elsewhere. Collective
+// over the group.
 std::string GatherChromeTrace(comm::Communicator& group, const std::vector<TraceEvent>& events);
 
 }  // namespace pentamesh::train

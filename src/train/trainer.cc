@@ -73,6 +73,7 @@ cost::CostParams EngineCostParams() {
   p.moe_regathers_input = true;
   p.ulysses_stash_fp32 = true;
   p.moe_replicated_over_tp = true;
+  p.pp_scatter_gather = false;  // each tp rank sends its full activation replica
   return p;
 }
 
@@ -84,13 +85,14 @@ cost::Estimate PredictRun(const RunConfig& c) {
 core::Status CheckEngineLayout(const RunConfig& c) {
   const spec::Layout& l = c.run.layout;
   std::vector<std::string> errors;
-  if (l.pp > 1) {
+  if (l.pp > 1 && (l.cp > 1 || l.ep > 1)) {
     errors.push_back(fmt::format(
-        "run.layout: pp={} cp={} ep={}: the engine runs dp, tp (with sp), cp, ep and zero so "
-        "far; pipeline parallelism is not wired into the trainer yet",
+        "run.layout: pp={} with cp={} ep={}: the engine does not combine pipeline parallelism with "
+        "context or expert parallelism yet (each runs with dp, tp and zero)",
         l.pp, l.cp, l.ep));
   }
   PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
+  if (l.pp > 1) CheckPipelineLayout(c, errors);
   if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
     errors.push_back(fmt::format(
         "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
@@ -242,8 +244,9 @@ void Trainer::UpdateMoeBias() {
 }
 
 double Trainer::SumOverReplicas(double value) {
-  const double tp = mesh_ ? static_cast<double>(mesh_->layout().tp) : 1.0;
-  return SumOverGroup(*world_, value) / tp;
+  // Every tp and pp rank of a replica holds the replica's value.
+  const double copies = mesh_ ? static_cast<double>(mesh_->layout().tp * mesh_->layout().pp) : 1.0;
+  return SumOverGroup(*world_, value) / copies;
 }
 
 Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& dist)
@@ -259,26 +262,30 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   kernels::SetBlasThreads(c.run.threads);
-  model_ = std::make_unique<model::Model>(
-      model::StageConfig{.model = c.model,
-                         .shard = Shard(),
-                         .cp = mesh_ ? &mesh_->cp() : nullptr,
-                         .cp_kind = c.run.layout.cp_kind,
-                         .ep = mesh_ ? &mesh_->ep() : nullptr,
-                         .bias_update_rate = c.optim.bias_update_rate,
-                         .recompute = c.run.layout.recompute,
-                         .bf16 = c.train.precision == spec::Precision::kBf16,
-                         .aux_loss_coef = c.optim.aux_loss_coef,
-                         .z_loss_coef = c.optim.z_loss_coef},
-      alloc_,
-      ZeroOptimizer::ParamLayoutFor(c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1,
-                                    mesh_ ? mesh_->dp_cp().rank() : 0));
+  const model::StageConfig base{.model = c.model,
+                                .shard = Shard(),
+                                .cp = mesh_ ? &mesh_->cp() : nullptr,
+                                .cp_kind = c.run.layout.cp_kind,
+                                .ep = mesh_ ? &mesh_->ep() : nullptr,
+                                .bias_update_rate = c.optim.bias_update_rate,
+                                .recompute = c.run.layout.recompute,
+                                .bf16 = c.train.precision == spec::Precision::kBf16,
+                                .aux_loss_coef = c.optim.aux_loss_coef,
+                                .z_loss_coef = c.optim.z_loss_coef};
+  const model::ParamLayout param_layout = ZeroOptimizer::ParamLayoutFor(
+      c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1, mesh_ ? mesh_->dp_cp().rank() : 0);
+  if (pp_size() > 1) {
+    model_ = std::make_unique<model::Model>(PipelineChunks(base), alloc_, param_layout);
+  } else {
+    model_ = std::make_unique<model::Model>(base, alloc_, param_layout);
+  }
   model_->params().Init(c.run.seed);
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,
                .warmup_steps = c.optim.warmup_steps,
                .total_steps = c.total_steps()};
   predicted_ = PredictRun(c);
+  if (pp_size() > 1) InitPipeline();  // after predicted_: it sets this stage's memory
   flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
   adamw_ = {.beta1 = c.optim.beta1,
             .beta2 = c.optim.beta2,
@@ -289,6 +296,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
 
 double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
                          int64_t* valid) {
+  if (pipeline_) return RunPipelineBatch(batch, train, moe, valid);
   const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
   int64_t local_valid = 0;
   for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;

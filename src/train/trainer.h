@@ -11,9 +11,10 @@
 // not part of comm_bytes. Context parallel: each cp rank reads its 2 balanced chunks of every
 // sequence (with their global positions) and the layers exchange K/V over mesh.cp(). Expert
 // parallel: each of the dp x ep data ranks (separate placement) reads its own sequences, MoE
-// layers dispatch over mesh.ep() and expert grads reduce over mesh.expert_dp(). pp > 1 is
-// rejected until its executor lands (Distributed holds the mesh; RunBatch is the per-rank
-// schedule).
+// layers dispatch over mesh.ep() and expert grads reduce over mesh.expert_dp(). pp > 1: this rank
+// builds the model chunks of its pp rank and RunBatch runs the layout's schedule through a
+// PipelineExecutor on mesh.pp() (pipeline_batch.cc, docs/pipeline.md); pp is not combined with
+// cp or ep yet.
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
 // and sees the same global batches; each step's memory peaks are measured per tag and its
@@ -38,6 +39,7 @@
 #include "model/stage.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 #include "train/run_config.h"
 #include "train/zero_optimizer.h"
 
@@ -101,10 +103,17 @@ class Trainer {
   int rank() const { return world_->rank(); }
   const core::Allocator& allocator() const { return alloc_; }
   const data::Dataset& dataset() const { return *dataset_; }
-  // The cost model's prediction for this model and layout on this host (memory per category,
-  // FLOPs, step-time terms).
+  // The cost model's prediction for this model and layout on this host (memory per category of
+  // this rank's pp stage, FLOPs, step-time terms).
   const cost::Estimate& predicted() const { return predicted_; }
   double flops_per_token() const { return flops_per_token_; }
+  // Records a Chrome trace event for every pipeline action and p2p transfer and every counted
+  // collective of this rank's mesh groups and world (from the next Step/Evaluate on).
+  void set_tracing(bool on);
+  // Collective over the world: every rank's events as one Chrome trace JSON on world rank 0 (an
+  // empty string elsewhere); tracing is off afterwards.
+  std::string GatherTrace();
+  int64_t pp_size() const { return mesh_ ? mesh_->layout().pp : 1; }
 
  private:
   Trainer(const RunConfig& config, data::Dataset dataset, const Distributed& dist);
@@ -123,6 +132,13 @@ class Trainer {
   double SumOverReplicas(double value);
   // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
   double RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe, int64_t* valid);
+  // pp > 1 (pipeline_batch.cc): this rank's chunks, and RunBatch through the executor.
+  std::vector<model::StageConfig> PipelineChunks(const model::StageConfig& base) const;
+  void InitPipeline();  // the executor over model_'s chunks
+  double RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
+                          int64_t* valid);
+  // Sums this rank's MoE stats over its pp group (through the world, not a mesh group).
+  void SumMoeOverPipeline(model::MoeStats& moe);
 
   RunConfig config_;
   mesh::Mesh* mesh_ = nullptr;
@@ -132,6 +148,9 @@ class Trainer {
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1 only
+  std::vector<comm::CommEvent> comm_events_;    // --trace
+  bool tracing_ = false;
   std::unique_ptr<ZeroOptimizer> optimizer_;
   LrSchedule schedule_;
   AdamWConfig adamw_;
@@ -149,12 +168,14 @@ spec::ClusterSpec HostCluster(const RunConfig& config);
 core::Status CheckEngineLayout(const RunConfig& config);
 // The context / expert parallel part of CheckEngineLayout.
 core::Status CheckContextExpertLayout(const RunConfig& config);
+// The pp > 1 part of CheckEngineLayout (pipeline_batch.cc): appends one error per broken rule.
+void CheckPipelineLayout(const RunConfig& config, std::vector<std::string>& errors);
 
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
-// and the engine's stash and MoE policies (cost::CostParams documents each flag).
+// and the engine's stash, MoE and pipeline policies (cost::CostParams documents each flag).
 cost::CostParams EngineCostParams();
-// The cost model's estimate for the run (EngineCostParams): fp32 gradients (the engine accumulates
-// in fp32), no framework overhead or fragmentation (the allocator measures exact bytes).
+// The cost model's estimate for the run with EngineCostParams (memory: the most loaded stage; a
+// pp > 1 Trainer's predicted() holds its own stage's memory instead).
 cost::Estimate PredictRun(const RunConfig& config);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of

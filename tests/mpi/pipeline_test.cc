@@ -2,8 +2,9 @@
 // V=2, ZB-H1, ZB-V) five AdamW steps of a tiny fp32 model split over the ranks (14 layers, uneven
 // for pp=4) give the loss of every step and the final weights of the single-process run within
 // 1e-5 relative; the pp bytes each rank sends equal cost::CommBytesForStage; stage 0's peak of
-// stashed activations is m micro-batches for GPipe, min(m, p) for 1F1B/ZB, as the cost model
-// predicts within 5%; the gathered Chrome trace holds every action of every rank.
+// stashed activations is m micro-batches for GPipe, min(m, p) for 1F1B (+ the W stash of the
+// layer B walks for ZB-H1), as the cost model predicts within 5%; the gathered Chrome trace holds
+// every action of every rank.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -208,17 +209,8 @@ void CheckSchedule(const std::string& kind, int m) {
     std::printf("[pipe] %s pp=%d m=%d rank 0: peak activations %.0f B, cost %.0f B (%.3f)\n",
                 kind.c_str(), spec.pp, m, stats.peak_activation_bytes, predicted,
                 stats.peak_activation_bytes / predicted);
-    if (spec.kind != spec::Schedule::kZeroBubble) {
-      EXPECT_NEAR(stats.peak_activation_bytes / predicted, 1.0, 0.05) << kind;
-    } else {
-      // ZB-H1: the same min(m, p) micro-batches as 1F1B, plus at most one layer of one
-      // micro-batch while B hands a layer's stash over to W's (dy, x) copies (docs/pipeline.md).
-      const double stage0_layers =
-          static_cast<double>(spec::ChunkLayers(PipeModel().layers, spec.pp, 0));
-      const double one_layer = predicted / (std::min(m, spec.pp) * stage0_layers);
-      EXPECT_GE(stats.peak_activation_bytes, 0.95 * predicted) << kind;
-      EXPECT_LE(stats.peak_activation_bytes, predicted + one_layer) << kind;
-    }
+    // Every schedule, ZB-H1 included (its W stash is a cost-model term, docs/COST_MODEL.md).
+    EXPECT_NEAR(stats.peak_activation_bytes / predicted, 1.0, 0.05) << kind;
   }
   if (pp.rank() == 0) {
     const nlohmann::json trace = nlohmann::json::parse(stats.trace);

@@ -1,0 +1,168 @@
+// The Trainer's pipeline path (pp > 1) and its trace: this rank's model chunks (V virtual stages
+// of the layout's schedule, embedding on stage 0, head on the last), RunBatch through a
+// PipelineExecutor on mesh.pp(), and the Chrome trace of actions, p2p and collectives.
+// Invariant: a pipelined step computes what the one-process step computes: the same micro-batches
+// with loss scale 1 / global valid tokens, the summed cross-entropy (which lives on the last
+// stage's ranks) summed over the world, MoE stats summed over the pp group, grads reduced by the
+// ZeroOptimizer over dp_cp per stage and the grad norm summed over the world from disjoint owners.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "spec/validate.h"
+#include "train/trainer.h"
+
+namespace pentamesh::train {
+namespace {
+
+// The layout's schedule with the step's micro-batch count. REQUIRES: CheckPipelineLayout passed.
+schedule::ScheduleSpec PipelineSpec(const RunConfig& c) {
+  auto spec = schedule::FromLayout(c.run.layout, spec::MicroBatches(c.train, c.run.layout));
+  PM_CHECK(spec.ok()) << spec.status().message();
+  return *spec;
+}
+
+}  // namespace
+
+void CheckPipelineLayout(const RunConfig& c, std::vector<std::string>& errors) {
+  const spec::Layout& l = c.run.layout;
+  if (c.model.tied_embeddings) {
+    errors.push_back(fmt::format(
+        "run.layout: pp={} with model.tied_embeddings=true is not implemented by the engine (the "
+        "head on the last stage would share stage 0's embedding); set "
+        "model.tied_embeddings=false",
+        l.pp));
+  }
+  if (l.sp && l.tp > 1) {
+    errors.push_back(fmt::format(
+        "run.layout: pp={} with sp=on and tp={} is not implemented by the engine yet (the p2p "
+        "buffers are not sequence-sharded); use sp=off",
+        l.pp, l.tp));
+  }
+  if (!c.ckpt.dir.empty()) {
+    errors.push_back(
+        fmt::format("run.layout: pp={} with ckpt.dir set: checkpoints of pipeline stages are not "
+                    "implemented yet; unset ckpt.dir",
+                    l.pp));
+  }
+  const int64_t m = spec::MicroBatches(c.train, l);
+  if (m <= 0) return;  // the dp x mbs divisibility error names it
+  auto spec = schedule::FromLayout(l, m);
+  if (!spec.ok()) {
+    errors.push_back(fmt::format("run.layout: {}", spec.status().message()));
+    return;
+  }
+  const int64_t chunks = int64_t{spec->pp} * spec->virtual_stages;
+  if (spec::ChunkLayers(c.model.layers, chunks, 0) < 0) {
+    errors.push_back(fmt::format(
+        "run.layout: model.layers={} cannot be split into pp x virtual stages = {} pipeline "
+        "chunks (every chunk needs a layer; uneven splits allow one fewer on the first/last)",
+        c.model.layers, chunks));
+  }
+}
+
+std::vector<model::StageConfig> Trainer::PipelineChunks(const model::StageConfig& base) const {
+  const schedule::Topology topo = PipelineSpec(config_).topology();
+  std::vector<model::StageConfig> chunks;
+  for (int c = 0; c < topo.virtual_stages; ++c)
+    chunks.push_back(ChunkConfig(base, topo.Stage(mesh_->pp().rank(), c), topo.stages()));
+  return chunks;
+}
+
+void Trainer::InitPipeline() {
+  std::vector<model::Stage*> chunks;
+  for (size_t c = 0; c < model_->chunks(); ++c) chunks.push_back(&model_->chunk(c));
+  pipeline_ =
+      std::make_unique<PipelineExecutor>(PipelineSpec(config_), mesh_->pp(), chunks, alloc_);
+  // What this rank holds is its own stage's memory (the estimate's is the most loaded stage's).
+  const cost::Model ctx(config_.model, HostCluster(config_), config_.train, EngineCostParams());
+  predicted_.memory = cost::MemoryForStage(ctx, config_.run.layout, mesh_->pp().rank());
+}
+
+double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
+                                 int64_t* valid) {
+  const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
+  int64_t local_valid = 0;
+  for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;
+  const auto valid_tokens =
+      static_cast<int64_t>(std::llround(SumOverReplicas(static_cast<double>(local_valid))));
+  std::vector<model::MicroBatch> mbatches;
+  for (int64_t first = 0; first < G * S; first += mbs * S) {
+    const int64_t T = mbs * S;
+    mbatches.push_back(
+        {.tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
+                                                  core::Dtype::kI32, {T})),
+         .targets = core::ConstTensor(core::Tensor(
+             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
+         .dims = {.batch = mbs, .seq = S},
+         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
+         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size())});
+  }
+  const int64_t hidden = config_.model.hidden;
+  const PipelineStepResult r =
+      train ? pipeline_->Run(mbatches, hidden) : pipeline_->Forward(mbatches, hidden);
+  if (moe) {
+    moe->Add(r.moe);
+    if (config_.model.is_moe()) SumMoeOverPipeline(*moe);
+  }
+  *valid = valid_tokens;
+  // The cross-entropy is summed on the last stage's ranks only (0 elsewhere): the world sum holds
+  // every replica's loss once per tp rank.
+  return SumOverGroup(*world_, r.loss_sum) / static_cast<double>(mesh_->layout().tp);
+}
+
+void Trainer::SumMoeOverPipeline(model::MoeStats& moe) {
+  const auto E = static_cast<size_t>(config_.model.moe.experts);
+  moe.routed.resize(E, 0);
+  moe.kept.resize(E, 0);
+  std::vector<double> mine = {static_cast<double>(moe.dropped), moe.aux_loss, moe.z_loss};
+  for (int64_t x : moe.routed) mine.push_back(static_cast<double>(x));
+  for (int64_t x : moe.kept) mine.push_back(static_cast<double>(x));
+  const size_t n = mine.size();
+  // fp64 bit patterns gathered as i64 over the world (not a mesh group: not in comm_bytes).
+  std::vector<double> all(n * static_cast<size_t>(world_->size()));
+  world_->all_gather(all.data(), mine.data(), static_cast<int64_t>(n), core::Dtype::kI64);
+  model::MoeStats sum;
+  sum.routed.assign(E, 0);
+  sum.kept.assign(E, 0);
+  for (int r : mesh_->pp().world_ranks()) {
+    const double* x = all.data() + static_cast<size_t>(r) * n;
+    sum.dropped += std::llround(x[0]);
+    sum.aux_loss += x[1];
+    sum.z_loss += x[2];
+    for (size_t e = 0; e < E; ++e) {
+      sum.routed[e] += std::llround(x[3 + e]);
+      sum.kept[e] += std::llround(x[3 + E + e]);
+    }
+  }
+  moe = std::move(sum);
+}
+
+void Trainer::set_tracing(bool on) {
+  tracing_ = on;
+  if (pipeline_) pipeline_->set_tracing(on);
+  std::vector<comm::CommEvent>* sink = on ? &comm_events_ : nullptr;
+  world_->set_event_sink(sink);
+  if (mesh_) {
+    for (mesh::GroupKind kind : mesh::kAllGroupKinds) mesh_->group(kind).set_event_sink(sink);
+  }
+}
+
+std::string Trainer::GatherTrace() {
+  std::vector<TraceEvent> events;
+  if (pipeline_) events = pipeline_->trace();
+  for (const comm::CommEvent& e : comm_events_) {
+    // The executor records its p2p transfers itself, named by micro-batch.
+    if (e.op == comm::Op::kSend || e.op == comm::Op::kRecv) continue;
+    events.push_back({.name = fmt::format("{} {}", e.group, comm::OpName(e.op)),
+                      .cat = "collective",
+                      .ts_us = e.start_us,
+                      .dur_us = e.dur_us,
+                      .bytes = std::llround(e.bytes_wire)});
+  }
+  set_tracing(false);
+  comm_events_.clear();
+  return GatherChromeTrace(*world_, events);
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,132 @@
+// `pentamesh train` with pipeline parallelism end to end: `mpirun -np 4 pentamesh train --layout
+// "pp=2 dp=2 ..." --trace FILE` on a tiny model of the test corpus finishes, its metrics.jsonl
+// holds the loss of every step of the one-process run (relative 1e-5) and pp bytes per step, and
+// the trace file is Chrome trace-event JSON with every pipeline action (steps x the rank's program)
+// and collectives from every one of the 4 ranks.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "data/fixtures.h"
+
+namespace pentamesh {
+namespace {
+
+constexpr int kSteps = 5;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliRun {
+  int exit_code;
+  std::string out, err;
+};
+
+CliRun Shell(const std::string& cmd) {
+  const std::string dir = data::testing::MakeTempDir("pp_cli");
+  const int status = std::system((cmd + " >" + dir + "/out 2>" + dir + "/err").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/out"), Slurp(dir + "/err")};
+}
+
+std::string WriteRun(const std::string& tag) {
+  const std::string dir = data::testing::MakeTempDir(tag);
+  std::ofstream(dir + "/run.toml")
+      << fmt::format(R"(
+[model]
+name = "pp-cli"
+layers = 4
+hidden = 32
+heads = 4
+kv_heads = 2
+ffn_hidden = 64
+vocab = 512
+max_seq_len = 32
+tied_embeddings = false
+[train]
+seq_len = 32
+global_batch_seqs = 8
+precision = "fp32"
+total_tokens = {}
+[optim]
+lr = 1e-2
+min_lr = 1e-3
+warmup_steps = 2
+[data]
+dataset = "{}"
+[run]
+seed = 7
+layout = "mbs=1"
+threads = 1
+eval_every = 0
+eval_batches = 1
+out_dir = "{}/out"
+)",
+                     kSteps * 8 * 32, data::testing::Corpus().dataset, dir);
+  return dir;
+}
+
+std::vector<nlohmann::json> Metrics(const std::string& dir) {
+  std::ifstream in(dir + "/out/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
+  const std::string one = WriteRun("pp_cli_one");
+  const CliRun a = Shell(fmt::format("{} train --config {}/run.toml", PM_BINARY, one));
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+
+  const std::string pp = WriteRun("pp_cli_pp");
+  const std::string trace = pp + "/trace.json";
+  const std::string layout = "pp=2 dp=2 schedule=1f1b zero=1 mbs=1";
+  const CliRun b = Shell(fmt::format(
+      "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 "
+      "LSAN_OPTIONS=suppressions={}/tests/mpi/lsan.supp:print_suppressions=0 "
+      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
+      "{}/run.toml --layout '{}' --trace {}",
+      PM_SOURCE_DIR, PM_MPIEXEC_BIN, PM_BINARY, pp, layout, trace));
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("trace: " + trace), std::string::npos) << b.out;
+
+  const std::vector<nlohmann::json> ma = Metrics(one), mb = Metrics(pp);
+  ASSERT_EQ(ma.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(mb.size(), static_cast<size_t>(kSteps));
+  for (size_t i = 0; i < ma.size(); ++i) {
+    const double want = ma[i].at("loss").get<double>();
+    EXPECT_NEAR(mb[i].at("loss").get<double>(), want, 1e-5 * want) << "step " << i + 1;
+    EXPECT_GT(mb[i].at("comm_bytes").at("pp").at("bytes_wire").get<double>(), 0.0);
+  }
+
+  const nlohmann::json t = nlohmann::json::parse(Slurp(trace));  // throws (fails) if not JSON
+  std::vector<int> actions(4, 0), collectives(4, 0);
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const auto pid = e.at("pid").get<size_t>();
+    ASSERT_LT(pid, actions.size());
+    const std::string cat = e.at("cat").get<std::string>();
+    if (cat == "F" || cat == "B" || cat == "W") ++actions[pid];
+    if (cat == "collective") ++collectives[pid];
+  }
+  for (int r = 0; r < 4; ++r) {
+    // 1F1B: every rank runs F and B of each of its 4 micro-batches per step.
+    EXPECT_EQ(actions[static_cast<size_t>(r)], kSteps * 2 * 4) << "rank " << r;
+    EXPECT_GT(collectives[static_cast<size_t>(r)], 0) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh
