@@ -114,10 +114,17 @@ int64_t Stage::ResidualRows(Dims dims) const {
   return sequence_parallel_ ? dims.tokens() / config_.shard.tp_size : dims.tokens();
 }
 
-void Stage::ReduceSequenceParallelGrads() {
+void Stage::ReduceSequenceParallelGrads() { ReduceSequenceParallelGrads({this}); }
+
+void Stage::ReduceSequenceParallelGrads(const std::vector<Stage*>& stages) {
   // With ZeRO-2/3 hooks the grads exist per layer only: ReduceUnitNormGrads did it per layer.
-  if (!sequence_parallel_ || norm_weights_.empty() || hooks_) return;
-  ReduceNormGrads(-1);
+  std::vector<ParamId> ids;
+  for (const Stage* stage : stages) {
+    if (!stage->sequence_parallel_ || stage->hooks_) continue;
+    PM_CHECK(&stage->params_ == &stages.front()->params_) << "stages of different ParamSets";
+    ids.insert(ids.end(), stage->norm_weights_.begin(), stage->norm_weights_.end());
+  }
+  if (!ids.empty()) stages.front()->AllReduceOverTp(ids);
 }
 
 void Stage::ReduceNormGrads(int32_t unit) {
@@ -126,6 +133,10 @@ void Stage::ReduceNormGrads(int32_t unit) {
   for (ParamId id : norm_weights_) {
     if (unit < 0 || params_.unit_of(id) == unit) ids.push_back(id);
   }
+  AllReduceOverTp(ids);
+}
+
+void Stage::AllReduceOverTp(const std::vector<ParamId>& ids) {
   if (ids.empty()) return;
   std::vector<float> packed;
   for (ParamId id : ids) {
@@ -306,6 +317,12 @@ Model::Model(const std::vector<StageConfig>& chunks, core::Allocator& alloc,
     : params_(alloc, chunks.at(0).bf16 ? core::Dtype::kBF16 : core::Dtype::kF32) {
   for (const StageConfig& c : chunks) stages_.push_back(std::make_unique<Stage>(c, params_, alloc));
   params_.Finalize(param_layout);
+}
+
+void Model::ReduceSequenceParallelGrads() {
+  std::vector<Stage*> stages;
+  for (const auto& stage : stages_) stages.push_back(stage.get());
+  Stage::ReduceSequenceParallelGrads(stages);
 }
 
 }  // namespace pentamesh::model

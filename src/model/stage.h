@@ -62,6 +62,9 @@ class Stage {
   // them over tp (one all-reduce of this stage's norm weights). Call once per step after the
   // last Backward, before the optimizer reads the grads; a no-op without SP.
   void ReduceSequenceParallelGrads();
+  // The same for several stages of one ParamSet (a pipeline rank's chunks): one all-reduce of
+  // all their norm weight grads, as the cost model counts it (one per step per pp rank).
+  static void ReduceSequenceParallelGrads(const std::vector<Stage*>& stages);
   // First stage reads mb.tokens, otherwise x_in (T, H). Non-last stages write x_out (T, H).
   StageForward Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_in, Tensor x_out);
   // Last stage ignores dy_out; non-first stages write dx_in (T, H).
@@ -124,6 +127,8 @@ class Stage {
   // SP: all-reduces over tp the norm weight grads of `unit` (-1: of every unit). With ZeRO-2/3
   // hooks, once per layer per micro-batch just before the layer's grads are reduce-scattered.
   void ReduceNormGrads(int32_t unit);
+  // Sums the grads of `ids` (norm weights of this ParamSet) over tp in one all-reduce.
+  void AllReduceOverTp(const std::vector<ParamId>& ids);
   // The embedding's unit when the head reads it (tied), else -1.
   int32_t TiedUnit() const { return config_.model.tied_embeddings ? embedding_unit_ : -1; }
 };
@@ -143,6 +148,8 @@ class Model {
   Stage& stage() { return *stages_.front(); }
   Stage& chunk(size_t c) { return *stages_.at(c); }
   size_t chunks() const { return stages_.size(); }
+  // Stage::ReduceSequenceParallelGrads over every chunk (one all-reduce); once per step.
+  void ReduceSequenceParallelGrads();
 
  private:
   ParamSet params_;

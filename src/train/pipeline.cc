@@ -156,7 +156,7 @@ PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch
                                              int64_t hidden) {
   PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
       << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
-  tokens_ = mbs.front().dims.tokens();
+  tokens_ = chunks_.front()->ResidualRows(mbs.front().dims);  // T/tp rows under SP
   hidden_ = hidden;
   const int S = topology_.stages(), rank = pp_.rank();
   PipelineStepResult result;

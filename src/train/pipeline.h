@@ -58,10 +58,9 @@ class PipelineExecutor {
   // after its forward; the same p2p contract and tags as Run, so it cannot deadlock either.
   PipelineStepResult Forward(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
   // Sequence parallel: sums every chunk's norm weight grads over tp (model::Stage::
-  // ReduceSequenceParallelGrads); once per step after Run, before the grads are read.
-  void ReduceSequenceParallelGrads() {
-    for (model::Stage* chunk : chunks_) chunk->ReduceSequenceParallelGrads();
-  }
+  // ReduceSequenceParallelGrads, one all-reduce for all chunks); once per step after Run,
+  // before the grads are read.
+  void ReduceSequenceParallelGrads() { model::Stage::ReduceSequenceParallelGrads(chunks_); }
 
   const schedule::Program& program() const { return program_; }
   const schedule::Topology& topology() const { return topology_; }

@@ -33,12 +33,6 @@ void CheckPipelineLayout(const RunConfig& c, std::vector<std::string>& errors) {
         "model.tied_embeddings=false",
         l.pp));
   }
-  if (l.sp && l.tp > 1) {
-    errors.push_back(fmt::format(
-        "run.layout: pp={} with sp=on and tp={} is not implemented by the engine yet (the p2p "
-        "buffers are not sequence-sharded); use sp=off",
-        l.pp, l.tp));
-  }
   if (!c.ckpt.dir.empty()) {
     errors.push_back(
         fmt::format("run.layout: pp={} with ckpt.dir set: checkpoints of pipeline stages are not "

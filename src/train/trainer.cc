@@ -341,7 +341,7 @@ StepStats Trainer::Step() {
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
   SumMoeStats(s.moe);
-  model_->stage().ReduceSequenceParallelGrads();  // SP: norm grads summed over tp
+  model_->ReduceSequenceParallelGrads();  // SP: every chunk's norm grads summed over tp
   ++attempts_;
   const RunOptions& run = config_.run;
   if (run.debug_nan_step > 0 && attempts_ >= run.debug_nan_step &&
