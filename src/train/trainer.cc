@@ -243,6 +243,14 @@ void Trainer::UpdateMoeBias() {
   stage.UpdateMoeBias(routed);
 }
 
+std::vector<std::pair<int64_t, model::Moe*>> Trainer::MoeLayers() {
+  std::vector<std::pair<int64_t, model::Moe*>> out;
+  for (size_t c = 0; c < model_->chunks(); ++c) {
+    for (const auto& layer : model_->chunk(c).MoeLayers()) out.push_back(layer);
+  }
+  return out;
+}
+
 double Trainer::SumOverReplicas(double value) {
   // Every tp and pp rank of a replica holds the replica's value.
   const double copies = mesh_ ? static_cast<double>(mesh_->layout().tp * mesh_->layout().pp) : 1.0;
