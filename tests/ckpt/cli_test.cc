@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "data/fixtures.h"
@@ -304,6 +305,95 @@ TEST(CkptMultiRank, ReshardsToOtherLayouts) {
         EXPECT_NEAR(loss, want.at(step), 1e-5 * std::abs(want.at(step))) << "back, step " << step;
     }
   }
+}
+
+// Resumes checkpoint `ckpt` (saved after step 4 of an 8-step run) at `layout` on np processes
+// with the extra flags; steps 5-8 must match `want` (the run continued at the saved layout) to
+// 1e-5 relative.
+void ExpectResumeMatches(const std::string& ckpt, const std::map<int64_t, double>& want, int np,
+                         const std::string& layout, const std::string& extra, bool moe = false) {
+  const std::string dir = WriteRun("ckpt_mr_reshard2");
+  if (moe) AppendMoe(dir);
+  const std::string cmd =
+      Train(dir, fmt::format("{} --layout '{}' --resume {}", extra, layout, ckpt));
+  const CliRun r = Shell(np == 1 ? cmd : Mpi(np, cmd));
+  ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("resumed from " + ckpt + " at step 4"), std::string::npos) << r.out;
+  const std::map<int64_t, double> got = Losses(dir + "/out");
+  ASSERT_EQ(got.size(), 4u) << layout;
+  double max_rel = 0;
+  for (const auto& [step, loss] : got) {
+    EXPECT_NEAR(loss, want.at(step), 1e-5 * std::abs(want.at(step))) << layout << " step " << step;
+    max_rel = std::max(max_rel, std::abs(loss - want.at(step)) / std::abs(want.at(step)));
+  }
+  std::cerr << "resumed at " << layout << ": steps 5-8 max relative loss difference " << max_rel
+            << "\n";
+}
+
+// Pipeline parallel: each pp rank writes its own stage's tensors (distinct global names; at ZeRO-1
+// each dp rank its range of them), rank 0 commits once every rank's files are durable. Saved at
+// pp=2 dp=2 zero=1 after 4 steps, resumed at one process, at tp=2 and at pp=2 tp=2.
+TEST(CkptMultiRank, PipelineReshards) {
+  const std::string untied = "--set model.tied_embeddings=false";
+  const std::string a = WriteRun("ckpt_mr_pp");
+  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  EXPECT_EQ(manifest["world"], 4);
+  EXPECT_EQ(manifest["files"].size(), 4u);
+  // Stage 0 (embedding) and stage 1 (lm_head) are written by disjoint pairs of ranks: at ZeRO-1
+  // both dp ranks of a stage write their half of the stage's tensors.
+  const auto files_of = [&](const std::string& name) {
+    std::set<std::string> files;
+    for (const auto& sl : manifest["tensors"][name]["slices"]) files.insert(sl["file"]);
+    return files;
+  };
+  const std::set<std::string> first = files_of("embedding.weight.adam_m"),
+                              last = files_of("lm_head.weight.adam_m");
+  EXPECT_EQ(first.size(), 2u);
+  EXPECT_EQ(last.size(), 2u);
+  for (const std::string& f : first) EXPECT_EQ(last.count(f), 0u) << f;
+  ExpectResumeMatches(ckpt, want, 1, "mbs=1", untied);
+  ExpectResumeMatches(ckpt, want, 2, "tp=2 sp=off mbs=1", untied);
+  ExpectResumeMatches(ckpt, want, 4, "pp=2 tp=2 sp=off mbs=1", untied);
+}
+
+// At ZeRO-0 only dp rank 0 of each pp stage writes (its replicas hold the same state).
+TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
+  const std::string untied = "--set model.tied_embeddings=false";
+  const std::string a = WriteRun("ckpt_mr_pp0");
+  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=0 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  std::set<std::string> writers;
+  for (const auto& [name, t] : manifest["tensors"].items()) {
+    ASSERT_EQ(t["slices"].size(), 1u) << name;
+    writers.insert(t["slices"][0]["file"].get<std::string>());
+  }
+  EXPECT_EQ(writers.size(), 2u);
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  ExpectResumeMatches(ckpt, want, 2, "dp=2 zero=1 mbs=1", untied);
+}
+
+// Expert parallel at ZeRO-0: the experts are written by the first rank of each expert-dp group,
+// the dense tensors and the routing bias by the first of the dense group. Saved at ep=2 dp=1,
+// resumed at one process and at ep=1 dp=2.
+TEST(CkptMultiRank, ExpertParallelReshards) {
+  const std::string bias = "--set optim.bias_update_rate=0.05";
+  const std::string a = WriteRun("ckpt_mr_ep");
+  AppendMoe(a);
+  const CliRun r = Shell(Mpi(2, Train(a, bias + " --layout 'ep=2 dp=1 zero=0 mbs=2'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  ExpectResumeMatches(ckpt, want, 1, "mbs=2", bias, true);
+  ExpectResumeMatches(ckpt, want, 2, "ep=1 dp=2 mbs=2", bias, true);
 }
 
 // SIGKILL of world rank 1 after step 5 (the other ranks are then inside step 6's collectives):
