@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 
 namespace pentamesh::ckpt {
@@ -311,8 +312,10 @@ TEST(CkptMultiRank, ReshardsToOtherLayouts) {
 // with the extra flags; steps 5-8 must match `want` (the run continued at the saved layout) to
 // 1e-5 relative.
 void ExpectResumeMatches(const std::string& ckpt, const std::map<int64_t, double>& want, int np,
-                         const std::string& layout, const std::string& extra, bool moe = false) {
+                         const std::string& layout, const std::string& extra, bool moe = false,
+                         std::string* run_dir = nullptr) {
   const std::string dir = WriteRun("ckpt_mr_reshard2");
+  if (run_dir) *run_dir = dir;
   if (moe) AppendMoe(dir);
   const std::string cmd =
       Train(dir, fmt::format("{} --layout '{}' --resume {}", extra, layout, ckpt));
@@ -378,6 +381,39 @@ TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
   const std::map<int64_t, double> want = Losses(a + "/out");
   ASSERT_EQ(want.size(), 8u);
   ExpectResumeMatches(ckpt, want, 2, "dp=2 zero=1 mbs=1", untied);
+}
+
+// MoE with pp: each stage's routing biases update from its own layers' counts summed over its dp
+// group, are saved by its first rank and resume at one process (the biases keep moving the same
+// way there: steps 5-8 match).
+TEST(CkptMultiRank, PipelineMoeBiasReshards) {
+  // 3 layers: the stages hold 2 and 1 MoE layers (the update must not mix them across stages).
+  const std::string flags =
+      "--set model.tied_embeddings=false --set optim.bias_update_rate=0.05 --set model.layers=3";
+  const std::string a = WriteRun("ckpt_mr_pp_moe");
+  AppendMoe(a);
+  const CliRun r = Shell(Mpi(4, Train(a, flags + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  for (const char* name :
+       {"layers.0.moe.router_bias", "layers.1.moe.router_bias", "layers.2.moe.router_bias"})
+    EXPECT_TRUE(manifest["tensors"].contains(name)) << name;
+  std::string resumed;
+  ExpectResumeMatches(ckpt, want, 1, "mbs=1", flags, true, &resumed);
+  // The biases after step 8 agree exactly (they move in steps of +-rate from per-layer counts).
+  auto end_a = Checkpoint::Open(a + "/ckpt/step-00000008");
+  auto end_b = Checkpoint::Open(resumed + "/ckpt/step-00000008");
+  ASSERT_TRUE(end_a.ok() && end_b.ok());
+  for (const char* name :
+       {"layers.0.moe.router_bias", "layers.1.moe.router_bias", "layers.2.moe.router_bias"}) {
+    std::vector<float> bias_a(4), bias_b(4);
+    ASSERT_TRUE(end_a->ReadRegion(name, {4}, {0}, {4}, bias_a.data()).ok()) << name;
+    ASSERT_TRUE(end_b->ReadRegion(name, {4}, {0}, {4}, bias_b.data()).ok()) << name;
+    EXPECT_EQ(bias_a, bias_b) << name;
+  }
 }
 
 // Expert parallel at ZeRO-0: the experts are written by the first rank of each expert-dp group,
