@@ -22,8 +22,24 @@ echo "== a short training run on the finance corpus (tiny dense model)"
 $pm train --config configs/tiny-dense.toml --set run.steps=60 --set optim.warmup_steps=10 --set run.eval_every=30 \
   --set run.out_dir=out/runs/demo
 
-echo "== the same model on 4 MPI ranks: data parallel x tensor parallel with ZeRO-1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun --oversubscribe --mca btl self,vader -np 4 $pm train --config configs/tiny-dense.toml \
-  --layout "mbs=4 dp=2 tp=2 zero=1 sp=off" --set run.steps=20 --set optim.warmup_steps=5 \
-  --set run.eval_every=20 --set run.out_dir=out/runs/demo-dp2-tp2
+mpi=(mpirun --oversubscribe --mca btl self,vader)
+
+echo "== 4 MPI ranks: data parallel x tensor + sequence parallel, ZeRO-3"
+"${mpi[@]}" -np 4 $pm train --config configs/tiny-dense.toml \
+  --layout "mbs=4 dp=2 tp=2 zero=3 sp=on" --set run.steps=20 --set optim.warmup_steps=5 \
+  --set run.eval_every=20 --set run.out_dir=out/runs/demo-dp2-tp2-zero3
+
+echo "== 8 MPI ranks: pipeline (zero-bubble) x data x tensor parallel, with a Chrome trace"
+"${mpi[@]}" -np 8 $pm train --config configs/tiny-dense.toml \
+  --layout "mbs=2 dp=2 pp=2 tp=2 schedule=zb zero=1 sp=off" --set run.steps=20 \
+  --set optim.warmup_steps=5 --set run.eval_every=20 --set run.out_dir=out/runs/demo-pp2-dp2-tp2 \
+  --trace out/runs/demo-pp2-dp2-tp2/trace.json
+$pm report --run out/runs/demo-pp2-dp2-tp2 --trace out/runs/demo-pp2-dp2-tp2/trace.json \
+  --html out/runs/demo-pp2-dp2-tp2/report.html
+
+echo "== 8 MPI ranks: the MoE model with data x tensor x context (ring) x expert parallel"
+"${mpi[@]}" -np 8 $pm train --config configs/tiny-moe.toml \
+  --layout "mbs=2 dp=2 tp=2 cp=2 ep=2 ep_placement=folded sp=off" --set run.steps=20 \
+  --set optim.warmup_steps=5 --set run.eval_every=20 --set run.out_dir=out/runs/demo-moe-4d
+$pm report --run out/runs/demo-moe-4d --html out/runs/demo-moe-4d/report.html

@@ -67,7 +67,9 @@ void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64
   const double experts = static_cast<double>(md.moe.experts);
   const double attn = ctx.attn_params_layer / t.tp + ctx.norm_params_layer;
   const double moe_dense = ctx.router_params_layer + ctx.shared_params_layer / t.tp;
-  const double moe_expert = experts * ctx.expert_params_one / (t.tp * t.ep);
+  // Routed experts are split over tp (Megatron) or replicated over it (moe_replicated_over_tp).
+  const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
+  const double moe_expert = experts * ctx.expert_params_one / (tp_routed * t.ep);
   s.params_dense =
       s.layers * attn + dense_layers * ctx.mlp_params_layer / t.tp + s.moe_layers * moe_dense;
   s.params_expert = s.moe_layers * moe_expert;

@@ -173,6 +173,16 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
   }
   std::printf("rank %d %s: activations measured %.0f predicted %.0f (one process %.0f)\n", t.rank(),
               spec::ShortLayout(l).c_str(), got, want, ref.activations_bytes);
+  // Weights, grads and optimizer state per rank: the cost model's split of dense and expert params
+  // over tp and ep (routed experts replicated over tp in this engine) and the ZeRO shard.
+  const cost::Memory& mem = t.predicted().memory;
+  for (const auto& [tag, predicted_bytes] :
+       {std::pair{core::MemTag::kWeights, mem.weights}, std::pair{core::MemTag::kGrads, mem.grads},
+        std::pair{core::MemTag::kOptimizer, mem.optimizer}}) {
+    const double measured = static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
+    EXPECT_NEAR(measured, predicted_bytes, 0.05 * predicted_bytes)
+        << core::MemTagName(tag) << " " << spec::ShortLayout(l);
+  }
 }
 
 TEST(CpEpTrain, MatchesSingleProcess) {
