@@ -119,6 +119,45 @@ core::Status RestoreSharded(const Checkpoint& ckpt, train::Trainer& trainer) {
   return status;
 }
 
+// Aux-loss-free balancing: every MoE layer's routing bias (E), not a parameter but state a
+// resume needs. Every rank of a layer holds the same bias (the update uses counts summed over all
+// data ranks); the first rank of the gradient group writes it (tp replicas write the same box).
+std::vector<Slice> SnapshotMoeBias(train::Trainer& trainer) {
+  std::vector<Slice> out;
+  if (trainer.optimizer().grad_rank() != 0) return out;
+  for (const auto& [layer, moe] : trainer.MoeLayers()) {
+    const std::vector<float>& bias = moe->bias();
+    const int64_t e = static_cast<int64_t>(bias.size());
+    out.push_back(Slice{.name = MoeBiasName(layer),
+                        .key = {},
+                        .dtype = "F32",
+                        .global_shape = {e},
+                        .start = {0},
+                        .shape = {e},
+                        .bytes = std::string(reinterpret_cast<const char*>(bias.data()),
+                                             bias.size() * sizeof(float))});
+  }
+  return out;
+}
+
+core::Status RestoreMoeBias(const Checkpoint& ckpt, train::Trainer& trainer) {
+  for (const auto& [layer, moe] : trainer.MoeLayers()) {
+    const std::string name = MoeBiasName(layer);
+    if (!ckpt.Has(name)) {
+      if (trainer.config().optim.bias_update_rate == 0) continue;  // bias stays 0, as saved
+      return core::Status::Error(
+          fmt::format("{}: has no '{}' (saved before routing biases were checkpointed); "
+                      "optim.bias_update_rate > 0 needs it to resume exactly",
+                      ckpt.dir(), name));
+    }
+    std::vector<float> bias(moe->bias().size());
+    const int64_t e = static_cast<int64_t>(bias.size());
+    PM_RETURN_IF_ERROR(ckpt.ReadRegion(name, {e}, {0}, {e}, bias.data()));
+    moe->set_bias(bias);
+  }
+  return core::Status::Ok();
+}
+
 }  // namespace
 
 Snapshot TrainerSnapshot(train::Trainer& trainer, int rank, int world) {
@@ -135,6 +174,7 @@ Snapshot TrainerSnapshot(train::Trainer& trainer, int rank, int world) {
              {"nonfinite_total", trainer.nonfinite_total()},
              {"config_toml", c.toml}};
   s.tensors = trainer.optimizer().stage() == 0 ? SnapshotStage0(trainer) : SnapshotOwned(trainer);
+  for (Slice& bias : SnapshotMoeBias(trainer)) s.tensors.push_back(std::move(bias));
   return s;
 }
 
@@ -153,6 +193,7 @@ core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer) {
   } else {
     PM_RETURN_IF_ERROR(RestoreSharded(ckpt, trainer));
   }
+  PM_RETURN_IF_ERROR(RestoreMoeBias(ckpt, trainer));
   PM_ASSIGN_OR_RETURN(data::SamplerState sampler, data::SamplerStateFromJson(st["sampler"].dump()));
   core::Status s = trainer.RestoreProgress(st["step"].get<int64_t>(), sampler);
   if (!s.ok())

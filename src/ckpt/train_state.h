@@ -11,6 +11,11 @@
 
 namespace pentamesh::ckpt {
 
+// The global name of MoE layer `layer`'s aux-loss-free routing bias (E floats; not a parameter).
+inline std::string MoeBiasName(int64_t layer) {
+  return "layers." + std::to_string(layer) + ".moe.router_bias";
+}
+
 // A host copy of the trainer's state (cheap: done between steps; written later, in background).
 Snapshot TrainerSnapshot(train::Trainer& trainer, int rank = 0, int world = 1);
 

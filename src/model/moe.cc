@@ -372,4 +372,9 @@ void Moe::UpdateBias(const MoeStats& step) {
   }
 }
 
+void Moe::set_bias(const std::vector<float>& bias) {
+  PM_CHECK(bias.size() == bias_.size()) << "set_bias: " << bias.size() << " of " << bias_.size();
+  bias_ = bias;
+}
+
 }  // namespace pentamesh::model

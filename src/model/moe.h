@@ -94,6 +94,8 @@ class Moe {
   // counts (summed over the ranks sharing the router, by the caller). No-op when rate is 0.
   void UpdateBias(const MoeStats& step);
   const std::vector<float>& bias() const { return bias_; }
+  // Restores the bias (a checkpoint); `bias` has E entries.
+  void set_bias(const std::vector<float>& bias);
   bool expert_parallel() const { return config_.ep != nullptr && config_.ep->size() > 1; }
 
  private:

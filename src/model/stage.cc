@@ -296,6 +296,15 @@ void Stage::UpdateMoeBias(const std::vector<std::vector<int64_t>>& routed) {
   }
 }
 
+std::vector<std::pair<int64_t, Moe*>> Stage::MoeLayers() {
+  std::vector<std::pair<int64_t, Moe*>> out;
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    if (Moe* moe = blocks_[l]->moe())
+      out.emplace_back(config_.first_layer + static_cast<int64_t>(l), moe);
+  }
+  return out;
+}
+
 ConstTensor Stage::logits(int64_t mb_id) const {
   auto it = stashes_.find(mb_id);
   PM_CHECK(it != stashes_.end() && !it->second.head.logits.empty()) << "no logits for " << mb_id;

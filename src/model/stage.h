@@ -88,6 +88,8 @@ class Stage {
   // Take clears the accumulated counts.
   std::vector<std::vector<int64_t>> TakeRoutedPerMoeLayer();
   void UpdateMoeBias(const std::vector<std::vector<int64_t>>& routed);
+  // The MoE layers of this stage as (global layer index, layer) (checkpoints save their bias).
+  std::vector<std::pair<int64_t, Moe*>> MoeLayers();
   // ZeRO-2/3: called around every layer (model/param_set.h ParamHooks); null = none. The hooks
   // outlive the Stage. Not with BackwardInput/BackwardWeight (the deferred weight GEMMs run
   // after the layer's Release).

@@ -33,12 +33,6 @@ void CheckPipelineLayout(const RunConfig& c, std::vector<std::string>& errors) {
         "model.tied_embeddings=false",
         l.pp));
   }
-  if (!c.ckpt.dir.empty()) {
-    errors.push_back(
-        fmt::format("run.layout: pp={} with ckpt.dir set: checkpoints of pipeline stages are not "
-                    "implemented yet; unset ckpt.dir",
-                    l.pp));
-  }
   const int64_t m = spec::MicroBatches(c.train, l);
   if (m <= 0) return;  // the dp x mbs divisibility error names it
   auto spec = schedule::FromLayout(l, m);

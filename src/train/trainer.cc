@@ -230,17 +230,32 @@ void Trainer::SumMoeStats(model::MoeStats& moe) {
 
 void Trainer::UpdateMoeBias() {
   if (config_.optim.bias_update_rate == 0) return;
-  model::Stage& stage = model_->stage();
-  std::vector<std::vector<int64_t>> routed = stage.TakeRoutedPerMoeLayer();
-  if (mesh_) {  // summed over the data ranks, so every rank applies the same update
-    const int64_t tp = mesh_->layout().tp;
-    for (std::vector<int64_t>& layer : routed) {
-      if (layer.empty()) continue;
-      world_->all_reduce(layer.data(), static_cast<int64_t>(layer.size()), core::Dtype::kI64);
-      for (int64_t& n : layer) n /= tp;
+  // Every chunk of this rank (pp > 1: its stage's layers only). The counts are summed over the
+  // data ranks holding the same layers, so every rank applies the same update: the world at
+  // pp = 1 (tp ranks route alike: divided by tp), the dp group at pp > 1 (cp = ep = 1 there).
+  for (size_t c = 0; c < model_->chunks(); ++c) {
+    model::Stage& stage = model_->chunk(c);
+    std::vector<std::vector<int64_t>> routed = stage.TakeRoutedPerMoeLayer();
+    if (mesh_) {
+      const bool pipeline = pp_size() > 1;
+      const int64_t tp = pipeline ? 1 : mesh_->layout().tp;
+      comm::Communicator& group = pipeline ? mesh_->dp() : *world_;
+      for (std::vector<int64_t>& layer : routed) {
+        if (layer.empty()) continue;
+        group.all_reduce(layer.data(), static_cast<int64_t>(layer.size()), core::Dtype::kI64);
+        for (int64_t& n : layer) n /= tp;
+      }
     }
+    stage.UpdateMoeBias(routed);
   }
-  stage.UpdateMoeBias(routed);
+}
+
+std::vector<std::pair<int64_t, model::Moe*>> Trainer::MoeLayers() {
+  std::vector<std::pair<int64_t, model::Moe*>> out;
+  for (size_t c = 0; c < model_->chunks(); ++c) {
+    for (const auto& layer : model_->chunk(c).MoeLayers()) out.push_back(layer);
+  }
+  return out;
 }
 
 double Trainer::SumOverReplicas(double value) {
@@ -336,7 +351,8 @@ StepStats Trainer::Step() {
   sampler_->NextInto(batch_);
   model::ParamSet& params = model_->params();
   params.ZeroGrads();
-  model_->stage().TakeRoutedPerMoeLayer();  // drops counts of evaluation forwards
+  for (size_t c = 0; c < model_->chunks(); ++c)
+    model_->chunk(c).TakeRoutedPerMoeLayer();  // drops counts of evaluation forwards
   StepStats s;
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);

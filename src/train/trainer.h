@@ -97,6 +97,8 @@ class Trainer {
   int64_t total_steps() const { return config_.total_steps(); }
   const RunConfig& config() const { return config_; }
   model::ParamSet& params() { return model_->params(); }
+  // This rank's MoE layers over all its chunks, as (global layer index, layer).
+  std::vector<std::pair<int64_t, model::Moe*>> MoeLayers();
   const ZeroOptimizer& optimizer() const { return *optimizer_; }
   ZeroOptimizer& optimizer() { return *optimizer_; }
   // World rank (0 on one process); rank 0 prints and writes metrics.

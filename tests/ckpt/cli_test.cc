@@ -15,8 +15,10 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
+#include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 
 namespace pentamesh::ckpt {
@@ -198,6 +200,47 @@ std::map<int64_t, double> Losses(const std::string& out_dir) {
   return losses;
 }
 
+// A tiny MoE model (2 layers, both MoE: 4 experts, top-2) for WriteRun's run.toml.
+void AppendMoe(const std::string& dir) {
+  std::ofstream(dir + "/run.toml", std::ios::app) << R"(
+[model.moe]
+experts = 4
+top_k = 2
+expert_ffn_hidden = 32
+)";
+}
+
+// Aux-loss-free balancing moves the routing bias every step; it is saved per MoE layer
+// (layers.N.moe.router_bias) and restored, so a resumed run's losses are bitwise the straight
+// run's. Without the bias in the checkpoint the resumed run routes with a zero bias and differs.
+TEST(CkptCli, MoeRoutingBiasResumesExactly) {
+  const std::string bias = "--set optim.bias_update_rate=0.05";
+  const std::string straight = WriteRun("ckpt_moe_straight");
+  AppendMoe(straight);
+  const CliRun a = Shell(Train(straight, bias));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const std::string ckpt = straight + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  for (const char* name : {"layers.0.moe.router_bias", "layers.1.moe.router_bias"}) {
+    ASSERT_TRUE(manifest["tensors"].contains(name)) << name;
+    EXPECT_EQ(manifest["tensors"][name]["shape"], nlohmann::json::array({4})) << name;
+  }
+  const std::string resumed = WriteRun("ckpt_moe_resumed");
+  AppendMoe(resumed);
+  const CliRun b = Shell(Train(resumed, bias + " --resume " + ckpt));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const std::map<int64_t, double> want = Losses(straight + "/out"), got = Losses(resumed + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& [step, loss] : got) EXPECT_EQ(loss, want.at(step)) << "step " << step;
+  // With the bias frozen after the resume (rate 0) the losses differ: its updates change routing.
+  const std::string off = WriteRun("ckpt_moe_off");
+  AppendMoe(off);
+  const CliRun c = Shell(Train(off, "--set optim.bias_update_rate=0 --resume " + ckpt));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(Losses(off + "/out").at(8), want.at(8));
+}
+
 // Layout A of the multi-rank tests: dp x tp with ZeRO-1, 4 ranks. kv_heads = heads = 4 so that
 // tp=4 is a layout the engine runs.
 constexpr const char* kLayoutA = "dp=2 tp=2 zero=1 sp=off mbs=1";
@@ -263,6 +306,130 @@ TEST(CkptMultiRank, ReshardsToOtherLayouts) {
         EXPECT_NEAR(loss, want.at(step), 1e-5 * std::abs(want.at(step))) << "back, step " << step;
     }
   }
+}
+
+// Resumes checkpoint `ckpt` (saved after step 4 of an 8-step run) at `layout` on np processes
+// with the extra flags; steps 5-8 must match `want` (the run continued at the saved layout) to
+// 1e-5 relative.
+void ExpectResumeMatches(const std::string& ckpt, const std::map<int64_t, double>& want, int np,
+                         const std::string& layout, const std::string& extra, bool moe = false,
+                         std::string* run_dir = nullptr) {
+  const std::string dir = WriteRun("ckpt_mr_reshard2");
+  if (run_dir) *run_dir = dir;
+  if (moe) AppendMoe(dir);
+  const std::string cmd =
+      Train(dir, fmt::format("{} --layout '{}' --resume {}", extra, layout, ckpt));
+  const CliRun r = Shell(np == 1 ? cmd : Mpi(np, cmd));
+  ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("resumed from " + ckpt + " at step 4"), std::string::npos) << r.out;
+  const std::map<int64_t, double> got = Losses(dir + "/out");
+  ASSERT_EQ(got.size(), 4u) << layout;
+  double max_rel = 0;
+  for (const auto& [step, loss] : got) {
+    EXPECT_NEAR(loss, want.at(step), 1e-5 * std::abs(want.at(step))) << layout << " step " << step;
+    max_rel = std::max(max_rel, std::abs(loss - want.at(step)) / std::abs(want.at(step)));
+  }
+  std::cerr << "resumed at " << layout << ": steps 5-8 max relative loss difference " << max_rel
+            << "\n";
+}
+
+// Pipeline parallel: each pp rank writes its own stage's tensors (distinct global names; at ZeRO-1
+// each dp rank its range of them), rank 0 commits once every rank's files are durable. Saved at
+// pp=2 dp=2 zero=1 after 4 steps, resumed at one process, at tp=2 and at pp=2 tp=2.
+TEST(CkptMultiRank, PipelineReshards) {
+  const std::string untied = "--set model.tied_embeddings=false";
+  const std::string a = WriteRun("ckpt_mr_pp");
+  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  EXPECT_EQ(manifest["world"], 4);
+  EXPECT_EQ(manifest["files"].size(), 4u);
+  // Stage 0 (embedding) and stage 1 (lm_head) are written by disjoint pairs of ranks: at ZeRO-1
+  // both dp ranks of a stage write their half of the stage's tensors.
+  const auto files_of = [&](const std::string& name) {
+    std::set<std::string> files;
+    for (const auto& sl : manifest["tensors"][name]["slices"]) files.insert(sl["file"]);
+    return files;
+  };
+  const std::set<std::string> first = files_of("embedding.weight.adam_m"),
+                              last = files_of("lm_head.weight.adam_m");
+  EXPECT_EQ(first.size(), 2u);
+  EXPECT_EQ(last.size(), 2u);
+  for (const std::string& f : first) EXPECT_EQ(last.count(f), 0u) << f;
+  ExpectResumeMatches(ckpt, want, 1, "mbs=1", untied);
+  ExpectResumeMatches(ckpt, want, 2, "tp=2 sp=off mbs=1", untied);
+  ExpectResumeMatches(ckpt, want, 4, "pp=2 tp=2 sp=off mbs=1", untied);
+}
+
+// At ZeRO-0 only dp rank 0 of each pp stage writes (its replicas hold the same state).
+TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
+  const std::string untied = "--set model.tied_embeddings=false";
+  const std::string a = WriteRun("ckpt_mr_pp0");
+  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=0 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  std::set<std::string> writers;
+  for (const auto& [name, t] : manifest["tensors"].items()) {
+    ASSERT_EQ(t["slices"].size(), 1u) << name;
+    writers.insert(t["slices"][0]["file"].get<std::string>());
+  }
+  EXPECT_EQ(writers.size(), 2u);
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  ExpectResumeMatches(ckpt, want, 2, "dp=2 zero=1 mbs=1", untied);
+}
+
+// MoE with pp: each stage's routing biases update from its own layers' counts summed over its dp
+// group, are saved by its first rank and resume at one process (the biases keep moving the same
+// way there: steps 5-8 match).
+TEST(CkptMultiRank, PipelineMoeBiasReshards) {
+  // 3 layers: the stages hold 2 and 1 MoE layers (the update must not mix them across stages).
+  const std::string flags =
+      "--set model.tied_embeddings=false --set optim.bias_update_rate=0.05 --set model.layers=3";
+  const std::string a = WriteRun("ckpt_mr_pp_moe");
+  AppendMoe(a);
+  const CliRun r = Shell(Mpi(4, Train(a, flags + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  for (const char* name :
+       {"layers.0.moe.router_bias", "layers.1.moe.router_bias", "layers.2.moe.router_bias"})
+    EXPECT_TRUE(manifest["tensors"].contains(name)) << name;
+  std::string resumed;
+  ExpectResumeMatches(ckpt, want, 1, "mbs=1", flags, true, &resumed);
+  // The biases after step 8 agree exactly (they move in steps of +-rate from per-layer counts).
+  auto end_a = Checkpoint::Open(a + "/ckpt/step-00000008");
+  auto end_b = Checkpoint::Open(resumed + "/ckpt/step-00000008");
+  ASSERT_TRUE(end_a.ok() && end_b.ok());
+  for (const char* name :
+       {"layers.0.moe.router_bias", "layers.1.moe.router_bias", "layers.2.moe.router_bias"}) {
+    std::vector<float> bias_a(4), bias_b(4);
+    ASSERT_TRUE(end_a->ReadRegion(name, {4}, {0}, {4}, bias_a.data()).ok()) << name;
+    ASSERT_TRUE(end_b->ReadRegion(name, {4}, {0}, {4}, bias_b.data()).ok()) << name;
+    EXPECT_EQ(bias_a, bias_b) << name;
+  }
+}
+
+// Expert parallel at ZeRO-0: the experts are written by the first rank of each expert-dp group,
+// the dense tensors and the routing bias by the first of the dense group. Saved at ep=2 dp=1,
+// resumed at one process and at ep=1 dp=2.
+TEST(CkptMultiRank, ExpertParallelReshards) {
+  const std::string bias = "--set optim.bias_update_rate=0.05";
+  const std::string a = WriteRun("ckpt_mr_ep");
+  AppendMoe(a);
+  const CliRun r = Shell(Mpi(2, Train(a, bias + " --layout 'ep=2 dp=1 zero=0 mbs=2'")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::map<int64_t, double> want = Losses(a + "/out");
+  ASSERT_EQ(want.size(), 8u);
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  ExpectResumeMatches(ckpt, want, 1, "mbs=2", bias, true);
+  ExpectResumeMatches(ckpt, want, 2, "ep=1 dp=2 mbs=2", bias, true);
 }
 
 // SIGKILL of world rank 1 after step 5 (the other ranks are then inside step 6's collectives):
