@@ -160,13 +160,11 @@ TEST(CkptCli, BadCkptKeyNamed) {
 // A non-finite gradient under dp=2 zero=1 is skipped on every rank together; the run finishes.
 TEST(CkptCli, NonFiniteSkippedOnEveryRank) {
   const std::string dir = WriteRun("ckpt_nan_dp");
-  // Open MPI keeps allocations past MPI_Finalize: under ASan the ranks use the MPI tests'
-  // LeakSanitizer suppressions (tests/mpi/lsan.supp); release builds ignore these variables.
+  // Under ASan the ranks run without LeakSanitizer (see Mpi below).
   const CliRun a = Shell(fmt::format(
-      "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 "
-      "LSAN_OPTIONS=suppressions={}/tests/mpi/lsan.supp:print_suppressions=0 "
+      "env ASAN_OPTIONS=detect_leaks=0 "
       "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 {}",
-      PM_SOURCE_DIR, PM_MPIEXEC_BIN,
+      PM_MPIEXEC_BIN,
       Train(dir,
             "--set 'ckpt.dir=\"\"' --layout 'dp=2 zero=1 mbs=2' --set run.debug_nan_step=2 "
             "--set run.debug_nan_count=1")));
@@ -177,14 +175,16 @@ TEST(CkptCli, NonFiniteSkippedOnEveryRank) {
 
 // --- Multi-rank checkpoints (real mpirun, 4 ranks, the tiny model) ---
 
-// `pentamesh train` under mpirun -np np, with the MPI tests' LeakSanitizer suppressions (Open MPI
-// keeps allocations past MPI_Finalize; release builds ignore these variables).
+// `pentamesh train` under mpirun -np np.
+// Under ASan the mpirun-launched ranks run without LeakSanitizer: at their exit its report is
+// dominated by Open MPI allocations from plugins it has dlclose'd (frames no suppression can
+// match), and its stop-the-world tracer crashes on some runs. Leaks in pentamesh code are checked
+// by the single-process CLI tests and the gtest mpirun tests (tests/mpi). Release ignores this.
 std::string Mpi(int np, const std::string& train_cmd) {
   return fmt::format(
-      "env PENTAMESH_COMM_TIMEOUT_S=60 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 "
-      "LSAN_OPTIONS=suppressions={}/tests/mpi/lsan.supp:print_suppressions=0 "
+      "env PENTAMESH_COMM_TIMEOUT_S=60 ASAN_OPTIONS=detect_leaks=0 "
       "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np {} {}",
-      PM_SOURCE_DIR, PM_MPIEXEC_BIN, np, train_cmd);
+      PM_MPIEXEC_BIN, np, train_cmd);
 }
 
 // step -> loss of metrics.jsonl under out_dir (a resumed run appends: the last line per step).

@@ -93,12 +93,14 @@ TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
   const std::string pp = WriteRun("pp_cli_pp");
   const std::string trace = pp + "/trace.json";
   const std::string layout = "pp=2 dp=2 schedule=1f1b zero=1 mbs=1";
+  // Under ASan the ranks run without LeakSanitizer: at their exit its report is dominated by Open
+  // MPI allocations from plugins it has dlclose'd (frames no suppression can match), and its
+  // tracer crashes on some runs; tests/mpi's gtest binaries check pentamesh code for leaks.
   const CliRun b = Shell(fmt::format(
-      "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 "
-      "LSAN_OPTIONS=suppressions={}/tests/mpi/lsan.supp:print_suppressions=0 "
+      "env ASAN_OPTIONS=detect_leaks=0 "
       "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
       "{}/run.toml --layout '{}' --trace {}",
-      PM_SOURCE_DIR, PM_MPIEXEC_BIN, PM_BINARY, pp, layout, trace));
+      PM_MPIEXEC_BIN, PM_BINARY, pp, layout, trace));
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_NE(b.out.find("trace: " + trace), std::string::npos) << b.out;
 
