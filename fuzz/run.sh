@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Bounded libFuzzer run of the TOML loader (fuzz/toml_fuzz.cc): configures build-fuzz with clang,
 # builds only the fuzz target, seeds the corpus with every preset (alone and as one combined
-# model+cluster+train file) and fuzzes for FUZZ_SECONDS (default 60). Exits non-zero on a crash.
+# model+cluster+train file) and every input a fuzzer once crashed on (fuzz/seeds/toml: replayed
+# first, so a fixed bug stays fixed), and fuzzes for FUZZ_SECONDS (default 60) from a fixed
+# FUZZ_SEED (default 1: CI runs are reproducible; set another for exploration). Exits non-zero on
+# a crash. Longer exploratory runs: FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
@@ -17,14 +20,15 @@ for m in configs/presets/models/*.toml; do
 done
 printf 'dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2' \
   > "$corpus/layout.txt"
+cp fuzz/seeds/toml/* "$corpus/"
 mkdir -p build-fuzz/artifacts
-build-fuzz/fuzz/toml_fuzz "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+build-fuzz/fuzz/toml_fuzz "$corpus" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 \
   -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 2>&1 | tail -n 25
 
 # The checkpoint readers (fuzz/ckpt_fuzz.cc), seeded with a valid safetensors file and manifest.
 ckpt_corpus=build-fuzz/ckpt-corpus
 rm -rf "$ckpt_corpus" && mkdir -p "$ckpt_corpus"
 cp fuzz/seeds/ckpt/* "$ckpt_corpus/"
-build-fuzz/fuzz/ckpt_fuzz "$ckpt_corpus" -max_total_time="${CKPT_FUZZ_SECONDS:-30}" \
+build-fuzz/fuzz/ckpt_fuzz "$ckpt_corpus" -max_total_time="${CKPT_FUZZ_SECONDS:-30}" -seed="${FUZZ_SEED:-1}" \
   -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ckpt- -print_final_stats=1 2>&1 |
   tail -n 12

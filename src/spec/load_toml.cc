@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <span>
 #include <sstream>
 
+#include "core/numeric.h"
 #include "spec/presets.h"
 
 namespace pentamesh::spec {
@@ -22,7 +24,10 @@ class FieldReader {
   FieldReader(const toml::table* table, std::string prefix, std::vector<std::string>* errors)
       : table_(table), prefix_(std::move(prefix)), errors_(errors) {}
 
-  void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1) {
+  // Integers are bounded (default 2^31 - 1) so that the products the cost model and the loader
+  // form from them (batch_seqs x seq_len, heads x head_dim, ...) cannot overflow int64_t.
+  void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1,
+           int64_t max_value = std::numeric_limits<int32_t>::max()) {
     seen_.insert(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) {
@@ -32,16 +37,17 @@ class FieldReader {
     std::optional<int64_t> v = node->value_exact<int64_t>();
     if (!v) {
       // Accept floats that are whole numbers written as 1e6 etc.
-      std::optional<double> d = node->value_exact<double>();
-      if (d && *d == static_cast<double>(static_cast<int64_t>(*d))) v = static_cast<int64_t>(*d);
+      if (std::optional<double> d = node->value_exact<double>()) v = ExactInt64(*d);
     }
     if (!v) return Error(key, "must be an integer");
     if (*v < min_value) return Error(key, fmt::format("must be >= {} (got {})", min_value, *v));
+    if (*v > max_value) return Error(key, fmt::format("must be <= {} (got {})", max_value, *v));
     out = *v;
   }
 
   void Double(const char* key, double& out, bool required, double min_value = 0,
-              bool strictly_positive = true) {
+              bool strictly_positive = true,
+              double max_value = std::numeric_limits<double>::max()) {
     seen_.insert(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) {
@@ -55,6 +61,7 @@ class FieldReader {
       return Error(key, fmt::format("must be {} {} (got {})",
                                     strictly_positive ? ">" : ">=", min_value, *v));
     }
+    if (*v > max_value) return Error(key, fmt::format("must be <= {:g} (got {:g})", max_value, *v));
     out = *v;
   }
 
@@ -111,15 +118,24 @@ class FieldReader {
   std::set<std::string> seen_;
 };
 
-// TOML 1.0 allows non-ASCII bytes only inside strings and comments. toml++ 3.3 (Debian 12)
-// reaches __builtin_unreachable on some non-ASCII characters elsewhere (its whitespace table,
-// found by fuzz/toml_fuzz.cc), so such input is rejected here, before the parser sees it.
-// Returns the 1-based line of the first offending byte, or 0.
-int64_t NonAsciiOutsideStrings(const std::string& text) {
+// toml++ 3.3 (Debian 12) reaches __builtin_unreachable when it asks whether some non-ASCII
+// characters are whitespace (its table has no branch for U+00A1..U+0499 and U+FBFA..U+FEFE; found
+// by fuzz/toml_fuzz.cc). It asks that outside strings and comments (where TOML 1.0 allows no
+// non-ASCII byte anyway), right after a backslash in a multi-line basic string, and at the first
+// character after a line-ending backslash. Such input is rejected here, before the parser sees it.
+struct Unsupported {
+  int64_t line = 0;  // 1-based line of the offending byte; 0 = none
+  const char* what = "";
+};
+
+Unsupported FindTomlPlusPlusHazard(const std::string& text) {
   int64_t line = 1;
   size_t i = 0;
   const size_t n = text.size();
   auto starts = [&](const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
+  auto non_ascii = [&](size_t at) {
+    return at < n && static_cast<unsigned char>(text[at]) >= 0x80;
+  };
   while (i < n) {
     const char c = text[i];
     if (c == '\n') {
@@ -131,7 +147,22 @@ int64_t NonAsciiOutsideStrings(const std::string& text) {
       const std::string close = text.substr(i, 3);
       i += 3;
       while (i < n && !(text.compare(i, 3, close) == 0)) {
-        if (close[0] == '"' && text[i] == '\\') ++i;
+        if (close[0] == '"' && text[i] == '\\') {
+          ++i;
+          if (non_ascii(i)) return {line, "a non-ASCII character after a backslash"};
+          if (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) {
+            // A line-ending backslash: the parser skips whitespace and line breaks after it.
+            while (i < n &&
+                   (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) {
+              if (text[i] == '\n') ++line;
+              ++i;
+            }
+            if (non_ascii(i)) {
+              return {line, "a non-ASCII character first after a line-ending backslash"};
+            }
+            continue;
+          }
+        }
         if (i < n && text[i] == '\n') ++line;
         ++i;
       }
@@ -143,19 +174,18 @@ int64_t NonAsciiOutsideStrings(const std::string& text) {
         ++i;
       }
       ++i;
-    } else if (static_cast<unsigned char>(c) >= 0x80) {
-      return line;
+    } else if (non_ascii(i)) {
+      return {line, "a non-ASCII character outside a string or comment"};
     } else {
       ++i;
     }
   }
-  return 0;
+  return {};
 }
 
 core::Result<toml::table> ParseToml(const std::string& text, const std::string& source) {
-  if (const int64_t line = NonAsciiOutsideStrings(text); line > 0) {
-    return core::Status::Error(fmt::format(
-        "{}:{}: malformed TOML: a non-ASCII character outside a string or comment", source, line));
+  if (const Unsupported u = FindTomlPlusPlusHazard(text); u.line > 0) {
+    return core::Status::Error(fmt::format("{}:{}: malformed TOML: {}", source, u.line, u.what));
   }
   try {
     return toml::parse(text, source);
@@ -295,7 +325,7 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   int64_t batch_seqs = 0;
   const bool has_tokens = t->get("global_batch_tokens") != nullptr;
   const bool has_seqs = t->get("global_batch_seqs") != nullptr;
-  r.Int("global_batch_tokens", s.global_batch_tokens, false);
+  r.Int("global_batch_tokens", s.global_batch_tokens, false, 1, int64_t{1} << 40);
   r.Int("global_batch_seqs", batch_seqs, false);
   if (has_tokens == has_seqs) {
     r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
@@ -313,7 +343,7 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   std::string optimizer = "adamw";
   r.String("optimizer", optimizer);
   if (optimizer != "adamw") r.Error("optimizer", fmt::format("'{}' is not adamw", optimizer));
-  r.Double("total_tokens", s.total_tokens, true);
+  r.Double("total_tokens", s.total_tokens, true, 0, true, 1e18);  // steps fit in int64_t
   r.Double("usd_per_gpu_hour", s.usd_per_gpu_hour, false, 0, false);
   r.RejectUnknown();
   if (has_seqs && s.seq_len > 0) s.global_batch_tokens = batch_seqs * s.seq_len;

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <toml++/toml.h>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
+#include <utility>
 
+#include "core/numeric.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::train {
@@ -27,12 +31,21 @@ class TableReader {
     if (!n) return;
     std::optional<double> v = n->value<double>();
     if (!v) return Error(key, "must be a number");
-    if (std::is_integral_v<T> && *v != static_cast<double>(static_cast<int64_t>(*v)))
-      return Error(key, fmt::format("must be an integer (got {})", *v));
+    if (!std::isfinite(*v)) return Error(key, "must be finite");
     if (strictly ? *v <= min_value : *v < min_value)
       return Error(key,
                    fmt::format("must be {} {} (got {})", strictly ? ">" : ">=", min_value, *v));
-    out = static_cast<T>(*v);
+    if constexpr (std::is_integral_v<T>) {
+      const std::optional<int64_t> i = ExactInt64(*v);
+      if (!i) return Error(key, fmt::format("must be an integer (got {})", *v));
+      if (std::cmp_greater(*i, std::numeric_limits<T>::max()))
+        return Error(key, fmt::format("must be <= {} (got {})", std::numeric_limits<T>::max(), *i));
+      out = static_cast<T>(*i);
+    } else {
+      if (std::abs(*v) > static_cast<double>(std::numeric_limits<T>::max()))
+        return Error(key, fmt::format("is out of range (got {})", *v));
+      out = static_cast<T>(*v);
+    }
   }
   void String(const char* key, std::string& out) {
     seen_.insert(key);

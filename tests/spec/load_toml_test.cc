@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace pentamesh::spec {
 namespace {
 
@@ -118,6 +120,36 @@ hiden = 3
   EXPECT_TRUE(Contains(msg, "model.hiden: unknown key")) << msg;
 }
 
+TEST(LoadToml, WholeNumbersBeyondInt64AreErrors) {
+  for (const char* value : {"8E92", "9.3e18", "-9.3e18", "inf", "nan", "1.5"}) {
+    auto t = TrainFromTomlText(
+        std::string("[train]\nname = \"x\"\nglobal_batch_tokens = 1024\nseq_len = ") + value,
+        "t.toml");
+    ASSERT_FALSE(t.ok()) << value;
+    EXPECT_TRUE(Contains(t.status().message(), "train.seq_len: must be an integer"))
+        << value << ": " << t.status().message();
+  }
+  auto big = TrainFromTomlText(
+      "[train]\nname = \"x\"\nglobal_batch_seqs = 9e18\nseq_len = 9e18\ntotal_tokens = 1e9",
+      "t.toml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(Contains(big.status().message(), "train.seq_len: must be <= 2147483647"))
+      << big.status().message();
+  EXPECT_TRUE(Contains(big.status().message(), "train.global_batch_seqs: must be <= 2147483647"))
+      << big.status().message();
+  auto many = TrainFromTomlText(
+      "[train]\nname = \"x\"\nglobal_batch_tokens = 1000\nseq_len = 1e3\ntotal_tokens = 1e300",
+      "t.toml");
+  ASSERT_FALSE(many.ok());
+  EXPECT_TRUE(Contains(many.status().message(), "train.total_tokens: must be <= 1e+18"))
+      << many.status().message();
+  auto t = TrainFromTomlText(
+      "[train]\nname = \"x\"\nglobal_batch_tokens = 1000\nseq_len = 1e3\ntotal_tokens = 1e9",
+      "t.toml");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->seq_len, 1000);
+}
+
 TEST(LoadModel, MalformedTomlNamesLine) {
   auto m = ModelFromTomlText("[model]\nlayers = = 3\n", "x.toml");
   ASSERT_FALSE(m.ok());
@@ -174,6 +206,29 @@ TEST(LoadModel, NonAsciiOutsideStringsIsAnErrorNotACrash) {
       "u8.toml");
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ(good->name, "caf\xc3\xa9 \" \xe2\x82\xac");
+}
+
+// The fuzzer then found the same toml++ path inside multi-line basic strings: a non-ASCII character
+// right after a backslash, or first after a line-ending backslash. Both are errors naming the
+// line; a line-ending backslash followed by ASCII text, and non-ASCII text elsewhere in a
+// multi-line string, still load.
+TEST(LoadModel, NonAsciiAfterBackslashInMultiLineStringIsAnError) {
+  const std::string head = "[model]\nlayers = 2\nname = \"\"\"";
+  const std::pair<std::string, std::string> cases[] = {
+      {"y\\\xef\xb9\xbf\"\"\"\n", "m.toml:3: malformed TOML: a non-ASCII character after a"},
+      {"a \\\n\n  \xc3\xa9\"\"\"\n",
+       "m.toml:5: malformed TOML: a non-ASCII character first after"}};
+  for (const auto& [body, want] : cases) {
+    auto bad = ModelFromTomlText(head + body, "m.toml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_TRUE(Contains(bad.status().message(), want)) << bad.status().message();
+  }
+  auto good = ModelFromTomlText(head +
+                                    "caf\xc3\xa9 \\\n  ok\"\"\"\nhidden = 64\nheads = 4\n"
+                                    "ffn_hidden = 128\nvocab = 100\nmax_seq_len = 32\n",
+                                "m.toml");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->name, "caf\xc3\xa9 ok");
 }
 
 }  // namespace

@@ -128,6 +128,20 @@ TEST(RunConfig, OverridesAndErrorsNameTheField) {
             std::string::npos);
 }
 
+// Numbers a config type cannot hold are errors naming the field, never out-of-range conversions
+// (found by the fuzzer: seq_len = 8E92).
+TEST(RunConfig, OutOfRangeNumbersNameTheField) {
+  const std::string ds = data::testing::Corpus().dataset;
+  EXPECT_NE(Error(RunToml(ds), {"run.steps=8e92"}).find("run.steps: must be an integer"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"run.steps=nan"}).find("run.steps: must be finite"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"run.threads=1e12"}).find("run.threads: must be <= 2147483647"),
+            std::string::npos);
+  EXPECT_NE(Error(RunToml(ds), {"train.seq_len=8E92"}).find("train.seq_len: must be an integer"),
+            std::string::npos);
+}
+
 std::vector<double> Losses(const RunConfig& c, int steps) {
   auto t = Trainer::Create(c);
   EXPECT_TRUE(t.ok()) << t.status().message();
