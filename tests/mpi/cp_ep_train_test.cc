@@ -25,6 +25,7 @@
 #include "data/fixtures.h"
 #include "mesh/mesh.h"
 #include "spec/layout.h"
+#include "testing/reference_run.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -60,74 +61,20 @@ shared_experts = 1
 capacity_factor = 0
 )"
                                 : "";
-  const std::string text =
-      fmt::format(R"(
-[model]
-name = "cp-ep-tiny"
-layers = 2
-hidden = 32
-heads = 8
-kv_heads = 4
-head_dim = 4
-ffn_hidden = 64
-vocab = 64
-max_seq_len = 16
-{}
-[train]
-seq_len = 16
-global_batch_seqs = 8
-precision = "fp32"
-total_tokens = 768
-[optim]
-lr = 1e-3
-min_lr = 1e-4
-warmup_steps = 2
-grad_clip = 0.5
-aux_loss_coef = {}
-z_loss_coef = 0.001
-bias_update_rate = {}
-[data]
-dataset = "{}"
-[run]
-seed = 11
-layout = "mbs=2 {}"
-threads = 1
-)",
-                  moe, Aux() ? "0.01" : "0", Moe() ? "0.01" : "0", DatasetDir(), layout);
-  auto c = RunConfigFromToml(text, "cp_ep_test.toml");
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return *c;
+  return testing::TinyRunConfig(
+      {.name = "cp-ep-tiny",
+       .model_keys = moe,
+       .optim_keys = fmt::format("aux_loss_coef = {}\nz_loss_coef = 0.001\nbias_update_rate = {}",
+                                 Aux() ? "0.01" : "0", Moe() ? "0.01" : "0"),
+       .dataset = DatasetDir(),
+       .layout = "mbs=2 " + layout},
+      "cp_ep_test.toml");
 }
 
-struct Reference {
-  std::vector<double> losses;
-  std::vector<std::vector<int64_t>> routed;  // per step
-  std::vector<std::vector<float>> weights;   // by ParamId of the single-process model
-  std::vector<std::string> names;
-  double activations_bytes = 0;  // measured peak of the single process, step 1
-};
+using Reference = testing::ReferenceRun;
 
 const Reference& SingleProcess() {
-  static const Reference ref = [] {
-    Reference r;
-    auto t = Trainer::Create(Config(""));
-    EXPECT_TRUE(t.ok()) << t.status().message();
-    for (int i = 0; i < kSteps; ++i) {
-      const StepStats s = (*t)->Step();
-      r.losses.push_back(s.loss);
-      r.routed.push_back(s.moe.routed);
-      if (i == 0)
-        r.activations_bytes =
-            static_cast<double>(s.peak_bytes[static_cast<size_t>(core::MemTag::kActivations)]);
-    }
-    model::ParamSet& p = (*t)->params();
-    for (model::ParamId id = 0; id < p.size(); ++id) {
-      const core::Tensor w = p.master(id);
-      r.weights.emplace_back(w.f32(), w.f32() + w.numel());
-      r.names.push_back(p.info(id).name);
-    }
-    return r;
-  }();
+  static const Reference ref = testing::RunSingleProcess(Config(""), kSteps);
   return ref;
 }
 

@@ -27,6 +27,7 @@
 #include "mesh/mesh.h"
 #include "model/regions.h"
 #include "spec/layout.h"
+#include "testing/reference_run.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -54,38 +55,11 @@ const std::string& DatasetDir() {
 }
 
 RunConfig Config(const std::string& layout) {
-  const std::string text = fmt::format(R"(
-[model]
-name = "dist-tiny"
-layers = 2
-hidden = 32
-heads = 8
-kv_heads = 4
-head_dim = 4
-ffn_hidden = 64
-vocab = 64
-max_seq_len = 16
-[train]
-seq_len = 16
-global_batch_seqs = 8
-precision = "{}"
-total_tokens = 768
-[optim]
-lr = 1e-3
-min_lr = 1e-4
-warmup_steps = 2
-grad_clip = 0.5
-[data]
-dataset = "{}"
-[run]
-seed = 11
-layout = "mbs=2 {}"
-threads = 1
-)",
-                                       Precision(), DatasetDir(), layout);
-  auto c = RunConfigFromToml(text, "dist_test.toml");
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return *c;
+  return testing::TinyRunConfig({.name = "dist-tiny",
+                                 .precision = Precision(),
+                                 .dataset = DatasetDir(),
+                                 .layout = "mbs=2 " + layout},
+                                "dist_test.toml");
 }
 
 // fp32: relative 1e-5: the layouts differ from the single process only in the fp32 summation
@@ -97,32 +71,10 @@ threads = 1
 double LossTolerance() { return Bf16() ? 1e-4 : 1e-5; }
 double WeightTolerance() { return Bf16() ? 1e-4 : 1e-5; }
 
-struct Reference {
-  std::vector<double> losses;
-  std::vector<double> grad_norms;  // before clipping (grad_clip = 0.5 clips every step here)
-  std::vector<std::vector<float>> weights;  // by ParamId of the single-process model
-  std::vector<std::string> names;
-};
+using Reference = testing::ReferenceRun;
 
 const Reference& SingleProcess() {
-  static const Reference ref = [] {
-    Reference r;
-    auto t = Trainer::Create(Config(""));
-    EXPECT_TRUE(t.ok()) << t.status().message();
-    for (int i = 0; i < kSteps; ++i) {
-      const StepStats s = (*t)->Step();
-      r.losses.push_back(s.loss);
-      r.grad_norms.push_back(s.grad_norm);
-    }
-    model::ParamSet& p = (*t)->params();
-    const std::vector<float> flat = (*t)->optimizer().FullMaster();
-    for (model::ParamId id = 0; id < p.size(); ++id) {
-      const float* w = flat.data() + p.info(id).offset;
-      r.weights.emplace_back(w, w + p.info(id).numel());
-      r.names.push_back(p.info(id).name);
-    }
-    return r;
-  }();
+  static const Reference ref = testing::RunSingleProcess(Config(""), kSteps);
   return ref;
 }
 

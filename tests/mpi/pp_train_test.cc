@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "model/regions.h"
 #include "spec/layout.h"
 #include "spec/validate.h"
+#include "testing/reference_run.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/trainer.h"
 
@@ -74,62 +74,19 @@ const std::string& DatasetDir() {
 }
 
 RunConfig Config(const std::string& layout) {
-  const std::string text = fmt::format(R"(
-[model]
-name = "pp-tiny"
-layers = 6
-hidden = 32
-heads = 8
-kv_heads = 4
-head_dim = 4
-ffn_hidden = 64
-vocab = 64
-max_seq_len = 16
-tied_embeddings = false
-[train]
-seq_len = 16
-global_batch_seqs = 8
-precision = "fp32"
-total_tokens = 768
-[optim]
-lr = 1e-3
-min_lr = 1e-4
-warmup_steps = 2
-grad_clip = 0.5
-[data]
-dataset = "{}"
-[run]
-seed = 11
-layout = "mbs=1 {}"
-threads = 1
-eval_batches = 2
-)",
-                                       DatasetDir(), layout);
-  auto c = RunConfigFromToml(text, "pp_test.toml");
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return *c;
+  return testing::TinyRunConfig({.name = "pp-tiny",
+                                 .layers = 6,
+                                 .model_keys = "tied_embeddings = false",
+                                 .dataset = DatasetDir(),
+                                 .layout = "mbs=1 " + layout,
+                                 .run_keys = "eval_batches = 2"},
+                                "pp_test.toml");
 }
 
-struct Reference {
-  std::vector<double> losses;
-  double eval_loss = 0;
-  std::map<std::string, std::vector<float>> weights;
-};
+using Reference = testing::ReferenceRun;
 
 const Reference& SingleProcess() {
-  static const Reference ref = [] {
-    Reference r;
-    auto t = Trainer::Create(Config(""));
-    EXPECT_TRUE(t.ok()) << t.status().message();
-    for (int i = 0; i < kSteps; ++i) r.losses.push_back((*t)->Step().loss);
-    r.eval_loss = (*t)->Evaluate();
-    model::ParamSet& p = (*t)->params();
-    for (model::ParamId id = 0; id < p.size(); ++id) {
-      const core::Tensor w = p.master(id);
-      r.weights[p.info(id).name].assign(w.f32(), w.f32() + w.numel());
-    }
-    return r;
-  }();
+  static const Reference ref = testing::RunSingleProcess(Config(""), kSteps, /*evaluate=*/true);
   return ref;
 }
 
@@ -224,12 +181,12 @@ TEST(PipelineTrain, MatchesSingleProcess) {
   double worst = 0;
   for (model::ParamId id = 0; id < p.size(); ++id) {
     const model::ParamInfo& info = p.info(id);
-    const auto it = ref.weights.find(info.name);
-    ASSERT_NE(it, ref.weights.end()) << info.name;
+    const std::vector<float>* want = ref.Find(info.name);
+    ASSERT_NE(want, nullptr) << info.name;
     const float* got = p.master(id).f32();
     double diff2 = 0, norm2 = 0;
     for (int64_t i = 0; i < info.numel(); ++i) {
-      const double w = it->second[static_cast<size_t>(model::GlobalIndex(info, i))];
+      const double w = (*want)[static_cast<size_t>(model::GlobalIndex(info, i))];
       diff2 += (got[i] - w) * (got[i] - w);
       norm2 += w * w;
     }
