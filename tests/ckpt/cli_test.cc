@@ -20,27 +20,15 @@
 
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
+#include "testing/cli_run.h"
 
 namespace pentamesh::ckpt {
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliRun Shell(const std::string& cmd) {
-  const std::string dir = data::testing::MakeTempDir("ckpt_cli");
-  const int status = std::system((cmd + " >" + dir + "/out 2>" + dir + "/err").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/out"), Slurp(dir + "/err")};
-}
+using testing::CliRun;
+using testing::LastMetrics;
+using testing::ReadFile;
+using testing::Shell;
 
 // A run directory with run.toml (8 steps, a checkpoint every 2, synchronous saves off).
 std::string WriteRun(const std::string& tag) {
@@ -86,14 +74,6 @@ std::string Train(const std::string& dir, const std::string& extra = "") {
   return fmt::format("{} train --config {}/run.toml {}", PM_BINARY, dir, extra);
 }
 
-nlohmann::json LastMetrics(const std::string& dir) {
-  std::ifstream in(dir + "/out/metrics.jsonl");
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return nlohmann::json::parse(last);
-}
-
 TEST(CkptCli, KilledRunRelaunchedMatchesStraightRun) {
   const std::string straight = WriteRun("ckpt_straight");
   const CliRun a = Shell(Train(straight));
@@ -106,7 +86,7 @@ TEST(CkptCli, KilledRunRelaunchedMatchesStraightRun) {
   EXPECT_NE(b.err.find("SIGKILL after step 5"), std::string::npos) << b.err;
   EXPECT_NE(b.err.find("relaunch: attempt 2"), std::string::npos) << b.err;
   EXPECT_NE(b.out.find("resumed from"), std::string::npos) << b.out;
-  const nlohmann::json la = LastMetrics(straight), lb = LastMetrics(crashed);
+  const nlohmann::json la = LastMetrics(straight + "/out"), lb = LastMetrics(crashed + "/out");
   EXPECT_EQ(la["step"], 8);
   EXPECT_EQ(lb["step"], 8);
   EXPECT_EQ(la["loss"].get<double>(), lb["loss"].get<double>());
@@ -127,7 +107,7 @@ TEST(CkptCli, NonFiniteStopsThenResumeFinishes) {
   EXPECT_EQ(b.exit_code, 0) << b.err;
   EXPECT_NE(b.out.find("resumed from " + dir + "/ckpt/step-00000002 at step 2"), std::string::npos)
       << b.out;
-  EXPECT_EQ(LastMetrics(dir)["step"], 8);
+  EXPECT_EQ(LastMetrics(dir + "/out")["step"], 8);
 }
 
 TEST(CkptCli, FlippedByteFallsBackToPreviousCheckpoint) {
@@ -160,43 +140,27 @@ TEST(CkptCli, BadCkptKeyNamed) {
 // A non-finite gradient under dp=2 zero=1 is skipped on every rank together; the run finishes.
 TEST(CkptCli, NonFiniteSkippedOnEveryRank) {
   const std::string dir = WriteRun("ckpt_nan_dp");
-  // Under ASan the ranks run without LeakSanitizer (see Mpi below).
-  const CliRun a = Shell(fmt::format(
-      "env ASAN_OPTIONS=detect_leaks=0 "
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 {}",
-      PM_MPIEXEC_BIN,
-      Train(dir,
-            "--set 'ckpt.dir=\"\"' --layout 'dp=2 zero=1 mbs=2' --set run.debug_nan_step=2 "
-            "--set run.debug_nan_count=1")));
+  const CliRun a = Shell(testing::Mpirun(
+      2, Train(dir,
+               "--set 'ckpt.dir=\"\"' --layout 'dp=2 zero=1 mbs=2' --set run.debug_nan_step=2 "
+               "--set run.debug_nan_count=1")));
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
   EXPECT_NE(a.err.find("step 2 skipped: non-finite gradient norm"), std::string::npos) << a.err;
-  EXPECT_EQ(LastMetrics(dir)["step"], 8);
+  EXPECT_EQ(LastMetrics(dir + "/out")["step"], 8);
 }
 
 // --- Multi-rank checkpoints (real mpirun, 4 ranks, the tiny model) ---
 
-// `pentamesh train` under mpirun -np np.
-// Under ASan the mpirun-launched ranks run without LeakSanitizer: at their exit its report is
-// dominated by Open MPI allocations from plugins it has dlclose'd (frames no suppression can
-// match), and its stop-the-world tracer crashes on some runs. Leaks in pentamesh code are checked
-// by the single-process CLI tests and the gtest mpirun tests (tests/mpi). Release ignores this.
+// `pentamesh train` under mpirun -np np (testing::Mpirun: without LeakSanitizer under ASan).
 std::string Mpi(int np, const std::string& train_cmd) {
-  return fmt::format(
-      "env PENTAMESH_COMM_TIMEOUT_S=60 ASAN_OPTIONS=detect_leaks=0 "
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np {} {}",
-      PM_MPIEXEC_BIN, np, train_cmd);
+  return testing::Mpirun(np, train_cmd, "PENTAMESH_COMM_TIMEOUT_S=60 ");
 }
 
 // step -> loss of metrics.jsonl under out_dir (a resumed run appends: the last line per step).
 std::map<int64_t, double> Losses(const std::string& out_dir) {
-  std::ifstream in(out_dir + "/metrics.jsonl");
   std::map<int64_t, double> losses;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line);
+  for (const nlohmann::json& j : testing::ReadMetrics(out_dir))
     losses[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
   return losses;
 }
 
@@ -220,7 +184,7 @@ TEST(CkptCli, MoeRoutingBiasResumesExactly) {
   const CliRun a = Shell(Train(straight, bias));
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const std::string ckpt = straight + "/ckpt/step-00000004";
-  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   for (const char* name : {"layers.0.moe.router_bias", "layers.1.moe.router_bias"}) {
     ASSERT_TRUE(manifest["tensors"].contains(name)) << name;
     EXPECT_EQ(manifest["tensors"][name]["shape"], nlohmann::json::array({4})) << name;
@@ -266,7 +230,7 @@ TEST(CkptMultiRank, ReshardsToOtherLayouts) {
   const std::map<int64_t, double> want = Losses(a + "/out");
   ASSERT_EQ(want.size(), 8u);
   const std::string ckpt = a + "/ckpt/step-00000004";
-  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   EXPECT_EQ(manifest["world"], 4);
   EXPECT_EQ(manifest["files"].size(), 4u);
   const struct {
@@ -344,7 +308,7 @@ TEST(CkptMultiRank, PipelineReshards) {
   const std::map<int64_t, double> want = Losses(a + "/out");
   ASSERT_EQ(want.size(), 8u);
   const std::string ckpt = a + "/ckpt/step-00000004";
-  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   EXPECT_EQ(manifest["world"], 4);
   EXPECT_EQ(manifest["files"].size(), 4u);
   // Stage 0 (embedding) and stage 1 (lm_head) are written by disjoint pairs of ranks: at ZeRO-1
@@ -371,7 +335,7 @@ TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
   const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=0 sp=off mbs=1'")));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string ckpt = a + "/ckpt/step-00000004";
-  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   std::set<std::string> writers;
   for (const auto& [name, t] : manifest["tensors"].items()) {
     ASSERT_EQ(t["slices"].size(), 1u) << name;
@@ -397,7 +361,7 @@ TEST(CkptMultiRank, PipelineMoeBiasReshards) {
   const std::map<int64_t, double> want = Losses(a + "/out");
   ASSERT_EQ(want.size(), 8u);
   const std::string ckpt = a + "/ckpt/step-00000004";
-  const nlohmann::json manifest = nlohmann::json::parse(Slurp(ckpt + "/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   for (const char* name :
        {"layers.0.moe.router_bias", "layers.1.moe.router_bias", "layers.2.moe.router_bias"})
     EXPECT_TRUE(manifest["tensors"].contains(name)) << name;

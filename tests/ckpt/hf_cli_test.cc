@@ -15,30 +15,15 @@
 
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
+#include "testing/cli_run.h"
 
 namespace pentamesh::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliRun Pentamesh(const std::string& args) {
-  const std::string dir = data::testing::MakeTempDir("hf_cli_out");
-  const std::string cmd = fmt::format("{} {} >{}/out 2>{}/err", PM_BINARY, args, dir, dir);
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/out"), Slurp(dir + "/err")};
-}
+using testing::CliRun;
+using testing::Pentamesh;
 
 std::string WriteRun(const std::string& tag, bool moe) {
   const std::string dir = data::testing::MakeTempDir(tag);
@@ -88,11 +73,9 @@ async = false
   return dir;
 }
 
-double FirstLoss(const std::string& metrics) {
-  std::ifstream in(metrics);
-  std::string line;
-  std::getline(in, line);
-  return nlohmann::json::parse(line)["loss"].get<double>();
+// The loss of the first line of <out_dir>/metrics.jsonl.
+double FirstLoss(const std::string& out_dir) {
+  return testing::ReadMetrics(out_dir).at(0).at("loss").get<double>();
 }
 
 void ExportImportContinue(bool moe) {
@@ -100,7 +83,7 @@ void ExportImportContinue(bool moe) {
   const std::string config = dir + "/run.toml";
   const CliRun trained = Pentamesh("train --config " + config);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
-  const double fresh_first_loss = FirstLoss(dir + "/out/metrics.jsonl");
+  const double fresh_first_loss = FirstLoss(dir + "/out");
 
   const CliRun exported = Pentamesh(fmt::format("export --hf {}/hf --config {}", dir, config));
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
@@ -146,7 +129,7 @@ void ExportImportContinue(bool moe) {
   std::printf("%s%s%s", exported.out.c_str(), imported.out.c_str(), resumed.out.c_str());
   EXPECT_NE(resumed.out.find("resumed from " + dir + "/imported/step-00000000"), std::string::npos)
       << resumed.out;
-  EXPECT_LT(FirstLoss(dir + "/out2/metrics.jsonl"), fresh_first_loss - 0.05);
+  EXPECT_LT(FirstLoss(dir + "/out2"), fresh_first_loss - 0.05);
 
   // A run config whose [model] differs is refused, naming the field; so is a used --out.
   const CliRun wrong =

@@ -21,6 +21,7 @@
 #include "data/token_shards.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
+#include "testing/temp_dir.h"
 
 namespace pentamesh::data::testing {
 
@@ -32,21 +33,8 @@ inline std::string CorpusPath() {
   return "/work/shared/data/finance_corpus.txt";
 }
 
-// A fresh directory under $TMPDIR, removed when the test binary exits.
-inline std::string MakeTempDir(const std::string& tag) {
-  static std::vector<std::string>* dirs = [] {
-    std::atexit([] {
-      std::error_code ec;
-      for (const auto& d : *dirs) std::filesystem::remove_all(d, ec);
-    });
-    return new std::vector<std::string>;
-  }();
-  std::string templ = (std::filesystem::temp_directory_path() / ("pm_" + tag + "_XXXXXX")).string();
-  const char* dir = mkdtemp(templ.data());
-  PM_CHECK(dir != nullptr) << "mkdtemp " << templ;
-  dirs->push_back(dir);
-  return dir;
-}
+// A fresh directory under $TMPDIR, removed when the test binary exits (testing/temp_dir.h).
+using pentamesh::testing::MakeTempDir;
 
 // Writes a dataset of synthetic documents (doc d = d+3 tokens 3..., then eos=2) directly.
 struct SyntheticDataset {

@@ -15,29 +15,15 @@
 #include <vector>
 
 #include "data/fixtures.h"
+#include "testing/cli_run.h"
 
 namespace pentamesh {
 namespace {
 
 constexpr int kSteps = 5;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-CliRun Shell(const std::string& cmd) {
-  const std::string dir = data::testing::MakeTempDir("pp_cli");
-  const int status = std::system((cmd + " >" + dir + "/out 2>" + dir + "/err").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/out"), Slurp(dir + "/err")};
-}
+using testing::CliRun;
+using testing::Shell;
 
 std::string WriteRun(const std::string& tag) {
   const std::string dir = data::testing::MakeTempDir(tag);
@@ -76,15 +62,6 @@ out_dir = "{}/out"
   return dir;
 }
 
-std::vector<nlohmann::json> Metrics(const std::string& dir) {
-  std::ifstream in(dir + "/out/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
   const std::string one = WriteRun("pp_cli_one");
   const CliRun a = Shell(fmt::format("{} train --config {}/run.toml", PM_BINARY, one));
@@ -93,18 +70,14 @@ TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
   const std::string pp = WriteRun("pp_cli_pp");
   const std::string trace = pp + "/trace.json";
   const std::string layout = "pp=2 dp=2 schedule=1f1b zero=1 mbs=1";
-  // Under ASan the ranks run without LeakSanitizer: at their exit its report is dominated by Open
-  // MPI allocations from plugins it has dlclose'd (frames no suppression can match), and its
-  // tracer crashes on some runs; tests/mpi's gtest binaries check pentamesh code for leaks.
-  const CliRun b = Shell(fmt::format(
-      "env ASAN_OPTIONS=detect_leaks=0 "
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
-      "{}/run.toml --layout '{}' --trace {}",
-      PM_MPIEXEC_BIN, PM_BINARY, pp, layout, trace));
+  const CliRun b =
+      Shell(testing::Mpirun(4, fmt::format("{} train --config {}/run.toml --layout '{}' --trace {}",
+                                           PM_BINARY, pp, layout, trace)));
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_NE(b.out.find("trace: " + trace), std::string::npos) << b.out;
 
-  const std::vector<nlohmann::json> ma = Metrics(one), mb = Metrics(pp);
+  const std::vector<nlohmann::json> ma = testing::ReadMetrics(one + "/out"),
+                                    mb = testing::ReadMetrics(pp + "/out");
   ASSERT_EQ(ma.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(mb.size(), static_cast<size_t>(kSteps));
   for (size_t i = 0; i < ma.size(); ++i) {
@@ -113,7 +86,8 @@ TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
     EXPECT_GT(mb[i].at("comm_bytes").at("pp").at("bytes_wire").get<double>(), 0.0);
   }
 
-  const nlohmann::json t = nlohmann::json::parse(Slurp(trace));  // throws (fails) if not JSON
+  const nlohmann::json t =
+      nlohmann::json::parse(testing::ReadFile(trace));  // throws (fails) if not JSON
   std::vector<int> actions(4, 0), collectives(4, 0);
   for (const auto& e : t.at("traceEvents")) {
     if (e.at("ph") != "X") continue;

@@ -18,63 +18,35 @@
 #include <vector>
 
 #include "data/fixtures.h"
+#include "testing/cli_run.h"
 
 namespace pentamesh::train {
 namespace {
 
 constexpr int kSteps = 3;
 
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CliRun;
+using testing::Shell;
 
 std::string TrainCommand(const std::string& config, const std::string& layout,
                          const std::string& dir, int steps, const std::string& extra) {
-  // Under ASan the ranks run without LeakSanitizer: at their exit its report is dominated by Open
-  // MPI allocations from plugins it has dlclose'd (frames no suppression can match), and its
-  // tracer crashes on some runs; tests/mpi's gtest binaries check pentamesh code for leaks.
-  return fmt::format(
-      "env ASAN_OPTIONS=detect_leaks=0 "
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
-      "{}/configs/{} --layout '{}' --set model.vocab=512 --set 'data.dataset=\"{}\"' "
-      "--set run.steps={} --set optim.warmup_steps=1 --set run.eval_every=0 --set run.log_every=1 "
-      "--set 'run.out_dir=\"{}\"' {}",
-      PM_MPIEXEC_BIN, PM_BINARY, PM_SOURCE_DIR, config, layout, data::testing::Corpus().dataset,
-      steps, dir, extra);
-}
-
-CliRun Shell(const std::string& cmd, const std::string& dir) {
-  const int status = std::system((cmd + " >" + dir + "/stdout 2>" + dir + "/stderr").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir + "/stdout"),
-          Slurp(dir + "/stderr")};
+  return testing::Mpirun(
+      4, fmt::format("{} train --config {}/configs/{} --layout '{}' --set model.vocab=512 --set "
+                     "'data.dataset=\"{}\"' --set run.steps={} --set optim.warmup_steps=1 --set "
+                     "run.eval_every=0 --set run.log_every=1 --set 'run.out_dir=\"{}\"' {}",
+                     PM_BINARY, PM_SOURCE_DIR, config, layout, data::testing::Corpus().dataset,
+                     steps, dir, extra));
 }
 
 CliRun Train(const std::string& config, const std::string& layout, const std::string& dir) {
-  return Shell(TrainCommand(config, layout, dir, kSteps, "--set 'ckpt.dir=\"\"'"), dir);
-}
-
-std::vector<nlohmann::json> Metrics(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+  return Shell(TrainCommand(config, layout, dir, kSteps, "--set 'ckpt.dir=\"\"'"));
 }
 
 TEST(CliCpEp, ContextParallelRing) {
   const std::string dir = data::testing::MakeTempDir("cli_cp");
   const CliRun r = Train("tiny-dense.toml", "cp=2 dp=2 mbs=4", dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::vector<nlohmann::json> m = Metrics(dir);
+  const std::vector<nlohmann::json> m = testing::ReadMetrics(dir);
   ASSERT_EQ(m.size(), static_cast<size_t>(kSteps)) << r.out;
   for (const nlohmann::json& s : m) {
     EXPECT_TRUE(std::isfinite(s.at("loss").get<double>())) << s.dump();
@@ -88,7 +60,7 @@ TEST(CliCpEp, ExpertParallelWithExpertStats) {
   const std::string dir = data::testing::MakeTempDir("cli_ep");
   const CliRun r = Train("tiny-moe.toml", "ep=2 dp=2 mbs=2", dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::vector<nlohmann::json> m = Metrics(dir);
+  const std::vector<nlohmann::json> m = testing::ReadMetrics(dir);
   ASSERT_EQ(m.size(), static_cast<size_t>(kSteps)) << r.out;
   // tiny-moe: 16 x 128 tokens per step, top-2, 3 MoE layers (the first layer is dense).
   const int64_t assignments = 16 * 128 * 2 * 3;
@@ -114,8 +86,7 @@ TEST(CliCpEp, ExpertParallelResumeBitwise) {
   const std::string a = data::testing::MakeTempDir("cli_ep_straight");
   const CliRun straight =
       Shell(TrainCommand("tiny-moe.toml", layout, a, 4,
-                         fmt::format("--set 'ckpt.dir=\"{}/ckpt\"' --set ckpt.interval=2", a)),
-            a);
+                         fmt::format("--set 'ckpt.dir=\"{}/ckpt\"' --set ckpt.interval=2", a)));
   ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
   const std::string b = data::testing::MakeTempDir("cli_ep_killed");
   const CliRun killed = Shell(
@@ -123,11 +94,10 @@ TEST(CliCpEp, ExpertParallelResumeBitwise) {
                   TrainCommand("tiny-moe.toml", layout, b, 4,
                                fmt::format("--set 'ckpt.dir=\"{}/ckpt\"' --set ckpt.interval=2 "
                                            "--resume auto --set run.debug_kill_step=3",
-                                           b))),
-      b);
+                                           b))));
   ASSERT_EQ(killed.exit_code, 0) << killed.out << killed.err;
   EXPECT_NE(killed.out.find("resumed from"), std::string::npos) << killed.out;
-  const std::vector<nlohmann::json> want = Metrics(a), got = Metrics(b);
+  const std::vector<nlohmann::json> want = testing::ReadMetrics(a), got = testing::ReadMetrics(b);
   ASSERT_EQ(want.size(), 4u);
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(got.back().at("step"), 4);
