@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "cost/expert_balance.h"
 #include "model/layer_common.h"
 #include "model/mlp.h"
 #include "model/param_set.h"
@@ -58,8 +59,8 @@ struct MoeStats {
   double LoadImbalance() const;
   // Largest share of routed assignments one expert took (0 when none were routed).
   double MaxExpertShare() const;
-  // Expert collapse: one expert took more than 25% of the routed assignments.
-  bool CollapseWarning() const { return MaxExpertShare() > 0.25; }
+  // Expert collapse: one expert took more than cost::kExpertCollapseShare of the assignments.
+  bool CollapseWarning() const { return MaxExpertShare() > cost::kExpertCollapseShare; }
 };
 
 class Moe {

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "cost/expert_balance.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -175,7 +176,7 @@ std::vector<ExpertColumn> ExpertColumns(const RunMetrics& run, size_t experts, s
       most = std::max(most, steps[i]->tokens_per_expert[e]);
     }
     c.total += total;
-    if (total > 0 && most / total > kExpertCollapseShare)
+    if (total > 0 && most / total > cost::kExpertCollapseShare)
       c.collapses.emplace_back(steps[i]->step, most / total);
   }
   return columns;
@@ -210,7 +211,7 @@ std::string MoeSection(const RunMetrics& run) {
     const double total =
         std::accumulate(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     const double most = *std::max_element(s.tokens_per_expert.begin(), s.tokens_per_expert.end());
-    if (total > 0 && most / total > kExpertCollapseShare) {
+    if (total > 0 && most / total > cost::kExpertCollapseShare) {
       if (++collapsed <= 20) collapse_steps += fmt::format(" {}", s.step);
     }
   }
@@ -222,17 +223,18 @@ std::string MoeSection(const RunMetrics& run) {
         "and step, relative to the uniform share 1/{} (blue below, white equal, red twice or "
         "more). Expert collapse warning (one expert above {:.0f}% of the routed tokens): {} of {} "
         "steps{}{}.</p>\n",
-        experts, 100 * kExpertCollapseShare, collapsed, with_tokens,
+        experts, 100 * cost::kExpertCollapseShare, collapsed, with_tokens,
         collapsed > 0 ? ", at steps" + collapse_steps : "", collapsed > 20 ? " ..." : "");
     html += ExpertLoadHeatmap(run);
   }
   std::vector<Series> lines = {{"load imbalance (max / mean)", Color(2), imbalance}};
   if (experts > 0 && !imbalance.empty()) {
     // max share > c  <=>  max / mean > c * E: the collapse threshold on the imbalance axis.
-    const double level = kExpertCollapseShare * static_cast<double>(experts);
-    lines.push_back({fmt::format("collapse threshold ({:.0f}% share)", 100 * kExpertCollapseShare),
-                     Color(9),
-                     {{imbalance.front().first, level}, {imbalance.back().first, level}}});
+    const double level = cost::kExpertCollapseShare * static_cast<double>(experts);
+    lines.push_back(
+        {fmt::format("collapse threshold ({:.0f}% share)", 100 * cost::kExpertCollapseShare),
+         Color(9),
+         {{imbalance.front().first, level}, {imbalance.back().first, level}}});
   }
   html +=
       "<h2>MoE: expert load imbalance</h2>\n<p class=note>max over mean of tokens routed per "

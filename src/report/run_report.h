@@ -35,10 +35,6 @@ struct RunStep {
   std::map<std::string, double> predicted_peak_bytes;  // empty when the line has no prediction
 };
 
-// Expert collapse: one expert took more than this share of the routed tokens in a step. The same
-// threshold as model::MoeStats::CollapseWarning (model/moe.h), which report/ cannot include.
-inline constexpr double kExpertCollapseShare = 0.25;
-
 struct RunMetrics {
   std::string source;  // the file's path, for the heading
   std::vector<RunStep> steps;

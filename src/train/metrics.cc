@@ -34,7 +34,7 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
     j["expert_load_imbalance"] = s.moe.LoadImbalance();
     j["dropped_tokens"] = s.moe.dropped;
     j["max_expert_share"] = s.moe.MaxExpertShare();
-    j["expert_collapse"] = s.moe.CollapseWarning();  // one expert > 25% of the assignments
+    j["expert_collapse"] = s.moe.CollapseWarning();  // one expert > cost::kExpertCollapseShare
   }
   if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
   if (!s.comm_bytes.empty()) j["comm_bytes"] = s.comm_bytes;  // per mesh group (distributed runs)
