@@ -21,6 +21,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
+#include "testing/corpus_run.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -33,40 +34,10 @@ using testing::Shell;
 // A run directory with run.toml (8 steps, a checkpoint every 2, synchronous saves off).
 std::string WriteRun(const std::string& tag) {
   const std::string dir = data::testing::MakeTempDir(tag);
-  std::ofstream(dir + "/run.toml") << fmt::format(R"(
-[model]
-name = "t"
-layers = 2
-hidden = 32
-heads = 4
-kv_heads = 2
-ffn_hidden = 64
-vocab = 512
-max_seq_len = 32
-[train]
-seq_len = 32
-global_batch_seqs = 4
-precision = "fp32"
-total_tokens = 1024
-[optim]
-lr = 1e-2
-min_lr = 1e-3
-warmup_steps = 2
-[data]
-dataset = "{}"
-[run]
-seed = 7
-layout = "mbs=2"
-threads = 1
-eval_every = 0
-eval_batches = 1
-out_dir = "{}/out"
-[ckpt]
-dir = "{}/ckpt"
-interval = 2
-keep = 3
-)",
-                                                  data::testing::Corpus().dataset, dir, dir);
+  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+      {.dataset = data::testing::Corpus().dataset,
+       .run_keys = fmt::format("eval_every = 0\neval_batches = 1\nout_dir = \"{}/out\"", dir),
+       .tables = fmt::format("[ckpt]\ndir = \"{}/ckpt\"\ninterval = 2\nkeep = 3", dir)});
   return dir;
 }
 

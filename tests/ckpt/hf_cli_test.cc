@@ -16,6 +16,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
+#include "testing/corpus_run.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -37,39 +38,14 @@ shared_experts = 1
 capacity_factor = 0
 )"
                                     : "";
-  std::ofstream(dir + "/run.toml")
-      << fmt::format(R"(
-[model]
-name = "t"
-layers = 2
-hidden = 32
-heads = 4
-kv_heads = 2
-ffn_hidden = 64
-vocab = 512
-max_seq_len = 32
-{}
-[train]
-seq_len = 32
-global_batch_seqs = 4
-precision = "fp32"
-total_tokens = 512
-[optim]
-lr = 1e-2
-warmup_steps = 1
-[data]
-dataset = "{}"
-[run]
-seed = 7
-threads = 1
-eval_every = 0
-eval_batches = 1
-out_dir = "{}/out"
-[ckpt]
-dir = "{}/ckpt"
-async = false
-)",
-                     moe_table, data::testing::Corpus().dataset, dir, dir);
+  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+      {.model_keys = moe_table,
+       .total_tokens = 512,
+       .optim = "lr = 1e-2\nwarmup_steps = 1",
+       .dataset = data::testing::Corpus().dataset,
+       .layout = "",
+       .run_keys = fmt::format("eval_every = 0\neval_batches = 1\nout_dir = \"{}/out\"", dir),
+       .tables = fmt::format("[ckpt]\ndir = \"{}/ckpt\"\nasync = false", dir)});
   return dir;
 }
 

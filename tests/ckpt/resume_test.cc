@@ -10,6 +10,7 @@
 
 #include "ckpt/train_state.h"
 #include "data/fixtures.h"
+#include "testing/corpus_run.h"
 #include "train/run_config.h"
 
 namespace pentamesh::ckpt {
@@ -17,34 +18,8 @@ namespace {
 
 std::string RunToml(const std::string& dataset, const std::string& precision,
                     const std::string& extra_model) {
-  return fmt::format(R"(
-[model]
-name = "t"
-layers = 2
-hidden = 32
-heads = 4
-kv_heads = 2
-ffn_hidden = 64
-vocab = 512
-max_seq_len = 32
-{}
-[train]
-seq_len = 32
-global_batch_seqs = 4
-precision = "{}"
-total_tokens = 1024
-[optim]
-lr = 1e-2
-min_lr = 1e-3
-warmup_steps = 2
-[data]
-dataset = "{}"
-[run]
-seed = 7
-layout = "mbs=2"
-threads = 1
-)",
-                     extra_model, precision, dataset);
+  return testing::CorpusRunToml(
+      {.model_keys = extra_model, .precision = precision, .dataset = dataset});
 }
 
 std::unique_ptr<train::Trainer> MakeTrainer(const std::string& toml,
