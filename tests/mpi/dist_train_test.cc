@@ -37,16 +37,10 @@ namespace {
 
 constexpr int kSteps = 6;
 
-std::string LayoutText() {
-  const char* env = std::getenv("PM_TEST_LAYOUT");
-  return env ? env : "dp=1";
-}
+std::string LayoutText() { return testing::EnvOr("PM_TEST_LAYOUT", "dp=1"); }
 
 // "fp32" (default) or "bf16" ($PM_TEST_PRECISION): the reference runs in the same precision.
-std::string Precision() {
-  const char* env = std::getenv("PM_TEST_PRECISION");
-  return env ? env : "fp32";
-}
+std::string Precision() { return testing::EnvOr("PM_TEST_PRECISION", "fp32"); }
 bool Bf16() { return Precision() == "bf16"; }
 
 const std::string& DatasetDir() {

@@ -16,6 +16,8 @@
 
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
+#include "testing/corpus_run.h"
+#include "testing/trace_counts.h"
 
 namespace pentamesh {
 namespace {
@@ -27,38 +29,15 @@ using testing::Shell;
 
 std::string WriteRun(const std::string& tag) {
   const std::string dir = data::testing::MakeTempDir(tag);
-  std::ofstream(dir + "/run.toml")
-      << fmt::format(R"(
-[model]
-name = "pp-cli"
-layers = 4
-hidden = 32
-heads = 4
-kv_heads = 2
-ffn_hidden = 64
-vocab = 512
-max_seq_len = 32
-tied_embeddings = false
-[train]
-seq_len = 32
-global_batch_seqs = 8
-precision = "fp32"
-total_tokens = {}
-[optim]
-lr = 1e-2
-min_lr = 1e-3
-warmup_steps = 2
-[data]
-dataset = "{}"
-[run]
-seed = 7
-layout = "mbs=1"
-threads = 1
-eval_every = 0
-eval_batches = 1
-out_dir = "{}/out"
-)",
-                     kSteps * 8 * 32, data::testing::Corpus().dataset, dir);
+  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+      {.name = "pp-cli",
+       .layers = 4,
+       .model_keys = "tied_embeddings = false",
+       .global_batch_seqs = 8,
+       .total_tokens = kSteps * 8 * 32,
+       .dataset = data::testing::Corpus().dataset,
+       .layout = "mbs=1",
+       .run_keys = fmt::format("eval_every = 0\neval_batches = 1\nout_dir = \"{}/out\"", dir)});
   return dir;
 }
 
@@ -88,19 +67,12 @@ TEST(PipelineCli, MpirunPp2Dp2MatchesOneProcessAndWritesTrace) {
 
   const nlohmann::json t =
       nlohmann::json::parse(testing::ReadFile(trace));  // throws (fails) if not JSON
-  std::vector<int> actions(4, 0), collectives(4, 0);
-  for (const auto& e : t.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
-    const auto pid = e.at("pid").get<size_t>();
-    ASSERT_LT(pid, actions.size());
-    const std::string cat = e.at("cat").get<std::string>();
-    if (cat == "F" || cat == "B" || cat == "W") ++actions[pid];
-    if (cat == "collective") ++collectives[pid];
-  }
+  testing::TraceCounts counts;
+  ASSERT_NO_FATAL_FAILURE(testing::CountTraceEvents(t, 4, &counts));
   for (int r = 0; r < 4; ++r) {
     // 1F1B: every rank runs F and B of each of its 4 micro-batches per step.
-    EXPECT_EQ(actions[static_cast<size_t>(r)], kSteps * 2 * 4) << "rank " << r;
-    EXPECT_GT(collectives[static_cast<size_t>(r)], 0) << "rank " << r;
+    EXPECT_EQ(counts.actions[static_cast<size_t>(r)], kSteps * 2 * 4) << "rank " << r;
+    EXPECT_GT(counts.collectives[static_cast<size_t>(r)], 0) << "rank " << r;
   }
 }
 

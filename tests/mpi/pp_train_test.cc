@@ -30,6 +30,7 @@
 #include "spec/layout.h"
 #include "spec/validate.h"
 #include "testing/reference_run.h"
+#include "testing/trace_counts.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/trainer.h"
 
@@ -38,10 +39,7 @@ namespace {
 
 constexpr int kSteps = 6;
 
-std::string LayoutText() {
-  const char* env = std::getenv("PM_TEST_LAYOUT");
-  return env ? env : "pp=1";
-}
+std::string LayoutText() { return testing::EnvOr("PM_TEST_LAYOUT", "pp=1"); }
 
 // data::testing::WriteSynthetic's train stream plus a held-out shard (for Evaluate).
 std::string WriteDataset() {
@@ -134,25 +132,18 @@ void CheckTrace(const std::string& text, const RunConfig& config, const mesh::Me
   const int world_size = mesh.grid().world_size();
   const nlohmann::json trace = nlohmann::json::parse(text);  // throws (fails) if not JSON
   const spec::Layout& l = config.run.layout;
-  std::vector<int> actions(static_cast<size_t>(world_size), 0),
-      collectives(static_cast<size_t>(world_size), 0);
-  for (const auto& e : trace.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
-    const auto pid = e.at("pid").get<size_t>();
-    ASSERT_LT(pid, actions.size());
-    const std::string cat = e.at("cat").get<std::string>();
-    if (cat == "F" || cat == "B" || cat == "W") ++actions[pid];
-    if (cat == "collective") ++collectives[pid];
-  }
+  testing::TraceCounts counts;
+  ASSERT_NO_FATAL_FAILURE(testing::CountTraceEvents(trace, world_size, &counts));
   auto spec = schedule::FromLayout(l, spec::MicroBatches(config.train, l));
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   for (int r = 0; r < world_size; ++r) {
     auto program = schedule::Make(spec->kind, spec->pp, mesh.grid().coords(r).dense.pp,
                                   spec->microbatches, spec->virtual_stages);
     ASSERT_TRUE(program.ok());
-    EXPECT_EQ(actions[static_cast<size_t>(r)], static_cast<int>(program->size())) << "rank " << r;
+    EXPECT_EQ(counts.actions[static_cast<size_t>(r)], static_cast<int>(program->size()))
+        << "rank " << r;
     // Every rank sums its scalars over the world at least (valid tokens, loss, grad norm).
-    EXPECT_GT(collectives[static_cast<size_t>(r)], 0) << "rank " << r;
+    EXPECT_GT(counts.collectives[static_cast<size_t>(r)], 0) << "rank " << r;
   }
 }
 

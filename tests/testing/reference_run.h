@@ -1,5 +1,6 @@
 // The single-process reference of the mpirun equivalence tests (tests/mpi/*_train_test.cc), in
 // one header (namespace pentamesh::testing):
+//   EnvOr(name, fallback)       the test case's settings from the environment;
 //   TinyRunConfig(run, file)    the tiny run config they all train, with what varies in TinyRun;
 //   RunSingleProcess(config, n) trains it for n steps in this process and records every step's
 //                               loss, grad norm and routed counts, step 1's activation peak, the
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,14 @@
 #include "train/trainer.h"
 
 namespace pentamesh::testing {
+
+// $name, or `fallback` when it is unset (the mpirun tests take their case from the environment:
+// PM_TEST_LAYOUT, PM_TEST_PRECISION, PM_TEST_MODEL, set per CTest case in
+// tests/mpi/CMakeLists.txt).
+inline std::string EnvOr(const char* name, const char* fallback) {
+  const char* env = std::getenv(name);
+  return env ? env : fallback;
+}
 
 // What the equivalence tests vary. The rest is fixed: hidden 32, 8 heads (4 kv) of dim 4, FFN 64,
 // vocab 64, 16-token sequences, 8 per step, 768 tokens (6 steps), lr 1e-3 to 1e-4 after 2 warm-up
