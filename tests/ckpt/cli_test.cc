@@ -21,7 +21,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
-#include "testing/corpus_run.h"
+#include "testing/run_toml.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -34,7 +34,7 @@ using testing::Shell;
 // A run directory with run.toml (8 steps, a checkpoint every 2, synchronous saves off).
 std::string WriteRun(const std::string& tag) {
   const std::string dir = data::testing::MakeTempDir(tag);
-  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+  std::ofstream(dir + "/run.toml") << testing::RunTomlText(
       {.dataset = data::testing::Corpus().dataset,
        .run_keys = fmt::format("eval_every = 0\neval_batches = 1\nout_dir = \"{}/out\"", dir),
        .tables = fmt::format("[ckpt]\ndir = \"{}/ckpt\"\ninterval = 2\nkeep = 3", dir)});

@@ -16,7 +16,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
-#include "testing/corpus_run.h"
+#include "testing/run_toml.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -38,7 +38,7 @@ shared_experts = 1
 capacity_factor = 0
 )"
                                     : "";
-  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+  std::ofstream(dir + "/run.toml") << testing::RunTomlText(
       {.model_keys = moe_table,
        .total_tokens = 512,
        .optim = "lr = 1e-2\nwarmup_steps = 1",

@@ -10,7 +10,7 @@
 
 #include "ckpt/train_state.h"
 #include "data/fixtures.h"
-#include "testing/corpus_run.h"
+#include "testing/run_toml.h"
 #include "train/run_config.h"
 
 namespace pentamesh::ckpt {
@@ -18,7 +18,7 @@ namespace {
 
 std::string RunToml(const std::string& dataset, const std::string& precision,
                     const std::string& extra_model) {
-  return testing::CorpusRunToml(
+  return testing::RunTomlText(
       {.model_keys = extra_model, .precision = precision, .dataset = dataset});
 }
 

@@ -16,7 +16,7 @@
 
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
-#include "testing/corpus_run.h"
+#include "testing/run_toml.h"
 #include "testing/trace_counts.h"
 
 namespace pentamesh {
@@ -29,7 +29,7 @@ using testing::Shell;
 
 std::string WriteRun(const std::string& tag) {
   const std::string dir = data::testing::MakeTempDir(tag);
-  std::ofstream(dir + "/run.toml") << testing::CorpusRunToml(
+  std::ofstream(dir + "/run.toml") << testing::RunTomlText(
       {.name = "pp-cli",
        .layers = 4,
        .model_keys = "tied_embeddings = false",

@@ -16,9 +16,8 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "core/allocator.h"
+#include "testing/run_toml.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -48,39 +47,23 @@ struct TinyRun {
 };
 
 inline std::string TinyRunToml(const TinyRun& run) {
-  return fmt::format(R"(
-[model]
-name = "{}"
-layers = {}
-hidden = 32
-heads = 8
-kv_heads = 4
-head_dim = 4
-ffn_hidden = 64
-vocab = 64
-max_seq_len = 16
-{}
-[train]
-seq_len = 16
-global_batch_seqs = 8
-precision = "{}"
-total_tokens = 768
-[optim]
-lr = 1e-3
-min_lr = 1e-4
-warmup_steps = 2
-grad_clip = 0.5
-{}
-[data]
-dataset = "{}"
-[run]
-seed = 11
-layout = "{}"
-threads = 1
-{}
-)",
-                     run.name, run.layers, run.model_keys, run.precision, run.optim_keys,
-                     run.dataset, run.layout, run.run_keys);
+  return RunTomlText(
+      {.name = run.name,
+       .layers = run.layers,
+       .heads = 8,
+       .kv_heads = 4,
+       .head_dim = 4,
+       .vocab = 64,
+       .seq_len = 16,
+       .model_keys = run.model_keys,
+       .global_batch_seqs = 8,
+       .precision = run.precision,
+       .total_tokens = 768,
+       .optim = "lr = 1e-3\nmin_lr = 1e-4\nwarmup_steps = 2\ngrad_clip = 0.5\n" + run.optim_keys,
+       .dataset = run.dataset,
+       .seed = 11,
+       .layout = run.layout,
+       .run_keys = run.run_keys});
 }
 
 // The parsed config (`file` names it in errors); a config that does not parse fails the test.
