@@ -268,16 +268,26 @@ void ExpectResumeMatches(const std::string& ckpt, const std::map<int64_t, double
             << "\n";
 }
 
+// Trains the run in `dir` straight through its 8 steps under mpirun -np np with `flags` (the
+// layout among them) and returns the losses; fatal test failure (wrap in ASSERT_NO_FATAL_FAILURE)
+// when the run fails or logs other than 8 steps.
+void TrainStraight(const std::string& dir, int np, const std::string& flags,
+                   std::map<int64_t, double>* losses) {
+  const CliRun r = Shell(Mpi(np, Train(dir, flags)));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  *losses = Losses(dir + "/out");
+  ASSERT_EQ(losses->size(), 8u);
+}
+
 // Pipeline parallel: each pp rank writes its own stage's tensors (distinct global names; at ZeRO-1
 // each dp rank its range of them), rank 0 commits once every rank's files are durable. Saved at
 // pp=2 dp=2 zero=1 after 4 steps, resumed at one process, at tp=2 and at pp=2 tp=2.
 TEST(CkptMultiRank, PipelineReshards) {
   const std::string untied = "--set model.tied_embeddings=false";
   const std::string a = WriteRun("ckpt_mr_pp");
-  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::map<int64_t, double> want = Losses(a + "/out");
-  ASSERT_EQ(want.size(), 8u);
+  std::map<int64_t, double> want;
+  ASSERT_NO_FATAL_FAILURE(
+      TrainStraight(a, 4, untied + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'", &want));
   const std::string ckpt = a + "/ckpt/step-00000004";
   const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   EXPECT_EQ(manifest["world"], 4);
@@ -303,8 +313,9 @@ TEST(CkptMultiRank, PipelineReshards) {
 TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
   const std::string untied = "--set model.tied_embeddings=false";
   const std::string a = WriteRun("ckpt_mr_pp0");
-  const CliRun r = Shell(Mpi(4, Train(a, untied + " --layout 'pp=2 dp=2 zero=0 sp=off mbs=1'")));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::map<int64_t, double> want;
+  ASSERT_NO_FATAL_FAILURE(
+      TrainStraight(a, 4, untied + " --layout 'pp=2 dp=2 zero=0 sp=off mbs=1'", &want));
   const std::string ckpt = a + "/ckpt/step-00000004";
   const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   std::set<std::string> writers;
@@ -313,8 +324,6 @@ TEST(CkptMultiRank, PipelineZero0WritesOneReplicaPerStage) {
     writers.insert(t["slices"][0]["file"].get<std::string>());
   }
   EXPECT_EQ(writers.size(), 2u);
-  const std::map<int64_t, double> want = Losses(a + "/out");
-  ASSERT_EQ(want.size(), 8u);
   ExpectResumeMatches(ckpt, want, 2, "dp=2 zero=1 mbs=1", untied);
 }
 
@@ -327,10 +336,9 @@ TEST(CkptMultiRank, PipelineMoeBiasReshards) {
       "--set model.tied_embeddings=false --set optim.bias_update_rate=0.05 --set model.layers=3";
   const std::string a = WriteRun("ckpt_mr_pp_moe");
   AppendMoe(a);
-  const CliRun r = Shell(Mpi(4, Train(a, flags + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'")));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::map<int64_t, double> want = Losses(a + "/out");
-  ASSERT_EQ(want.size(), 8u);
+  std::map<int64_t, double> want;
+  ASSERT_NO_FATAL_FAILURE(
+      TrainStraight(a, 4, flags + " --layout 'pp=2 dp=2 zero=1 sp=off mbs=1'", &want));
   const std::string ckpt = a + "/ckpt/step-00000004";
   const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
   for (const char* name :
@@ -358,10 +366,8 @@ TEST(CkptMultiRank, ExpertParallelReshards) {
   const std::string bias = "--set optim.bias_update_rate=0.05";
   const std::string a = WriteRun("ckpt_mr_ep");
   AppendMoe(a);
-  const CliRun r = Shell(Mpi(2, Train(a, bias + " --layout 'ep=2 dp=1 zero=0 mbs=2'")));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::map<int64_t, double> want = Losses(a + "/out");
-  ASSERT_EQ(want.size(), 8u);
+  std::map<int64_t, double> want;
+  ASSERT_NO_FATAL_FAILURE(TrainStraight(a, 2, bias + " --layout 'ep=2 dp=1 zero=0 mbs=2'", &want));
   const std::string ckpt = a + "/ckpt/step-00000004";
   ExpectResumeMatches(ckpt, want, 1, "mbs=2", bias, true);
   ExpectResumeMatches(ckpt, want, 2, "ep=1 dp=2 mbs=2", bias, true);
