@@ -85,6 +85,10 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
     }
   }
   PM_ASSIGN_OR_RETURN(s.dropped_tokens, OptionalNumber(j, "dropped_tokens", where));
+  if (j.contains("expert_collapse")) {
+    if (!j["expert_collapse"].is_boolean()) return where.Error("'expert_collapse' must be a bool");
+    s.expert_collapse = j["expert_collapse"].get<bool>();
+  }
   if (j.contains("predicted")) {
     const Json& p = j["predicted"];
     if (!p.is_object() || !p.contains("peak_bytes"))
@@ -149,6 +153,13 @@ std::string MemorySection(const RunMetrics& run) {
   return html + "</table>\n" + GroupedBars(categories, names, values, "bytes per rank");
 }
 
+// Whether the step tripped the expert-collapse warning: the engine's own flag when the line carries
+// it (metrics.jsonl "expert_collapse"), else the same test on its tokens_per_expert.
+bool Collapsed(const RunStep& s, double total, double most) {
+  if (s.expert_collapse) return *s.expert_collapse;
+  return total > 0 && most / total > cost::kExpertCollapseShare;
+}
+
 // Consecutive steps with tokens_per_expert grouped into at most max_columns heatmap columns.
 struct ExpertColumn {
   int64_t first_step = 0, last_step = 0;
@@ -176,8 +187,8 @@ std::vector<ExpertColumn> ExpertColumns(const RunMetrics& run, size_t experts, s
       most = std::max(most, steps[i]->tokens_per_expert[e]);
     }
     c.total += total;
-    if (total > 0 && most / total > cost::kExpertCollapseShare)
-      c.collapses.emplace_back(steps[i]->step, most / total);
+    if (Collapsed(*steps[i], total, most))
+      c.collapses.emplace_back(steps[i]->step, total > 0 ? most / total : 0.0);
   }
   return columns;
 }
@@ -211,7 +222,7 @@ std::string MoeSection(const RunMetrics& run) {
     const double total =
         std::accumulate(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     const double most = *std::max_element(s.tokens_per_expert.begin(), s.tokens_per_expert.end());
-    if (total > 0 && most / total > cost::kExpertCollapseShare) {
+    if (Collapsed(s, total, most)) {
       if (++collapsed <= 20) collapse_steps += fmt::format(" {}", s.step);
     }
   }

@@ -32,6 +32,7 @@ struct RunStep {
   std::optional<double> expert_load_imbalance;
   std::vector<double> tokens_per_expert;
   std::optional<double> dropped_tokens;
+  std::optional<bool> expert_collapse;  // the engine's warning, when the line carries it
   std::map<std::string, double> predicted_peak_bytes;  // empty when the line has no prediction
 };
 

@@ -92,6 +92,23 @@ TEST(ExpertLoad, OneCellPerExpertPerStepWithTheSharesOfTheFile) {
   EXPECT_NE(html.find("MoE: dropped tokens"), std::string::npos);
 }
 
+// A line carrying the engine's own warning ("expert_collapse", as pentamesh train writes it) is
+// marked by that flag, not by its tokens; a flag that is not a bool is an error naming it.
+TEST(ExpertLoad, TheEnginesCollapseFlagDecides) {
+  std::string a = Line(1, {25, 25, 25, 25}), b = Line(2, {60, 10, 10, 20});
+  a.insert(a.rfind('}'), R"(,"expert_collapse":true)");
+  b.insert(b.rfind('}'), R"(,"expert_collapse":false)");
+  auto run = ParseRunMetrics(a + b, "m.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(ParseCollapseSteps(RenderRunHtml(*run)), (std::vector<int64_t>{1}));
+  std::string bad = Line(1, {25, 25, 25, 25});
+  bad.insert(bad.rfind('}'), R"(,"expert_collapse":1)");
+  auto refused = ParseRunMetrics(bad, "m.jsonl");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("expert_collapse"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(ExpertLoad, LongRunsAverageConsecutiveStepsIntoColumns) {
   std::string text;
   for (int step = 1; step <= 10; ++step) text += Line(step, {step, 10, 10, 10});
