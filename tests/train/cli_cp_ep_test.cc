@@ -3,7 +3,9 @@
 // "ep=2 dp=2" (separate placement: 4 data ranks), on the shared corpus fixture (vocab 512, a few
 // steps). Checks the exit status, that metrics.jsonl has one line per step with finite losses,
 // the cp / ep groups' bytes, and for MoE the per-step expert statistics summed over all data
-// ranks: tokens_per_expert adds up to global tokens x top_k x MoE layers.
+// ranks: tokens_per_expert adds up to global tokens x top_k x MoE layers. And one 8-rank run with
+// all of pp, dp, cp and ep (folded) on tiny-moe: pp, cp and ep bytes in every step, and the expert
+// statistics summed over the pipeline stages too (each stage routes only its own MoE layers).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -37,17 +39,17 @@ std::string Slurp(const std::string& path) {
 }
 
 std::string TrainCommand(const std::string& config, const std::string& layout,
-                         const std::string& dir, int steps, const std::string& extra) {
+                         const std::string& dir, int steps, const std::string& extra, int np = 4) {
   // Under ASan the ranks run without LeakSanitizer: at their exit its report is dominated by Open
   // MPI allocations from plugins it has dlclose'd (frames no suppression can match), and its
   // tracer crashes on some runs; tests/mpi's gtest binaries check pentamesh code for leaks.
   return fmt::format(
       "env ASAN_OPTIONS=detect_leaks=0 "
-      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np 4 {} train --config "
+      "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np {} {} train --config "
       "{}/configs/{} --layout '{}' --set model.vocab=512 --set 'data.dataset=\"{}\"' "
       "--set run.steps={} --set optim.warmup_steps=1 --set run.eval_every=0 --set run.log_every=1 "
       "--set 'run.out_dir=\"{}\"' {}",
-      PM_MPIEXEC_BIN, PM_BINARY, PM_SOURCE_DIR, config, layout, data::testing::Corpus().dataset,
+      PM_MPIEXEC_BIN, np, PM_BINARY, PM_SOURCE_DIR, config, layout, data::testing::Corpus().dataset,
       steps, dir, extra);
 }
 
@@ -104,6 +106,29 @@ TEST(CliCpEp, ExpertParallelWithExpertStats) {
     EXPECT_GE(s.at("expert_load_imbalance").get<double>(), 1.0);
     EXPECT_GE(s.at("dropped_tokens").get<int64_t>(), 0);  // capacity factor 1.25 may drop
     EXPECT_EQ(s.at("expert_collapse").get<bool>(), s.at("max_expert_share").get<double>() > 0.25);
+  }
+}
+
+TEST(CliCpEp, PipelineWithContextAndExpertParallel) {
+  const std::string dir = data::testing::MakeTempDir("cli_pp_cp_ep");
+  const CliRun r =
+      Shell(TrainCommand("tiny-moe.toml",
+                         "pp=2 dp=2 cp=2 ep=2 ep_placement=folded mbs=2 schedule=interleaved:2",
+                         dir, kSteps, "--set 'ckpt.dir=\"\"'", /*np=*/8),
+            dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<nlohmann::json> m = Metrics(dir);
+  ASSERT_EQ(m.size(), static_cast<size_t>(kSteps)) << r.out;
+  const int64_t assignments = 16 * 128 * 2 * 3;  // as above: all 3 MoE layers, both stages
+  for (const nlohmann::json& s : m) {
+    EXPECT_TRUE(std::isfinite(s.at("loss").get<double>())) << s.dump();
+    for (const char* group : {"pp", "cp", "ep", "dp_cp", "expert_dp"}) {
+      EXPECT_GT(s.at("comm_bytes").at(group).at("bytes_wire").get<double>(), 0.0)
+          << group << " " << s.dump();
+    }
+    int64_t sum = 0;
+    for (int64_t n : s.at("tokens_per_expert").get<std::vector<int64_t>>()) sum += n;
+    EXPECT_EQ(sum, assignments) << s.dump();
   }
 }
 
