@@ -14,6 +14,7 @@
 
 #include "core/numeric.h"
 #include "spec/presets.h"
+#include "spec/toml_parse.h"
 
 namespace pentamesh::spec {
 namespace {
@@ -118,82 +119,8 @@ class FieldReader {
   std::set<std::string> seen_;
 };
 
-// toml++ 3.3 (Debian 12) reaches __builtin_unreachable when it asks whether some non-ASCII
-// characters are whitespace (its table has no branch for U+00A1..U+0499 and U+FBFA..U+FEFE; found
-// by fuzz/toml_fuzz.cc). It asks that outside strings and comments (where TOML 1.0 allows no
-// non-ASCII byte anyway), right after a backslash in a multi-line basic string, and at the first
-// character after a line-ending backslash. Such input is rejected here, before the parser sees it.
-struct Unsupported {
-  int64_t line = 0;  // 1-based line of the offending byte; 0 = none
-  const char* what = "";
-};
-
-Unsupported FindTomlPlusPlusHazard(const std::string& text) {
-  int64_t line = 1;
-  size_t i = 0;
-  const size_t n = text.size();
-  auto starts = [&](const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
-  auto non_ascii = [&](size_t at) {
-    return at < n && static_cast<unsigned char>(text[at]) >= 0x80;
-  };
-  while (i < n) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-      ++i;
-    } else if (c == '#') {
-      while (i < n && text[i] != '\n') ++i;
-    } else if (starts("\"\"\"") || starts("'''")) {
-      const std::string close = text.substr(i, 3);
-      i += 3;
-      while (i < n && !(text.compare(i, 3, close) == 0)) {
-        if (close[0] == '"' && text[i] == '\\') {
-          ++i;
-          if (non_ascii(i)) return {line, "a non-ASCII character after a backslash"};
-          if (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) {
-            // A line-ending backslash: the parser skips whitespace and line breaks after it.
-            while (i < n &&
-                   (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) {
-              if (text[i] == '\n') ++line;
-              ++i;
-            }
-            if (non_ascii(i)) {
-              return {line, "a non-ASCII character first after a line-ending backslash"};
-            }
-            continue;
-          }
-        }
-        if (i < n && text[i] == '\n') ++line;
-        ++i;
-      }
-      i += 3;
-    } else if (c == '"' || c == '\'') {
-      ++i;
-      while (i < n && text[i] != c && text[i] != '\n') {
-        if (c == '"' && text[i] == '\\') ++i;
-        ++i;
-      }
-      ++i;
-    } else if (non_ascii(i)) {
-      return {line, "a non-ASCII character outside a string or comment"};
-    } else {
-      ++i;
-    }
-  }
-  return {};
-}
-
 core::Result<toml::table> ParseToml(const std::string& text, const std::string& source) {
-  if (const Unsupported u = FindTomlPlusPlusHazard(text); u.line > 0) {
-    return core::Status::Error(fmt::format("{}:{}: malformed TOML: {}", source, u.line, u.what));
-  }
-  try {
-    return toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& begin = e.source().begin;
-    return core::Status::Error(fmt::format("{}:{}:{}: malformed TOML: {}", source, begin.line,
-                                           begin.column, e.description()));
-  }
+  return ParseTomlText(text, source);
 }
 
 core::Status Combine(const std::string& source, const std::vector<std::string>& errors) {

@@ -11,6 +11,7 @@
 
 #include "core/numeric.h"
 #include "spec/load_toml.h"
+#include "spec/toml_parse.h"
 
 namespace pentamesh::train {
 namespace {
@@ -185,12 +186,7 @@ core::Status Join(const std::string& source, const std::vector<std::string>& err
 core::Result<std::string> ApplyOverrides(const std::string& text, const std::string& source,
                                          const std::vector<std::string>& overrides) {
   if (overrides.empty()) return text;
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return core::Status::Error(fmt::format("{}: malformed TOML: {}", source, e.description()));
-  }
+  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -198,9 +194,9 @@ core::Result<std::string> ApplyOverrides(const std::string& text, const std::str
     }
     const std::string path = o.substr(0, eq), value = o.substr(eq + 1);
     toml::table value_table;
-    try {
-      value_table = toml::parse("v = " + value);
-    } catch (const toml::parse_error&) {
+    if (auto parsed = spec::ParseTomlText("v = " + value, "--set"); parsed.ok()) {
+      value_table = std::move(*parsed);
+    } else {
       value_table.insert_or_assign("v", value);  // a bare word is a string
     }
     toml::table* t = &root;
@@ -228,7 +224,7 @@ core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::st
   RunConfig c;
   PM_ASSIGN_OR_RETURN(c.model, spec::ModelFromTomlText(merged, source));
   PM_ASSIGN_OR_RETURN(c.train, spec::TrainFromTomlText(merged, source));
-  toml::table root = toml::parse(merged, source);  // parsed fine above
+  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(merged, source));
   std::vector<std::string> errors;
   for (const auto& [k, v] : root) {
     const std::string key(k.str());

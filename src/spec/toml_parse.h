@@ -1,0 +1,28 @@
+// The one way pentamesh parses TOML text: toml::parse behind a guard for toml++ 3.3's
+// unreachable branch, with parse errors turned into a Status naming source, line and column.
+// Invariant: toml++ never sees a code point on which it reaches __builtin_unreachable (see
+// TomlPlusPlusUnsafe), and the table handed back holds exactly the text's keys and strings.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace pentamesh::spec {
+
+// True for the code points on which toml++ 3.3 (Debian 12)'s is_non_ascii_horizontal_whitespace
+// reaches __builtin_unreachable (its lookup table has no branch for them): U+00A1..U+0499,
+// U+2C5E..U+2FFF, U+3001..U+3057 and U+FB26..U+FEFE (Latin-1, Greek, Cyrillic, some CJK
+// punctuation and kana, Arabic presentation forms). The parser asks that question of characters
+// in keys, values and after backslashes in strings (found by fuzz/toml_fuzz.cc).
+bool TomlPlusPlusUnsafe(char32_t c);
+
+// Parses `text`. The unsafe code points are swapped for private-use ones (U+E000 + their index)
+// before toml++ sees them and swapped back in every key and string of the result; text that
+// already holds one of those private-use code points is refused, naming the line.
+core::Result<toml::table> ParseTomlText(std::string_view text, const std::string& source);
+
+}  // namespace pentamesh::spec
