@@ -5,7 +5,8 @@
 // the cp / ep groups' bytes, and for MoE the per-step expert statistics summed over all data
 // ranks: tokens_per_expert adds up to global tokens x top_k x MoE layers. And one 8-rank run with
 // all of pp, dp, cp and ep (folded) on tiny-moe: pp, cp and ep bytes in every step, and the expert
-// statistics summed over the pipeline stages too (each stage routes only its own MoE layers).
+// statistics summed over the pipeline stages too (each stage routes only its own MoE layers), and
+// a finite held-out loss from the pipelined evaluation.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -114,7 +115,7 @@ TEST(CliCpEp, PipelineWithContextAndExpertParallel) {
   const CliRun r =
       Shell(TrainCommand("tiny-moe.toml",
                          "pp=2 dp=2 cp=2 ep=2 ep_placement=folded mbs=2 schedule=interleaved:2",
-                         dir, kSteps, "--set 'ckpt.dir=\"\"'", /*np=*/8),
+                         dir, kSteps, "--set 'ckpt.dir=\"\"' --set run.eval_every=3", /*np=*/8),
             dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::vector<nlohmann::json> m = Metrics(dir);
@@ -130,6 +131,10 @@ TEST(CliCpEp, PipelineWithContextAndExpertParallel) {
     for (int64_t n : s.at("tokens_per_expert").get<std::vector<int64_t>>()) sum += n;
     EXPECT_EQ(sum, assignments) << s.dump();
   }
+  // Evaluate runs the executor's forward-only pass over the same groups.
+  ASSERT_TRUE(m.back().contains("eval_loss")) << m.back().dump();
+  EXPECT_TRUE(std::isfinite(m.back().at("eval_loss").get<double>()));
+  EXPECT_LT(m.back().at("eval_loss").get<double>(), 9.0);  // ln 4096 = 8.3 at initialisation
 }
 
 // Checkpoints with ep > 1 (experts written by the first rank of each expert-dp group): a run
