@@ -38,8 +38,9 @@ echo "== 8 MPI ranks: pipeline (zero-bubble) x data x tensor parallel, with a Ch
 $pm report --run out/runs/demo-pp2-dp2-tp2 --trace out/runs/demo-pp2-dp2-tp2/trace.json \
   --html out/runs/demo-pp2-dp2-tp2/report.html
 
-echo "== 8 MPI ranks: the MoE model with data x tensor x context (ring) x expert parallel"
+echo "== 8 MPI ranks: the MoE model with pipeline (interleaved) x data x context (ring) x expert parallel"
 "${mpi[@]}" -np 8 $pm train --config configs/tiny-moe.toml \
-  --layout "mbs=2 dp=2 tp=2 cp=2 ep=2 ep_placement=folded sp=off" --set run.steps=20 \
-  --set optim.warmup_steps=5 --set run.eval_every=20 --set run.out_dir=out/runs/demo-moe-4d
-$pm report --run out/runs/demo-moe-4d --html out/runs/demo-moe-4d/report.html
+  --layout "mbs=2 pp=2 dp=2 cp=2 ep=2 ep_placement=folded schedule=interleaved:2" \
+  --set run.steps=20 --set optim.warmup_steps=5 --set run.eval_every=20 \
+  --set run.out_dir=out/runs/demo-moe-pp-cp-ep
+$pm report --run out/runs/demo-moe-pp-cp-ep --html out/runs/demo-moe-pp-cp-ep/report.html

@@ -349,7 +349,11 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
   double time_attn = 0, bytes_attn = 0, time_mlp = 0, bytes_mlp = 0, time_moe = 0, bytes_moe = 0;
   TpBlock(t, l, n, time_attn, bytes_attn);
   TpBlock(t, l, n, time_mlp, bytes_mlp);
-  if (md.is_moe()) {
+  if (md.is_moe() && ctx.params().moe_replicated_over_tp) {
+    // Routed experts replicated over tp need no tp collective; only the shared experts (an MLP
+    // sharded over tp like the dense one) all-reduce their output over the layer's T rows.
+    if (md.moe.shared_experts > 0) TpBlock(t, l, n, time_moe, bytes_moe);
+  } else if (md.is_moe()) {
     TpBlock(t, l, n * static_cast<double>(md.moe.top_k) * t.moe_factor, time_moe, bytes_moe);
   }
   t.tp_dense_layer_s = exposed * (time_attn + time_mlp);

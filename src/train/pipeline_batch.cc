@@ -3,8 +3,12 @@
 // PipelineExecutor on mesh.pp(), and the Chrome trace of actions, p2p and collectives.
 // Invariant: a pipelined step computes what the one-process step computes: the same micro-batches
 // with loss scale 1 / global valid tokens, the summed cross-entropy (which lives on the last
-// stage's ranks) summed over the world, MoE stats summed over the pp group, grads reduced by the
-// ZeroOptimizer over dp_cp per stage and the grad norm summed over the world from disjoint owners.
+// stage's ranks) summed over the world, MoE stats summed over the world (Trainer::SumMoeStats),
+// dense grads reduced by the ZeroOptimizer over dp_cp per stage and expert grads over expert_dp,
+// and the grad norm summed over the world from disjoint owners. With cp each micro-batch holds this
+// rank's 2 chunks of its sequences (S/cp rows per sequence, their global positions from the cp
+// rank), so the p2p buffers carry T/cp (/tp under SP) rows; ep's all-to-alls and cp's exchanges
+// run inside the stage's actions, whose order is the same on every rank of one pp stage.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -84,46 +88,17 @@ double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::Mo
              const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
          .dims = {.batch = mbs, .seq = S},
          .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
-         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size())});
+         // Per-token aux terms are means over this rank's tokens: 1 / cp of a sequence.
+         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())});
   }
   const int64_t hidden = config_.model.hidden;
   const PipelineStepResult r =
       train ? pipeline_->Run(mbatches, hidden) : pipeline_->Forward(mbatches, hidden);
-  if (moe) {
-    moe->Add(r.moe);
-    if (config_.model.is_moe()) SumMoeOverPipeline(*moe);
-  }
+  if (moe) moe->Add(r.moe);  // this rank's chunks; Step sums them over the world
   *valid = valid_tokens;
   // The cross-entropy is summed on the last stage's ranks only (0 elsewhere): the world sum holds
   // every replica's loss once per tp rank.
   return SumOverGroup(*world_, r.loss_sum) / static_cast<double>(mesh_->layout().tp);
-}
-
-void Trainer::SumMoeOverPipeline(model::MoeStats& moe) {
-  const auto E = static_cast<size_t>(config_.model.moe.experts);
-  moe.routed.resize(E, 0);
-  moe.kept.resize(E, 0);
-  std::vector<double> mine = {static_cast<double>(moe.dropped), moe.aux_loss, moe.z_loss};
-  for (int64_t x : moe.routed) mine.push_back(static_cast<double>(x));
-  for (int64_t x : moe.kept) mine.push_back(static_cast<double>(x));
-  const size_t n = mine.size();
-  // fp64 bit patterns gathered as i64 over the world (not a mesh group: not in comm_bytes).
-  std::vector<double> all(n * static_cast<size_t>(world_->size()));
-  world_->all_gather(all.data(), mine.data(), static_cast<int64_t>(n), core::Dtype::kI64);
-  model::MoeStats sum;
-  sum.routed.assign(E, 0);
-  sum.kept.assign(E, 0);
-  for (int r : mesh_->pp().world_ranks()) {
-    const double* x = all.data() + static_cast<size_t>(r) * n;
-    sum.dropped += std::llround(x[0]);
-    sum.aux_loss += x[1];
-    sum.z_loss += x[2];
-    for (size_t e = 0; e < E; ++e) {
-      sum.routed[e] += std::llround(x[3 + e]);
-      sum.kept[e] += std::llround(x[3 + E + e]);
-    }
-  }
-  moe = std::move(sum);
 }
 
 void Trainer::set_tracing(bool on) {

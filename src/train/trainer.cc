@@ -85,12 +85,6 @@ cost::Estimate PredictRun(const RunConfig& c) {
 core::Status CheckEngineLayout(const RunConfig& c) {
   const spec::Layout& l = c.run.layout;
   std::vector<std::string> errors;
-  if (l.pp > 1 && (l.cp > 1 || l.ep > 1)) {
-    errors.push_back(fmt::format(
-        "run.layout: pp={} with cp={} ep={}: the engine does not combine pipeline parallelism with "
-        "context or expert parallelism yet (each runs with dp, tp and zero)",
-        l.pp, l.cp, l.ep));
-  }
   PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
   if (l.pp > 1) CheckPipelineLayout(c, errors);
   if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
@@ -211,43 +205,60 @@ int64_t Trainer::dp_rank() const {
 }
 
 void Trainer::SumMoeStats(model::MoeStats& moe) {
-  if (!mesh_ || moe.routed.empty()) return;
-  // Over the data ranks (world / tp: tp ranks hold the same stats); world is not in comm_bytes.
+  if (!mesh_ || !config_.model.is_moe()) return;
+  // Every rank holds its own tokens' stats of its own stage's MoE layers (a pp stage without MoE
+  // layers holds zeros): the world sum counts every (token, layer) once per tp rank (tp ranks
+  // route alike). The world is not a mesh group, so this is not in comm_bytes.
+  const auto E = static_cast<size_t>(config_.model.moe.experts);
+  moe.routed.resize(E, 0);
+  moe.kept.resize(E, 0);
   const int64_t tp = mesh_->layout().tp;
   std::vector<int64_t> counts = moe.routed;
   counts.insert(counts.end(), moe.kept.begin(), moe.kept.end());
   counts.push_back(moe.dropped);
   world_->all_reduce(counts.data(), static_cast<int64_t>(counts.size()), core::Dtype::kI64);
-  const size_t E = moe.routed.size();
   for (size_t e = 0; e < E; ++e) {
     moe.routed[e] = counts[e] / tp;
     moe.kept[e] = counts[E + e] / tp;
   }
   moe.dropped = counts[2 * E] / tp;
-  moe.aux_loss = SumOverReplicas(moe.aux_loss);
-  moe.z_loss = SumOverReplicas(moe.z_loss);
+  moe.aux_loss = SumOverGroup(*world_, moe.aux_loss) / static_cast<double>(tp);
+  moe.z_loss = SumOverGroup(*world_, moe.z_loss) / static_cast<double>(tp);
 }
 
 void Trainer::UpdateMoeBias() {
   if (config_.optim.bias_update_rate == 0) return;
-  // Every chunk of this rank (pp > 1: its stage's layers only). The counts are summed over the
-  // data ranks holding the same layers, so every rank applies the same update: the world at
-  // pp = 1 (tp ranks route alike: divided by tp), the dp group at pp > 1 (cp = ep = 1 there).
-  for (size_t c = 0; c < model_->chunks(); ++c) {
-    model::Stage& stage = model_->chunk(c);
-    std::vector<std::vector<int64_t>> routed = stage.TakeRoutedPerMoeLayer();
-    if (mesh_) {
-      const bool pipeline = pp_size() > 1;
-      const int64_t tp = pipeline ? 1 : mesh_->layout().tp;
-      comm::Communicator& group = pipeline ? mesh_->dp() : *world_;
-      for (std::vector<int64_t>& layer : routed) {
-        if (layer.empty()) continue;
-        group.all_reduce(layer.data(), static_cast<int64_t>(layer.size()), core::Dtype::kI64);
-        for (int64_t& n : layer) n /= tp;
+  // Every chunk of this rank (pp > 1: its stage's layers only). The counts of every layer are
+  // summed over all ranks holding that layer (every dp, ep and cp rank of its pp stage) in one
+  // world all-reduce of a (layers x E) table indexed by global layer, other stages' layers
+  // contributing zeros; tp ranks route alike, so the sum is divided by tp. Every rank holding a
+  // layer then applies the same update, the one process's.
+  std::vector<std::vector<std::vector<int64_t>>> routed(model_->chunks());
+  for (size_t c = 0; c < model_->chunks(); ++c)
+    routed[c] = model_->chunk(c).TakeRoutedPerMoeLayer();
+  if (mesh_ && config_.model.is_moe()) {
+    const auto E = static_cast<size_t>(config_.model.moe.experts);
+    std::vector<int64_t> table(static_cast<size_t>(config_.model.layers) * E, 0);
+    auto slot = [&](size_t c, size_t i) {
+      return static_cast<size_t>(model_->chunk(c).config().first_layer) * E + i * E;
+    };
+    for (size_t c = 0; c < routed.size(); ++c) {
+      for (size_t i = 0; i < routed[c].size(); ++i) {
+        if (routed[c][i].empty()) continue;
+        PM_CHECK(routed[c][i].size() == E) << routed[c][i].size() << " routed counts for " << E;
+        std::copy(routed[c][i].begin(), routed[c][i].end(), table.begin() + slot(c, i));
       }
     }
-    stage.UpdateMoeBias(routed);
+    world_->all_reduce(table.data(), static_cast<int64_t>(table.size()), core::Dtype::kI64);
+    const int64_t tp = mesh_->layout().tp;
+    for (size_t c = 0; c < routed.size(); ++c) {
+      for (size_t i = 0; i < routed[c].size(); ++i) {
+        if (routed[c][i].empty()) continue;
+        for (size_t e = 0; e < E; ++e) routed[c][i][e] = table[slot(c, i) + e] / tp;
+      }
+    }
   }
+  for (size_t c = 0; c < model_->chunks(); ++c) model_->chunk(c).UpdateMoeBias(routed[c]);
 }
 
 std::vector<std::pair<int64_t, model::Moe*>> Trainer::MoeLayers() {

@@ -13,8 +13,8 @@
 // parallel: each of the dp x ep data ranks (separate placement) reads its own sequences, MoE
 // layers dispatch over mesh.ep() and expert grads reduce over mesh.expert_dp(). pp > 1: this rank
 // builds the model chunks of its pp rank and RunBatch runs the layout's schedule through a
-// PipelineExecutor on mesh.pp() (pipeline_batch.cc, docs/pipeline.md); pp is not combined with
-// cp or ep yet.
+// PipelineExecutor on mesh.pp() (pipeline_batch.cc, docs/pipeline.md), with cp, ep, dp and tp
+// as above on every stage (docs/pipeline.md "pp with cp and ep").
 // Invariants: the same config and seed give bitwise the same losses (counter-RNG init, a
 // deterministic sampler, fixed BLAS threads); every layout starts from the same global weights
 // and sees the same global batches; each step's memory peaks are measured per tag and its
@@ -125,10 +125,10 @@ class Trainer {
   int64_t dp_rank() const;
   int64_t cp_size() const { return mesh_ ? mesh_->layout().cp : 1; }
   int64_t cp_rank() const { return mesh_ ? mesh_->coords().dense.cp : 0; }
-  // MoE statistics of a step summed over the data ranks (and cp ranks).
+  // MoE statistics of a step summed over the data, cp and pp ranks (every rank: global counts).
   void SumMoeStats(model::MoeStats& moe);
   // Aux-loss-free balancing: every MoE layer's bias from its routed counts of the step, summed
-  // over all data ranks so every rank applies the same update.
+  // over all ranks holding the layer so every rank applies the same update.
   void UpdateMoeBias();
   // Sums a per-rank value over the data-parallel replicas (world sum / tp).
   double SumOverReplicas(double value);
@@ -139,8 +139,6 @@ class Trainer {
   void InitPipeline();  // the executor over model_'s chunks
   double RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
                           int64_t* valid);
-  // Sums this rank's MoE stats over its pp group (through the world, not a mesh group).
-  void SumMoeOverPipeline(model::MoeStats& moe);
 
   RunConfig config_;
   mesh::Mesh* mesh_ = nullptr;

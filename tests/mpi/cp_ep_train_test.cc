@@ -8,13 +8,18 @@
 //  - the summed per-expert routed counts of every step equal the reference's (MoE);
 //  - after the last step this rank's shard of every weight equals the same global elements of the
 //    reference weights: relative 1e-5 per tensor, every element within 1e-4 of the tensor's max;
-//  - after one step the cp group's wire bytes equal cost::CommBytesForStage exactly, and the ep
-//    group carries the count exchange plus the rows the router actually sent off-rank;
+//  - after one step the cp, pp, tp and dp groups' wire bytes equal cost::CommBytesForStage of this
+//    rank's pp stage exactly, and the ep group carries the count exchange plus the rows the router
+//    actually sent off-rank;
 //  - the measured peak activation bytes per rank are within 5% of the cost model's prediction
-//    (PredictRun), which falls as 1 / cp.
+//    (PredictRun; with pp > 1 cost::MemoryForStage of this rank's stage), which falls as 1 / cp.
+// Pipeline layouts (pp > 1, e.g. "pp=2 cp=2 schedule=1f1b") combine the schedule with cp, ep, dp
+// and tp: this rank holds only its stage's weights (compared by name), and every rank still sees
+// the global loss and expert counts.
 // The data is a synthetic token stream each rank writes identically (tests/data/fixtures.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -46,6 +51,9 @@ std::string Env(const char* name, const char* fallback) {
 bool Moe() { return Env("PM_TEST_MODEL", "dense").starts_with("moe"); }
 bool Aux() { return Env("PM_TEST_MODEL", "dense") == "moe"; }
 
+// 2 layers; 4 under an interleaved schedule (pp=2 x V=2 chunks of one layer each).
+int Layers() { return Env("PM_TEST_LAYOUT", "").find("interleaved") != std::string::npos ? 4 : 2; }
+
 const std::string& DatasetDir() {
   static const std::string dir = data::testing::WriteSynthetic(64, 400, 4096).dir;
   return dir;
@@ -63,6 +71,7 @@ capacity_factor = 0
                                 : "";
   return testing::TinyRunConfig(
       {.name = "cp-ep-tiny",
+       .layers = Layers(),
        .model_keys = moe,
        .optim_keys = fmt::format("aux_loss_coef = {}\nz_loss_coef = 0.001\nbias_update_rate = {}",
                                  Aux() ? "0.01" : "0", Moe() ? "0.01" : "0"),
@@ -80,10 +89,10 @@ const Reference& SingleProcess() {
 
 // Step 1's communication and memory against the cost model.
 void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
-                  const Reference& ref) {
+                  const Reference& ref, int pp_rank) {
   const spec::Layout& l = config.run.layout;
   const cost::Model ctx(config.model, HostCluster(config), config.train, EngineCostParams());
-  const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, 0);
+  const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, pp_rank);
   const auto wire = [&](const char* group) {
     return s.comm_bytes.at(group).at("bytes_wire").get<double>();
   };
@@ -91,7 +100,19 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
   if (l.cp > 1) {
     EXPECT_GT(wire("cp"), 0.0);
   }
-  EXPECT_EQ(wire("pp"), 0.0);
+  EXPECT_EQ(wire("pp"), predicted.pp) << spec::ShortLayout(l) << " stage " << pp_rank;
+  if (l.pp > 1) {
+    EXPECT_GT(wire("pp"), 0.0);
+  }
+  EXPECT_EQ(wire("tp"), predicted.tp) << spec::ShortLayout(l) << " stage " << pp_rank;
+  // Dense grads reduce over dp_cp, expert grads over expert_dp: the cost model's dp term.
+  const double dp_wire = wire("dp_cp") + wire("dp") + wire("expert_dp");
+  EXPECT_EQ(dp_wire, predicted.dp) << spec::ShortLayout(l) << " stage " << pp_rank;
+  std::printf(
+      "rank %d %s stage %d: wire bytes pp %.0f/%.0f cp %.0f/%.0f tp %.0f/%.0f dp %.0f/%.0f "
+      "(measured/predicted)\n",
+      t.rank(), spec::ShortLayout(l).c_str(), pp_rank, wire("pp"), predicted.pp, wire("cp"),
+      predicted.cp, wire("tp"), predicted.tp, dp_wire, predicted.dp);
   if (l.ep > 1) {
     // The rows dispatched off-rank follow the router: the cost model's count assumes balanced
     // routing (exact equality is tested with a balanced router in ep_moe_test.cc).
@@ -114,7 +135,7 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
   const double want = t.predicted().memory.activations;
   // Dropless MoE: the rows each rank's experts stash follow the router (the model: balanced).
   EXPECT_NEAR(got, want, (Moe() ? 0.1 : 0.05) * want) << spec::ShortLayout(l);
-  if (l.tp == 1 && l.ep == 1 && l.cp_kind == spec::CpKind::kRing) {
+  if (l.pp == 1 && l.tp == 1 && l.ep == 1 && l.cp_kind == spec::CpKind::kRing) {
     EXPECT_NEAR(got * static_cast<double>(l.cp), ref.activations_bytes,
                 0.05 * ref.activations_bytes);
   }
@@ -143,23 +164,29 @@ TEST(CpEpTrain, MatchesSingleProcess) {
   Trainer& t = **created;
   const spec::Layout& l = config.run.layout;
 
+  double worst_loss = 0;
   for (int i = 0; i < kSteps; ++i) {
     const StepStats s = t.Step();
     const size_t step = static_cast<size_t>(i);
+    worst_loss = std::max(worst_loss, std::fabs(s.loss - ref.losses[step]) / ref.losses[0]);
     EXPECT_NEAR(s.loss, ref.losses[step], 1e-5 * ref.losses[0])
         << "step " << i + 1 << " layout " << spec::ShortLayout(l);
     EXPECT_EQ(s.moe.routed, ref.routed[step]) << "step " << i + 1;
-    if (i == 0) CheckStepOne(t, s, config, ref);
+    if (i == 0) CheckStepOne(t, s, config, ref, mesh->coords().dense.pp);
   }
 
   model::ParamSet& p = t.params();
-  ASSERT_EQ(p.size(), static_cast<int32_t>(ref.names.size()));
+  // pp > 1: this rank holds its stage's params only; each is found in the reference by name.
+  if (l.pp == 1) {
+    ASSERT_EQ(p.size(), static_cast<int32_t>(ref.names.size()));
+  }
   double worst = 0, worst_norm = 0;
   std::string worst_at;
   for (model::ParamId id = 0; id < p.size(); ++id) {
     const model::ParamInfo& info = p.info(id);
-    ASSERT_EQ(info.name, ref.names[static_cast<size_t>(id)]);
-    const std::vector<float>& want = ref.weights[static_cast<size_t>(id)];
+    const auto at = std::find(ref.names.begin(), ref.names.end(), info.name);
+    ASSERT_NE(at, ref.names.end()) << info.name;
+    const std::vector<float>& want = ref.weights[static_cast<size_t>(at - ref.names.begin())];
     double scale = 0;
     for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
     const float* got = p.master(id).f32();
@@ -179,6 +206,8 @@ TEST(CpEpTrain, MatchesSingleProcess) {
     worst_norm = std::max(worst_norm, rel_norm);
   }
   EXPECT_LE(worst, 1e-4) << worst_at;
+  std::printf("layout %s: worst loss difference %.3g (relative)\n", spec::ShortLayout(l).c_str(),
+              worst_loss);
   std::printf("layout %s (%s): weights within %.3g (relative, per tensor); worst element %.3g\n",
               spec::ShortLayout(l).c_str(), Moe() ? "moe" : "dense", worst_norm, worst);
 }
