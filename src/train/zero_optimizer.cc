@@ -45,10 +45,10 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
-  if (zero.expert_grad_group != nullptr && zero.stage > 0) {
+  if (zero.expert_grad_group != nullptr && zero.stage > 1) {
     return core::Status::Error(fmt::format(
-        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the expert and the "
-        "dense grads reduce over different groups; ZeRO-0 handles both)",
+        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the per-layer hooks "
+        "shard one group; ZeRO-0 and ZeRO-1 handle the dense and the expert group)",
         zero.stage));
   }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
@@ -77,7 +77,9 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     return;
   }
   const int64_t g = grad_group.size(), r = grad_group.rank();
-  if (zero.stage == 1) {
+  if (zero.stage == 1 && zero.expert_grad_group != nullptr) {
+    BuildPackedGroups();
+  } else if (zero.stage == 1) {
     const int64_t shard = params.numel_padded() / g;
     segs_.push_back({.flat_begin = shard * r, .n = shard, .local = 0});
   } else {
@@ -107,6 +109,81 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     master_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
     for (const Segment& seg : segs_) {
       params.InitValues(params.init_seed(), seg.flat_begin, seg.n, master_.f32() + seg.local);
+    }
+  }
+}
+
+void ZeroOptimizer::BuildPackedGroups() {
+  packed_.resize(2);
+  packed_[0].comm = &grad_;
+  packed_[1].comm = zero_.expert_grad_group;
+  for (model::ParamId id = 0; id < params_.size(); ++id) {
+    const model::ParamInfo& p = params_.info(id);
+    PackedGroup& pg = packed_[&GradGroupOf(p) == &grad_ ? 0 : 1];
+    if (!pg.runs.empty() && pg.runs.back().second == p.offset) {
+      pg.runs.back().second += p.numel();
+    } else {
+      pg.runs.emplace_back(p.offset, p.offset + p.numel());
+    }
+    pg.numel += p.numel();
+  }
+  int64_t local = 0;
+  for (PackedGroup& pg : packed_) {
+    const int64_t g = pg.comm->size();
+    pg.padded = (pg.numel + g - 1) / g * g;
+    pg.shard = pg.padded / g;
+    pg.local = local;
+    local += pg.shard;
+    // This rank's packed range [lo, hi), cut into the flat pieces of the runs it covers.
+    const int64_t lo = pg.shard * pg.comm->rank(), hi = lo + pg.shard;
+    int64_t packed_at = 0;
+    for (const auto& [begin, end] : pg.runs) {
+      const int64_t a = std::max(lo, packed_at), b = std::min(hi, packed_at + end - begin);
+      if (a < b) {
+        segs_.push_back(
+            {.flat_begin = begin + (a - packed_at), .n = b - a, .local = pg.local + (a - lo)});
+      }
+      packed_at += end - begin;
+    }
+  }
+  std::sort(segs_.begin(), segs_.end(),
+            [](const Segment& x, const Segment& y) { return x.flat_begin < y.flat_begin; });
+  // The sharded buffers hold every group's shard (padding included), and segs_ may be empty.
+  shard_numel_ = local;
+  if (segs_.empty()) segs_.push_back({.flat_begin = 0, .n = 0, .local = 0});
+}
+
+void ZeroOptimizer::ReduceScatterPacked() {
+  const float* grads = params_.flat_grads().f32();
+  for (const PackedGroup& pg : packed_) {
+    if (pg.padded == 0) continue;  // e.g. a pipeline stage without MoE layers
+    core::Buffer packed(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.padded});
+    float* at = packed.f32();
+    for (const auto& [begin, end] : pg.runs) at = std::copy(grads + begin, grads + end, at);
+    std::fill(at, packed.f32() + pg.padded, 0.0f);
+    pg.comm->reduce_scatter(grad_shard_.f32() + pg.local, packed.f32(), pg.shard,
+                            core::Dtype::kF32);
+  }
+}
+
+void ZeroOptimizer::AllGatherPacked(void* flat, core::Dtype dtype) {
+  const auto elem = static_cast<int64_t>(core::DtypeSize(dtype));
+  char* base = static_cast<char*>(flat);
+  for (const PackedGroup& pg : packed_) {
+    if (pg.padded == 0) continue;
+    core::Buffer packed(alloc_, core::MemTag::kComm, dtype, {pg.padded});
+    char* out = static_cast<char*>(packed.view().data());
+    char* mine = out + pg.shard * pg.comm->rank() * elem;
+    std::memset(mine, 0, static_cast<size_t>(pg.shard * elem));
+    for (const Segment& seg : segs_) {
+      if (seg.local < pg.local || seg.local >= pg.local + pg.shard || seg.n == 0) continue;
+      std::memcpy(mine + (seg.local - pg.local) * elem, base + seg.flat_begin * elem,
+                  static_cast<size_t>(seg.n * elem));
+    }
+    pg.comm->all_gather(out, mine, pg.shard, dtype);
+    for (const auto& [begin, end] : pg.runs) {
+      std::memcpy(base + begin * elem, out, static_cast<size_t>((end - begin) * elem));
+      out += (end - begin) * elem;
     }
   }
 }
@@ -156,6 +233,13 @@ std::vector<float> ZeroOptimizer::FullMaster() {
   if (zero_.stage == 0) {
     const core::Tensor m = params_.flat_master();
     std::copy(m.f32(), m.f32() + m.numel(), out.begin());
+    return out;
+  }
+  if (!packed_.empty()) {
+    for (const Segment& seg : segs_) {
+      std::copy(MasterAt(seg), MasterAt(seg) + seg.n, out.begin() + seg.flat_begin);
+    }
+    AllGatherPacked(out.data(), core::Dtype::kF32);
     return out;
   }
   for (const Segment& seg : segs_) {
@@ -291,6 +375,16 @@ void ZeroOptimizer::GatherWeights() {
   }
   const size_t elem = core::DtypeSize(dtype);
   char* weights = static_cast<char*>(params_.flat_weights().data());
+  if (!packed_.empty()) {
+    for (const Segment& seg : segs_) {
+      if (dtype == core::Dtype::kBF16) {
+        core::Bf16FromFloat(reinterpret_cast<uint16_t*>(weights + seg.flat_begin * elem),
+                            MasterAt(seg), seg.n);
+      }
+    }
+    AllGatherPacked(weights, dtype);
+    return;
+  }
   for (const Segment& seg : segs_) {
     if (dtype == core::Dtype::kBF16) {
       core::Bf16FromFloat(reinterpret_cast<uint16_t*>(weights + seg.flat_begin * elem),
@@ -311,7 +405,9 @@ double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
     AllReduceGrads(grads);
     squares = OwnedSquares(grads, 0, params_.numel());
   } else {
-    if (zero_.stage == 1) {
+    if (!packed_.empty()) {
+      ReduceScatterPacked();
+    } else if (zero_.stage == 1) {
       const Segment& seg = segs_.front();
       grad_.reduce_scatter(grad_shard_.f32(), params_.flat_grads().f32(), seg.n, core::Dtype::kF32);
     }

@@ -47,7 +47,8 @@ struct ZeroConfig {
   // Expert parallel (ep > 1): the expert-data-parallel group (mesh expert_dp). The experts'
   // params (sharded over ep) then form a second param group whose grads reduce over it, while
   // the dense params reduce over grad_group; each group's elements count once in the norm (on
-  // its group's rank 0). Null: every param is dense. Stage 0 only so far.
+  // its group's rank 0). Null: every param is dense. Stages 0 and 1 (ZeRO-1 packs each group's
+  // params into one buffer, sharded over that group; see ZeroOptimizer::PackedGroup).
   comm::Communicator* expert_grad_group = nullptr;
 };
 
@@ -114,6 +115,22 @@ class ZeroOptimizer : public model::ParamHooks {
   struct Segment {
     int64_t flat_begin = 0, n = 0, local = 0;
   };
+  // ZeRO-1 with an expert group: the params reducing over one group (dense: grad_group, routed
+  // experts: expert_grad_group), in flat order, packed into `padded` elements (numel rounded up
+  // to the group size). Rank r of the group owns packed elements [r * shard, (r + 1) * shard),
+  // which are elements [local, local + shard) of the sharded buffers; the segments of this rank
+  // are the flat pieces of that range.
+  struct PackedGroup {
+    comm::Communicator* comm = nullptr;
+    std::vector<std::pair<int64_t, int64_t>> runs;  // flat [begin, end), ascending
+    int64_t numel = 0, padded = 0, shard = 0, local = 0;
+  };
+  void BuildPackedGroups();
+  // Packs the runs' grads, reduce-scatters each group into its part of grad_shard_.
+  void ReduceScatterPacked();
+  // All-gathers `flat` (dtype elements in flat order; this rank's segments hold its values) over
+  // every packed group: afterwards every run of `flat` holds the group's values.
+  void AllGatherPacked(void* flat, core::Dtype dtype);
   // Sum of squares of the elements of `g` (flat range [begin, begin + n)) this rank counts.
   double OwnedSquares(const float* g, int64_t begin, int64_t n) const;
   // Whether this rank counts `p`'s (reduced) grad elements in the norm at all.
@@ -137,8 +154,9 @@ class ZeroOptimizer : public model::ParamHooks {
   ZeroConfig zero_;
   AdamWConfig adamw_;
   core::Allocator& alloc_;
-  std::vector<Segment> segs_;      // ascending flat_begin
-  std::vector<int32_t> unit_seg_;  // ZeRO-2: segment of each ParamSet unit
+  std::vector<Segment> segs_;        // ascending flat_begin
+  std::vector<int32_t> unit_seg_;    // ZeRO-2: segment of each ParamSet unit
+  std::vector<PackedGroup> packed_;  // ZeRO-1 with ep > 1: dense, then expert
   int64_t shard_numel_ = 0;
   core::Buffer grad_shard_, m_, v_;         // stages >= 1: this rank's slice only
   core::Buffer master_;                     // bf16 stages >= 1: fp32 master of the slice
