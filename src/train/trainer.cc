@@ -130,13 +130,12 @@ core::Status CheckContextExpertLayout(const RunConfig& c) {
         "(use sp=off)",
         l.tp));
   }
-  if (l.ep > 1 && l.zero > 1) {
-    // ZeRO-2/3's per-layer hooks shard every unit over dp x cp; a MoE layer's routed experts
-    // would need their own gather/scatter over expert_dp.
+  if (l.ep > 1 && l.zero > 2) {
+    // ZeRO-3's sharded weights keep one dp x cp slice of every layer; a MoE layer's routed
+    // experts would need their own slice and gather over expert_dp.
     return core::Status::Error(fmt::format(
-        "run.layout: zero={} with ep={} is not implemented by the engine yet (use zero=0 or "
-        "zero=1)",
-        l.zero, l.ep));
+        "run.layout: zero={} with ep={} is not implemented by the engine yet (use zero<=2)", l.zero,
+        l.ep));
   }
   return core::Status::Ok();
 }

@@ -45,10 +45,10 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
-  if (zero.expert_grad_group != nullptr && zero.stage > 1) {
+  if (zero.expert_grad_group != nullptr && zero.stage > 2) {
     return core::Status::Error(fmt::format(
-        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the per-layer hooks "
-        "shard one group; ZeRO-0 and ZeRO-1 handle the dense and the expert group)",
+        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the sharded weights "
+        "hold one slice of each layer; ZeRO-0/1/2 handle the dense and the expert group)",
         zero.stage));
   }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
@@ -77,8 +77,8 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     return;
   }
   const int64_t g = grad_group.size(), r = grad_group.rank();
-  if (zero.stage == 1 && zero.expert_grad_group != nullptr) {
-    BuildPackedGroups();
+  if (zero.expert_grad_group != nullptr) {
+    BuildPackedGroups(zero.stage >= 2);
   } else if (zero.stage == 1) {
     const int64_t shard = params.numel_padded() / g;
     segs_.push_back({.flat_begin = shard * r, .n = shard, .local = 0});
@@ -89,6 +89,8 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
       segs_.push_back({.flat_begin = u.offset + n * r, .n = n, .local = shard_numel_});
       shard_numel_ += n;
     }
+  }
+  if (zero.stage >= 2) {
     acquired_.assign(params.units().size(), 0);
     gathered_.assign(params.units().size(), 0);
     unit_grads_.resize(params.units().size());
@@ -113,13 +115,19 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
   }
 }
 
-void ZeroOptimizer::BuildPackedGroups() {
-  packed_.resize(2);
-  packed_[0].comm = &grad_;
-  packed_[1].comm = zero_.expert_grad_group;
+void ZeroOptimizer::BuildPackedGroups(bool per_unit) {
+  // Group 2u is unit u's dense params, 2u + 1 its experts' (one unit, the whole buffer, at
+  // ZeRO-1); empty groups are dropped.
+  const size_t units = per_unit ? params_.units().size() : 1;
+  packed_.resize(2 * units);
+  for (size_t i = 0; i < packed_.size(); ++i) {
+    packed_[i].comm = i % 2 == 0 ? &grad_ : zero_.expert_grad_group;
+    packed_[i].unit = per_unit ? static_cast<int32_t>(i / 2) : -1;
+  }
   for (model::ParamId id = 0; id < params_.size(); ++id) {
     const model::ParamInfo& p = params_.info(id);
-    PackedGroup& pg = packed_[&GradGroupOf(p) == &grad_ ? 0 : 1];
+    const size_t unit = per_unit ? static_cast<size_t>(params_.unit_of(id)) : 0;
+    PackedGroup& pg = packed_[2 * unit + (&GradGroupOf(p) == &grad_ ? 0 : 1)];
     if (!pg.runs.empty() && pg.runs.back().second == p.offset) {
       pg.runs.back().second += p.numel();
     } else {
@@ -127,6 +135,7 @@ void ZeroOptimizer::BuildPackedGroups() {
     }
     pg.numel += p.numel();
   }
+  std::erase_if(packed_, [](const PackedGroup& pg) { return pg.numel == 0; });
   int64_t local = 0;
   for (PackedGroup& pg : packed_) {
     const int64_t g = pg.comm->size();
@@ -155,22 +164,25 @@ void ZeroOptimizer::BuildPackedGroups() {
 
 void ZeroOptimizer::ReduceScatterPacked() {
   const float* grads = params_.flat_grads().f32();
-  for (const PackedGroup& pg : packed_) {
-    if (pg.padded == 0) continue;  // e.g. a pipeline stage without MoE layers
-    core::Buffer packed(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.padded});
-    float* at = packed.f32();
-    for (const auto& [begin, end] : pg.runs) at = std::copy(grads + begin, grads + end, at);
-    std::fill(at, packed.f32() + pg.padded, 0.0f);
-    pg.comm->reduce_scatter(grad_shard_.f32() + pg.local, packed.f32(), pg.shard,
-                            core::Dtype::kF32);
+  for (const PackedGroup& pg : packed_)
+    ReduceScatterGroup(pg, grads, 0, grad_shard_.f32() + pg.local);
+}
+
+void ZeroOptimizer::ReduceScatterGroup(const PackedGroup& pg, const float* grads,
+                                       int64_t grads_first, float* out) {
+  core::Buffer packed(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.padded});
+  float* at = packed.f32();
+  for (const auto& [begin, end] : pg.runs) {
+    at = std::copy(grads + (begin - grads_first), grads + (end - grads_first), at);
   }
+  std::fill(at, packed.f32() + pg.padded, 0.0f);
+  pg.comm->reduce_scatter(out, packed.f32(), pg.shard, core::Dtype::kF32);
 }
 
 void ZeroOptimizer::AllGatherPacked(void* flat, core::Dtype dtype) {
   const auto elem = static_cast<int64_t>(core::DtypeSize(dtype));
   char* base = static_cast<char*>(flat);
   for (const PackedGroup& pg : packed_) {
-    if (pg.padded == 0) continue;
     core::Buffer packed(alloc_, core::MemTag::kComm, dtype, {pg.padded});
     char* out = static_cast<char*>(packed.view().data());
     char* mine = out + pg.shard * pg.comm->rank() * elem;
@@ -219,6 +231,17 @@ void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
   PM_CHECK(acquired_[u] > 0) << "Release of unit " << unit << " not acquired";
   if (--acquired_[u] > 0) return;
   params_.UnbindUnitGrads(unit);
+  if (!packed_.empty()) {  // ep > 1: the unit's dense and expert params, each over its group
+    for (const PackedGroup& pg : packed_) {
+      if (pg.unit != unit) continue;
+      core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.shard});
+      ReduceScatterGroup(pg, unit_grads_[u].f32(), params_.units()[u].offset, part.f32());
+      float* acc = grad_shard_.f32() + pg.local;
+      for (int64_t i = 0; i < pg.shard; ++i) acc[i] += part.f32()[i];
+    }
+    unit_grads_[u] = core::Buffer();
+    return;
+  }
   const Segment& seg = segs_[static_cast<size_t>(unit_seg_[u])];
   // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
   core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
@@ -405,7 +428,7 @@ double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
     AllReduceGrads(grads);
     squares = OwnedSquares(grads, 0, params_.numel());
   } else {
-    if (!packed_.empty()) {
+    if (zero_.stage == 1 && !packed_.empty()) {
       ReduceScatterPacked();
     } else if (zero_.stage == 1) {
       const Segment& seg = segs_.front();

@@ -47,8 +47,9 @@ struct ZeroConfig {
   // Expert parallel (ep > 1): the expert-data-parallel group (mesh expert_dp). The experts'
   // params (sharded over ep) then form a second param group whose grads reduce over it, while
   // the dense params reduce over grad_group; each group's elements count once in the norm (on
-  // its group's rank 0). Null: every param is dense. Stages 0 and 1 (ZeRO-1 packs each group's
-  // params into one buffer, sharded over that group; see ZeroOptimizer::PackedGroup).
+  // its group's rank 0). Null: every param is dense. Stages 0, 1 and 2 (ZeRO-1 packs each
+  // group's params into one buffer, ZeRO-2 each unit's, sharded over that group; see
+  // ZeroOptimizer::PackedGroup). ZeRO-3 with it is refused.
   comm::Communicator* expert_grad_group = nullptr;
 };
 
@@ -115,19 +116,26 @@ class ZeroOptimizer : public model::ParamHooks {
   struct Segment {
     int64_t flat_begin = 0, n = 0, local = 0;
   };
-  // ZeRO-1 with an expert group: the params reducing over one group (dense: grad_group, routed
+  // ZeRO-1/2 with an expert group: the params reducing over one group (dense: grad_group, routed
   // experts: expert_grad_group), in flat order, packed into `padded` elements (numel rounded up
   // to the group size). Rank r of the group owns packed elements [r * shard, (r + 1) * shard),
   // which are elements [local, local + shard) of the sharded buffers; the segments of this rank
   // are the flat pieces of that range.
   struct PackedGroup {
     comm::Communicator* comm = nullptr;
+    int32_t unit = -1;  // ZeRO-2: the ParamSet unit (-1 at ZeRO-1: the whole buffer)
     std::vector<std::pair<int64_t, int64_t>> runs;  // flat [begin, end), ascending
     int64_t numel = 0, padded = 0, shard = 0, local = 0;
   };
-  void BuildPackedGroups();
-  // Packs the runs' grads, reduce-scatters each group into its part of grad_shard_.
+  // ZeRO-1: one dense and one expert group over the whole buffer; ZeRO-2 (per_unit): the two
+  // of every ParamSet unit. Fills packed_, segs_ and shard_numel_.
+  void BuildPackedGroups(bool per_unit);
+  // ZeRO-1: packs the runs' grads, reduce-scatters each group into its part of grad_shard_.
   void ReduceScatterPacked();
+  // Packs pg's runs of `grads` (flat elements from grads_first on) and reduce-scatters them into
+  // out (pg.shard elements).
+  void ReduceScatterGroup(const PackedGroup& pg, const float* grads, int64_t grads_first,
+                          float* out);
   // All-gathers `flat` (dtype elements in flat order; this rank's segments hold its values) over
   // every packed group: afterwards every run of `flat` holds the group's values.
   void AllGatherPacked(void* flat, core::Dtype dtype);
@@ -156,7 +164,7 @@ class ZeroOptimizer : public model::ParamHooks {
   core::Allocator& alloc_;
   std::vector<Segment> segs_;        // ascending flat_begin
   std::vector<int32_t> unit_seg_;    // ZeRO-2: segment of each ParamSet unit
-  std::vector<PackedGroup> packed_;  // ZeRO-1 with ep > 1: dense, then expert
+  std::vector<PackedGroup> packed_;  // ZeRO-1/2 with ep > 1: dense, then expert (per unit)
   int64_t shard_numel_ = 0;
   core::Buffer grad_shard_, m_, v_;         // stages >= 1: this rank's slice only
   core::Buffer master_;                     // bf16 stages >= 1: fp32 master of the slice
