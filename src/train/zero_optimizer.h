@@ -17,6 +17,10 @@
 //      no all-gather at the step's end. Per micro-batch and layer: forward all-gather, backward
 //      all-gather, reduce-scatter (cost::CommBytesForStage). A tied embedding is gathered twice
 //      in forward (embedding, head), which the cost model does not count.
+// Expert parallel (ZeroConfig::expert_grad_group, stages 1 and 2): the dense params shard over
+// grad_group (dp x cp) and the routed experts' over expert-dp; each group's params are packed
+// (the whole buffer at ZeRO-1, each unit at ZeRO-2) and reduce-scattered / all-gathered on their
+// own group (PackedGroup; docs/zero-ep.md). ZeRO-3 with ep is refused.
 // bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
 // after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
 // all-gathered (2 bytes per element on the wire); the gradients stay fp32.
