@@ -45,10 +45,10 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
-  if (zero.expert_grad_group != nullptr && zero.stage > 0) {
+  if (zero.expert_grad_group != nullptr && zero.stage > 2) {
     return core::Status::Error(fmt::format(
-        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the expert and the "
-        "dense grads reduce over different groups; ZeRO-0 handles both)",
+        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the sharded weights "
+        "hold one slice of each layer; ZeRO-0/1/2 handle the dense and the expert group)",
         zero.stage));
   }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
@@ -77,7 +77,9 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     return;
   }
   const int64_t g = grad_group.size(), r = grad_group.rank();
-  if (zero.stage == 1) {
+  if (zero.expert_grad_group != nullptr) {
+    BuildPackedGroups(zero.stage >= 2);
+  } else if (zero.stage == 1) {
     const int64_t shard = params.numel_padded() / g;
     segs_.push_back({.flat_begin = shard * r, .n = shard, .local = 0});
   } else {
@@ -87,6 +89,8 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
       segs_.push_back({.flat_begin = u.offset + n * r, .n = n, .local = shard_numel_});
       shard_numel_ += n;
     }
+  }
+  if (zero.stage >= 2) {
     acquired_.assign(params.units().size(), 0);
     gathered_.assign(params.units().size(), 0);
     unit_grads_.resize(params.units().size());
@@ -107,6 +111,91 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     master_ = core::Buffer(alloc, core::MemTag::kOptimizer, core::Dtype::kF32, {n});
     for (const Segment& seg : segs_) {
       params.InitValues(params.init_seed(), seg.flat_begin, seg.n, master_.f32() + seg.local);
+    }
+  }
+}
+
+void ZeroOptimizer::BuildPackedGroups(bool per_unit) {
+  // Group 2u is unit u's dense params, 2u + 1 its experts' (one unit, the whole buffer, at
+  // ZeRO-1); empty groups are dropped.
+  const size_t units = per_unit ? params_.units().size() : 1;
+  packed_.resize(2 * units);
+  for (size_t i = 0; i < packed_.size(); ++i) {
+    packed_[i].comm = i % 2 == 0 ? &grad_ : zero_.expert_grad_group;
+    packed_[i].unit = per_unit ? static_cast<int32_t>(i / 2) : -1;
+  }
+  for (model::ParamId id = 0; id < params_.size(); ++id) {
+    const model::ParamInfo& p = params_.info(id);
+    const size_t unit = per_unit ? static_cast<size_t>(params_.unit_of(id)) : 0;
+    PackedGroup& pg = packed_[2 * unit + (&GradGroupOf(p) == &grad_ ? 0 : 1)];
+    if (!pg.runs.empty() && pg.runs.back().second == p.offset) {
+      pg.runs.back().second += p.numel();
+    } else {
+      pg.runs.emplace_back(p.offset, p.offset + p.numel());
+    }
+    pg.numel += p.numel();
+  }
+  std::erase_if(packed_, [](const PackedGroup& pg) { return pg.numel == 0; });
+  int64_t local = 0;
+  for (PackedGroup& pg : packed_) {
+    const int64_t g = pg.comm->size();
+    pg.padded = (pg.numel + g - 1) / g * g;
+    pg.shard = pg.padded / g;
+    pg.local = local;
+    local += pg.shard;
+    // This rank's packed range [lo, hi), cut into the flat pieces of the runs it covers.
+    const int64_t lo = pg.shard * pg.comm->rank(), hi = lo + pg.shard;
+    int64_t packed_at = 0;
+    for (const auto& [begin, end] : pg.runs) {
+      const int64_t a = std::max(lo, packed_at), b = std::min(hi, packed_at + end - begin);
+      if (a < b) {
+        segs_.push_back(
+            {.flat_begin = begin + (a - packed_at), .n = b - a, .local = pg.local + (a - lo)});
+      }
+      packed_at += end - begin;
+    }
+  }
+  std::sort(segs_.begin(), segs_.end(),
+            [](const Segment& x, const Segment& y) { return x.flat_begin < y.flat_begin; });
+  // The sharded buffers hold every group's shard (padding included), and segs_ may be empty.
+  shard_numel_ = local;
+  if (segs_.empty()) segs_.push_back({.flat_begin = 0, .n = 0, .local = 0});
+}
+
+void ZeroOptimizer::ReduceScatterPacked() {
+  const float* grads = params_.flat_grads().f32();
+  for (const PackedGroup& pg : packed_)
+    ReduceScatterGroup(pg, grads, 0, grad_shard_.f32() + pg.local);
+}
+
+void ZeroOptimizer::ReduceScatterGroup(const PackedGroup& pg, const float* grads,
+                                       int64_t grads_first, float* out) {
+  core::Buffer packed(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.padded});
+  float* at = packed.f32();
+  for (const auto& [begin, end] : pg.runs) {
+    at = std::copy(grads + (begin - grads_first), grads + (end - grads_first), at);
+  }
+  std::fill(at, packed.f32() + pg.padded, 0.0f);
+  pg.comm->reduce_scatter(out, packed.f32(), pg.shard, core::Dtype::kF32);
+}
+
+void ZeroOptimizer::AllGatherPacked(void* flat, core::Dtype dtype) {
+  const auto elem = static_cast<int64_t>(core::DtypeSize(dtype));
+  char* base = static_cast<char*>(flat);
+  for (const PackedGroup& pg : packed_) {
+    core::Buffer packed(alloc_, core::MemTag::kComm, dtype, {pg.padded});
+    char* out = static_cast<char*>(packed.view().data());
+    char* mine = out + pg.shard * pg.comm->rank() * elem;
+    std::memset(mine, 0, static_cast<size_t>(pg.shard * elem));
+    for (const Segment& seg : segs_) {
+      if (seg.local < pg.local || seg.local >= pg.local + pg.shard || seg.n == 0) continue;
+      std::memcpy(mine + (seg.local - pg.local) * elem, base + seg.flat_begin * elem,
+                  static_cast<size_t>(seg.n * elem));
+    }
+    pg.comm->all_gather(out, mine, pg.shard, dtype);
+    for (const auto& [begin, end] : pg.runs) {
+      std::memcpy(base + begin * elem, out, static_cast<size_t>((end - begin) * elem));
+      out += (end - begin) * elem;
     }
   }
 }
@@ -142,6 +231,17 @@ void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
   PM_CHECK(acquired_[u] > 0) << "Release of unit " << unit << " not acquired";
   if (--acquired_[u] > 0) return;
   params_.UnbindUnitGrads(unit);
+  if (!packed_.empty()) {  // ep > 1: the unit's dense and expert params, each over its group
+    for (const PackedGroup& pg : packed_) {
+      if (pg.unit != unit) continue;
+      core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.shard});
+      ReduceScatterGroup(pg, unit_grads_[u].f32(), params_.units()[u].offset, part.f32());
+      float* acc = grad_shard_.f32() + pg.local;
+      for (int64_t i = 0; i < pg.shard; ++i) acc[i] += part.f32()[i];
+    }
+    unit_grads_[u] = core::Buffer();
+    return;
+  }
   const Segment& seg = segs_[static_cast<size_t>(unit_seg_[u])];
   // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
   core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
@@ -156,6 +256,13 @@ std::vector<float> ZeroOptimizer::FullMaster() {
   if (zero_.stage == 0) {
     const core::Tensor m = params_.flat_master();
     std::copy(m.f32(), m.f32() + m.numel(), out.begin());
+    return out;
+  }
+  if (!packed_.empty()) {
+    for (const Segment& seg : segs_) {
+      std::copy(MasterAt(seg), MasterAt(seg) + seg.n, out.begin() + seg.flat_begin);
+    }
+    AllGatherPacked(out.data(), core::Dtype::kF32);
     return out;
   }
   for (const Segment& seg : segs_) {
@@ -291,6 +398,16 @@ void ZeroOptimizer::GatherWeights() {
   }
   const size_t elem = core::DtypeSize(dtype);
   char* weights = static_cast<char*>(params_.flat_weights().data());
+  if (!packed_.empty()) {
+    for (const Segment& seg : segs_) {
+      if (dtype == core::Dtype::kBF16) {
+        core::Bf16FromFloat(reinterpret_cast<uint16_t*>(weights + seg.flat_begin * elem),
+                            MasterAt(seg), seg.n);
+      }
+    }
+    AllGatherPacked(weights, dtype);
+    return;
+  }
   for (const Segment& seg : segs_) {
     if (dtype == core::Dtype::kBF16) {
       core::Bf16FromFloat(reinterpret_cast<uint16_t*>(weights + seg.flat_begin * elem),
@@ -311,7 +428,9 @@ double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
     AllReduceGrads(grads);
     squares = OwnedSquares(grads, 0, params_.numel());
   } else {
-    if (zero_.stage == 1) {
+    if (zero_.stage == 1 && !packed_.empty()) {
+      ReduceScatterPacked();
+    } else if (zero_.stage == 1) {
       const Segment& seg = segs_.front();
       grad_.reduce_scatter(grad_shard_.f32(), params_.flat_grads().f32(), seg.n, core::Dtype::kF32);
     }

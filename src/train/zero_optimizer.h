@@ -17,6 +17,10 @@
 //      no all-gather at the step's end. Per micro-batch and layer: forward all-gather, backward
 //      all-gather, reduce-scatter (cost::CommBytesForStage). A tied embedding is gathered twice
 //      in forward (embedding, head), which the cost model does not count.
+// Expert parallel (ZeroConfig::expert_grad_group, stages 1 and 2): the dense params shard over
+// grad_group (dp x cp) and the routed experts' over expert-dp; each group's params are packed
+// (the whole buffer at ZeRO-1, each unit at ZeRO-2) and reduce-scattered / all-gathered on their
+// own group (PackedGroup; docs/zero-ep.md). ZeRO-3 with ep is refused.
 // bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
 // after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
 // all-gathered (2 bytes per element on the wire); the gradients stay fp32.
@@ -47,7 +51,9 @@ struct ZeroConfig {
   // Expert parallel (ep > 1): the expert-data-parallel group (mesh expert_dp). The experts'
   // params (sharded over ep) then form a second param group whose grads reduce over it, while
   // the dense params reduce over grad_group; each group's elements count once in the norm (on
-  // its group's rank 0). Null: every param is dense. Stage 0 only so far.
+  // its group's rank 0). Null: every param is dense. Stages 0, 1 and 2 (ZeRO-1 packs each
+  // group's params into one buffer, ZeRO-2 each unit's, sharded over that group; see
+  // ZeroOptimizer::PackedGroup). ZeRO-3 with it is refused.
   comm::Communicator* expert_grad_group = nullptr;
 };
 
@@ -114,6 +120,29 @@ class ZeroOptimizer : public model::ParamHooks {
   struct Segment {
     int64_t flat_begin = 0, n = 0, local = 0;
   };
+  // ZeRO-1/2 with an expert group: the params reducing over one group (dense: grad_group, routed
+  // experts: expert_grad_group), in flat order, packed into `padded` elements (numel rounded up
+  // to the group size). Rank r of the group owns packed elements [r * shard, (r + 1) * shard),
+  // which are elements [local, local + shard) of the sharded buffers; the segments of this rank
+  // are the flat pieces of that range.
+  struct PackedGroup {
+    comm::Communicator* comm = nullptr;
+    int32_t unit = -1;  // ZeRO-2: the ParamSet unit (-1 at ZeRO-1: the whole buffer)
+    std::vector<std::pair<int64_t, int64_t>> runs;  // flat [begin, end), ascending
+    int64_t numel = 0, padded = 0, shard = 0, local = 0;
+  };
+  // ZeRO-1: one dense and one expert group over the whole buffer; ZeRO-2 (per_unit): the two
+  // of every ParamSet unit. Fills packed_, segs_ and shard_numel_.
+  void BuildPackedGroups(bool per_unit);
+  // ZeRO-1: packs the runs' grads, reduce-scatters each group into its part of grad_shard_.
+  void ReduceScatterPacked();
+  // Packs pg's runs of `grads` (flat elements from grads_first on) and reduce-scatters them into
+  // out (pg.shard elements).
+  void ReduceScatterGroup(const PackedGroup& pg, const float* grads, int64_t grads_first,
+                          float* out);
+  // All-gathers `flat` (dtype elements in flat order; this rank's segments hold its values) over
+  // every packed group: afterwards every run of `flat` holds the group's values.
+  void AllGatherPacked(void* flat, core::Dtype dtype);
   // Sum of squares of the elements of `g` (flat range [begin, begin + n)) this rank counts.
   double OwnedSquares(const float* g, int64_t begin, int64_t n) const;
   // Whether this rank counts `p`'s (reduced) grad elements in the norm at all.
@@ -137,8 +166,9 @@ class ZeroOptimizer : public model::ParamHooks {
   ZeroConfig zero_;
   AdamWConfig adamw_;
   core::Allocator& alloc_;
-  std::vector<Segment> segs_;      // ascending flat_begin
-  std::vector<int32_t> unit_seg_;  // ZeRO-2: segment of each ParamSet unit
+  std::vector<Segment> segs_;        // ascending flat_begin
+  std::vector<int32_t> unit_seg_;    // ZeRO-2: segment of each ParamSet unit
+  std::vector<PackedGroup> packed_;  // ZeRO-1/2 with ep > 1: dense, then expert (per unit)
   int64_t shard_numel_ = 0;
   core::Buffer grad_shard_, m_, v_;         // stages >= 1: this rank's slice only
   core::Buffer master_;                     // bf16 stages >= 1: fp32 master of the slice

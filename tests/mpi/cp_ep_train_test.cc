@@ -12,7 +12,10 @@
 //    rank's pp stage exactly, and the ep group carries the count exchange plus the rows the router
 //    actually sent off-rank;
 //  - the measured peak activation bytes per rank are within 5% of the cost model's prediction
-//    (PredictRun; with pp > 1 cost::MemoryForStage of this rank's stage), which falls as 1 / cp.
+//    (PredictRun; with pp > 1 cost::MemoryForStage of this rank's stage), which falls as 1 / cp;
+//    so are the weights, grads and optimizer state, and with zero >= 1 (ep: dense state sharded
+//    over dp x cp, the experts' over expert-dp) the optimizer state is below the ZeRO-0 state by
+//    the predicted factor.
 // Pipeline layouts (pp > 1, e.g. "pp=2 cp=2 schedule=1f1b") combine the schedule with cp, ep, dp
 // and tp: this rank holds only its stage's weights (compared by name), and every rank still sees
 // the global loss and expert counts.
@@ -150,6 +153,20 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
     const double measured = static_cast<double>(s.peak_bytes[static_cast<size_t>(tag)]);
     EXPECT_NEAR(measured, predicted_bytes, 0.05 * predicted_bytes)
         << core::MemTagName(tag) << " " << spec::ShortLayout(l);
+    std::printf("rank %d %s: %s MiB measured %.4f predicted %.4f\n", t.rank(),
+                spec::ShortLayout(l).c_str(), core::MemTagName(tag), measured / 1048576.0,
+                predicted_bytes / 1048576.0);
+  }
+  if (l.zero >= 1) {
+    // The sharded optimizer state (dense over dp x cp, experts over expert-dp) is below the
+    // unsharded ZeRO-0 state by the cost model's factor.
+    spec::Layout unsharded = l;
+    unsharded.zero = 0;
+    const double full = cost::MemoryForStage(ctx, unsharded, pp_rank).optimizer;
+    const double measured =
+        static_cast<double>(s.peak_bytes[static_cast<size_t>(core::MemTag::kOptimizer)]);
+    EXPECT_LT(measured, full);
+    EXPECT_NEAR(measured / full, mem.optimizer / full, 0.05 * mem.optimizer / full);
   }
 }
 

@@ -107,10 +107,10 @@ TEST(CliCpEp, PipelineWithContextAndExpertParallel) {
   EXPECT_LT(m.back().at("eval_loss").get<double>(), 9.0);  // ln 4096 = 8.3 at initialisation
 }
 
-// Checkpoints with ep > 1 (experts written by the first rank of each expert-dp group): a run
-// killed after step 3 and relaunched with --resume auto ends with the straight run's losses.
-TEST(CliCpEp, ExpertParallelResumeBitwise) {
-  const std::string layout = "ep=2 dp=2 mbs=2";
+// Checkpoints with ep > 1 (experts written by the first rank of each expert-dp group; at ZeRO
+// >= 1 every rank writes its slices: dense of the dp x cp shard, experts of the expert-dp shard):
+// a run killed after step 3 and relaunched with --resume auto ends with the straight run's losses.
+void ExpectResumeBitwise(const std::string& layout) {
   const std::string a = data::testing::MakeTempDir("cli_ep_straight");
   const CliRun straight =
       Shell(TrainCommand("tiny-moe.toml", layout, a, 4,
@@ -131,6 +131,10 @@ TEST(CliCpEp, ExpertParallelResumeBitwise) {
   EXPECT_EQ(got.back().at("step"), 4);
   EXPECT_EQ(got.back().at("loss").get<double>(), want.back().at("loss").get<double>());
 }
+
+TEST(CliCpEp, ExpertParallelResumeBitwise) { ExpectResumeBitwise("ep=2 dp=2 mbs=2"); }
+
+TEST(CliCpEp, ExpertParallelZero2ResumeBitwise) { ExpectResumeBitwise("ep=2 dp=2 mbs=2 zero=2"); }
 
 }  // namespace
 }  // namespace pentamesh::train
