@@ -92,10 +92,13 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
         c.train.seq_len, l.tp));
   }
-  if (l.zero >= 2 && l.pp > 1) {
+  if (l.zero >= 2 && l.pp > 1 && l.schedule == spec::Schedule::kZeroBubble) {
+    // ZeRO-2/3 reduce-scatter a layer's grads as its backward ends (model::ParamHooks); the
+    // zero-bubble schedule defers the weight grads to a later W action, after that point.
     errors.push_back(fmt::format(
-        "run.layout: zero={} with pp={}: the pipeline executor does not call the ZeRO-2 gradient "
-        "hooks yet; use zero<=1 with pp>1",
+        "run.layout: zero={} with pp={} schedule=zb is not implemented by the engine (the "
+        "ZeRO-2/3 gradient hooks need each layer's weight grads in its backward); use "
+        "schedule=1f1b, gpipe or interleaved, or zero<=1",
         l.zero, l.pp));
   }
   const int64_t seqs = c.train.global_batch_seqs();
@@ -183,7 +186,11 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
       ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
                             {.stage = config.run.layout.zero, .expert_grad_group = expert_group},
                             t->adamw_));
-  t->model_->stage().SetParamHooks(t->optimizer_->hooks());
+  // Every chunk of this rank (pp > 1: its virtual stages): the pipeline executor's F and B
+  // actions then gather (ZeRO-3) and reduce-scatter each layer's grads per micro-batch, in
+  // program order, which is the same on every dp x cp rank of a pp stage.
+  for (size_t c = 0; c < t->model_->chunks(); ++c)
+    t->model_->chunk(c).SetParamHooks(t->optimizer_->hooks());
   return t;
 }
 
