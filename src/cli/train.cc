@@ -254,7 +254,9 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communi
     if (!w.ok()) return Fail(w.status().message());
     metrics = std::make_unique<train::MetricsWriter>(std::move(*w));
   }
-  const bool tty = isatty(fileno(stdout)) != 0;
+  // One self-overwriting progress line on a terminal. Under mpirun a rank's stdout is Open MPI's
+  // pseudo-terminal even when mpirun's own output goes to a file, so there a line per step.
+  const bool tty = isatty(fileno(stdout)) != 0 && (world == nullptr || world->size() == 1);
   const int64_t total = trainer.total_steps();
   std::array<int64_t, core::kMemTagCount> peak{};
   int64_t peak_total = 0;
