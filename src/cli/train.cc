@@ -84,7 +84,7 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
   if (!s.moe.routed.empty()) {
     line += fmt::format(" aux {:.4f} imb {:.2f} drop {}", s.moe.aux_loss, s.moe.LoadImbalance(),
                         s.moe.dropped);
-    if (s.moe.CollapseWarning()) {
+    if (s.moe.CollapseWarning(s.moe_top_k)) {
       line += fmt::format(" WARNING expert collapse ({:.0f}% of assignments on one expert)",
                           100 * s.moe.MaxExpertShare());
     }

@@ -59,8 +59,11 @@ struct MoeStats {
   double LoadImbalance() const;
   // Largest share of routed assignments one expert took (0 when none were routed).
   double MaxExpertShare() const;
-  // Expert collapse: one expert took more than cost::kExpertCollapseShare of the assignments.
-  bool CollapseWarning() const { return MaxExpertShare() > cost::kExpertCollapseShare; }
+  // Expert collapse: one expert took more than cost::ExpertCollapseShare(E, top_k) of the
+  // assignments.
+  bool CollapseWarning(int64_t top_k) const {
+    return MaxExpertShare() > cost::ExpertCollapseShare(static_cast<int64_t>(routed.size()), top_k);
+  }
 };
 
 class Moe {

@@ -13,7 +13,6 @@
 #include <numeric>
 #include <sstream>
 
-#include "cost/expert_balance.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -89,6 +88,7 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
     if (!j["expert_collapse"].is_boolean()) return where.Error("'expert_collapse' must be a bool");
     s.expert_collapse = j["expert_collapse"].get<bool>();
   }
+  PM_ASSIGN_OR_RETURN(s.expert_collapse_share, OptionalNumber(j, "expert_collapse_share", where));
   if (j.contains("predicted")) {
     const Json& p = j["predicted"];
     if (!p.is_object() || !p.contains("peak_bytes"))
@@ -154,10 +154,12 @@ std::string MemorySection(const RunMetrics& run) {
 }
 
 // Whether the step tripped the expert-collapse warning: the engine's own flag when the line carries
-// it (metrics.jsonl "expert_collapse"), else the same test on its tokens_per_expert.
+// it (metrics.jsonl "expert_collapse"), else the same test (cost::ExpertCollapseShare) on its
+// tokens_per_expert with the line's threshold; a line with neither is not marked (the threshold
+// depends on the router's top_k, which only the engine knows).
 bool Collapsed(const RunStep& s, double total, double most) {
   if (s.expert_collapse) return *s.expert_collapse;
-  return total > 0 && most / total > cost::kExpertCollapseShare;
+  return s.expert_collapse_share && total > 0 && most / total > *s.expert_collapse_share;
 }
 
 // Consecutive steps with tokens_per_expert grouped into at most max_columns heatmap columns.
@@ -214,9 +216,11 @@ std::string MoeSection(const RunMetrics& run) {
   const auto aux = Points(run, [](const RunStep& s) { return s.aux_loss; });
   const auto dropped = Points(run, [](const RunStep& s) { return s.dropped_tokens; });
   size_t experts = 0, collapsed = 0, with_tokens = 0;
+  std::optional<double> share;  // the collapse threshold, from the first line that states it
   std::string collapse_steps;
   for (const RunStep& s : run.steps) {
     experts = std::max(experts, s.tokens_per_expert.size());
+    if (!share) share = s.expert_collapse_share;
     if (s.tokens_per_expert.empty()) continue;
     ++with_tokens;
     const double total =
@@ -232,20 +236,20 @@ std::string MoeSection(const RunMetrics& run) {
     html += fmt::format(
         "<h2>MoE: expert load over time</h2>\n<p class=note>Share of the routed tokens per expert "
         "and step, relative to the uniform share 1/{} (blue below, white equal, red twice or "
-        "more). Expert collapse warning (one expert above {:.0f}% of the routed tokens): {} of {} "
-        "steps{}{}.</p>\n",
-        experts, 100 * cost::kExpertCollapseShare, collapsed, with_tokens,
-        collapsed > 0 ? ", at steps" + collapse_steps : "", collapsed > 20 ? " ..." : "");
+        "more). Expert collapse warning (one expert above {} of the routed assignments, midway "
+        "between its fair share and every token): {} of {} steps{}{}.</p>\n",
+        experts, share ? fmt::format("{:.1f}%", 100 * *share) : "the engine's threshold", collapsed,
+        with_tokens, collapsed > 0 ? ", at steps" + collapse_steps : "",
+        collapsed > 20 ? " ..." : "");
     html += ExpertLoadHeatmap(run);
   }
   std::vector<Series> lines = {{"load imbalance (max / mean)", Color(2), imbalance}};
-  if (experts > 0 && !imbalance.empty()) {
+  if (experts > 0 && !imbalance.empty() && share) {
     // max share > c  <=>  max / mean > c * E: the collapse threshold on the imbalance axis.
-    const double level = cost::kExpertCollapseShare * static_cast<double>(experts);
-    lines.push_back(
-        {fmt::format("collapse threshold ({:.0f}% share)", 100 * cost::kExpertCollapseShare),
-         Color(9),
-         {{imbalance.front().first, level}, {imbalance.back().first, level}}});
+    const double level = *share * static_cast<double>(experts);
+    lines.push_back({fmt::format("collapse threshold ({:.1f}% share)", 100 * *share),
+                     Color(9),
+                     {{imbalance.front().first, level}, {imbalance.back().first, level}}});
   }
   html +=
       "<h2>MoE: expert load imbalance</h2>\n<p class=note>max over mean of tokens routed per "

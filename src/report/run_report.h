@@ -32,7 +32,8 @@ struct RunStep {
   std::optional<double> expert_load_imbalance;
   std::vector<double> tokens_per_expert;
   std::optional<double> dropped_tokens;
-  std::optional<bool> expert_collapse;  // the engine's warning, when the line carries it
+  std::optional<bool> expert_collapse;          // the engine's warning, when the line carries it
+  std::optional<double> expert_collapse_share;  // the warning's threshold (max expert share)
   std::map<std::string, double> predicted_peak_bytes;  // empty when the line has no prediction
 };
 

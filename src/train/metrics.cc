@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cost/expert_balance.h"
+
 namespace pentamesh::train {
 
 std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
@@ -34,7 +36,9 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
     j["expert_load_imbalance"] = s.moe.LoadImbalance();
     j["dropped_tokens"] = s.moe.dropped;
     j["max_expert_share"] = s.moe.MaxExpertShare();
-    j["expert_collapse"] = s.moe.CollapseWarning();  // one expert > cost::kExpertCollapseShare
+    j["expert_collapse_share"] =
+        cost::ExpertCollapseShare(static_cast<int64_t>(s.moe.routed.size()), s.moe_top_k);
+    j["expert_collapse"] = s.moe.CollapseWarning(s.moe_top_k);  // max share above that
   }
   if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
   if (!s.comm_bytes.empty()) j["comm_bytes"] = s.comm_bytes;  // per mesh group (distributed runs)

@@ -377,6 +377,7 @@ StepStats Trainer::Step() {
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
   SumMoeStats(s.moe);
+  s.moe_top_k = config_.model.moe.top_k;
   model_->ReduceSequenceParallelGrads();  // SP: every chunk's norm grads summed over tp
   ++attempts_;
   const RunOptions& run = config_.run;

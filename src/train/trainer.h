@@ -57,7 +57,8 @@ struct StepStats {
   double mfu = 0;  // model FLOPs (cost::Flops) * tokens/s / run.peak_gflops
   std::array<int64_t, core::kMemTagCount> peak_bytes{};  // per MemTag during the step
   int64_t peak_bytes_total = 0;
-  model::MoeStats moe;  // empty for dense models
+  model::MoeStats moe;    // empty for dense models
+  int64_t moe_top_k = 0;  // experts each token is routed to (the collapse threshold depends on it)
   std::optional<double> eval_loss;
   // The loss or grad norm was not finite: no update was applied and step did not advance (the
   // batch is consumed). nonfinite_in_row counts such attempts since the last good step.

@@ -12,16 +12,31 @@
 namespace pentamesh::model {
 namespace {
 
+// The collapse threshold is midway between an expert's fair share 1/E and the most it can take,
+// 1/top_k: (1/E + 1/k) / 2, strict.
 TEST(MoeStats, ShareAndCollapseWarning) {
   MoeStats s;
   s.routed = {10, 10, 10, 70};
   EXPECT_DOUBLE_EQ(s.MaxExpertShare(), 0.7);
   EXPECT_DOUBLE_EQ(s.LoadImbalance(), 70.0 / 25.0);
-  EXPECT_TRUE(s.CollapseWarning());
+  EXPECT_TRUE(s.CollapseWarning(/*top_k=*/2));  // 0.7 > 0.375
+  s.routed = {3, 1, 1, 3};
+  EXPECT_FALSE(s.CollapseWarning(2));  // exactly 3/8 = (1/4 + 1/2) / 2 is not above
+  s.routed = {30, 20, 25, 25};
+  EXPECT_FALSE(s.CollapseWarning(2));  // 30% of 4 experts, top-2: ordinary noise
   s.routed = {25, 25, 25, 25, 0, 0, 0, 0};
-  EXPECT_FALSE(s.CollapseWarning());  // exactly 25% is not above
+  EXPECT_FALSE(s.CollapseWarning(2));  // 25% < (1/8 + 1/2) / 2 = 31.25%
+  // 128 experts, top-4 (the case study): 15% on one expert is 20x its fair share, past
+  // (1/128 + 1/4) / 2 = 12.890625%; a fixed 25% could never fire (a top-4 router's ceiling).
+  s.routed.assign(128, 87);
+  s.routed[0] = 2000;
+  EXPECT_NEAR(s.MaxExpertShare(), 2000.0 / (2000 + 127 * 87), 1e-12);
+  EXPECT_TRUE(s.CollapseWarning(4));
+  EXPECT_DOUBLE_EQ(cost::ExpertCollapseShare(128, 4), 0.12890625);
+  EXPECT_DOUBLE_EQ(cost::ExpertCollapseShare(4, 4), 0.25);  // every expert chosen: never above
   s.routed = {0, 0};
   EXPECT_EQ(s.MaxExpertShare(), 0.0);
+  EXPECT_FALSE(s.CollapseWarning(1));
 }
 
 TEST(MoeBias, UpdateNudgesTowardBalanceAndKeepsGates) {

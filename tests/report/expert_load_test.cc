@@ -1,6 +1,7 @@
 // Expert load over time in the run report: the heatmap has one cell per expert per step whose
 // share and token count (parsed back from the cell titles) are the step's tokens_per_expert, the
-// collapse marks sit at exactly the steps where one expert took more than 25% of the routed tokens,
+// collapse marks sit at exactly the steps where one expert took more than the line's threshold
+// (expert_collapse_share, or the engine's own expert_collapse flag) of the routed tokens,
 // long runs are averaged into at most max_columns columns, and a real tiny MoE run
 // (configs/tiny-moe.toml for a few steps on a slice of the corpus) gives a page whose cells match
 // its metrics.jsonl.
@@ -65,12 +66,16 @@ std::string Line(int step, const std::vector<int>& tokens) {
 }
 
 TEST(ExpertLoad, OneCellPerExpertPerStepWithTheSharesOfTheFile) {
-  // 4 experts; steps 2, 4 and 5 push one expert above 25% (30, 60 and 26 of 100); steps 1 and 3
-  // are exactly 25% everywhere (not a collapse: the threshold is strict).
+  // 4 experts, lines stating a 25% threshold; steps 2, 4 and 5 push one expert above it (30, 60
+  // and 26 of 100); steps 1 and 3 are exactly 25% everywhere (not a collapse: strict).
   const std::vector<std::vector<int>> tokens = {
       {25, 25, 25, 25}, {30, 20, 25, 25}, {25, 25, 25, 25}, {60, 10, 10, 20}, {24, 26, 25, 25}};
-  std::string text;
-  for (size_t i = 0; i < tokens.size(); ++i) text += Line(static_cast<int>(i + 1), tokens[i]);
+  std::string text, no_threshold;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string line = Line(static_cast<int>(i + 1), tokens[i]);
+    no_threshold += line;
+    text += line.insert(line.rfind('}'), R"(,"expert_collapse_share":0.25)");
+  }
   auto run = ParseRunMetrics(text, "m.jsonl");
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(run->steps[3].dropped_tokens, 1.0);
@@ -88,8 +93,15 @@ TEST(ExpertLoad, OneCellPerExpertPerStepWithTheSharesOfTheFile) {
   EXPECT_EQ(seen.size(), cells.size()) << "each (step, expert) exactly once";
   EXPECT_EQ(ParseCollapseSteps(html), (std::vector<int64_t>{2, 4, 5}));
   EXPECT_NE(html.find("3 of 5 steps, at steps 2 4 5"), std::string::npos);
-  EXPECT_NE(html.find("collapse threshold (25% share)"), std::string::npos);
+  EXPECT_NE(html.find("collapse threshold (25.0% share)"), std::string::npos);
   EXPECT_NE(html.find("MoE: dropped tokens"), std::string::npos);
+  // Without a threshold or the engine's flag a line is not marked: the threshold depends on the
+  // router's top_k, which the line does not carry.
+  auto bare = ParseRunMetrics(no_threshold, "m.jsonl");
+  ASSERT_TRUE(bare.ok()) << bare.status().message();
+  const std::string bare_html = RenderRunHtml(*bare);
+  EXPECT_TRUE(ParseCollapseSteps(bare_html).empty());
+  EXPECT_EQ(bare_html.find("collapse threshold ("), std::string::npos);
 }
 
 // A line carrying the engine's own warning ("expert_collapse", as pentamesh train writes it) is
@@ -162,7 +174,9 @@ TEST(ExpertLoad, RealTinyMoeRunMatchesItsMetrics) {
     double total = 0;
     for (double v : t) total += v;
     ASSERT_GT(total, 0);
-    if (*std::max_element(t.begin(), t.end()) / total > 0.25)
+    // tiny-moe: 4 experts, top-2: the threshold is (1/4 + 1/2) / 2.
+    EXPECT_DOUBLE_EQ(j.at("expert_collapse_share").get<double>(), 0.375);
+    if (*std::max_element(t.begin(), t.end()) / total > 0.375)
       collapse_steps.push_back(j.at("step").get<int64_t>());
     for (size_t e = 0; e < t.size(); ++e) {
       expected_tokens[{j.at("step").get<int64_t>(), static_cast<int>(e)}] = t[e];
