@@ -1,6 +1,7 @@
 // The model's layers through the whole-model gradient: every parameter's gradient against central
 // finite differences (fp32 model, perturbed weights), recomputation policies and micro-batch
-// accumulation against the plain run, MoE capacity/dropping, layout-independent init.
+// accumulation against the plain run, the zero-bubble split (also with ZeRO-style parked grads),
+// MoE capacity/dropping, layout-independent init.
 #include <gtest/gtest.h>
 
 #include <cmath>
