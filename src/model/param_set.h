@@ -104,13 +104,18 @@ struct ParamUnit {
 // Around each layer a Stage calls Acquire before the layer runs and Release after it, for the
 // units the layer reads (forward) or reads and accumulates grads into (backward). ZeRO-2/3
 // implement it (train/zero_optimizer.h); pairs nest per unit (a tied embedding is acquired by the
-// head and by the embedding).
+// head and by the embedding). A split backward (zero-bubble B then W) ends a layer's B with
+// Park instead of Release(kBackward): the unit's grads stay bound to the micro-batch (W's deferred
+// GEMMs accumulate into them) until FinishWeightGrads after that micro-batch's W, which does what
+// Release(kBackward) would have done with them (W reads no weights, so nothing is gathered).
 enum class Pass : uint8_t { kForward, kBackward };
 class ParamHooks {
  public:
   virtual ~ParamHooks() = default;
   virtual void Acquire(int32_t unit, Pass pass) = 0;
   virtual void Release(int32_t unit, Pass pass) = 0;
+  virtual void Park(int32_t unit, int64_t mb_id) = 0;
+  virtual void FinishWeightGrads(int32_t unit, int64_t mb_id) = 0;
 };
 
 class ParamSet {

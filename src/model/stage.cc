@@ -231,6 +231,13 @@ void Stage::BackwardWeight(int64_t mb_id) {
                                   << " without BackwardInput";
   it->second.Run();
   deferred_.erase(it);
+  if (!hooks_) return;
+  // In the order BackwardInput parked them (collectives stay in the same order on every rank).
+  if (head_ && head_unit_ >= 0) hooks_->FinishWeightGrads(head_unit_, mb_id);
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    if (block_units_[l] >= 0) hooks_->FinishWeightGrads(block_units_[l], mb_id);
+  }
+  if (embedding_ && embedding_unit_ >= 0) hooks_->FinishWeightGrads(embedding_unit_, mb_id);
 }
 
 void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
@@ -240,7 +247,7 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
   Stash& st = it->second;
   LayerContext ctx = Context(st.mb);
   ctx.deferred = deferred;
-  PM_CHECK(!hooks_ || !deferred) << "ZeRO-2/3 parameter hooks with deferred weight gradients";
+  const bool defer = deferred != nullptr;
   const int64_t rows = ResidualRows(st.mb.dims), H = config_.model.hidden;
   core::Buffer dy = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
   core::Buffer dx = NewBuffer(ctx, core::MemTag::kOther, {rows, H});
@@ -251,7 +258,7 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
     Acquire(TiedUnit(), Pass::kBackward);  // held until the embedding's backward
     head_->Backward(dy.view(), st.out.view(), st.mb.targets, st.head, st.mb.loss_scale, ctx);
     if (hooks_) ReduceNormGrads(head_unit_);
-    Release(head_unit_, Pass::kBackward);
+    ReleaseBackward(head_unit_, mb_id, defer);
     st.out.Release();
   } else {
     kernels::copy(dy.view(), dy_out);
@@ -260,14 +267,14 @@ void Stage::RunBackward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in,
     Acquire(block_units_[l], Pass::kBackward);
     blocks_[l]->Backward(dx.view(), dy.view(), st.blocks[l], st.mb.dims, ctx);
     if (hooks_) ReduceNormGrads(block_units_[l]);  // SP: this micro-batch's norm grads over tp
-    Release(block_units_[l], Pass::kBackward);
+    ReleaseBackward(block_units_[l], mb_id, defer);
     std::swap(dx, dy);
   }
   if (embedding_) {
     Acquire(embedding_unit_, Pass::kBackward);
     embedding_->Backward(dy.view(), st.mb.tokens, ctx);
-    Release(embedding_unit_, Pass::kBackward);
-    if (head_) Release(TiedUnit(), Pass::kBackward);
+    ReleaseBackward(embedding_unit_, mb_id, defer);
+    if (head_) ReleaseBackward(TiedUnit(), mb_id, defer);
   } else {
     kernels::copy(dx_in, dy.view());
   }

@@ -91,8 +91,7 @@ class Stage {
   // The MoE layers of this stage as (global layer index, layer) (checkpoints save their bias).
   std::vector<std::pair<int64_t, Moe*>> MoeLayers();
   // ZeRO-2/3: called around every layer (model/param_set.h ParamHooks); null = none. The hooks
-  // outlive the Stage. Not with BackwardInput/BackwardWeight (the deferred weight GEMMs run
-  // after the layer's Release).
+  // outlive the Stage. BackwardInput parks each layer's grads; BackwardWeight finishes them.
   void SetParamHooks(ParamHooks* hooks) { hooks_ = hooks; }
 
  private:
@@ -125,6 +124,15 @@ class Stage {
   }
   void Release(int32_t unit, Pass pass) {
     if (hooks_ && unit >= 0) hooks_->Release(unit, pass);
+  }
+  // End of a layer's backward: Release, or Park for W when the weight grads are deferred.
+  void ReleaseBackward(int32_t unit, int64_t mb_id, bool deferred) {
+    if (!hooks_ || unit < 0) return;
+    if (deferred) {
+      hooks_->Park(unit, mb_id);
+    } else {
+      hooks_->Release(unit, Pass::kBackward);
+    }
   }
   // SP: all-reduces over tp the norm weight grads of `unit` (-1: of every unit). With ZeRO-2/3
   // hooks, once per layer per micro-batch just before the layer's grads are reduce-scattered.

@@ -92,15 +92,6 @@ core::Status CheckEngineLayout(const RunConfig& c) {
         "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
         c.train.seq_len, l.tp));
   }
-  if (l.zero >= 2 && l.pp > 1 && l.schedule == spec::Schedule::kZeroBubble) {
-    // ZeRO-2/3 reduce-scatter a layer's grads as its backward ends (model::ParamHooks); the
-    // zero-bubble schedule defers the weight grads to a later W action, after that point.
-    errors.push_back(fmt::format(
-        "run.layout: zero={} with pp={} schedule=zb is not implemented by the engine (the "
-        "ZeRO-2/3 gradient hooks need each layer's weight grads in its backward); use "
-        "schedule=1f1b, gpipe or interleaved, or zero<=1",
-        l.zero, l.pp));
-  }
   const int64_t seqs = c.train.global_batch_seqs();
   if (seqs % (l.data_ranks() * l.mbs) != 0) {
     errors.push_back(fmt::format(

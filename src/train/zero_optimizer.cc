@@ -217,9 +217,9 @@ void ZeroOptimizer::Acquire(int32_t unit, model::Pass pass) {
   params_.BindUnitGrads(unit, unit_grads_[u].f32());
 }
 
-void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
+bool ZeroOptimizer::ReleaseUnit(int32_t unit, model::Pass pass) {
   const auto u = static_cast<size_t>(unit);
-  if (params_.units()[u].numel_padded == 0) return;
+  if (params_.units()[u].numel_padded == 0) return false;
   if (zero_.stage >= 3) {
     PM_CHECK(gathered_[u] > 0) << "Release of unit " << unit << " not gathered";
     if (--gathered_[u] == 0) {
@@ -227,28 +227,57 @@ void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
       unit_weights_[u] = core::Buffer();
     }
   }
-  if (pass != model::Pass::kBackward) return;
+  if (pass != model::Pass::kBackward) return false;
   PM_CHECK(acquired_[u] > 0) << "Release of unit " << unit << " not acquired";
-  if (--acquired_[u] > 0) return;
+  if (--acquired_[u] > 0) return false;
   params_.UnbindUnitGrads(unit);
+  return true;
+}
+
+void ZeroOptimizer::Release(int32_t unit, model::Pass pass) {
+  if (!ReleaseUnit(unit, pass)) return;
+  const auto u = static_cast<size_t>(unit);
+  ReduceUnitGrads(unit, unit_grads_[u].f32());
+  unit_grads_[u] = core::Buffer();
+}
+
+void ZeroOptimizer::Park(int32_t unit, int64_t mb_id) {
+  if (!ReleaseUnit(unit, model::Pass::kBackward)) return;
+  auto [it, inserted] = parked_.emplace(std::make_pair(unit, mb_id),
+                                        std::move(unit_grads_[static_cast<size_t>(unit)]));
+  PM_CHECK(inserted) << "unit " << unit << " parked twice for micro-batch " << mb_id;
+  unit_grads_[static_cast<size_t>(unit)] = core::Buffer();
+}
+
+void ZeroOptimizer::FinishWeightGrads(int32_t unit, int64_t mb_id) {
+  auto it = parked_.find({unit, mb_id});
+  if (it == parked_.end()) {  // empty unit (nothing was acquired)
+    PM_CHECK(params_.units()[static_cast<size_t>(unit)].numel_padded == 0)
+        << "FinishWeightGrads of unit " << unit << " without Park (micro-batch " << mb_id << ")";
+    return;
+  }
+  ReduceUnitGrads(unit, it->second.f32());
+  parked_.erase(it);
+}
+
+void ZeroOptimizer::ReduceUnitGrads(int32_t unit, const float* grads) {
+  const auto u = static_cast<size_t>(unit);
   if (!packed_.empty()) {  // ep > 1: the unit's dense and expert params, each over its group
     for (const PackedGroup& pg : packed_) {
       if (pg.unit != unit) continue;
       core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {pg.shard});
-      ReduceScatterGroup(pg, unit_grads_[u].f32(), params_.units()[u].offset, part.f32());
+      ReduceScatterGroup(pg, grads, params_.units()[u].offset, part.f32());
       float* acc = grad_shard_.f32() + pg.local;
       for (int64_t i = 0; i < pg.shard; ++i) acc[i] += part.f32()[i];
     }
-    unit_grads_[u] = core::Buffer();
     return;
   }
   const Segment& seg = segs_[static_cast<size_t>(unit_seg_[u])];
   // Reduce-scatter this micro-batch's layer gradients and add them to the accumulator.
   core::Buffer part(alloc_, core::MemTag::kComm, core::Dtype::kF32, {seg.n});
-  grad_.reduce_scatter(part.f32(), unit_grads_[u].f32(), seg.n, core::Dtype::kF32);
+  grad_.reduce_scatter(part.f32(), grads, seg.n, core::Dtype::kF32);
   float* acc = grad_shard_.f32() + seg.local;
   for (int64_t i = 0; i < seg.n; ++i) acc[i] += part.f32()[i];
-  unit_grads_[u] = core::Buffer();
 }
 
 std::vector<float> ZeroOptimizer::FullMaster() {
@@ -421,6 +450,7 @@ void ZeroOptimizer::GatherWeights() {
 }
 
 double ZeroOptimizer::Step(double lr, int64_t step, bool loss_finite) {
+  PM_CHECK(parked_.empty()) << parked_.size() << " layer grads parked without their W";
   double squares = 0;
   if (zero_.stage == 0) {
     // Bucketed all-reduce: every rank then holds the full-batch gradient of its params.

@@ -9,7 +9,8 @@
 //      per rank; around each layer's backward (ParamHooks) a transient full fp32 gradient buffer
 //      of that layer (MemTag::kComm) is bound, then reduce-scattered and added into this rank's
 //      sharded fp32 accumulator (MemTag::kGrads), once per micro-batch; the update then reads the
-//      accumulator and the weights are all-gathered per layer
+//      accumulator and the weights are all-gathered per layer. A zero-bubble B parks the buffer
+//      (Park) and it is reduce-scattered after that micro-batch's W (FinishWeightGrads)
 //   3  weights sharded too (ParamLayout::sharded_weights): each rank keeps its slice of every
 //      layer; around every layer's forward and backward the layer's full weights are all-gathered
 //      into a transient buffer (MemTag::kComm) and freed after, and gradients go as at ZeRO-2.
@@ -33,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -88,6 +90,8 @@ class ZeroOptimizer : public model::ParamHooks {
   model::ParamHooks* hooks() { return zero_.stage >= 2 ? this : nullptr; }
   void Acquire(int32_t unit, model::Pass pass) override;
   void Release(int32_t unit, model::Pass pass) override;
+  void Park(int32_t unit, int64_t mb_id) override;
+  void FinishWeightGrads(int32_t unit, int64_t mb_id) override;
   // Stages >= 1, for checkpoints: Adam m and v of this rank's slice, this rank's rank in the
   // gradient group (dp x cp), the flat range [lo, hi) of parameter p this rank owns (empty when
   // none; one range, since a parameter lies in one unit), and pointers to p's element 0 in the
@@ -176,6 +180,13 @@ class ZeroOptimizer : public model::ParamHooks {
   std::vector<int> gathered_;               // ZeRO-3: Acquire count per unit (both passes)
   std::vector<core::Buffer> unit_weights_;  // ZeRO-3: gathered full weights per unit
   std::vector<core::Buffer> unit_grads_;    // ZeRO-2: bound full grads per unit
+  // Zero-bubble: full grads of (unit, micro-batch) between its B (Park) and W (FinishWeightGrads).
+  std::map<std::pair<int32_t, int64_t>, core::Buffer> parked_;
+  // Releases the ZeRO-3 gathered weights of `unit` (the last of its nested Acquires); and for the
+  // backward pass whether this was the last grads Acquire (the grads are then complete).
+  bool ReleaseUnit(int32_t unit, model::Pass pass);
+  // Reduce-scatters a unit's full grads `grads` and adds this rank's slice to the accumulator.
+  void ReduceUnitGrads(int32_t unit, const float* grads);
 };
 
 }  // namespace pentamesh::train

@@ -1,9 +1,14 @@
 // The model's layers through the whole-model gradient: every parameter's gradient against central
 // finite differences (fp32 model, perturbed weights), recomputation policies and micro-batch
-// accumulation against the plain run, MoE capacity/dropping, layout-independent init.
+// accumulation against the plain run, the zero-bubble split (also with ZeRO-style parked grads),
+// MoE capacity/dropping, layout-independent init.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "model/stage.h"
 #include "testing/tiny_model.h"
@@ -288,6 +293,100 @@ TEST(Stage, SplitBackwardInputThenWeightEqualsFullBackward) {
       }
       EXPECT_GT(norm, 0) << split.params().info(id).name;
     }
+  }
+}
+
+// ParamHooks as ZeRO-2 uses them, without the reduce-scatter: a full grad buffer per unit bound
+// while acquired; Park keeps it per (unit, micro-batch), FinishWeightGrads adds it into a total.
+class ParkingHooks : public ParamHooks {
+ public:
+  explicit ParkingHooks(ParamSet& params)
+      : params_(params),
+        acquired_(params.units().size(), 0),
+        bound_(params.units().size()),
+        total_(params.units().size()) {
+    for (size_t u = 0; u < total_.size(); ++u)
+      total_[u].assign(static_cast<size_t>(params.units()[u].numel_padded), 0.0f);
+  }
+  void Acquire(int32_t unit, Pass pass) override {
+    const auto u = static_cast<size_t>(unit);
+    if (pass != Pass::kBackward || acquired_[u]++ > 0) return;
+    bound_[u].assign(total_[u].size(), 0.0f);
+    params_.BindUnitGrads(unit, bound_[u].data());
+  }
+  void Release(int32_t unit, Pass pass) override {
+    if (pass == Pass::kBackward) ADD_FAILURE() << "Release(kBackward) in a split backward";
+    (void)unit;
+  }
+  void Park(int32_t unit, int64_t mb_id) override {
+    const auto u = static_cast<size_t>(unit);
+    ASSERT_GT(acquired_[u], 0);
+    if (--acquired_[u] > 0) return;
+    params_.UnbindUnitGrads(unit);
+    parked_[{unit, mb_id}] = std::move(bound_[u]);
+    bound_[u].clear();
+    events_.push_back("P" + std::to_string(unit) + "." + std::to_string(mb_id));
+  }
+  void FinishWeightGrads(int32_t unit, int64_t mb_id) override {
+    auto it = parked_.find({unit, mb_id});
+    ASSERT_NE(it, parked_.end()) << "unit " << unit << " mb " << mb_id;
+    for (size_t i = 0; i < it->second.size(); ++i)
+      total_[static_cast<size_t>(unit)][i] += it->second[i];
+    parked_.erase(it);
+    events_.push_back("F" + std::to_string(unit) + "." + std::to_string(mb_id));
+  }
+  ParamSet& params_;
+  std::vector<int> acquired_;
+  std::vector<std::vector<float>> bound_, total_;
+  std::map<std::pair<int32_t, int64_t>, std::vector<float>> parked_;
+  std::vector<std::string> events_;
+};
+
+// ZeRO-2/3 under zero-bubble: B parks each layer's grads per micro-batch and W finishes them in
+// B's order; the finished grads (the deferred weight GEMMs included) equal the full backward's.
+TEST(Stage, SplitBackwardParksGradsUntilWeightPass) {
+  const spec::ModelSpec m = testing::TinyDense();
+  const testing::Batch b = testing::RandomBatch(4, 6, m.vocab, 5);
+  core::Allocator alloc;
+  Model full(Config(m), alloc);
+  Model split(Config(m), alloc, {.unit_pad = true, .sharded_grads = true});
+  full.params().Init(3);
+  split.params().Init(3);
+  ForwardBackward(full.stage(), full.params(), b, 2);
+  ParkingHooks hooks(split.params());
+  split.stage().SetParamHooks(&hooks);
+  int64_t valid = 0;
+  for (int32_t t : b.targets) valid += t >= 0 ? 1 : 0;
+  const int64_t T = 2 * b.seq;
+  for (int64_t mb = 0; mb < 2; ++mb) {
+    MicroBatch mbatch{.tokens = core::ConstTensor(core::Tensor(
+                          const_cast<int32_t*>(b.tokens.data()) + mb * T, core::Dtype::kI32, {T})),
+                      .targets = core::ConstTensor(core::Tensor(
+                          const_cast<int32_t*>(b.targets.data()) + mb * T, core::Dtype::kI32, {T})),
+                      .dims = {.batch = 2, .seq = b.seq},
+                      .loss_scale = 1.0f / static_cast<float>(valid),
+                      .aux_scale = 0.5f};
+    split.stage().Forward(mb, mbatch, {}, {});
+  }
+  split.stage().BackwardInput(0, {}, {});
+  split.stage().BackwardInput(1, {}, {});
+  const size_t units = split.params().units().size();
+  EXPECT_EQ(hooks.parked_.size(), 2 * units);  // every unit of both micro-batches, none finished
+  split.stage().BackwardWeight(0);
+  split.stage().BackwardWeight(1);
+  ASSERT_TRUE(hooks.parked_.empty());
+  ASSERT_EQ(hooks.events_.size(), 4 * units);
+  for (size_t i = 0; i < units; ++i) {  // W finishes in the order B parked
+    EXPECT_EQ(hooks.events_[2 * units + i].substr(1), hooks.events_[i].substr(1));
+    EXPECT_EQ(hooks.events_[3 * units + i].substr(1), hooks.events_[units + i].substr(1));
+  }
+  for (size_t u = 0; u < units; ++u)
+    split.params().BindUnitGrads(static_cast<int32_t>(u), hooks.total_[u].data());
+  for (ParamId id = 0; id < split.params().size(); ++id) {
+    const Tensor a = split.params().grad(id), g = full.params().grad(id);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_NEAR(a.f32()[i], g.f32()[i], 1e-6 * (1 + std::fabs(g.f32()[i])))
+          << split.params().info(id).name;
   }
 }
 
