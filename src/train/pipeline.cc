@@ -101,12 +101,16 @@ void PipelineExecutor::Send(const core::Buffer& from, bool gradient, int mb, int
   Record(fmt::format("send {}{}", gradient ? 'B' : 'F', mb), "p2p", start, mb, chunk, from.bytes());
 }
 
-PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& mbs,
-                                         int64_t hidden) {
+void PipelineExecutor::BeginStep(const std::vector<model::MicroBatch>& mbs, int64_t hidden) {
   PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
       << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
   tokens_ = chunks_.front()->ResidualRows(mbs.front().dims);  // T/tp rows under SP
   hidden_ = hidden;
+}
+
+PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& mbs,
+                                         int64_t hidden) {
+  BeginStep(mbs, hidden);
   const int S = topology_.stages(), rank = pp_.rank();
   PipelineStepResult result;
   for (const schedule::Action& a : program_) {
@@ -154,10 +158,7 @@ PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& m
 
 PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch>& mbs,
                                              int64_t hidden) {
-  PM_CHECK(static_cast<int>(mbs.size()) == spec_.microbatches)
-      << mbs.size() << " micro-batches for a schedule of " << spec_.microbatches;
-  tokens_ = chunks_.front()->ResidualRows(mbs.front().dims);  // T/tp rows under SP
-  hidden_ = hidden;
+  BeginStep(mbs, hidden);
   const int S = topology_.stages(), rank = pp_.rank();
   PipelineStepResult result;
   for (int mb = 0; mb < spec_.microbatches; ++mb) {

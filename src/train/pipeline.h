@@ -70,6 +70,8 @@ class PipelineExecutor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
 
  private:
+  // Checks the micro-batch count against the schedule and sizes the p2p buffers of this step.
+  void BeginStep(const std::vector<model::MicroBatch>& mbs, int64_t hidden);
   int Tag(bool gradient, int microbatch, int stage) const;
   void Receive(core::Buffer& into, bool gradient, int microbatch, int stage, int chunk);
   void Send(const core::Buffer& from, bool gradient, int microbatch, int stage, int chunk);

@@ -34,6 +34,7 @@
 #include "mesh/mesh.h"
 #include "spec/layout.h"
 #include "testing/reference_run.h"
+#include "tests/mpi/dist_trainer.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -172,13 +173,11 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
 
 TEST(CpEpTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
-  comm::MpiWorld& world = mpitest::TestWorld();
   const RunConfig config = Config(Env("PM_TEST_LAYOUT", "cp=1"));
-  auto mesh = mesh::Mesh::Create(config.run.layout, world);
-  ASSERT_TRUE(mesh.ok()) << mesh.status().message();
-  auto created = Trainer::Create(config, {.mesh = &*mesh, .world = &world.world()});
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  Trainer& t = **created;
+  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist.trainer, nullptr);
+  Trainer& t = *dist.trainer;
+  mesh::Mesh& mesh = *dist.mesh;
   const spec::Layout& l = config.run.layout;
 
   double worst_loss = 0;
@@ -189,7 +188,7 @@ TEST(CpEpTrain, MatchesSingleProcess) {
     EXPECT_NEAR(s.loss, ref.losses[step], 1e-5 * ref.losses[0])
         << "step " << i + 1 << " layout " << spec::ShortLayout(l);
     EXPECT_EQ(s.moe.routed, ref.routed[step]) << "step " << i + 1;
-    if (i == 0) CheckStepOne(t, s, config, ref, mesh->coords().dense.pp);
+    if (i == 0) CheckStepOne(t, s, config, ref, mesh.coords().dense.pp);
   }
 
   model::ParamSet& p = t.params();

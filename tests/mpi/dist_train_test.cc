@@ -28,6 +28,7 @@
 #include "model/regions.h"
 #include "spec/layout.h"
 #include "testing/reference_run.h"
+#include "tests/mpi/dist_trainer.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -74,13 +75,10 @@ const Reference& SingleProcess() {
 
 TEST(DistTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
-  comm::MpiWorld& world = mpitest::TestWorld();
   const RunConfig config = Config(LayoutText());
-  auto mesh = mesh::Mesh::Create(config.run.layout, world);
-  ASSERT_TRUE(mesh.ok()) << mesh.status().message();
-  auto created = Trainer::Create(config, {.mesh = &*mesh, .world = &world.world()});
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  Trainer& t = **created;
+  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist.trainer, nullptr);
+  Trainer& t = *dist.trainer;
   const spec::Layout& l = config.run.layout;
 
   for (int i = 0; i < kSteps; ++i) {

@@ -32,6 +32,7 @@
 #include "spec/validate.h"
 #include "testing/reference_run.h"
 #include "testing/trace_counts.h"
+#include "tests/mpi/dist_trainer.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "train/trainer.h"
 
@@ -152,13 +153,11 @@ void CheckTrace(const std::string& text, const RunConfig& config, const mesh::Me
 
 TEST(PipelineTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
-  comm::MpiWorld& world = mpitest::TestWorld();
   const RunConfig config = Config(LayoutText());
-  auto mesh = mesh::Mesh::Create(config.run.layout, world);
-  ASSERT_TRUE(mesh.ok()) << mesh.status().message();
-  auto created = Trainer::Create(config, {.mesh = &*mesh, .world = &world.world()});
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  Trainer& t = **created;
+  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist.trainer, nullptr);
+  Trainer& t = *dist.trainer;
+  mesh::Mesh& mesh = *dist.mesh;
   const spec::Layout& l = config.run.layout;
   double worst_loss = 0;
   for (int i = 0; i < kSteps; ++i) {
@@ -168,10 +167,10 @@ TEST(PipelineTrain, MatchesSingleProcess) {
         << "step " << i + 1 << " layout " << spec::ShortLayout(l);
     worst_loss = std::max(worst_loss, std::fabs(s.loss - ref.losses[static_cast<size_t>(i)]) /
                                           ref.losses[static_cast<size_t>(i)]);
-    if (i == 0) CheckFirstStep(t, s, *mesh, config);
+    if (i == 0) CheckFirstStep(t, s, mesh, config);
   }
   const std::string trace = t.GatherTrace();
-  if (t.rank() == 0) CheckTrace(trace, config, *mesh);
+  if (t.rank() == 0) CheckTrace(trace, config, mesh);
   EXPECT_NEAR(t.Evaluate(), ref.eval_loss, 1e-5 * ref.eval_loss) << spec::ShortLayout(l);
 
   model::ParamSet& p = t.params();
@@ -195,7 +194,7 @@ TEST(PipelineTrain, MatchesSingleProcess) {
   }
   // Every parameter lives on exactly one pp stage (counted once per tp x dp rank).
   int64_t held = p.size();
-  mesh->pp().all_reduce(&held, 1, core::Dtype::kI64);
+  mesh.pp().all_reduce(&held, 1, core::Dtype::kI64);
   EXPECT_EQ(held, static_cast<int64_t>(ref.weights.size()));
   std::printf(
       "layout %s: %d steps, losses within %.3g, final weights within %.3g (relative, per "
