@@ -300,10 +300,11 @@ core::Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
   PM_ASSIGN_OR_RETURN(std::string text, ReadAll(dir + "/" + kManifest));
   c.manifest_ = json::parse(text, nullptr, false);
   const std::string mpath = dir + "/" + kManifest;
-  if (c.manifest_.is_discarded() || !c.manifest_.is_object() ||
-      c.manifest_.value("format", "") != "pentamesh-checkpoint" || !c.manifest_.contains("files") ||
-      !c.manifest_["files"].is_array() || !c.manifest_.contains("step") ||
-      !c.manifest_["step"].is_number_integer())
+  if (c.manifest_.is_discarded() || !c.manifest_.is_object() || !c.manifest_.contains("format") ||
+      !c.manifest_["format"].is_string() ||
+      c.manifest_["format"].get<std::string>() != "pentamesh-checkpoint" ||
+      !c.manifest_.contains("files") || !c.manifest_["files"].is_array() ||
+      !c.manifest_.contains("step") || !c.manifest_["step"].is_number_integer())
     return core::Status::Error(fmt::format("{}: not a pentamesh checkpoint manifest", mpath));
   try {
     c.step_ = c.manifest_["step"].get<int64_t>();

@@ -76,7 +76,10 @@ int RunExport(const ExportArgs& args) {
   auto found = FindCheckpoint(args);
   if (!found.ok()) return Fail(found.status().message());
   const ckpt::Checkpoint& ck = *found;
-  const std::string toml = ck.state().value("config_toml", "");
+  const nlohmann::json& state = ck.state();
+  const std::string toml = state.contains("config_toml") && state["config_toml"].is_string()
+                               ? state["config_toml"].get<std::string>()
+                               : "";
   auto run = train::RunConfigFromToml(toml, ck.dir() + "/manifest.json state.config_toml");
   if (!run.ok()) return Fail(run.status().message());
   const spec::ModelSpec& model = run->model;
