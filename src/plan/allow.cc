@@ -27,6 +27,7 @@ constexpr FieldName kFieldNames[] = {
     {"cp_kind", Field::kCpKind, true},
     {"ep_placement", Field::kEpPlacement, true},
     {"sp", Field::kSp, true},
+    {"etp", Field::kEtp, false},
 };
 
 core::Result<int64_t> EnumValue(Field field, const std::string& v) {
@@ -90,7 +91,7 @@ core::Result<Clause> ParseClause(const std::string& token, bool& enumerated) {
   if (field == nullptr) {
     return core::Status::Error(
         fmt::format("unknown key '{}' (keys: dp tp pp cp ep zero mbs v recompute schedule cp_kind "
-                    "ep_placement sp)",
+                    "ep_placement sp etp)",
                     key));
   }
   clause.field = field->field;
@@ -185,7 +186,7 @@ bool Constraints::AllowsLayout(const spec::Layout& l) const {
          Allows(Field::kMbs, l.mbs) && Allows(Field::kVirtualStages, l.virtual_stages) &&
          Allows(Field::kRecompute, e(l.recompute)) && Allows(Field::kSchedule, e(l.schedule)) &&
          Allows(Field::kCpKind, e(l.cp_kind)) && Allows(Field::kEpPlacement, e(l.ep_placement)) &&
-         Allows(Field::kSp, l.sp ? 1 : 0);
+         Allows(Field::kSp, l.sp ? 1 : 0) && Allows(Field::kEtp, l.expert_tp());
 }
 
 }  // namespace pentamesh::plan

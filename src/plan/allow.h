@@ -28,6 +28,7 @@ enum class Field : uint8_t {
   kCpKind,
   kEpPlacement,
   kSp,
+  kEtp,  // expert tensor parallel degree in effect (tp, or 1)
   kCount
 };
 enum class Op : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };

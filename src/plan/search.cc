@@ -12,8 +12,8 @@ namespace {
 using cost::Estimate;
 
 auto LayoutKey(const spec::Layout& l) {
-  return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.ep, static_cast<int>(l.ep_placement), l.zero,
-                         l.mbs, static_cast<int>(l.recompute), static_cast<int>(l.schedule),
+  return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.ep, l.etp, static_cast<int>(l.ep_placement),
+                         l.zero, l.mbs, static_cast<int>(l.recompute), static_cast<int>(l.schedule),
                          l.virtual_stages, static_cast<int>(l.cp_kind), l.sp);
 }
 

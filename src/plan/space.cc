@@ -54,16 +54,28 @@ Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
           if (ep > 1 && (!model.is_moe() || model.moe.experts % ep != 0)) continue;
           AddMesh(Layout{.dp = rest / ep, .tp = tp, .pp = pp, .cp = cp, .ep = ep});
         }
-        // ... and folded into the dp x cp ranks (ep divides dp * cp).
+        // ... and folded into the dp x cp ranks (ep divides dp * cp), or, with whole experts
+        // (etp = 1), into the tp x cp x dp ranks (ep divides dp * cp * tp: MoE parallel folding).
         if (!model.is_moe()) continue;
         for (int64_t ep : Divisors(model.moe.experts)) {
-          if (ep == 1 || (rest * cp) % ep != 0) continue;
-          AddMesh(Layout{.dp = rest,
-                         .tp = tp,
-                         .pp = pp,
-                         .cp = cp,
-                         .ep = ep,
-                         .ep_placement = EpPlacement::kFolded});
+          if (ep == 1) continue;
+          if ((rest * cp) % ep == 0) {
+            AddMesh(Layout{.dp = rest,
+                           .tp = tp,
+                           .pp = pp,
+                           .cp = cp,
+                           .ep = ep,
+                           .ep_placement = EpPlacement::kFolded});
+          }
+          if (tp > 1 && (rest * cp * tp) % ep == 0) {
+            AddMesh(Layout{.dp = rest,
+                           .tp = tp,
+                           .pp = pp,
+                           .cp = cp,
+                           .ep = ep,
+                           .etp = 1,
+                           .ep_placement = EpPlacement::kFolded});
+          }
         }
       }
     }
@@ -75,7 +87,7 @@ void Space::AddMesh(const Layout& degrees) {
   if (seqs_ % degrees.data_ranks() != 0) return;
   if (!allow.Allows(Field::kDp, degrees.dp) || !allow.Allows(Field::kTp, degrees.tp) ||
       !allow.Allows(Field::kPp, degrees.pp) || !allow.Allows(Field::kCp, degrees.cp) ||
-      !allow.Allows(Field::kEp, degrees.ep) ||
+      !allow.Allows(Field::kEp, degrees.ep) || !allow.Allows(Field::kEtp, degrees.expert_tp()) ||
       !allow.Allows(Field::kEpPlacement, static_cast<int64_t>(degrees.ep_placement))) {
     return;
   }
@@ -113,7 +125,7 @@ void Space::AddBranches(Mesh& mesh) const {
         continue;
       }
       for (bool sp : {true, false}) {
-        if (!sp && (d.tp == 1 || !options_.include_sp_off)) continue;
+        if (!sp && (d.tp == 1 || !options_.include_sp_off || d.expert_tp() != d.tp)) continue;
         if (!allow.Allows(Field::kSp, sp ? 1 : 0)) continue;
         if (train_.seq_len % (cp_div * (sp ? d.tp : 1)) != 0) continue;
         for (CpKind kind : {CpKind::kRing, CpKind::kUlysses}) {

@@ -24,6 +24,9 @@ struct ClusterSpec {
   // Fraction of the dense peak that large GEMMs sustain in training (clocks under the power cap,
   // kernel quality); 0 = the cost model's default. Calibrated per GPU in docs/COST_MODEL.md.
   double gemm_efficiency = 0;
+  // FP8 GEMM rate / BF16 GEMM rate achieved in training; 0 = peak_fp8_tflops / peak_tflops.
+  // Calibrated per GPU (docs/COST_MODEL.md).
+  double fp8_gemm_speedup = 0;
 
   int64_t gpus() const { return gpus_per_node * nodes; }
 };

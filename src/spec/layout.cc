@@ -55,6 +55,7 @@ core::Status ParseKey(const std::string& key, const std::string& value, Layout& 
   if (key == "pp") return degree(layout.pp);
   if (key == "cp") return degree(layout.cp);
   if (key == "ep") return degree(layout.ep);
+  if (key == "etp") return degree(layout.etp);
   if (key == "mbs") return degree(layout.mbs);
   if (key == "zero") {
     if (value.size() != 1 || value[0] < '0' || value[0] > '3') {
@@ -106,7 +107,7 @@ core::Status ParseKey(const std::string& key, const std::string& value, Layout& 
     return core::Status::Ok();
   }
   return core::Status::Error(fmt::format(
-      "layout: unknown key '{}' (known: dp tp pp cp ep zero mbs recompute schedule cp_kind "
+      "layout: unknown key '{}' (known: dp tp pp cp ep etp zero mbs recompute schedule cp_kind "
       "ep_placement sp)",
       key));
 }
@@ -139,6 +140,7 @@ core::Result<Layout> ParseLayout(const std::string& text) {
   if (layout.schedule != Schedule::kInterleaved && layout.virtual_stages != 1) {
     return core::Status::Error("layout: virtual stages need schedule=interleaved:V");
   }
+  if (layout.etp == layout.tp) layout.etp = 0;  // the default: experts split like the dense FFN
   return layout;
 }
 
@@ -195,17 +197,21 @@ int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk) {
 }
 
 std::string FormatLayout(const Layout& l) {
+  // etp is written only when it differs from tp (the default), so layouts without expert tensor
+  // parallelism of their own read as before.
+  const std::string etp = l.etp > 0 && l.etp != l.tp ? fmt::format(" etp={}", l.etp) : "";
   return fmt::format(
-      "dp={} tp={} pp={} cp={} ep={} zero={} mbs={} recompute={} schedule={} cp_kind={} "
+      "dp={} tp={} pp={} cp={} ep={}{} zero={} mbs={} recompute={} schedule={} cp_kind={} "
       "ep_placement={} sp={}",
-      l.dp, l.tp, l.pp, l.cp, l.ep, l.zero, l.mbs, ToString(l.recompute), ScheduleText(l),
+      l.dp, l.tp, l.pp, l.cp, l.ep, etp, l.zero, l.mbs, ToString(l.recompute), ScheduleText(l),
       ToString(l.cp_kind), ToString(l.ep_placement), l.sp ? "on" : "off");
 }
 
 std::string ShortLayout(const Layout& l) {
-  std::string s = fmt::format("dp{} tp{} pp{} cp{} ep{}{} z{} mbs{} {} {}", l.dp, l.tp, l.pp, l.cp,
-                              l.ep, l.ep_placement == EpPlacement::kFolded ? "f" : "", l.zero,
-                              l.mbs, ToString(l.recompute), ScheduleText(l));
+  std::string s = fmt::format("dp{} tp{} pp{} cp{} ep{}{}{} z{} mbs{} {} {}", l.dp, l.tp, l.pp,
+                              l.cp, l.ep, l.ep_placement == EpPlacement::kFolded ? "f" : "",
+                              l.etp > 0 && l.etp != l.tp ? fmt::format(" etp{}", l.etp) : "",
+                              l.zero, l.mbs, ToString(l.recompute), ScheduleText(l));
   if (l.cp > 1 && l.cp_kind == CpKind::kUlysses) s += " ulysses";
   if (!l.sp && l.tp > 1) s += " no-sp";
   return s;

@@ -5,8 +5,13 @@
 //   kSeparate: EP is its own mesh axis: dp * tp * pp * cp * ep = GPUs (the seeds' formula). The ep
 //              ranks read different sequences (they are data-parallel for the non-expert weights),
 //              so a step's sequences are split over dp * ep ranks.
-//   kFolded:   EP reuses the dp x cp ranks for MoE layers (Megatron-Core): dp * tp * pp * cp = GPUs
-//              and ep divides dp * cp; experts are replicated over dp*cp/ep ranks (expert-dp).
+//   kFolded:   EP reuses the ranks of a pipeline stage for MoE layers (Megatron-Core's "MoE
+//              parallel folding"): dp * tp * pp * cp = GPUs, and the stage's tp x cp x dp ranks
+//              are re-split as ep x etp x expert-dp. With etp = tp (the default) the experts are
+//              split over tp like the dense FFN and ep divides dp * cp; with etp = 1 each expert
+//              is whole and ep may span the tp ranks too (ep divides dp * cp * tp: Qwen3-235B at
+//              tp 2, ep 32; DeepSeek-V3 at tp 2, ep 64). Experts are replicated over
+//              dp * cp * tp / (ep * etp) ranks (expert-dp).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,7 @@ struct Layout {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t ep = 1;
+  int64_t etp = 0;  // expert tensor parallel degree: 0 = tp; 1 (folded only): experts whole
   int zero = 0;     // ZeRO stage 0..3 over the data-parallel ranks
   int64_t mbs = 1;  // sequences per micro-batch
   Recompute recompute = Recompute::kNone;
@@ -42,6 +48,8 @@ struct Layout {
   }
   // Ranks that read different sequences: dp, times ep when EP is its own axis.
   int64_t data_ranks() const { return dp * (ep_placement == EpPlacement::kSeparate ? ep : 1); }
+  // The expert tensor-parallel degree in effect (etp, or tp when etp = 0).
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   bool operator==(const Layout&) const = default;
 };
 

@@ -235,6 +235,10 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false);
   r.Double("gemm_efficiency", c.gemm_efficiency, false, 0, false);
   if (c.gemm_efficiency > 1) r.Error("gemm_efficiency", "must be <= 1");
+  r.Double("fp8_gemm_speedup", c.fp8_gemm_speedup, false, 0, false);
+  if (c.fp8_gemm_speedup > 0 && c.peak_fp8_tflops <= 0) {
+    r.Error("fp8_gemm_speedup", "needs peak_fp8_tflops (the GPU has no FP8)");
+  }
   r.RejectUnknown();
   PM_RETURN_IF_ERROR(Combine(source, errors));
   if (c.name.empty()) c.name = source;

@@ -59,13 +59,28 @@ std::vector<std::string> Validate(const ModelSpec& model, const ClusterSpec& clu
     v.push_back(
         fmt::format("layout: experts={} must be divisible by ep={}", model.moe.experts, l.ep));
   }
-  if (!separate && (l.dp * l.cp) % l.ep != 0) {
+  const int64_t etp = l.expert_tp();
+  if (etp != l.tp && etp != 1) {
+    v.push_back(fmt::format("layout: etp={} must be 1 or tp={}", etp, l.tp));
+  } else if (etp != l.tp && separate) {
+    v.push_back(
+        fmt::format("layout: etp={} (experts not split over tp) needs ep_placement=folded", etp));
+  } else if (etp != l.tp && !l.sp) {
+    v.push_back(fmt::format(
+        "layout: etp={} with tp={} needs sp=on (each tp rank dispatches its sequence shard)", etp,
+        l.tp));
+  }
+  if (!separate && etp == l.tp && (l.dp * l.cp) % l.ep != 0) {
     v.push_back(fmt::format("layout: ep={} must divide dp*cp={} when ep_placement=folded", l.ep,
                             l.dp * l.cp));
+  } else if (!separate && etp != l.tp && (l.dp * l.cp * l.tp) % (l.ep * etp) != 0) {
+    v.push_back(fmt::format(
+        "layout: ep*etp={} must divide dp*cp*tp={} when ep_placement=folded (ep={}, etp={})",
+        l.ep * etp, l.dp * l.cp * l.tp, l.ep, etp));
   }
-  if (model.is_moe() && model.moe.expert_ffn_hidden % l.tp != 0) {
-    v.push_back(fmt::format("layout: expert_ffn_hidden={} must be divisible by tp={}",
-                            model.moe.expert_ffn_hidden, l.tp));
+  if (model.is_moe() && etp > 0 && model.moe.expert_ffn_hidden % etp != 0) {
+    v.push_back(fmt::format("layout: expert_ffn_hidden={} must be divisible by {}={}",
+                            model.moe.expert_ffn_hidden, etp == l.tp ? "tp" : "etp", etp));
   }
   if (train.seq_len > model.max_seq_len) {
     v.push_back(fmt::format("train: seq_len={} exceeds the model's max_seq_len={}", train.seq_len,

@@ -87,6 +87,12 @@ core::Status CheckEngineLayout(const RunConfig& c) {
   std::vector<std::string> errors;
   PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
   if (l.pp > 1) CheckPipelineLayout(c, errors);
+  if (l.expert_tp() != l.tp) {
+    errors.push_back(fmt::format(
+        "run.layout: etp={} (expert parallel spanning the tp ranks) is costed by the planner but "
+        "not run by the CPU engine yet; use etp=tp (the default)",
+        l.expert_tp()));
+  }
   if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
     errors.push_back(fmt::format(
         "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
