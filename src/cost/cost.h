@@ -77,6 +77,15 @@ struct CostParams {
   double gemm_dim_overhead = 128;    // elements of tile/wave overhead per GEMM dimension
   double attention_relative = 0.75;  // flash attention's FLOP rate / a large GEMM's
   double hbm_efficiency = 0.80;      // fraction of HBM bandwidth memory-bound kernels reach
+  // FP8 GEMM rate / BF16 GEMM rate; 0 = the cluster's peak ratio (H100: 1979 / 989). Attention
+  // stays BF16; FP8 GEMMs also pay the casts of their inputs (3 bytes an element at HBM speed).
+  double fp8_gemm_speedup = 0;
+  // Bytes elementwise kernels move / the bytes of their inputs and outputs: 1 for fused kernels
+  // (Transformer Engine, torch.compile, XLA); eager PyTorch launches each op apart and moves more.
+  double elementwise_traffic = 1.0;
+  // Seconds a layer costs per micro-batch (forward + backward) beyond its kernels' work: kernel
+  // launches, framework hooks (FSDP's per-layer pre/post hooks), host synchronisation.
+  double layer_overhead_s = 0;
   // Communication (alpha-beta, ring algorithms). Bus efficiency: achieved / link bandwidth.
   double bus_efficiency_intra = 0.80;  // NVLink (nccl-tests busbw / per-direction NVLink bw)
   double bus_efficiency_inter = 0.85;  // InfiniBand / RoCE
@@ -108,6 +117,22 @@ struct CostParams {
   bool ulysses_stash_fp32 = false;
   bool moe_replicated_over_tp = false;
   bool selective_recomputes_qkv = false;
+  // Share of a layer's forward GEMMs and elementwise work that selective recomputation reruns on
+  // top of core attention: 0 for Megatron (core attention only); torchtitan's per-op selective
+  // checkpointing saves every other matmul's output, and its per-layer mode checkpoints every
+  // other layer: about half.
+  double selective_forward_share = 0;
+  // Selective recomputation as torchtitan's per-op checkpointing: a layer keeps its input, the
+  // attention output and log-sum-exp, and every other matmul's output (the rest is recomputed),
+  // instead of Megatron's everything-but-core-attention.
+  bool selective_op_sac = false;
+  // The loss is an eager log-softmax + NLL over fp32 logits (12 bytes a logit at its peak)
+  // instead of a fused cross-entropy (the fp32 logits and the bf16 GEMM output).
+  bool unfused_cross_entropy = false;
+  // FSDP under a pipeline keeps each stage's parameters gathered for the whole step (no
+  // re-gather per micro-batch) and accumulates unsharded fp32 gradients until the last one
+  // (torchtitan: reshard_after_forward off with PP).
+  bool fsdp_unsharded_with_pp = false;
   bool moe_regathers_input = false;
   // pp_scatter_gather: without SP, each tp rank sends 1/tp of the stage boundary's activation and
   // the receiver all-gathers it over NVLink (Megatron's scatter/gather optimization, Narayanan et
@@ -198,8 +223,9 @@ enum class Rule {
   kInterleavedPp,            // interleaved needs pp >= 2 and V >= 2
   kEpDense,                  // ep > 1 on a dense model
   kExpertsEp,                // experts % ep
-  kEpFolded,                 // folded: ep must divide dp * cp
-  kExpertFfnTp,              // expert_ffn_hidden % tp
+  kEtp,                      // etp is tp, or 1 (folded, sp on)
+  kEpFolded,                 // folded: ep * etp must divide dp * cp * tp
+  kExpertFfnTp,              // expert_ffn_hidden % etp
   kSeqMax,                   // seq_len > max_seq_len
   kSeqDivisible,             // seq_len % (2 cp)(tp if sp)
   kUlyssesHeads,             // ulysses: (kv_heads / tp) % cp

@@ -62,9 +62,11 @@ double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const 
   auto hide = [&](double comm_s, double window_s) {
     return std::max(comm_s / layers, comm_s - ov * window_s);
   };
-  if (l.zero == 0) return hide(time_s, bwd_s);
-  if (l.zero == 1) return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
-  if (l.zero == 2) {  // m reduce-scatters, each behind its own micro-batch's backward
+  if (t.dp_comm_zero == 0) return hide(time_s, bwd_s);
+  if (t.dp_comm_zero == 1) {
+    return hide(time_s * g / (g + w), bwd_s) + hide(time_s * w / (g + w), fwd_s);
+  }
+  if (t.dp_comm_zero == 2) {  // m reduce-scatters, each behind its own micro-batch's backward
     const double grads_s = time_s * t.m * g / (t.m * g + w);
     return t.m * hide(grads_s / t.m, bwd_s) + hide(time_s - grads_s, fwd_s);
   }

@@ -29,14 +29,22 @@ double P2pTime(const Link& link, double n_bytes);
 struct Terms {
   // Degrees as doubles; V is 1 unless the schedule is interleaved.
   double dp = 1, tp = 1, pp = 1, cp = 1, ep = 1, V = 1, mbs = 1;
+  double etp = 1;  // expert tensor parallel degree in effect (tp unless the layout sets 1)
+  // FSDP under a pipeline that keeps parameters gathered (CostParams::fsdp_unsharded_with_pp):
+  // ZeRO-3's memory becomes full weights and fp32 grads, its traffic ZeRO-1's (gather once,
+  // reduce-scatter once per step). dp_comm_zero: the ZeRO stage whose collectives run.
+  bool fsdp_kept_with_pp = false;
+  int dp_comm_zero = 0;
   double seq = 0;         // sequence length s
   double tokens = 0;      // T = mbs * s / cp: tokens of one micro-batch on one rank
   double m = 0;           // micro-batches per pipeline per step
   double moe_factor = 1;  // worst EP rank's tokens / mean
   double g_dense = 1;     // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
-  double g_expert = 1;    // ranks sharing expert params: dp*cp (separate) or dp*cp/ep (folded)
+  double g_expert = 1;  // ranks sharing expert params: dp*cp (separate), dp*cp*tp/(ep*etp) (folded)
   double gemm_efficiency = 0.75;  // achieved fraction of peak of a large GEMM
   double elem_bytes = 2;          // activation / weight element (bf16; 4 for fp32)
+  bool fp8 = false;               // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
+  double fp8_speedup = 1;         // FP8 GEMM rate / BF16 GEMM rate
   double weight_bytes = 2;
   double grad_bytes = 2;
   double master_bytes = 4;

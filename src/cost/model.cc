@@ -53,8 +53,10 @@ const char* RuleName(Rule rule) {
       return "ep > 1 needs a MoE model";
     case Rule::kExpertsEp:
       return "experts divisible by ep";
+    case Rule::kEtp:
+      return "etp is tp, or 1 with ep_placement=folded and sp=on";
     case Rule::kEpFolded:
-      return "folded ep divides dp * cp";
+      return "folded ep * etp divides dp * cp * tp";
     case Rule::kExpertFfnTp:
       return "expert_ffn_hidden divisible by tp";
     case Rule::kSeqMax:
@@ -77,7 +79,7 @@ Rule CheckLayout(const Model& ctx, const spec::Layout& l) {
   const spec::ModelSpec& m = ctx.model();
   const spec::ClusterSpec& c = ctx.cluster();
   const spec::TrainSpec& t = ctx.train();
-  if (l.dp <= 0 || l.tp <= 0 || l.pp <= 0 || l.cp <= 0 || l.ep <= 0 || l.mbs <= 0 ||
+  if (l.dp <= 0 || l.tp <= 0 || l.pp <= 0 || l.cp <= 0 || l.ep <= 0 || l.etp < 0 || l.mbs <= 0 ||
       l.virtual_stages <= 0 || l.zero < 0 || l.zero > 3) {
     return Rule::kDegrees;
   }
@@ -93,8 +95,10 @@ Rule CheckLayout(const Model& ctx, const spec::Layout& l) {
   if (!interleaved && l.virtual_stages != 1) return Rule::kInterleavedPp;
   if (!m.is_moe() && l.ep != 1) return Rule::kEpDense;
   if (m.is_moe() && m.moe.experts % l.ep != 0) return Rule::kExpertsEp;
-  if (!separate && (l.dp * l.cp) % l.ep != 0) return Rule::kEpFolded;
-  if (m.is_moe() && m.moe.expert_ffn_hidden % l.tp != 0) return Rule::kExpertFfnTp;
+  const int64_t etp = l.expert_tp();
+  if ((etp != l.tp && etp != 1) || (etp != l.tp && (separate || !l.sp))) return Rule::kEtp;
+  if (!separate && (l.dp * l.cp * l.tp) % (l.ep * etp) != 0) return Rule::kEpFolded;
+  if (m.is_moe() && m.moe.expert_ffn_hidden % etp != 0) return Rule::kExpertFfnTp;
   if (t.seq_len > m.max_seq_len) return Rule::kSeqMax;
   const int64_t seq_div = (l.cp > 1 ? 2 * l.cp : 1) * (l.sp ? l.tp : 1);
   if (t.seq_len % seq_div != 0) return Rule::kSeqDivisible;

@@ -67,9 +67,10 @@ void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64
   const double experts = static_cast<double>(md.moe.experts);
   const double attn = ctx.attn_params_layer / t.tp + ctx.norm_params_layer;
   const double moe_dense = ctx.router_params_layer + ctx.shared_params_layer / t.tp;
-  // Routed experts are split over tp (Megatron) or replicated over it (moe_replicated_over_tp).
-  const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
-  const double moe_expert = experts * ctx.expert_params_one / (tp_routed * t.ep);
+  // Routed experts are split over etp (Megatron; etp = tp unless set) or replicated over tp
+  // (moe_replicated_over_tp).
+  const double etp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.etp;
+  const double moe_expert = experts * ctx.expert_params_one / (etp_routed * t.ep);
   s.params_dense =
       s.layers * attn + dense_layers * ctx.mlp_params_layer / t.tp + s.moe_layers * moe_dense;
   s.params_expert = s.moe_layers * moe_expert;
@@ -131,8 +132,11 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
            (s.params_dense / (shard ? gd : 1.0) + s.params_expert / (shard ? ge : 1.0));
   };
   mem = Memory{};
-  mem.weights = sharded(l.zero >= 3, t.weight_bytes);
-  mem.grads = sharded(l.zero >= 2, t.grad_bytes);
+  // fsdp_unsharded_with_pp: FSDP keeps a stage's parameters gathered for the whole step under a
+  // pipeline, and its gradients accumulate unsharded in fp32 until the last micro-batch.
+  const bool kept = t.fsdp_kept_with_pp;
+  mem.weights = sharded(l.zero >= 3 && !kept, t.weight_bytes);
+  mem.grads = kept ? sharded(false, 4.0) : sharded(l.zero >= 2, t.grad_bytes);
   mem.optimizer = sharded(l.zero >= 1, t.master_bytes + kBytesAdamMoments);
   const double dense_layers = s.layers - s.moe_layers;
   const double head = s.last ? t.act_head : 0.0;  // per micro-batch in flight
@@ -159,7 +163,10 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     // fp32 logits for the softmax cross-entropy (+ the bf16 GEMM output they were cast from,
     // unless fp32_logits_only) and the fp32 log-sum-exp per token.
     const double low = t.elem_bytes < 4.0 && !p.fp32_logits_only ? t.elem_bytes : 0.0;
-    mem.logits = t.tokens * (static_cast<double>(md.vocab) / t.tp * (4.0 + low) + 4.0);
+    // unfused_cross_entropy: log-softmax in eager PyTorch keeps its fp32 output for backward and
+    // backward makes two more fp32 tensors of the logits' size (grad output, grad input).
+    const double per_logit = p.unfused_cross_entropy ? 3.0 * 4.0 : 4.0 + low;
+    mem.logits = t.tokens * (static_cast<double>(md.vocab) / t.tp * per_logit + 4.0);
   }
   const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
   if (t.pp > 1) mem.comm_buffers += 4.0 * t.pp_bytes_send;
@@ -169,7 +176,7 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     mem.comm_buffers += 8.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
   }
   if (t.ep > 1) mem.comm_buffers += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
-  if (l.zero >= 3) mem.comm_buffers += 2.0 * s.max_layer_params * t.weight_bytes;
+  if (l.zero >= 3 && !kept) mem.comm_buffers += 2.0 * s.max_layer_params * t.weight_bytes;
   mem.framework = p.framework_bytes;
   mem.fragmentation =
       p.fragmentation * (mem.activations + mem.attention_scores + mem.logits + mem.comm_buffers);
@@ -191,7 +198,7 @@ StageTime StageMicrobatchTime(const Terms& t, const Stage& s) {
   return st;
 }
 
-void DpCommunication(const spec::Layout& l, const Terms& t, const Stage& s, double& bytes,
+void DpCommunication(const spec::Layout& /*l*/, const Terms& t, const Stage& s, double& bytes,
                      double& time_s) {
   bytes = 0;
   time_s = 0;
@@ -200,13 +207,13 @@ void DpCommunication(const spec::Layout& l, const Terms& t, const Stage& s, doub
     if (g <= 1 || params <= 0) return;
     const double w = params * t.weight_bytes, gr = params * t.grad_bytes;
     const double f = (g - 1) / g;
-    if (l.zero == 0) {  // all-reduce of the accumulated gradients
+    if (t.dp_comm_zero == 0) {  // all-reduce of the accumulated gradients
       bytes += 2.0 * f * gr;
       time_s += AllReduceTime(link, gr);
-    } else if (l.zero == 1) {  // reduce-scatter gradients, all-gather updated weights
+    } else if (t.dp_comm_zero == 1) {  // reduce-scatter gradients, all-gather updated weights
       bytes += f * (gr + w);
       time_s += AllGatherTime(link, gr) + AllGatherTime(link, w);
-    } else if (l.zero == 2) {  // sharded grads: reduce-scatter every micro-batch's gradients
+    } else if (t.dp_comm_zero == 2) {  // sharded grads: reduce-scatter every micro-batch's
       bytes += t.m * f * gr + f * w;
       time_s += t.m * AllGatherTime(link, gr) + AllGatherTime(link, w);
     } else {  // ZeRO-3 / FSDP: per micro-batch, gather weights for forward and backward,

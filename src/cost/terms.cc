@@ -70,31 +70,45 @@ void MakeLinks(const Model& ctx, const Layout& l, Terms& t) {
     t.dp_link = MakeLink(ctx, t.dp * t.cp * t.ep, f.dp * f.cp * f.ep);
     t.edp_link = MakeLink(ctx, t.dp * t.cp, f.dp * f.cp);
   } else {
-    // Folded: ep takes the innermost part of the dp x cp ranks (stride tp); expert-dp the rest.
+    // Folded: the stage's tp x cp x dp ranks re-split as ep x etp x expert-dp. ep takes the
+    // innermost ranks after etp: with etp = tp the dp x cp ranks (stride tp), with etp = 1 the tp
+    // ranks first, then cp and dp. Expert-dp gets the rest.
     const double dc_node = f.dp * f.cp;
-    const double ep_node = std::min(t.ep, dc_node);
+    const double span_node = dc_node * f.tp / std::min(t.etp, f.tp);
+    const double ep_node = std::min(t.ep, span_node);
     t.ep_link = MakeLink(ctx, t.ep, ep_node);
     t.dp_link = MakeLink(ctx, t.dp * t.cp, dc_node);
-    t.edp_link = MakeLink(ctx, t.dp * t.cp / t.ep, std::max(1.0, dc_node / ep_node));
+    t.edp_link = MakeLink(ctx, t.g_expert, std::max(1.0, span_node / ep_node));
   }
 }
 
-// Seconds of one GEMM (M x K) @ (K x N) forward; backward is two GEMMs of the same size.
+// Seconds of one GEMM (M x K) @ (K x N) forward; backward is two GEMMs of the same size. In FP8
+// training (Transformer Engine, torchao float8 linears) the GEMM runs at the BF16 rate times
+// fp8_gemm_speedup and its two inputs are cast first: read BF16, write FP8 (3 bytes an element,
+// at HBM speed; the amax reduction reads them again inside the same kernel).
 double GemmTime(const Model& ctx, const Terms& t, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
   const spec::ClusterSpec& c = ctx.cluster();
-  const bool fp8 = ctx.train().precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
-  const double peak = (fp8 ? c.peak_fp8_tflops : c.peak_tflops) * 1e12;
   const double size = 1.0 + p.gemm_dim_overhead * (1.0 / m + 1.0 / n + 1.0 / k);
-  const double compute = 2.0 * m * n * k / (peak * t.gemm_efficiency) * size;
-  const double bytes = t.elem_bytes * (m * k + k * n + m * n);
-  const double memory = bytes / (c.hbm_gbps * 1e9 * p.hbm_efficiency);
-  return std::max(compute, memory);
+  const double rate = c.peak_tflops * 1e12 * t.gemm_efficiency * (t.fp8 ? t.fp8_speedup : 1.0);
+  const double compute = 2.0 * m * n * k / rate * size;
+  const double bytes = (t.fp8 ? 1.0 : t.elem_bytes) * (m * k + k * n) + t.elem_bytes * m * n;
+  const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;
+  const double memory = bytes / hbm_Bps;
+  const double cast = t.fp8 ? 3.0 * (m * k + k * n) / hbm_Bps : 0.0;
+  return std::max(compute, memory) + cast;
 }
 
 double MemoryTime(const Model& ctx, double bytes) {
   return bytes / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
+}
+
+// Elementwise kernels (norms, residual adds, RoPE, activations, softmax cross-entropy): their
+// bytes times elementwise_traffic (1 = fused kernels that read and write each tensor once; eager
+// PyTorch runs each op as its own kernel and moves more).
+double ElementwiseTime(const Model& ctx, double bytes) {
+  return MemoryTime(ctx, bytes * ctx.params().elementwise_traffic);
 }
 
 // Zero-bubble's W stash: B records every weight GEMM dw += dy^T x with fp32 copies of dy and x
@@ -182,6 +196,20 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   }
   t.act_dense_layer = t.tokens * (attn + dense_mlp);
   t.act_moe_layer = t.tokens * (attn + moe_mlp);
+  if (selective && p.selective_op_sac) {
+    // torchtitan's per-op policy: the layer input, the attention output and lse, and every
+    // other matmul output (q, k, v, o; w1, w3, w2 / expert matmuls) are kept.
+    const double up = swiglu ? 2.0 : 1.0;
+    const double kept = e * h / rep + e * h_attn / tp + 4.0 * a / tp;
+    const double mm_attn = e * (h_attn + 2 * h_kv + h) / tp;
+    t.act_dense_layer = t.tokens * (kept + 0.5 * (mm_attn + e * (up * f + h) / tp));
+    if (md.is_moe()) {
+      const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+      const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor +
+                            static_cast<double>(md.moe.shared_experts);
+      t.act_moe_layer = t.tokens * (kept + 0.5 * (mm_attn + copies * e * (up * fe + h) / tp));
+    }
+  }
   t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
   t.act_head = t.tokens * 2.0 * e * h / rep;   // final norm input and the LM head's input
   WeightGradStash(ctx, t, mlp_in, dense_mlp, moe_mlp);
@@ -252,7 +280,7 @@ double AttentionBlockFwd(const Model& ctx, const Terms& t, double rep) {
                       GemmTime(ctx, t, t.tokens, h, h_attn / t.tp);
   // RMSNorm (read + write h), residual add (read 2h, write h), RoPE on q and k (read + write).
   const double bytes = t.tokens * (e * 5 * h / rep + 2 * e * (h_attn + h_kv) / t.tp);
-  return gemm + MemoryTime(ctx, bytes);
+  return gemm + ElementwiseTime(ctx, bytes);
 }
 
 double DenseMlpFwd(const Model& ctx, const Terms& t, double rep) {
@@ -263,7 +291,7 @@ double DenseMlpFwd(const Model& ctx, const Terms& t, double rep) {
   const double gemm = GemmTime(ctx, t, t.tokens, (swiglu ? 2 : 1) * f / t.tp, h) +
                       GemmTime(ctx, t, t.tokens, h, f / t.tp);
   const double bytes = t.tokens * (e * 5 * h / rep + (swiglu ? 3 : 2) * e * f / t.tp);
-  return gemm + MemoryTime(ctx, bytes);
+  return gemm + ElementwiseTime(ctx, bytes);
 }
 
 // Routed experts on the worst EP rank: E/ep local experts, each with ep*T*top_k*factor/E tokens
@@ -276,10 +304,13 @@ double MoeMlpFwd(const Model& ctx, const Terms& t, double rep) {
   const double shared = static_cast<double>(md.moe.shared_experts);
   const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
   const double up = md.activation == spec::Activation::kSwiGLU ? 2.0 : 1.0;
-  const double tokens_per_expert = t.ep * t.tokens * copies / experts;
+  // Each rank's experts see the tokens of its ep group: with etp = tp every tp rank all of its
+  // T tokens (split fe / tp), with etp = 1 its T / tp sequence shard (whole experts).
+  const double tokens_in = t.tokens * t.etp / t.tp;
+  const double tokens_per_expert = t.ep * tokens_in * copies / experts;
   double gemm = experts / t.ep *
-                (GemmTime(ctx, t, tokens_per_expert, up * fe / t.tp, h) +
-                 GemmTime(ctx, t, tokens_per_expert, h, fe / t.tp));
+                (GemmTime(ctx, t, tokens_per_expert, up * fe / t.etp, h) +
+                 GemmTime(ctx, t, tokens_per_expert, h, fe / t.etp));
   gemm += GemmTime(ctx, t, t.tokens / rep, experts, h);
   if (shared > 0) {
     gemm += GemmTime(ctx, t, t.tokens, up * shared * fe / t.tp, h) +
@@ -288,16 +319,20 @@ double MoeMlpFwd(const Model& ctx, const Terms& t, double rep) {
   const double bytes =
       t.tokens * (e * 5 * h / rep + 12.0 * experts / rep + copies * 4 * e * h / t.tp +
                   (copies + shared) * (up + 1) * e * fe / t.tp);
-  return gemm + MemoryTime(ctx, bytes);
+  return gemm + ElementwiseTime(ctx, bytes);
 }
 
 // selective_s: what selective recomputation reruns besides core attention (QKV projections when
 // selective_recomputes_qkv).
+// selective_share: the share of the layer's other forward work selective recomputation also reruns
+// (CostParams::selective_forward_share).
 double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const LayerCompute& core,
-                 double selective_s) {
+                 double selective_s, double selective_share) {
   const double fwd = attn_block + mlp_block + core.fwd;
   double total = fwd + 2.0 * (attn_block + mlp_block) + core.bwd;
-  if (r == spec::Recompute::kSelective) total += core.fwd + selective_s;
+  if (r == spec::Recompute::kSelective) {
+    total += core.fwd + selective_s + selective_share * (attn_block + mlp_block);
+  }
   if (r == spec::Recompute::kFull) total += fwd;
   return total;
 }
@@ -313,15 +348,22 @@ void Compute(const Model& ctx, const Layout& l, Terms& t) {
   const double qkv = ctx.params().selective_recomputes_qkv
                          ? GemmTime(ctx, t, t.tokens, h_qkv / t.tp, static_cast<double>(md.hidden))
                          : 0.0;
-  t.time_dense_layer_s = LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core, qkv);
+  // layer_overhead_s: what a layer costs beyond its kernels' work (launches, framework hooks),
+  // forward + backward of one micro-batch.
+  const double overhead = ctx.params().layer_overhead_s;
+  const double share = ctx.params().selective_forward_share;
+  t.time_dense_layer_s =
+      LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core, qkv, share) + overhead;
   t.time_moe_layer_s =
-      md.is_moe() ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core, qkv) : 0.0;
+      md.is_moe()
+          ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core, qkv, share) + overhead
+          : 0.0;
   // LM head and loss: GEMM forward + two backward GEMMs; fp32 logits read and written by the
   // softmax cross-entropy forward and backward (about 14 bytes per logit).
   const double h = static_cast<double>(md.hidden), vocab = static_cast<double>(md.vocab);
   t.time_head_s = 3.0 * GemmTime(ctx, t, t.tokens, vocab / t.tp, h) +
-                  MemoryTime(ctx, 14.0 * t.tokens * vocab / t.tp);
-  t.time_embed_s = MemoryTime(ctx, 3.0 * t.tokens * t.elem_bytes * h);
+                  ElementwiseTime(ctx, 14.0 * t.tokens * vocab / t.tp);
+  t.time_embed_s = ElementwiseTime(ctx, 3.0 * t.tokens * t.elem_bytes * h);
 }
 
 // TP/SP collectives of one block (attention or FFN) whose activation is n bytes. Without SP: one
@@ -353,8 +395,12 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
     // Routed experts replicated over tp need no tp collective; only the shared experts (an MLP
     // sharded over tp like the dense one) all-reduce their output over the layer's T rows.
     if (md.moe.shared_experts > 0) TpBlock(t, l, n, time_moe, bytes_moe);
-  } else if (md.is_moe()) {
+  } else if (md.is_moe() && t.etp > 1) {
     TpBlock(t, l, n * static_cast<double>(md.moe.top_k) * t.moe_factor, time_moe, bytes_moe);
+  } else if (md.is_moe() && md.moe.shared_experts > 0) {
+    // etp = 1: the routed experts take each tp rank's sequence shard as it is; only the shared
+    // experts (split over tp like the dense FFN) gather and scatter.
+    TpBlock(t, l, n, time_moe, bytes_moe);
   }
   t.tp_dense_layer_s = exposed * (time_attn + time_mlp);
   t.tp_moe_layer_s = exposed * (time_attn + time_moe);
@@ -461,12 +507,20 @@ void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
   const double cf = md.moe.capacity_factor;
   t.moe_factor = cf > 0 ? std::min(p.moe_imbalance, cf) : p.moe_imbalance;
   t.g_dense = t.dp * t.cp * (separate ? t.ep : 1.0);
-  t.g_expert = separate ? t.dp * t.cp : t.dp * t.cp / t.ep;
+  t.etp = static_cast<double>(l.expert_tp());
+  t.fsdp_kept_with_pp = p.fsdp_unsharded_with_pp && l.zero >= 3 && l.pp > 1;
+  t.dp_comm_zero = t.fsdp_kept_with_pp ? 1 : l.zero;
+  t.g_expert = separate ? t.dp * t.cp : t.dp * t.cp * t.tp / (t.ep * t.etp);
   const bool fp32 = train.precision == spec::Precision::kFp32;
   t.gemm_efficiency = p.gemm_efficiency_max > 0           ? p.gemm_efficiency_max
                       : ctx.cluster().gemm_efficiency > 0 ? ctx.cluster().gemm_efficiency
                                                           : kDefaultGemmEfficiency;
   t.elem_bytes = fp32 ? 4.0 : 2.0;
+  t.fp8 = train.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops > 0;
+  const spec::ClusterSpec& c = ctx.cluster();
+  t.fp8_speedup = p.fp8_gemm_speedup > 0   ? p.fp8_gemm_speedup
+                  : c.fp8_gemm_speedup > 0 ? c.fp8_gemm_speedup
+                                           : c.peak_fp8_tflops / c.peak_tflops;
   t.weight_bytes = t.elem_bytes;
   t.grad_bytes = fp32 ? 4.0 : p.grad_bytes;
   t.master_bytes = fp32 ? 0.0 : kBytesMasterWeight;
