@@ -23,6 +23,8 @@ RunFn AddSweepCommand(CLI::App& app);  // cli/sweep.cc
 RunFn AddReportCommand(CLI::App& app);
 RunFn AddExportCommand(CLI::App& app);  // cli/export.cc: export --hf
 RunFn AddImportCommand(CLI::App& app);  // cli/export.cc: import --hf
+RunFn AddValidateCommand(CLI::App& app);   // cli/validate.cc
+RunFn AddCalibrateCommand(CLI::App& app);  // cli/calibrate.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
+#include "cli/plan_common.h"
 #include "cost/cost.h"
 #include "spec/load_toml.h"
 
@@ -20,6 +21,7 @@ struct EstimateArgs {
   bool json = false;
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
+  std::string stack = "megatron";
 };
 
 nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
@@ -77,26 +79,37 @@ void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
 }
 
 int RunEstimate(const EstimateArgs& a) {
+  Inputs in;
   auto model = spec::LoadModel(a.model);
   if (!model.ok()) return Fail(fmt::format("--model: {}", model.status().message()));
+  in.model = *model;
   auto cluster =
       spec::LoadCluster(a.cluster, a.gpus > 0 ? std::optional<int64_t>(a.gpus) : std::nullopt);
   if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
+  in.cluster = *cluster;
   auto train = spec::LoadTrain(a.train);
   if (!train.ok()) return Fail(fmt::format("--train: {}", train.status().message()));
+  in.train = *train;
   auto layout = spec::ParseLayout(a.layout);
   if (!layout.ok()) return Fail(fmt::format("--layout: {}", layout.status().message()));
-  cost::CostParams params;
-  params.materialize_scores = a.materialize_scores;
+  const core::Status stack = ApplyStack(a.stack, in);
+  if (!stack.ok()) return Fail(stack.message());
+  cost::CostParams params = in.params;
+  params.materialize_scores = params.materialize_scores || a.materialize_scores;
   params.moe_imbalance = a.moe_imbalance;
-  const cost::Model ctx(*model, *cluster, *train, params);
+  const cost::Model ctx(in.model, in.cluster, in.train, params);
   const cost::Estimate e = cost::EstimateLayout(ctx, *layout, /*explain=*/true);
   const std::vector<std::string> warnings = cost::CheckStatedParams(*model);
   const bool structural = e.microbatches == 0 && !e.violations.empty();
   if (a.json) {
-    fmt::print("{}\n", ToJson(ctx, e, warnings).dump(2));
+    nlohmann::json j = ToJson(ctx, e, warnings);
+    j["stack"] = in.stack.name;
+    if (!structural) j["interval"] = IntervalJson(in, e.tokens_per_s);
+    fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(ctx, e, warnings);
+    if (!structural)
+      fmt::print("stack {}: {}\n", in.stack.name, ThroughputWithInterval(in, e.tokens_per_s));
   }
   if (structural) {
     for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
@@ -122,6 +135,10 @@ RunFn AddEstimateCommand(CLI::App& app) {
                 "attention without flash: keep the s x s scores");
   sub->add_option("--moe-imbalance", args->moe_imbalance,
                   "worst EP rank's tokens / mean (default 1.0)");
+  sub->add_option("--stack", args->stack,
+                  "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
+                  "or a profile TOML from `pentamesh calibrate`")
+      ->capture_default_str();
   return [args]() { return RunEstimate(*args); };
 }
 

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   add(AddReportCommand);
   add(AddExportCommand);
   add(AddImportCommand);
+  add(AddValidateCommand);
+  add(AddCalibrateCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

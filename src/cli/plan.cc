@@ -161,7 +161,7 @@ core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::Sear
 int RunPlan(const PlanArgs& a) {
   auto in = LoadInputs(a.search);
   if (!in.ok()) return Fail(in.status().message());
-  auto options = MakeSearchOptions(a.search, a.top);
+  auto options = MakeSearchOptions(a.search, *in, a.top);
   if (!options.ok()) return Fail(options.status().message());
   options->pareto = a.pareto;
   options->one_per_mesh = a.distinct;
@@ -190,7 +190,9 @@ int RunPlan(const PlanArgs& a) {
     nlohmann::json j = {{"model", in->model.name},       {"cluster", in->cluster.name},
                         {"train", in->train.name},       {"gpus", in->cluster.gpus()},
                         {"seconds", result->seconds},    {"counts", CountsJson(result->counts)},
-                        {"top", nlohmann::json::array()}};
+                        {"top", nlohmann::json::array()},
+                        {"stack", in->stack.name},
+                        {"interval", IntervalJson(*in, best.tokens_per_s)}};
     for (const auto& e : result->top) j["top"].push_back(EstimateJson(e));
     if (a.pareto) {
       j["pareto"] = nlohmann::json::array();
@@ -212,6 +214,7 @@ int RunPlan(const PlanArgs& a) {
   PrintReasons(c);
   fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
   PrintBreakdown(best);
+  fmt::print("  {}\n", ThroughputWithInterval(*in, best.tokens_per_s));
   fmt::print("\ntop {}:\n", result->top.size());
   PrintTable(result->top, best);
   if (a.pareto) {

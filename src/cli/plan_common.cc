@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "calib/fit.h"
 #include "cli/commands.h"
 #include "spec/load_toml.h"
 
@@ -21,6 +22,44 @@ void AddSearchOptions(CLI::App& sub, SearchArgs& a, bool with_model) {
   sub.add_flag("--no-gpipe", a.no_gpipe, "leave GPipe out of the schedules searched");
   sub.add_flag("--json", a.json, "machine-readable output");
   sub.add_option("--html", a.html, "write a self-contained HTML report to this file");
+  sub.add_option("--stack", a.stack,
+                 "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
+                 "or a profile TOML from `pentamesh calibrate`")
+      ->capture_default_str();
+}
+
+core::Status ApplyStack(const std::string& stack, Inputs& in) {
+  auto profile = calib::LoadProfile(stack);
+  if (!profile.ok()) return profile.status();
+  in.stack = *profile;
+  in.params = cost::CostParams{};
+  calib::ApplyProfile(in.stack, in.cluster, in.params);
+  return core::Status::Ok();
+}
+
+std::string ThroughputWithInterval(const Inputs& in, double tokens_per_s) {
+  const calib::Interval* iv = calib::IntervalFor(in.stack, in.cluster.name);
+  if (iv == nullptr) {
+    return fmt::format("{:.4g} tokens/s (no calibration covers stack {} on {}: no interval)",
+                       tokens_per_s, in.stack.name, in.cluster.name);
+  }
+  return fmt::format("{:.4g} tokens/s, 80% interval {:.4g}-{:.4g} from {} runs ({} on {})",
+                     tokens_per_s, tokens_per_s * iv->lo, tokens_per_s * iv->hi, iv->runs,
+                     in.stack.name, calib::GpuClass(in.cluster.name));
+}
+
+nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s) {
+  nlohmann::json j = {{"stack", in.stack.name}, {"gpu_class", calib::GpuClass(in.cluster.name)}};
+  const calib::Interval* iv = calib::IntervalFor(in.stack, in.cluster.name);
+  if (iv == nullptr) {
+    j["covered"] = false;
+    return j;
+  }
+  j["covered"] = true;
+  j["runs"] = iv->runs;
+  j["tokens_per_s_lo"] = tokens_per_s * iv->lo;
+  j["tokens_per_s_hi"] = tokens_per_s * iv->hi;
+  return j;
 }
 
 core::Result<Inputs> LoadInputs(const SearchArgs& a) {
@@ -30,11 +69,14 @@ core::Result<Inputs> LoadInputs(const SearchArgs& a) {
   }
   PM_ASSIGN_OR_RETURN(in.cluster, spec::LoadCluster(a.cluster, a.gpus));
   PM_ASSIGN_OR_RETURN(in.train, spec::LoadTrain(a.train));
+  PM_RETURN_IF_ERROR(ApplyStack(a.stack, in));
   return in;
 }
 
-core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& a, int top_k) {
+core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& a, const Inputs& in,
+                                                    int top_k) {
   plan::SearchOptions o;
+  o.cost = in.params;
   PM_ASSIGN_OR_RETURN(o.space.allow, plan::Constraints::Parse(a.allow));
   o.space.include_gpipe = !a.no_gpipe;
   if (a.mbs_max < 0) return core::Status::Error("--mbs-max: must be >= 0");

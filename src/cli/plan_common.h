@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/profile.h"
 #include "cli/estimate_json.h"  // EstimateJson
 #include "core/status.h"
 #include "cost/cost.h"
@@ -31,6 +32,7 @@ struct SearchArgs {
   bool no_gpipe = false;
   bool json = false;
   std::string html;
+  std::string stack = "megatron";  // calib::kDefaultStack
 };
 
 // Adds --cluster --gpus --train --allow --threads --mbs-max --no-gpipe --json --html
@@ -39,11 +41,20 @@ void AddSearchOptions(CLI::App& sub, SearchArgs& args, bool with_model);
 
 struct Inputs {
   spec::ModelSpec model;
-  spec::ClusterSpec cluster;
+  spec::ClusterSpec cluster;  // with the stack profile's GPU parameters
   spec::TrainSpec train;
+  calib::Profile stack;     // --stack
+  cost::CostParams params;  // the stack's cost parameters
 };
 core::Result<Inputs> LoadInputs(const SearchArgs& args);
-core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, int top_k);
+// Loads --stack into the cluster and cost parameters (estimate and the search commands).
+core::Status ApplyStack(const std::string& stack, Inputs& in);
+core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, const Inputs& in,
+                                                    int top_k);
+// "587K tokens/s, 80% interval 540K-610K from 37 runs (megatron on h100)" or the note that no
+// calibration covers the stack and GPU.
+std::string ThroughputWithInterval(const Inputs& in, double tokens_per_s);
+nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s);
 
 // "128,256,512" -> {128, 256, 512}; the error names the option and the bad item.
 core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text);

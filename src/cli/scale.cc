@@ -66,7 +66,7 @@ void PrintScale(const Inputs& in, const std::vector<plan::ScalePoint>& points) {
 int RunScale(const ScaleArgs& a) {
   auto in = LoadInputs(a.search);
   if (!in.ok()) return Fail(in.status().message());
-  auto options = MakeSearchOptions(a.search, 1);
+  auto options = MakeSearchOptions(a.search, *in, 1);
   if (!options.ok()) return Fail(options.status().message());
   auto counts = ParseIntList("--gpus-list", a.gpus_list);
   if (!counts.ok()) return Fail(counts.status().message());

@@ -42,7 +42,7 @@ int RunSweepCommand(const SweepArgs& a) {
   if (!in.ok()) return Fail(in.status().message());
   if (a.batch_tokens < 0) return Fail("--global-batch-tokens: must be >= 0");
   if (a.batch_tokens > 0) in->train.global_batch_tokens = a.batch_tokens;
-  auto options = MakeSearchOptions(a.search, 1);
+  auto options = MakeSearchOptions(a.search, *in, 1);
   if (!options.ok()) return Fail(options.status().message());
   auto nodes = ParseIntList("--nodes", a.nodes);
   if (!nodes.ok()) return Fail(nodes.status().message());

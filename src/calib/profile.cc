@@ -1,0 +1,284 @@
+// Calibration parameters, stack profiles and how they become cost parameters.
+#include "calib/profile.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "spec/load_toml.h"
+#include "spec/toml_parse.h"
+
+namespace pentamesh::calib {
+namespace {
+
+bool IsPreset(const std::string& s) {
+  return s.find('/') == std::string::npos && !s.ends_with(".toml");
+}
+
+}  // namespace
+
+const std::vector<ParamDef>& ParamDefs() {
+  static const std::vector<ParamDef> defs = {
+      {"gemm_efficiency", Scope::kGpu, 0.30, 0.95, 0.65,
+       "fraction of the dense BF16 peak large GEMMs sustain in training"},
+      {"fp8_gemm_speedup", Scope::kGpu, 1.0, 2.0, 1.6,
+       "FP8 GEMM rate / BF16 GEMM rate (nominal 2 on H100)"},
+      {"fp8_rowwise_speedup", Scope::kStack, 0.5, 2.0, 1.2,
+       "FP8 GEMM rate with the stack's row-wise-scaled kernels / BF16 GEMM rate"},
+      {"layer_overhead_us", Scope::kStack, 0.0, 2000.0, 50.0,
+       "microseconds a layer costs per micro-batch beyond its kernels (launches, hooks)"},
+      {"tp_overlap", Scope::kStack, 0.0, 0.95, 0.5,
+       "share of TP communication hidden when the stack overlaps it (tp-comm-overlap, async TP)"},
+      {"attention_relative", Scope::kStack, 0.3, 1.0, 0.75,
+       "the stack's flash attention FLOP rate / a large GEMM's"},
+      {"eager_traffic", Scope::kStack, 1.0, 8.0, 2.0,
+       "bytes unfused (eager) elementwise kernels move / the fused kernels' bytes"},
+  };
+  return defs;
+}
+
+const ParamDef* FindParam(const std::string& name) {
+  for (const ParamDef& d : ParamDefs()) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string GpuClass(const std::string& cluster_name) {
+  if (cluster_name == "a100-40gb" || cluster_name == "a100-80gb") return "a100";
+  if (cluster_name == "h100-sxm" || cluster_name == "h200" || cluster_name == "h800") return "h100";
+  return cluster_name;
+}
+
+double Calibration::Get(const ParamDef& def, const std::string& key, double preset) const {
+  const auto& table = def.scope == Scope::kGpu ? gpu : stack;
+  if (const auto it = table.find(key); it != table.end()) {
+    if (const auto p = it->second.find(def.name); p != it->second.end()) return p->second;
+  }
+  return preset > 0 ? preset : def.start;
+}
+
+void ApplyCalibration(const Calibration& cal, const std::string& stack, const RunFacts& facts,
+                      spec::ClusterSpec& cluster, cost::CostParams& params) {
+  // Facts of the run (not fitted).
+  params.materialize_scores = !facts.flash_attention;
+  params.dropout = facts.dropout;
+  if (facts.fp32_grads) params.grad_bytes = 4;
+  if (!facts.grad_overlap) params.dp_overlap = 0;
+  // The stack's parameters, where the run's facts call for them.
+  params.tp_overlap = facts.tp_comm_overlap ? cal.Get(*FindParam("tp_overlap"), stack) : 0.0;
+  params.elementwise_traffic = facts.compiled ? 1.0 : cal.Get(*FindParam("eager_traffic"), stack);
+  params.layer_overhead_s = cal.Get(*FindParam("layer_overhead_us"), stack) * 1e-6;
+  params.attention_relative = cal.Get(*FindParam("attention_relative"), stack);
+  params.selective_forward_share = facts.selective_forward_share;
+  params.selective_op_sac = facts.selective_op_sac;
+  params.unfused_cross_entropy = facts.unfused_cross_entropy;
+  params.fsdp_unsharded_with_pp = facts.fsdp_unsharded_with_pp;
+  // The GPU's.
+  const std::string cls = GpuClass(cluster.name);
+  cluster.gemm_efficiency = cal.Get(*FindParam("gemm_efficiency"), cls, cluster.gemm_efficiency);
+  if (cluster.peak_fp8_tflops > 0) {
+    cluster.fp8_gemm_speedup =
+        facts.fp8_rowwise ? cal.Get(*FindParam("fp8_rowwise_speedup"), stack)
+                          : cal.Get(*FindParam("fp8_gemm_speedup"), cls, cluster.fp8_gemm_speedup);
+  }
+}
+
+Calibration ToCalibration(const Profile& profile) {
+  Calibration cal;
+  cal.stack[profile.stack] = profile.params;
+  cal.gpu = profile.gpu;
+  return cal;
+}
+
+void ApplyProfile(const Profile& profile, spec::ClusterSpec& cluster, cost::CostParams& params) {
+  ApplyCalibration(ToCalibration(profile), profile.stack, profile.defaults, cluster, params);
+}
+
+std::vector<std::string> StackNames() { return spec::PresetNames("stacks"); }
+
+const std::vector<StackInfo>& Stacks() {
+  static const std::vector<StackInfo> stacks = {
+      {"megatron",
+       "Megatron-LM / Megatron-Core and NeMo (Transformer Engine kernels, TP communication overlap "
+       "in NeMo's performance recipes); also Meta's Llama 3 stack",
+       {.tp_comm_overlap = true, .compiled = true}},
+      {"torchtitan",
+       "torchtitan (FSDP2, torch.compile, async TP optional, torchao float8, per-op selective "
+       "checkpointing, eager cross-entropy)",
+       {.tp_comm_overlap = false,
+        .compiled = true,
+        .selective_forward_share = 0.5,
+        .selective_op_sac = true,
+        .unfused_cross_entropy = true,
+        .fsdp_unsharded_with_pp = true}},
+      {"maxtext", "MaxText (JAX/XLA: fused kernels)", {.tp_comm_overlap = false, .compiled = true}},
+      {"llm-foundry",
+       "MosaicML Composer / llm-foundry (PyTorch FSDP, eager, FlashAttention)",
+       {.tp_comm_overlap = false, .compiled = false}},
+      {"deepspeed",
+       "DeepSpeed (ZeRO, eager PyTorch); no published runs in the calibration set: physical "
+       "start values",
+       {.tp_comm_overlap = false, .compiled = false}},
+  };
+  return stacks;
+}
+
+core::Result<Profile> ProfileFromToml(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
+  Profile p;
+  std::vector<std::string> errors;
+  auto err = [&](const std::string& where, const std::string& why) {
+    errors.push_back(fmt::format("{}: {}: {}", source, where, why));
+  };
+  const toml::table* st = root["stack"].as_table();
+  if (st == nullptr) return core::Status::Error(fmt::format("{}: missing [stack] table", source));
+  for (const auto& [key, node] : *st) {
+    const std::string k(key.str());
+    const auto* s = node.as_string();
+    if (s == nullptr) {
+      err("stack." + k, "must be a string");
+      continue;
+    }
+    if (k == "name")
+      p.name = s->get();
+    else if (k == "stack")
+      p.stack = s->get();
+    else if (k == "description")
+      p.description = s->get();
+    else if (k == "fitted_on")
+      p.fitted_on = s->get();
+    else
+      err("stack." + k, "unknown key (name, stack, description, fitted_on)");
+  }
+  if (p.stack.empty()) p.stack = p.name;
+  if (p.name.empty()) err("stack.name", "is required");
+  auto read_params = [&](const toml::table& t, const std::string& where, Scope scope,
+                         std::map<std::string, double>& out) {
+    for (const auto& [key, node] : t) {
+      const std::string k(key.str());
+      const ParamDef* def = FindParam(k);
+      if (def == nullptr || def->scope != scope) {
+        err(where + "." + k, "unknown parameter");
+        continue;
+      }
+      const auto v = node.value<double>();
+      if (!v || !std::isfinite(*v) || *v < def->lo || *v > def->hi) {
+        err(where + "." + k, fmt::format("must be a number in [{}, {}]", def->lo, def->hi));
+        continue;
+      }
+      out[k] = *v;
+    }
+  };
+  if (const toml::table* t = root["params"].as_table())
+    read_params(*t, "params", Scope::kStack, p.params);
+  if (const toml::table* g = root["gpu"].as_table()) {
+    for (const auto& [cls, node] : *g) {
+      const std::string c(cls.str());
+      if (const toml::table* t = node.as_table()) {
+        read_params(*t, "gpu." + c, Scope::kGpu, p.gpu[c]);
+      } else {
+        err("gpu." + c, "must be a table");
+      }
+    }
+  }
+  if (const toml::table* d = root["defaults"].as_table()) {
+    for (const auto& [key, node] : *d) {
+      const std::string k(key.str());
+      if (k == "selective_forward_share") {
+        const auto v = node.value<double>();
+        if (!v || !(*v >= 0 && *v <= 1)) {
+          err("defaults." + k, "must be a number in [0, 1]");
+        } else {
+          p.defaults.selective_forward_share = *v;
+        }
+        continue;
+      }
+      const auto b = node.value<bool>();
+      if (!b) {
+        err("defaults." + k, "must be true or false");
+      } else if (k == "compiled") {
+        p.defaults.compiled = *b;
+      } else if (k == "tp_comm_overlap") {
+        p.defaults.tp_comm_overlap = *b;
+      } else if (k == "selective_op_sac") {
+        p.defaults.selective_op_sac = *b;
+      } else if (k == "unfused_cross_entropy") {
+        p.defaults.unfused_cross_entropy = *b;
+      } else if (k == "fsdp_unsharded_with_pp") {
+        p.defaults.fsdp_unsharded_with_pp = *b;
+      } else {
+        err("defaults." + k,
+            "unknown key (compiled, tp_comm_overlap, selective_forward_share, selective_op_sac, "
+            "unfused_cross_entropy, fsdp_unsharded_with_pp)");
+      }
+    }
+  }
+  if (const toml::table* iv = root["interval"].as_table()) {
+    for (const auto& [cls, node] : *iv) {
+      const std::string c(cls.str());
+      const toml::table* t = node.as_table();
+      const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
+      const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
+      const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
+      if (!lo || !hi || !runs || *lo <= 0 || *hi < *lo || *runs < 0 || *runs > 1000000) {
+        err("interval." + c, "needs lo > 0, hi >= lo and runs >= 0");
+        continue;
+      }
+      p.intervals[c] = {*lo, *hi, static_cast<int>(*runs)};
+    }
+  }
+  for (const auto& [key, node] : root) {
+    const std::string k(key.str());
+    if (k != "stack" && k != "params" && k != "gpu" && k != "defaults" && k != "interval") {
+      err(k, "unknown table (stack, params, gpu, defaults, interval)");
+    }
+  }
+  if (!errors.empty()) {
+    std::string all = errors.front();
+    for (size_t i = 1; i < errors.size(); ++i) all += "\n" + errors[i];
+    return core::Status::Error(all);
+  }
+  return p;
+}
+
+core::Result<Profile> LoadProfile(const std::string& name_or_path) {
+  if (IsPreset(name_or_path)) {
+    const auto text = spec::PresetText("stacks", name_or_path);
+    if (!text) {
+      std::string names;
+      for (const auto& n : StackNames()) names += (names.empty() ? "" : ", ") + n;
+      return core::Status::Error(fmt::format(
+          "--stack: '{}' is not a stack preset ({}) nor a .toml file", name_or_path, names));
+    }
+    return ProfileFromToml(*text, "preset " + name_or_path);
+  }
+  PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(name_or_path));
+  return ProfileFromToml(text, name_or_path);
+}
+
+std::string ProfileToml(const Profile& p) {
+  std::string out = "[stack]\n";
+  out += fmt::format("name = \"{}\"\nstack = \"{}\"\n", p.name, p.stack);
+  if (!p.description.empty()) out += fmt::format("description = \"{}\"\n", p.description);
+  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = \"{}\"\n", p.fitted_on);
+  out += fmt::format(
+      "\n[defaults]\ncompiled = {}\ntp_comm_overlap = {}\nselective_forward_share = {:.2f}\n"
+      "selective_op_sac = {}\nunfused_cross_entropy = {}\nfsdp_unsharded_with_pp = {}\n",
+      p.defaults.compiled, p.defaults.tp_comm_overlap, p.defaults.selective_forward_share,
+      p.defaults.selective_op_sac, p.defaults.unfused_cross_entropy,
+      p.defaults.fsdp_unsharded_with_pp);
+  out += "\n[params]\n";
+  for (const auto& [k, v] : p.params) out += fmt::format("{} = {:.6g}\n", k, v);
+  for (const auto& [cls, params] : p.gpu) {
+    out += fmt::format("\n[gpu.{}]\n", cls);
+    for (const auto& [k, v] : params) out += fmt::format("{} = {:.6g}\n", k, v);
+  }
+  for (const auto& [cls, iv] : p.intervals) {
+    out += fmt::format("\n[interval.{}]\nlo = {:.4f}\nhi = {:.4f}\nruns = {}\n", cls, iv.lo, iv.hi,
+                       iv.runs);
+  }
+  return out;
+}
+
+}  // namespace pentamesh::calib

@@ -1,0 +1,81 @@
+// Measured training runs as the cost model sees them: each published row (the format of
+// bench/data/published_runs.json, documented in bench/data/README.md) mapped to a model, a cluster,
+// a train spec, a layout and the facts of the software that ran it, with the throughput it
+// measured. The mapping is the one place that reads the sources' words ("FSDP FULL_SHARD",
+// "distributed optimizer", "vpp", "float8 linears", ...); docs/COST_MODEL.md ("Published runs")
+// states every rule.
+// Invariant: a Run is either usable (the estimate can be compared with `tokens_per_s_gpu`) or
+// carries `unusable` = why not; bad data (a non-positive number, a wrong type) is an error naming
+// the row id and the field, never a silently skipped row.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/cluster_spec.h"
+#include "spec/layout.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace pentamesh::calib {
+
+// What a row says about the implementation that ran it: facts of the run, applied to the stack's
+// cost parameters (calib/profile.h ApplyFacts). None of them is fitted.
+struct RunFacts {
+  bool flash_attention = true;  // false before FlashAttention (Megatron 2021-22): scores stored
+  bool fp32_grads = false;      // fp32 main gradients reduced over DP (Megatron 2021-22, Llama 3)
+  bool dropout = false;         // GPT-3-era configs stash dropout masks
+  bool grad_overlap =
+      true;  // DP reduction overlapped with backward (false: Megatron 2021 local DDP)
+  bool tp_comm_overlap = false;  // Megatron --tp-comm-overlap, torchtitan async TP
+  bool compiled = false;         // torch.compile / XLA: elementwise kernels fused
+  bool fp8 = false;              // FP8 GEMMs (Transformer Engine, torchao float8 linears)
+  bool fp8_rowwise = false;      // FP8 with row-wise scales (torchao "rowwise"): other kernels
+  int64_t fsdp_shard_group = 0;  // HSDP: parameters sharded over this many ranks (0 = all dp)
+  // Share of the forward selective recomputation reruns beyond core attention (torchtitan's
+  // per-op and per-layer selective checkpointing: 0.5; Megatron's: 0).
+  double selective_forward_share = 0;
+  bool selective_op_sac = false;        // torchtitan's per-op selective checkpointing policy
+  bool unfused_cross_entropy = false;   // eager log-softmax + NLL on fp32 logits (torchtitan)
+  bool fsdp_unsharded_with_pp = false;  // FSDP keeps params gathered under PP (torchtitan)
+};
+
+struct Run {
+  std::string id;
+  std::string group;     // source family (leave-one-group-out unit)
+  std::string software;  // as published
+  std::string stack;     // stack profile: megatron, torchtitan, maxtext, llm-foundry, deepspeed
+  std::string sku;  // GPU SKU = cluster preset: a100-40gb, a100-80gb, h100-sxm, h100-hbm2e, h200
+  spec::ModelSpec model;
+  spec::ClusterSpec cluster;
+  spec::TrainSpec train;
+  spec::Layout layout;
+  RunFacts facts;
+  double tokens_per_s_gpu = 0;       // measured throughput per GPU (0 when unusable)
+  std::string measured_from;         // the published field it comes from (and the formula, if any)
+  std::optional<double> memory_gib;  // published per-GPU memory (torchtitan: max reserved)
+  std::vector<std::string> assumptions;  // every value filled in by a default, with the reason
+  std::string unusable;                  // empty = usable; else why it cannot be estimated
+  bool usable() const { return unusable.empty(); }
+};
+
+// Reads a JSON array of rows. Errors (exit status 2 at the CLI) name the file, the row id (or
+// index) and the field: not an array, a row that is not an object, a missing id, a duplicate id,
+// a number that is not a positive finite value where one is required. Rows that cannot be
+// estimated (no throughput published, a GPU pentamesh has no preset for, degrees that do not
+// multiply to the GPU count) come back with `unusable` set.
+core::Result<std::vector<Run>> LoadRuns(const std::string& path);
+core::Result<std::vector<Run>> RunsFromJson(const nlohmann::json& rows, const std::string& source);
+
+// The cluster preset for a row's GPU words ("A100-SXM4-80GB", "h100_80gb", "H100 (96GB HBM2e,
+// 500W, ...)"); empty when none matches.
+std::string SkuForGpu(const std::string& gpu_model, const std::string& gpu_type);
+
+// The stack profile for a row's software words; empty when none matches.
+std::string StackForSoftware(const std::string& software, const std::string& group);
+
+}  // namespace pentamesh::calib

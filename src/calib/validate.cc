@@ -1,0 +1,133 @@
+// Predictions for measured runs and error statistics.
+#include "calib/validate.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pentamesh::calib {
+
+Prediction Predict(const Run& run, const Calibration& cal) {
+  spec::ClusterSpec cluster = run.cluster;
+  cost::CostParams params;
+  ApplyCalibration(cal, run.stack, run.facts, cluster, params);
+  const cost::Model ctx(run.model, cluster, run.train, params);
+  Prediction p;
+  p.estimate = cost::EstimateLayout(ctx, run.layout, /*explain=*/false);
+  const double gpus = static_cast<double>(cluster.gpus());
+  p.tokens_per_s_gpu = p.estimate.tokens_per_s / gpus;
+  p.error = p.tokens_per_s_gpu / run.tokens_per_s_gpu - 1.0;
+  p.memory_gib = p.estimate.memory.total / (1024.0 * 1024.0 * 1024.0);
+  p.fits = p.estimate.fits;
+  return p;
+}
+
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(values.size() - 1, lo + 1);
+  const double frac = pos - static_cast<double>(lo);
+  return values[lo] * (1.0 - frac) + values[hi] * frac;
+}
+
+ErrorStats Stats(std::vector<double> errors) {
+  ErrorStats s;
+  s.n = static_cast<int>(errors.size());
+  if (errors.empty()) return s;
+  std::vector<double> abs_errors;
+  double sum = 0;
+  for (double e : errors) {
+    abs_errors.push_back(std::fabs(e));
+    sum += std::fabs(e);
+  }
+  s.median_abs = Quantile(abs_errors, 0.5);
+  s.p90_abs = Quantile(abs_errors, 0.9);
+  s.median_signed = Quantile(errors, 0.5);
+  s.mean_abs = sum / static_cast<double>(errors.size());
+  return s;
+}
+
+}  // namespace pentamesh::calib
+
+#include "calib/fit.h"
+
+namespace pentamesh::calib {
+namespace {
+
+GroupSummary Summarize(const std::string& name, const std::vector<const RowResult*>& rows,
+                       bool cv) {
+  GroupSummary g;
+  g.group = name;
+  std::vector<double> shipped, fit, kfold, logo, memory;
+  for (const RowResult* r : rows) {
+    shipped.push_back(r->shipped.error);
+    if (cv) {
+      fit.push_back(r->fit_error);
+      kfold.push_back(r->kfold_error);
+      logo.push_back(r->logo_error);
+    }
+    if (r->run->memory_gib) memory.push_back(r->shipped.memory_gib / *r->run->memory_gib - 1.0);
+  }
+  g.shipped = Stats(shipped);
+  g.fit = Stats(fit);
+  g.kfold = Stats(kfold);
+  g.logo = Stats(logo);
+  g.memory = Stats(memory);
+  return g;
+}
+
+}  // namespace
+
+core::Result<Calibration> ShippedCalibration() {
+  Calibration cal;
+  for (const std::string& name : StackNames()) {
+    PM_ASSIGN_OR_RETURN(Profile p, LoadProfile(name));
+    cal.stack[p.stack] = p.params;
+  }
+  return cal;  // GPU parameters: the cluster presets' (Calibration::Get falls back to them)
+}
+
+Validation ValidateRuns(const std::vector<Run>& runs, const Calibration& shipped,
+                        const ValidateOptions& options) {
+  Validation v;
+  std::vector<const Run*> usable;
+  for (const Run& r : runs) {
+    if (r.usable()) {
+      usable.push_back(&r);
+    } else {
+      v.unusable.push_back(&r);
+    }
+  }
+  for (const Run* r : usable) v.rows.push_back({r, Predict(*r, shipped)});
+  v.cross_validated = options.cross_validate;
+  if (options.cross_validate && !usable.empty()) {
+    const FitOptions fit_options;
+    const FitResult fit = Fit(usable, fit_options);
+    const auto in_sample = Errors(usable, fit.cal);
+    const auto kfold = KFoldErrors(usable, fit_options, options.folds, options.seed);
+    const auto logo = LeaveOneGroupOutErrors(usable, fit_options);
+    for (size_t i = 0; i < usable.size(); ++i) {
+      v.rows[i].fit_error = in_sample[i];
+      v.rows[i].kfold_error = kfold[i];
+      v.rows[i].logo_error = logo[i];
+    }
+    for (const FreeParam& f : fit.free) {
+      const auto& table = f.def->scope == Scope::kGpu ? fit.cal.gpu : fit.cal.stack;
+      v.fitted.emplace_back(f.Name(), table.at(f.key).at(f.def->name));
+    }
+  }
+  std::map<std::string, std::vector<const RowResult*>> by_group, by_gpu;
+  std::vector<const RowResult*> all;
+  for (const RowResult& r : v.rows) {
+    by_group[r.run->group].push_back(&r);
+    by_gpu[GpuClass(r.run->cluster.name)].push_back(&r);
+    all.push_back(&r);
+  }
+  for (const auto& [g, rows] : by_group) v.groups.push_back(Summarize(g, rows, v.cross_validated));
+  for (const auto& [g, rows] : by_gpu) v.gpus.push_back(Summarize(g, rows, v.cross_validated));
+  v.all = Summarize("all", all, v.cross_validated);
+  return v;
+}
+
+}  // namespace pentamesh::calib

@@ -1,0 +1,148 @@
+// `pentamesh calibrate --runs FILE.json [--stack S] [--cluster C] --out profile.toml`: fits a stack
+// profile's free parameters to a user's own measured runs (calib::Fit, Levenberg-Marquardt on log
+// throughput, pulled toward the stack's shipped values) and prints the in-sample and
+// leave-one-out errors, so the user sees whether the fit generalizes. The profile it writes is
+// usable as `--stack profile.toml` by estimate and plan. Thin: parse, call calib, print.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+
+#include "calib/fit.h"
+#include "calib/profile.h"
+#include "calib/runs.h"
+#include "calib/validate.h"
+#include "cli/commands.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string runs, stack, cluster, out, name;
+};
+
+// Every run must be usable: calibrating on a row pentamesh cannot estimate is a user error.
+core::Result<std::vector<calib::Run>> LoadStrict(const CalibrateArgs& a) {
+  PM_ASSIGN_OR_RETURN(std::vector<calib::Run> runs, calib::LoadRuns(a.runs));
+  if (runs.empty()) return core::Status::Error(fmt::format("{}: no runs", a.runs));
+  for (calib::Run& r : runs) {
+    if (!a.cluster.empty() && r.usable()) {
+      PM_ASSIGN_OR_RETURN(spec::ClusterSpec c, spec::LoadCluster(a.cluster));
+      c.gpus_per_node = r.cluster.gpus_per_node;
+      PM_RETURN_IF_ERROR(spec::SetGpuCount(c, r.cluster.gpus()));
+      r.cluster = c;
+      r.sku = c.name;
+    }
+    if (!a.stack.empty()) r.stack = a.stack;
+    if (!r.usable()) {
+      return core::Status::Error(fmt::format("{}: row '{}': {}", a.runs, r.id, r.unusable));
+    }
+  }
+  return runs;
+}
+
+int RunCalibrate(const CalibrateArgs& a) {
+  {
+    std::ofstream probe(a.out, std::ios::app);
+    if (!probe) return Fail(fmt::format("--out: cannot write '{}'", a.out));
+  }
+  auto runs = LoadStrict(a);
+  if (!runs.ok()) return Fail(runs.status().message());
+  std::set<std::string> stacks;
+  for (const calib::Run& r : *runs) stacks.insert(r.stack);
+  if (stacks.size() > 1) {
+    std::string names;
+    for (const auto& s : stacks) names += (names.empty() ? "" : ", ") + s;
+    return Fail(fmt::format(
+        "--runs: the runs come from several stacks ({}); name yours with --stack, or split the "
+        "file",
+        names));
+  }
+  const std::string stack = *stacks.begin();
+  auto preset = calib::LoadProfile(a.stack.empty() ? stack : a.stack);
+  if (!preset.ok()) return Fail(preset.status().message());
+  calib::FitOptions options;
+  options.prior = calib::ToCalibration(*preset);
+  std::vector<const calib::Run*> ptrs;
+  for (const calib::Run& r : *runs) {
+    ptrs.push_back(&r);
+    const std::string cls = calib::GpuClass(r.cluster.name);
+    auto& gpu = options.prior.gpu[cls];
+    if (!gpu.count("gemm_efficiency") && r.cluster.gemm_efficiency > 0) {
+      gpu["gemm_efficiency"] = r.cluster.gemm_efficiency;
+    }
+    if (!gpu.count("fp8_gemm_speedup") && r.cluster.fp8_gemm_speedup > 0) {
+      gpu["fp8_gemm_speedup"] = r.cluster.fp8_gemm_speedup;
+    }
+  }
+  const auto before = calib::Errors(ptrs, options.prior);
+  const calib::FitResult fit = calib::Fit(ptrs, options);
+  const auto in_sample = calib::Errors(ptrs, fit.cal);
+  const auto loo = ptrs.size() >= 2 ? calib::LeaveOneOutErrors(ptrs, options)
+                                    : std::vector<double>(ptrs.size(), 0.0);
+  fmt::print("pentamesh calibrate: {} runs of stack {} from {}\n\n", ptrs.size(), stack, a.runs);
+  fmt::print("  {:<30} {:>8} {:>10} {:>8}\n", "parameter", "runs", "prior", "fitted");
+  for (size_t i = 0; i < fit.free.size(); ++i) {
+    const calib::FreeParam& f = fit.free[i];
+    const auto& table = f.def->scope == calib::Scope::kGpu ? fit.cal.gpu : fit.cal.stack;
+    fmt::print("  {:<30} {:>8} {:>10.4g} {:>8.4g}\n", f.Name(), fit.informed_by[i],
+               options.prior.Get(*f.def, f.key), table.at(f.key).at(f.def->name));
+  }
+  fmt::print("\n  {:<50} {:>10} {:>10} {:>9} {:>9}\n", "run", "measured", "predicted", "in-sample",
+             "left out");
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    fmt::print("  {:<50} {:>10.0f} {:>10.0f} {:>+8.1f}% {:>+8.1f}%\n", ptrs[i]->id.substr(0, 50),
+               ptrs[i]->tokens_per_s_gpu, ptrs[i]->tokens_per_s_gpu * (1 + in_sample[i]),
+               100 * in_sample[i], 100 * loo[i]);
+  }
+  const calib::ErrorStats s0 = calib::Stats(before), s1 = calib::Stats(in_sample),
+                          s2 = calib::Stats(loo);
+  fmt::print("\n  median |error|: before {:.1f}%, in-sample {:.1f}%, leave-one-out {:.1f}%\n",
+             100 * s0.median_abs, 100 * s1.median_abs, 100 * s2.median_abs);
+  fmt::print("  p90 |error|:    before {:.1f}%, in-sample {:.1f}%, leave-one-out {:.1f}%\n",
+             100 * s0.p90_abs, 100 * s1.p90_abs, 100 * s2.p90_abs);
+  if (s2.median_abs > 1.5 * s1.median_abs + 0.02) {
+    fmt::print(
+        "  note: leave-one-out error well above in-sample: the fit does not generalize "
+        "across these runs; add runs or keep the shipped profile\n");
+  }
+  calib::Profile out = *preset;
+  out.name = a.name.empty() ? stack + "-calibrated" : a.name;
+  out.stack = stack;
+  out.fitted_on = fmt::format("{} ({} runs)", a.runs, ptrs.size());
+  out.gpu.clear();
+  out.intervals.clear();
+  for (const calib::FreeParam& f : fit.free) {
+    if (f.def->scope == calib::Scope::kGpu) {
+      out.gpu[f.key][f.def->name] = fit.cal.gpu.at(f.key).at(f.def->name);
+    } else {
+      out.params[f.def->name] = fit.cal.stack.at(f.key).at(f.def->name);
+    }
+  }
+  out.intervals = calib::IntervalsFrom(ptrs, loo);
+  std::ofstream file(a.out);
+  file << calib::ProfileToml(out);
+  if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+  fmt::print("\nwrote {} (use it as --stack {})\n", a.out, a.out);
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddCalibrateCommand(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "calibrate", "fit a stack profile to your own measured runs (published-runs JSON format)");
+  sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)")
+      ->required();
+  sub->add_option("--stack", args->stack,
+                  "the stack the runs used (a preset: megatron, torchtitan, maxtext, llm-foundry, "
+                  "deepspeed); default: the runs' software");
+  sub->add_option("--cluster", args->cluster, "cluster preset or TOML file for every run");
+  sub->add_option("--out", args->out, "profile TOML to write")->required();
+  sub->add_option("--name", args->name, "the profile's name (default <stack>-calibrated)");
+  return [args]() { return RunCalibrate(*args); };
+}
+
+}  // namespace pentamesh::cli

@@ -1,0 +1,140 @@
+// `pentamesh validate` and `pentamesh calibrate` as a user runs them: the published runs, a profile
+// written and used by estimate, and bad input refused with the row id, the field and exit 2.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "testing/cli_run.h"
+#include "testing/temp_dir.h"
+
+namespace pentamesh {
+namespace {
+
+using testing::Pentamesh;
+using testing::ReadFile;
+
+const std::string kRuns = std::string(PM_SOURCE_DIR) + "/bench/data/published_runs.json";
+
+std::string Write(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Two rows of the published file (a user's own runs look the same).
+nlohmann::json TwoRows() {
+  const nlohmann::json all = nlohmann::json::parse(ReadFile(kRuns));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : all) {
+    if (r["source"]["group"] == "torchtitan" && rows.size() < 4) rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(ValidateCli, PublishedRunsJsonAndHtml) {
+  const std::string dir = testing::MakeTempDir("validate");
+  const auto run = Pentamesh(fmt::format("validate --runs {} --json --html {}/v.html", kRuns, dir));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["rows"].size(), 118u);
+  EXPECT_EQ(j["unusable"].size(), 0u);
+  EXPECT_LE(j["all"]["shipped"]["median_abs"].get<double>(), 0.07);
+  const std::string html = ReadFile(dir + "/v.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("megatron2021-t1-18B"), std::string::npos);
+}
+
+TEST(CalibrateCli, WritesAProfileEstimateUses) {
+  const std::string dir = testing::MakeTempDir("calibrate");
+  const std::string runs = Write(dir, "mine.json", TwoRows().dump());
+  const auto run = Pentamesh(fmt::format("calibrate --runs {} --out {}/mine.toml", runs, dir));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("leave-one-out"), std::string::npos) << run.out;
+  const auto est = Pentamesh(fmt::format(
+      "estimate --model llama3-8b --cluster h100-hbm2e --gpus 8 --train pretrain-4k --layout "
+      "\"dp=8 zero=3 mbs=2\" --stack {}/mine.toml --json",
+      dir));
+  ASSERT_EQ(est.exit_code, 0) << est.err;
+  const auto j = nlohmann::json::parse(est.out);
+  EXPECT_EQ(j["stack"], "torchtitan-calibrated");
+  EXPECT_TRUE(j["interval"]["covered"].get<bool>()) << j["interval"].dump();
+  EXPECT_LT(j["interval"]["tokens_per_s_lo"].get<double>(), j["tokens_per_s"].get<double>());
+}
+
+struct BadCase {
+  const char* name;
+  std::function<void(nlohmann::json&)> edit;
+  const char* expect;  // substring of the error
+};
+
+TEST(CalibrateCli, BadInputNamesTheRowAndField) {
+  const std::string dir = testing::MakeTempDir("calibrate_bad");
+  const std::vector<BadCase> cases = {
+      {"no throughput",
+       [](nlohmann::json& rows) {
+         for (const char* k :
+              {"tokens_per_sec_per_gpu", "tokens_per_sec_total", "step_time_s", "tflops_per_gpu"}) {
+           rows[1]["measured"][k] = nullptr;
+         }
+       },
+       "no throughput published"},
+      {"non-positive",
+       [](nlohmann::json& rows) { rows[0]["measured"]["tokens_per_sec_per_gpu"] = -5; },
+       "measured.tokens_per_sec_per_gpu must be a positive finite number"},
+      {"unknown GPU",
+       [](nlohmann::json& rows) {
+         rows[2]["hardware"]["gpu_model"] = "TPU v5p";
+         rows[2]["hardware"]["gpu_type"] = "TPU v5p";
+       },
+       "has no cluster preset"},
+      {"string degree", [](nlohmann::json& rows) { rows[0]["parallelism"]["tp"] = "eight"; },
+       "parallelism.tp must be a number"},
+  };
+  for (const BadCase& c : cases) {
+    nlohmann::json rows = TwoRows();
+    c.edit(rows);
+    const std::string runs = Write(dir, "bad.json", rows.dump());
+    const auto run = Pentamesh(fmt::format("calibrate --runs {} --out {}/p.toml", runs, dir));
+    EXPECT_EQ(run.exit_code, 2) << c.name << ": " << run.out;
+    EXPECT_NE(run.err.find(c.expect), std::string::npos) << c.name << ": " << run.err;
+    EXPECT_NE(run.err.find("row '"), std::string::npos) << c.name << ": " << run.err;
+  }
+  const std::string garbage = Write(dir, "garbage.json", "[{\"id\": \"a\",");
+  const auto run = Pentamesh(fmt::format("calibrate --runs {} --out {}/p.toml", garbage, dir));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("garbage.json"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("line"), std::string::npos) << run.err;
+  const auto nostack = Pentamesh(fmt::format(
+      "estimate --model llama3-8b --cluster h100-sxm --gpus 8 --train pretrain-4k --layout dp=8 "
+      "--stack nosuchstack"));
+  EXPECT_EQ(nostack.exit_code, 2);
+  EXPECT_NE(nostack.err.find("--stack"), std::string::npos) << nostack.err;
+}
+
+// MoE parallel folding with whole experts (etp = 1): EP spans the tp ranks.
+TEST(FoldedEp, Qwen3AndDeepSeekLayoutsEstimate) {
+  const auto qwen = Pentamesh(
+      "estimate --model qwen3-235b-a22b --cluster h100-sxm --gpus 256 --train pretrain-4k-16m "
+      "--layout \"dp=16 tp=2 pp=8 ep=32 etp=1 ep_placement=folded zero=1 schedule=interleaved:2\" "
+      "--json");
+  ASSERT_EQ(qwen.exit_code, 0) << qwen.err << qwen.out;
+  const auto q = nlohmann::json::parse(qwen.out);
+  EXPECT_GT(q["tokens_per_s"].get<double>(), 0);
+  const auto ds = Pentamesh(
+      "estimate --model deepseek-v3-like --cluster h800 --gpus 1024 --train pretrain-4k-16m "
+      "--layout \"dp=32 tp=2 pp=16 ep=64 etp=1 ep_placement=folded zero=1\" --json");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err << ds.out;
+  // The same ep with experts split over tp (etp = tp) is not a layout: ep must divide dp*cp.
+  const auto bad = Pentamesh(
+      "estimate --model qwen3-235b-a22b --cluster h100-sxm --gpus 256 --train pretrain-4k-16m "
+      "--layout \"dp=16 tp=2 pp=8 ep=32 ep_placement=folded\"");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("ep=32 must divide dp*cp=16"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace pentamesh
