@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Re-runs the commands whose output the README shows and writes (or checks) that output.
+
+A block in README.md marked by a line `<!-- output: pentamesh ... -->` followed by a fenced code
+block holds exactly what that command prints (run with build/src/cli/pentamesh). Usage:
+  python3 scripts/readme_outputs.py            # rewrite the blocks in place
+  python3 scripts/readme_outputs.py --check    # exit 1 naming each block that differs
+  ... --binary PATH                             # another pentamesh binary (tests pass theirs)
+Timings (search seconds, layouts per second) vary from run to run and are not compared.
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARK = re.compile(r"^<!-- output: (pentamesh .*) -->$")
+TIMING = re.compile(r"\d+\.\d+ s \(\d+\.\d+M layouts/s\)")
+
+
+def run(command, binary):
+    argv = command.split(" ", 1)
+    full = f"{binary} {argv[1]}" if len(argv) > 1 else binary
+    out = subprocess.run(full, shell=True, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode not in (0,):
+        sys.exit(f"readme_outputs: `{command}` exited {out.returncode}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def blocks(lines):
+    """Yields (command, first content line index, closing fence index)."""
+    i = 0
+    while i < len(lines):
+        m = MARK.match(lines[i])
+        if m:
+            if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
+                sys.exit(f"readme_outputs: README.md line {i + 1}: a marker must precede a ``` block")
+            j = i + 2
+            while j < len(lines) and lines[j] != "```":
+                j += 1
+            if j == len(lines):
+                sys.exit(f"readme_outputs: README.md line {i + 2}: unclosed ``` block")
+            yield m.group(1), i + 2, j
+            i = j
+        i += 1
+
+
+def main():
+    args = sys.argv[1:]
+    check = "--check" in args
+    binary = str(ROOT / "build/src/cli/pentamesh")
+    if "--binary" in args:
+        binary = args[args.index("--binary") + 1]
+    readme = ROOT / "README.md"
+    lines = readme.read_text().split("\n")
+    new_lines, last, differ = [], 0, []
+    for command, begin, end in blocks(lines):
+        output = run(command, binary).rstrip("\n").split("\n")
+        old = lines[begin:end]
+        if [TIMING.sub("T", l) for l in old] != [TIMING.sub("T", l) for l in output]:
+            differ.append(command)
+        new_lines += lines[last:begin] + output
+        last = end
+    new_lines += lines[last:]
+    if check:
+        for c in differ:
+            print(f"README.md: the output of `{c}` differs from what the binary prints now")
+        if differ:
+            print("run: python3 scripts/readme_outputs.py")
+            return 1
+        return 0
+    readme.write_text("\n".join(new_lines))
+    print(f"readme_outputs: {len(differ)} block(s) rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
