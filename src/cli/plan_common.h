@@ -15,10 +15,13 @@
 #include "plan/scale.h"
 #include "plan/search.h"
 #include "spec/cluster_spec.h"
+#include "spec/limits.h"
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
 
 namespace pentamesh::cli {
+
+inline constexpr int kMaxThreads = 1024;  // --threads
 
 struct SearchArgs {
   std::string model;
@@ -45,8 +48,10 @@ struct Inputs {
 core::Result<Inputs> LoadInputs(const SearchArgs& args);
 core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, int top_k);
 
-// "128,256,512" -> {128, 256, 512}; the error names the option and the bad item.
-core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text);
+// "128,256,512" -> {128, 256, 512}, each in [1, max_value]; the error names the option and the bad
+// item.
+core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text,
+                                                int64_t max_value);
 
 nlohmann::json CountsJson(const plan::Counts& c);
 
