@@ -4,13 +4,16 @@
 # model+cluster+train file) and every input a fuzzer once crashed on (fuzz/seeds/toml: replayed
 # first, so a fixed bug stays fixed), and fuzzes for FUZZ_SECONDS (default 60) from a fixed
 # FUZZ_SEED (default 1: CI runs are reproducible; set another for exploration). Exits non-zero on
-# a crash. Longer exploratory runs: FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
+# a crash. Then the checkpoint readers (ckpt_fuzz, CKPT_FUZZ_SECONDS, default 30) and the CLI
+# (cli_fuzz, CLI_FUZZ_SECONDS, default 90: estimate/plan/schedule/sweep/scale with random flags,
+# fuzz/cli_properties.h), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
+# CLI_FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON >/dev/null
-cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz
+cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz cli_fuzz
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
@@ -32,3 +35,14 @@ cp fuzz/seeds/ckpt/* "$ckpt_corpus/"
 build-fuzz/fuzz/ckpt_fuzz "$ckpt_corpus" -max_total_time="${CKPT_FUZZ_SECONDS:-30}" -seed="${FUZZ_SEED:-1}" \
   -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ckpt- -print_final_stats=1 2>&1 |
   tail -n 12
+
+# The CLI (fuzz/cli_fuzz.cc): argument lists, one per line, seeded with fuzz/seeds/cli (runs that
+# work, and every input that once crashed, hung or printed a wrong answer). Each input must finish
+# within 60 s under the sanitizers (a hang is a failure; the largest allowed searches take ~5 s in
+# a release build); output files are redirected to /dev/null by the harness.
+cli_corpus=build-fuzz/cli-corpus
+rm -rf "$cli_corpus" && mkdir -p "$cli_corpus"
+cp fuzz/seeds/cli/* "$cli_corpus/"
+build-fuzz/fuzz/cli_fuzz "$cli_corpus" -dict=fuzz/cli.dict -max_len=1024 -timeout=60 \
+  -max_total_time="${CLI_FUZZ_SECONDS:-90}" -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 \
+  -close_fd_mask=2 -artifact_prefix=build-fuzz/artifacts/cli- -print_final_stats=1 2>&1 | tail -n 12

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "ckpt/crc32c.h"
 #include "core/check.h"
@@ -407,6 +409,21 @@ core::Status RestoreParams(const Checkpoint& ckpt, model::ParamSet& params) {
     st = ckpt.ReadRegion(info.name, global, start, shape, master.f32());
     if (st.ok()) st = ckpt.ReadRegion(AdamMName(info.name), global, start, shape, m.f32());
     if (st.ok()) st = ckpt.ReadRegion(AdamVName(info.name), global, start, shape, v.f32());
+    // Loaded state must be finite: a NaN weight or moment would only show up as a diverged step.
+    const std::pair<std::string, core::Tensor> loaded[] = {
+        {info.name, master}, {AdamMName(info.name), m}, {AdamVName(info.name), v}};
+    for (const auto& [name, t] : loaded) {
+      if (!st.ok()) break;
+      const float* p = t.f32();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if (!std::isfinite(p[i])) {
+          st = core::Status::Error(fmt::format("{}: tensor {}: element {} of this rank's slice is "
+                                               "not finite ({})",
+                                               ckpt.dir(), name, i, p[i]));
+          break;
+        }
+      }
+    }
   });
   PM_RETURN_IF_ERROR(st);
   params.SyncWeightsFromMaster();

@@ -581,8 +581,15 @@ core::Result<HfModel> ImportHf(const std::string& dir) {
     PM_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Pieces(name, shape));
     for (const Piece& p : pieces) {
       PM_ASSIGN_OR_RETURN(std::vector<float> v, TensorF32(files, p.hf_name, p.shape));
-      for (size_t i = 0; i < v.size(); ++i)
-        full.data[static_cast<size_t>(p.offset) + i] = v[i] / p.scale;
+      for (size_t i = 0; i < v.size(); ++i) {
+        const float x = v[i] / p.scale;
+        if (!std::isfinite(x)) {  // a NaN or Inf weight would only surface as a diverged step
+          return core::Status::Error(fmt::format("{}: tensor {}: element {} is not finite ({})",
+                                                 files.tensors.at(p.hf_name).second, p.hf_name, i,
+                                                 v[i]));
+        }
+        full.data[static_cast<size_t>(p.offset) + i] = x;
+      }
       used.insert(p.hf_name);
     }
   }

@@ -13,6 +13,7 @@
 #include "calib/runs.h"
 #include "calib/validate.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::cli {
@@ -43,10 +44,6 @@ core::Result<std::vector<calib::Run>> LoadStrict(const CalibrateArgs& a) {
 }
 
 int RunCalibrate(const CalibrateArgs& a) {
-  {
-    std::ofstream probe(a.out, std::ios::app);
-    if (!probe) return Fail(fmt::format("--out: cannot write '{}'", a.out));
-  }
   auto runs = LoadStrict(a);
   if (!runs.ok()) return Fail(runs.status().message());
   std::set<std::string> stacks;
@@ -140,7 +137,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
                   "the stack the runs used (a preset: megatron, torchtitan, maxtext, llm-foundry, "
                   "deepspeed); default: the runs' software");
   sub->add_option("--cluster", args->cluster, "cluster preset or TOML file for every run");
-  sub->add_option("--out", args->out, "profile TOML to write")->required();
+  sub->add_option("--out", args->out, "profile TOML to write")->required()->check(OutputFile());
   sub->add_option("--name", args->name, "the profile's name (default <stack>-calibrated)");
   return [args]() { return RunCalibrate(*args); };
 }

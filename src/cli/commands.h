@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pentamesh::cli {
 
@@ -28,5 +30,11 @@ RunFn AddCalibrateCommand(CLI::App& app);  // cli/calibrate.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);
+
+// Parses argv into `app` (whose subcommands are `commands`, in registration order) and runs the
+// chosen one. Every user error exits 2: an unknown subcommand (named), and every CLI11 parse or
+// validation error (flag named); --help and --version exit 0.
+int Dispatch(CLI::App& app, const std::vector<std::pair<CLI::App*, RunFn>>& commands, int argc,
+             const char* const* argv);
 
 }  // namespace pentamesh::cli

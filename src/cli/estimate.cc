@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
+#include "cli/flags.h"
 #include "cli/plan_common.h"
 #include "cost/cost.h"
 #include "spec/load_toml.h"
@@ -17,7 +18,7 @@ namespace {
 
 struct EstimateArgs {
   std::string model, cluster, train, layout;
-  int64_t gpus = 0;
+  std::optional<int64_t> gpus;  // --gpus: overrides the cluster's count
   bool json = false;
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
@@ -83,8 +84,7 @@ int RunEstimate(const EstimateArgs& a) {
   auto model = spec::LoadModel(a.model);
   if (!model.ok()) return Fail(fmt::format("--model: {}", model.status().message()));
   in.model = *model;
-  auto cluster =
-      spec::LoadCluster(a.cluster, a.gpus > 0 ? std::optional<int64_t>(a.gpus) : std::nullopt);
+  auto cluster = spec::LoadCluster(a.cluster, a.gpus);
   if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
   in.cluster = *cluster;
   auto train = spec::LoadTrain(a.train);
@@ -125,7 +125,8 @@ RunFn AddEstimateCommand(CLI::App& app) {
   auto args = std::make_shared<EstimateArgs>();
   sub->add_option("--model", args->model, "model preset or TOML file")->required();
   sub->add_option("--cluster", args->cluster, "cluster preset or TOML file")->required();
-  sub->add_option("--gpus", args->gpus, "GPU count (nodes = gpus / gpus_per_node)");
+  sub->add_option("--gpus", args->gpus, "GPU count (nodes = gpus / gpus_per_node)")
+      ->transform(IntIn(1, spec::kMaxGpus));
   sub->add_option("--train", args->train, "train preset or TOML file")->required();
   sub->add_option("--layout", args->layout,
                   "\"dp=.. tp=.. pp=.. cp=.. ep=.. zero=.. mbs=.. recompute=.. schedule=..\"")
@@ -134,7 +135,8 @@ RunFn AddEstimateCommand(CLI::App& app) {
   sub->add_flag("--materialize-scores", args->materialize_scores,
                 "attention without flash: keep the s x s scores");
   sub->add_option("--moe-imbalance", args->moe_imbalance,
-                  "worst EP rank's tokens / mean (default 1.0)");
+                  "worst EP rank's tokens / mean (default 1.0)")
+      ->check(NumberIn(1, spec::kMaxMoeImbalance));
   sub->add_option("--stack", args->stack,
                   "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
                   "or a profile TOML from `pentamesh calibrate`")

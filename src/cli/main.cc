@@ -31,13 +31,5 @@ int main(int argc, char** argv) {
   add(AddImportCommand);
   add(AddValidateCommand);
   add(AddCalibrateCommand);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  for (auto& [sub, run] : commands) {
-    if (sub->parsed()) return run();
-  }
-  return Fail("no subcommand given");
+  return Dispatch(app, commands, argc, argv);
 }

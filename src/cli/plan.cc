@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/plan_common.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
@@ -153,7 +154,7 @@ core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::Sear
   PM_ASSIGN_OR_RETURN(r.scale, plan::Scale(in.model, in.cluster, in.train, counts, options));
   PM_ASSIGN_OR_RETURN(spec::TrainSpec sweep_train, spec::LoadTrain(kSweepTrain));
   sweep_train.global_batch_tokens = kSweepBatchTokens;
-  PM_ASSIGN_OR_RETURN(auto nodes, ParseIntList("--nodes", kSweepNodes));
+  PM_ASSIGN_OR_RETURN(auto nodes, ParseIntList("--nodes", kSweepNodes, spec::kMaxGpus));
   PM_ASSIGN_OR_RETURN(r.sweep, RunSweep(kSweepModels, in.cluster, sweep_train, nodes, options));
   return report::WriteHtml(r, a.search.html);
 }
@@ -234,7 +235,9 @@ RunFn AddPlanCommand(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   AddSearchOptions(*sub, args->search, /*with_model=*/true);
   sub->add_option("--train", args->search.train, "train preset or TOML file")->required();
-  sub->add_option("--top", args->top, "how many layouts to list")->capture_default_str();
+  sub->add_option("--top", args->top, "how many layouts to list")
+      ->capture_default_str()
+      ->transform(IntIn(1, 100000));
   sub->add_flag("--pareto", args->pareto, "also list the step-time / memory Pareto front");
   sub->add_option("--baseline", args->baseline, "compare with a baseline: fsdp");
   sub->add_flag("--distinct", args->distinct,

@@ -8,6 +8,7 @@
 
 #include "calib/fit.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::cli {
@@ -15,13 +16,17 @@ namespace pentamesh::cli {
 void AddSearchOptions(CLI::App& sub, SearchArgs& a, bool with_model) {
   if (with_model) sub.add_option("--model", a.model, "model preset or TOML file")->required();
   sub.add_option("--cluster", a.cluster, "cluster preset or TOML file")->capture_default_str();
-  sub.add_option("--gpus", a.gpus, "GPU count (nodes = GPUs / gpus_per_node)");
+  sub.add_option("--gpus", a.gpus, "GPU count (nodes = GPUs / gpus_per_node)")
+      ->transform(IntIn(1, spec::kMaxGpus));
   sub.add_option("--allow", a.allow, "constraints, e.g. \"tp<=8 pp>=2 schedule=1f1b|zb\"");
-  sub.add_option("--threads", a.threads, "search threads (0 = all cores)");
-  sub.add_option("--mbs-max", a.mbs_max, "largest micro-batch size tried (0 = all divisors)");
+  sub.add_option("--threads", a.threads, "search threads (0 = all cores)")
+      ->transform(IntIn(0, kMaxThreads));
+  sub.add_option("--mbs-max", a.mbs_max, "largest micro-batch size tried (0 = all divisors)")
+      ->transform(IntIn(0));
   sub.add_flag("--no-gpipe", a.no_gpipe, "leave GPipe out of the schedules searched");
   sub.add_flag("--json", a.json, "machine-readable output");
-  sub.add_option("--html", a.html, "write a self-contained HTML report to this file");
+  sub.add_option("--html", a.html, "write a self-contained HTML report to this file")
+      ->check(OutputFile());
   sub.add_option("--stack", a.stack,
                  "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
                  "or a profile TOML from `pentamesh calibrate`")
@@ -88,8 +93,8 @@ core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& a, const I
   return o;
 }
 
-core::Result<std::vector<int64_t>> ParseIntList(const std::string& option,
-                                                const std::string& text) {
+core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text,
+                                                int64_t max_value) {
   std::vector<int64_t> out;
   std::istringstream in(text);
   std::string item;
@@ -100,6 +105,7 @@ core::Result<std::vector<int64_t>> ParseIntList(const std::string& option,
       return core::Status::Error(
           fmt::format("{}: '{}' is not a positive integer (expected e.g. 128,256)", option, item));
     }
+    PM_RETURN_IF_ERROR(spec::CheckInt(option, v, 1, max_value));
     out.push_back(v);
   }
   if (out.empty()) return core::Status::Error(fmt::format("{}: empty list", option));

@@ -16,10 +16,13 @@
 #include "plan/scale.h"
 #include "plan/search.h"
 #include "spec/cluster_spec.h"
+#include "spec/limits.h"
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
 
 namespace pentamesh::cli {
+
+inline constexpr int kMaxThreads = 1024;  // --threads
 
 struct SearchArgs {
   std::string model;
@@ -56,8 +59,10 @@ core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, cons
 std::string ThroughputWithInterval(const Inputs& in, double tokens_per_s);
 nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s);
 
-// "128,256,512" -> {128, 256, 512}; the error names the option and the bad item.
-core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text);
+// "128,256,512" -> {128, 256, 512}, each in [1, max_value]; the error names the option and the bad
+// item.
+core::Result<std::vector<int64_t>> ParseIntList(const std::string& option, const std::string& text,
+                                                int64_t max_value);
 
 nlohmann::json CountsJson(const plan::Counts& c);
 

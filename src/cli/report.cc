@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "report/run_report.h"
 
 namespace pentamesh::cli {
@@ -37,7 +38,7 @@ RunFn AddReportCommand(CLI::App& app) {
   auto o = std::make_shared<ReportOptions>();
   sub->add_option("--run", o->run_dir, "run directory holding metrics.jsonl (train's out_dir)")
       ->required();
-  sub->add_option("--html", o->html, "the HTML file to write")->required();
+  sub->add_option("--html", o->html, "the HTML file to write")->required()->check(OutputFile());
   sub->add_option("--trace", o->trace,
                   "also draw this Chrome trace of the run (pentamesh train --trace FILE)");
   return [o]() { return Run(*o); };

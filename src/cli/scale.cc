@@ -68,7 +68,7 @@ int RunScale(const ScaleArgs& a) {
   if (!in.ok()) return Fail(in.status().message());
   auto options = MakeSearchOptions(a.search, *in, 1);
   if (!options.ok()) return Fail(options.status().message());
-  auto counts = ParseIntList("--gpus-list", a.gpus_list);
+  auto counts = ParseIntList("--gpus-list", a.gpus_list, spec::kMaxGpus);
   if (!counts.ok()) return Fail(counts.status().message());
   auto points = plan::Scale(in->model, in->cluster, in->train, *counts, *options);
   if (!points.ok()) return Fail(points.status().message());

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "report/timeline.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
@@ -106,13 +107,16 @@ RunFn AddScheduleCommand(CLI::App& app) {
   sub->add_option("--microbatches", o->microbatches, "micro-batches per step")->required();
   auto* rank = sub->add_option("--rank", o->rank, "print only this pp rank's program and stats");
   sub->add_flag("--grid", o->grid, "print the step x rank timeline grid");
-  sub->add_option("--trace", o->trace, "write the simulated timeline as Chrome trace JSON");
-  sub->add_option("--html", o->html, "write the simulated timeline as a self-contained HTML page");
+  sub->add_option("--trace", o->trace, "write the simulated timeline as Chrome trace JSON")
+      ->check(OutputFile());
+  sub->add_option("--html", o->html, "write the simulated timeline as a self-contained HTML page")
+      ->check(OutputFile());
   sub->add_option("--costs", o->costs, "F,B,W action costs (seconds or units)")
       ->delimiter(',')
       ->expected(3)
       ->capture_default_str();
-  sub->add_option("--p2p", o->p2p_s, "p2p latency added to every cross-rank dependency");
+  sub->add_option("--p2p", o->p2p_s, "p2p latency added to every cross-rank dependency")
+      ->check(NumberIn(0));
   return [o, rank]() {
     o->rank_given = rank->count() > 0;
     return Run(*o);

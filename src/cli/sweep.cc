@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/plan_common.h"
 #include "plan/scale.h"
 #include "report/html.h"
@@ -40,11 +41,16 @@ void PrintSweep(const plan::SweepResult& s) {
 int RunSweepCommand(const SweepArgs& a) {
   auto in = LoadInputs(a.search);
   if (!in.ok()) return Fail(in.status().message());
-  if (a.batch_tokens < 0) return Fail("--global-batch-tokens: must be >= 0");
-  if (a.batch_tokens > 0) in->train.global_batch_tokens = a.batch_tokens;
+  if (a.batch_tokens > 0) {
+    if (a.batch_tokens % in->train.seq_len != 0) {
+      return Fail(fmt::format("--global-batch-tokens: {} is not a multiple of seq_len={}",
+                              a.batch_tokens, in->train.seq_len));
+    }
+    in->train.global_batch_tokens = a.batch_tokens;
+  }
   auto options = MakeSearchOptions(a.search, *in, 1);
   if (!options.ok()) return Fail(options.status().message());
-  auto nodes = ParseIntList("--nodes", a.nodes);
+  auto nodes = ParseIntList("--nodes", a.nodes, spec::kMaxGpus);
   if (!nodes.ok()) return Fail(nodes.status().message());
   auto sweep = RunSweep(a.models, in->cluster, in->train, *nodes, *options);
   if (!sweep.ok()) return Fail(sweep.status().message());
@@ -94,7 +100,8 @@ RunFn AddSweepCommand(CLI::App& app) {
   sub->add_option("--nodes", args->nodes, "comma-separated node counts")->capture_default_str();
   sub->add_option("--global-batch-tokens", args->batch_tokens,
                   "override the train spec's batch (0 = keep it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(IntIn(0, spec::kMaxBatchTokens));
   return [args]() { return RunSweepCommand(*args); };
 }
 

@@ -7,22 +7,27 @@
 // measured memory per tag. Checkpoints go to ckpt.dir every ckpt.interval steps (each rank writes
 // its shard in the background; rank 0 commits once all are durable) at any layout, and
 // --resume loads them into any other layout. A step with a non-finite loss or grad norm is skipped
-// (on every rank); more than run.max_nonfinite_in_row in a row stop the run (exit 3) with the last
-// good checkpoint named. --trace FILE: rank 0 writes a Chrome trace-event JSON of every pipeline
-// action, p2p transfer and collective of every rank over the whole run (docs/pipeline.md).
+// (on every rank) and logged in metrics.jsonl; more than run.max_nonfinite_in_row in a row stop the
+// run (exit 2, naming the cause and the step) with the last good checkpoint named; a loss above
+// run.spike_factor x the running median is reported as a spike. --trace FILE: rank 0 writes a
+// Chrome trace-event JSON of every pipeline action, p2p transfer and collective of every rank over
+// the whole run (docs/pipeline.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/train_state.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "comm/mpi_communicator.h"
 #include "mesh/mesh.h"
 #include "train/metrics.h"
@@ -132,26 +137,45 @@ void MaybeSave(train::Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_s
   }
 }
 
-int OnNonFinite(const train::StepStats& s, train::Trainer& trainer, ckpt::AsyncSaver& saver) {
+// A skipped step: reported (and logged in metrics.jsonl); a run of more than
+// run.max_nonfinite_in_row stops the job with exit 2, naming the cause, the step and the last good
+// checkpoint (divergence is an outcome of training, not a crash).
+int OnNonFinite(const train::StepStats& s, train::Trainer& trainer, ckpt::AsyncSaver& saver,
+                train::MetricsWriter* metrics) {
   const train::RunConfig& c = trainer.config();
+  const char* cause = std::isfinite(s.ce_loss) ? "gradient norm" : "loss";
   fmt::print(stderr,
              "pentamesh: warning: step {} skipped: non-finite {} ({} in a row, {} in this run)\n",
-             s.step + 1, std::isfinite(s.grad_norm) ? "loss" : "gradient norm", s.nonfinite_in_row,
-             trainer.nonfinite_total());
+             s.step + 1, cause, s.nonfinite_in_row, trainer.nonfinite_total());
+  if (metrics) {
+    if (core::Status st = metrics->WriteSkipped(s); !st.ok()) return Fail(st.message());
+  }
   if (s.nonfinite_in_row <= c.run.max_nonfinite_in_row) return 0;
   const core::Status st = saver.Wait();
   const std::vector<std::string> dirs =
       c.ckpt.dir.empty() ? std::vector<std::string>{} : ckpt::ListCheckpoints(c.ckpt.dir);
+  // The weights after step s.step gave the non-finite loss, so its checkpoint is suspect; the
+  // newest one before it holds weights whose loss was finite.
+  std::string good;
+  for (const std::string& d : dirs) {
+    const std::string name = std::filesystem::path(d).filename().string();  // step-00000042
+    int64_t step = 0;
+    const auto [end, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), step);
+    if (ec == std::errc() && end == name.data() + name.size() && step < s.step) {
+      good = d;
+      break;
+    }
+  }
   fmt::print(
       stderr,
-      "pentamesh: error: {} non-finite steps in a row (run.max_nonfinite_in_row={}); "
-      "stopping at step {}. {}{}\n",
-      s.nonfinite_in_row, c.run.max_nonfinite_in_row, s.step,
-      dirs.empty()
-          ? "No checkpoint was saved."
-          : fmt::format("The last good checkpoint is {} (resume with --resume auto)", dirs.front()),
+      "pentamesh: error: training diverged: {} non-finite steps in a row (run.max_nonfinite_in_row="
+      "{}), the last at step {} with a non-finite {} (lr {:.3g}); stopping after step {}. {}{}\n",
+      s.nonfinite_in_row, c.run.max_nonfinite_in_row, s.step + 1, cause, s.lr, s.step,
+      good.empty()
+          ? std::string("No checkpoint before the divergence was saved.")
+          : fmt::format("The last good checkpoint is {} (resume with --resume {})", good, good),
       st.ok() ? "" : "; " + st.message());
-  return 3;
+  return 2;
 }
 
 // The checkpoint collective: true iff `ok` on every rank (an all-reduce, so also a barrier).
@@ -267,9 +291,13 @@ int RunTrainer(train::Trainer& trainer, const std::string& resume, comm::Communi
     train::StepStats s = trainer.Step();
     elapsed_s += s.step_time_s;
     if (s.skipped) {
-      const int code = OnNonFinite(s, trainer, saver);
+      const int code = OnNonFinite(s, trainer, saver, metrics.get());
       if (code != 0) return code;
       continue;
+    }
+    if (s.loss_spike && lead) {
+      fmt::print(stderr, "pentamesh: warning: step {}: loss spike {:.4g} > {} x median {:.4g}\n",
+                 s.step, s.loss, c.run.spike_factor, s.loss_median);
     }
     MaybeSave(trainer, saver, first_step, world ? world->size() : 1);
     const bool eval_now =
@@ -328,7 +356,8 @@ RunFn AddTrainCommand(CLI::App& app) {
                   "auto: newest intact checkpoint under ckpt.dir (none: start fresh); or a "
                   "checkpoint directory");
   sub->add_option("--trace", args->trace,
-                  "write a Chrome trace-event JSON of every action and collective of every rank");
+                  "write a Chrome trace-event JSON of every action and collective of every rank")
+      ->check(OutputFile());
   sub->add_option("--layout", args->layout,
                   "the layout, e.g. \"dp=2 tp=2 pp=2 schedule=1f1b zero=1 sp=off\" (run under "
                   "mpirun -np dp*tp*pp)");

@@ -11,6 +11,7 @@
 #include "calib/runs.h"
 #include "calib/validate.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "report/calib_html.h"
 
 namespace pentamesh::cli {
@@ -164,15 +165,12 @@ RunFn AddValidateCommand(CLI::App& app) {
   sub->add_option("--seed", args->seed, "seed of the k-fold shuffle")->capture_default_str();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_flag("!--no-rows", args->rows, "print only the summaries");
-  sub->add_option("--html", args->html, "write a self-contained HTML report to this file");
+  sub->add_option("--html", args->html, "write a self-contained HTML report to this file")
+      ->check(OutputFile());
   sub->add_option("--write-presets", args->write_presets,
                   "fit the shipped calibration on these runs and write it into this presets "
                   "directory (configs/presets: stacks/*.toml and the clusters' GPU parameters)");
   return [args]() -> int {
-    if (!args->html.empty()) {
-      std::ofstream probe(args->html, std::ios::app);
-      if (!probe) return Fail(fmt::format("--html: cannot write '{}'", args->html));
-    }
     auto runs = calib::LoadRuns(args->runs);
     if (!runs.ok()) return Fail(runs.status().message());
     if (!args->write_presets.empty()) {

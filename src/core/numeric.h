@@ -1,7 +1,11 @@
+// Overflow-safe integer helpers shared by every reader of user numbers (TOML fields, CLI flags,
+// layout strings): exact conversion from double, and products that report overflow instead of
+// wrapping.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
 namespace pentamesh {
@@ -13,6 +17,24 @@ inline std::optional<int64_t> ExactInt64(double d) {
   constexpr double kTwo63 = 9223372036854775808.0;  // 2^63, exact in a double
   if (!std::isfinite(d) || d >= kTwo63 || d < -kTwo63 || d != std::trunc(d)) return std::nullopt;
   return static_cast<int64_t>(d);
+}
+
+// a * b, or nullopt when the product does not fit in int64_t.
+inline std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+// The product of all factors, or nullopt as soon as a partial product overflows int64_t.
+inline std::optional<int64_t> CheckedProduct(std::initializer_list<int64_t> factors) {
+  int64_t out = 1;
+  for (int64_t f : factors) {
+    std::optional<int64_t> next = CheckedMul(out, f);
+    if (!next) return std::nullopt;
+    out = *next;
+  }
+  return out;
 }
 
 }  // namespace pentamesh

@@ -3,6 +3,7 @@
 #include "data/tokenizer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -153,6 +154,12 @@ Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& o) {
                     "exist",
                     parent.string()));
   }
+  // Refused here, before SentencePiece's own (internal-sounding) complaint.
+  if (std::none_of(o.inputs.begin(), o.inputs.end(), HasText)) {
+    return Status::Error(
+        fmt::format("tokenizer train: --input: {} holds no text (no line with a visible character)",
+                    fmt::join(o.inputs, ", ")));
+  }
   TokenizerTrainStats stats;
   const auto start = std::chrono::steady_clock::now();
   FileLineIterator lines(o.inputs, static_cast<size_t>(o.max_sentence_length), &stats);
@@ -177,6 +184,15 @@ Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& o) {
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+bool HasText(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r\f\v") != std::string::npos) return true;
+  }
+  return false;
 }
 
 Tokenizer::Tokenizer() : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}

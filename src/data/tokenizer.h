@@ -40,8 +40,13 @@ struct TokenizerTrainStats {
   double seconds = 0;
 };
 
-// Streams the inputs line by line into SentencePiece's BPE trainer. Errors name the flag or file.
+// Streams the inputs line by line into SentencePiece's BPE trainer. Errors name the flag or file
+// (inputs without a single non-empty line are refused as such).
 core::Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& options);
+
+// True when the file at `path` can be read and holds a line with a character other than
+// whitespace (reads only up to the first such line).
+bool HasText(const std::string& path);
 
 // Splits `line` into pieces of at most max_bytes bytes, preferring to cut before a space and
 // never inside a UTF-8 character. Concatenating the pieces gives back `line`.

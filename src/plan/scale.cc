@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::plan {
@@ -123,7 +124,9 @@ core::Result<SweepResult> Sweep(const std::vector<spec::ModelSpec>& models,
     out.models.push_back(model.name);
     for (int64_t n : nodes) {
       spec::ClusterSpec sized = cluster;
-      PM_RETURN_IF_ERROR(spec::SetGpuCount(sized, n * cluster.gpus_per_node));
+      PM_ASSIGN_OR_RETURN(const int64_t gpus, spec::GpuProduct("sweep: nodes x gpus_per_node",
+                                                               {n, cluster.gpus_per_node}));
+      PM_RETURN_IF_ERROR(spec::SetGpuCount(sized, gpus));
       PM_ASSIGN_OR_RETURN(SearchResult result, Search(model, sized, train, options));
       SweepCell cell;
       cell.model = model.name;

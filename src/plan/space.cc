@@ -10,12 +10,17 @@ using spec::Layout;
 using spec::Recompute;
 using spec::Schedule;
 
+// Trial division up to sqrt(n): each divisor d <= sqrt(n) brings its partner n / d, so the cost
+// is O(sqrt n) (2^20 steps for the largest batch, 2^40 tokens), never linear in n.
 std::vector<int64_t> Divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 bool IsCanonical(const Layout& l) {

@@ -294,6 +294,8 @@ core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::str
     const Where where{source, number};
     const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return where.Error("malformed JSON");
+    // A skipped (non-finite) step attempt: no update, nothing to plot.
+    if (j.is_object() && j.contains("skipped") && j["skipped"] == true) continue;
     PM_ASSIGN_OR_RETURN(RunStep step, ParseStep(j, where));
     run.steps.push_back(std::move(step));
   }

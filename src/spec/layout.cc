@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <set>
 #include <sstream>
+
+#include "spec/limits.h"
 
 namespace pentamesh::spec {
 namespace {
@@ -18,6 +21,7 @@ core::Result<int64_t> ParsePositive(const std::string& key, const std::string& v
   if (out <= 0) {
     return core::Status::Error(fmt::format("layout: {}={} must be positive", key, out));
   }
+  PM_RETURN_IF_ERROR(CheckInt("layout: " + key, out, 1, kMaxField));
   return out;
 }
 
@@ -119,6 +123,7 @@ core::Result<Layout> ParseLayout(const std::string& text) {
   std::istringstream in(text);
   std::string token;
   bool any = false;
+  std::set<std::string> seen;
   while (in >> token) {
     // Accept "a=1,b=2" as well as "a=1 b=2".
     std::string::size_type start = 0;
@@ -132,11 +137,22 @@ core::Result<Layout> ParseLayout(const std::string& text) {
       if (eq == std::string::npos || eq == 0) {
         return core::Status::Error(fmt::format("layout: '{}' is not of the form key=value", item));
       }
-      PM_RETURN_IF_ERROR(ParseKey(item.substr(0, eq), item.substr(eq + 1), layout));
+      const std::string key = item.substr(0, eq);
+      if (!seen.insert(key).second) {
+        return core::Status::Error(fmt::format("layout: key '{}' given twice", key));
+      }
+      PM_RETURN_IF_ERROR(ParseKey(key, item.substr(eq + 1), layout));
       any = true;
     }
   }
   if (!any) return core::Status::Error("layout: empty layout string");
+  // Degrees bounded so that gpus(), data_ranks() * mbs and every product downstream fit int64_t.
+  const bool separate = layout.ep_placement == EpPlacement::kSeparate;
+  PM_RETURN_IF_ERROR(
+      GpuProduct(separate ? "layout: dp*tp*pp*cp*ep" : "layout: dp*tp*pp*cp",
+                 {layout.dp, layout.tp, layout.pp, layout.cp, separate ? layout.ep : 1})
+          .status());
+  PM_RETURN_IF_ERROR(CheckInt("layout: ep", layout.ep, 1, kMaxGpus));
   if (layout.schedule != Schedule::kInterleaved && layout.virtual_stages != 1) {
     return core::Status::Error("layout: virtual stages need schedule=interleaved:V");
   }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "core/numeric.h"
+#include "spec/limits.h"
 #include "spec/presets.h"
 #include "spec/toml_parse.h"
 
@@ -41,8 +43,7 @@ class FieldReader {
       if (std::optional<double> d = node->value_exact<double>()) v = ExactInt64(*d);
     }
     if (!v) return Error(key, "must be an integer");
-    if (*v < min_value) return Error(key, fmt::format("must be >= {} (got {})", min_value, *v));
-    if (*v > max_value) return Error(key, fmt::format("must be <= {} (got {})", max_value, *v));
+    if (!Keep(CheckInt(Name(key), *v, min_value, max_value))) return;
     out = *v;
   }
 
@@ -57,12 +58,7 @@ class FieldReader {
     }
     std::optional<double> v = node->value<double>();  // accepts integers too
     if (!v) return Error(key, "must be a number");
-    if (!std::isfinite(*v)) return Error(key, "must be finite");
-    if (strictly_positive ? *v <= min_value : *v < min_value) {
-      return Error(key, fmt::format("must be {} {} (got {})",
-                                    strictly_positive ? ">" : ">=", min_value, *v));
-    }
-    if (*v > max_value) return Error(key, fmt::format("must be <= {:g} (got {:g})", max_value, *v));
+    if (!Keep(CheckNumber(Name(key), *v, min_value, max_value, strictly_positive))) return;
     out = *v;
   }
 
@@ -109,10 +105,17 @@ class FieldReader {
   }
 
   void Error(const std::string& key, const std::string& reason) {
-    errors_->push_back(fmt::format("{}.{}: {}", prefix_, key, reason));
+    errors_->push_back(fmt::format("{}: {}", Name(key), reason));
   }
 
  private:
+  std::string Name(const std::string& key) const { return prefix_ + "." + key; }
+  // Records a failed shared rule (spec/limits.h); true when `st` is OK.
+  bool Keep(const core::Status& st) {
+    if (!st.ok()) errors_->push_back(st.message());
+    return st.ok();
+  }
+
   const toml::table* table_;
   std::string prefix_;
   std::vector<std::string>* errors_;
@@ -201,7 +204,17 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
   }
   r.RejectUnknown(sub_tables);
   if (m.kv_heads == 0) m.kv_heads = m.heads;
-  if (m.head_dim == 0 && m.heads > 0) m.head_dim = m.hidden / m.heads;
+  // One rule for the planner and the engine: without an explicit head_dim the heads split hidden
+  // exactly (never a truncated or zero head_dim).
+  const bool explicit_head_dim = t->get("head_dim") != nullptr;
+  if (!explicit_head_dim && m.heads > 0 && m.hidden > 0) {
+    if (m.hidden % m.heads != 0) {
+      r.Error("heads",
+              fmt::format("{} does not divide hidden={} (set model.head_dim)", m.heads, m.hidden));
+    } else {
+      m.head_dim = m.hidden / m.heads;
+    }
+  }
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
     r.Error("kv_heads",
             fmt::format("heads={} must be divisible by kv_heads={}", m.heads, m.kv_heads));
@@ -239,6 +252,10 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   if (c.fp8_gemm_speedup > 0 && c.peak_fp8_tflops <= 0) {
     r.Error("fp8_gemm_speedup", "needs peak_fp8_tflops (the GPU has no FP8)");
   }
+  if (auto gpus = GpuProduct("cluster.nodes x gpus_per_node", {c.nodes, c.gpus_per_node});
+      !gpus.ok()) {
+    errors.push_back(gpus.status().message());
+  }
   r.RejectUnknown();
   PM_RETURN_IF_ERROR(Combine(source, errors));
   if (c.name.empty()) c.name = source;
@@ -256,7 +273,7 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   int64_t batch_seqs = 0;
   const bool has_tokens = t->get("global_batch_tokens") != nullptr;
   const bool has_seqs = t->get("global_batch_seqs") != nullptr;
-  r.Int("global_batch_tokens", s.global_batch_tokens, false, 1, int64_t{1} << 40);
+  r.Int("global_batch_tokens", s.global_batch_tokens, false, 1, kMaxBatchTokens);
   r.Int("global_batch_seqs", batch_seqs, false);
   if (has_tokens == has_seqs) {
     r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
@@ -277,7 +294,14 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   r.Double("total_tokens", s.total_tokens, true, 0, true, 1e18);  // steps fit in int64_t
   r.Double("usd_per_gpu_hour", s.usd_per_gpu_hour, false, 0, false);
   r.RejectUnknown();
-  if (has_seqs && s.seq_len > 0) s.global_batch_tokens = batch_seqs * s.seq_len;
+  if (has_seqs && s.seq_len > 0) {
+    s.global_batch_tokens = batch_seqs * s.seq_len;  // both <= 2^31 - 1: no overflow
+    if (s.global_batch_tokens > kMaxBatchTokens) {
+      r.Error("global_batch_seqs",
+              fmt::format("{} x seq_len={} = {} tokens exceeds the limit of {} tokens", batch_seqs,
+                          s.seq_len, s.global_batch_tokens, kMaxBatchTokens));
+    }
+  }
   if (has_tokens && s.seq_len > 0 && s.global_batch_tokens % s.seq_len != 0) {
     r.Error("global_batch_tokens",
             fmt::format("{} is not a multiple of seq_len={}", s.global_batch_tokens, s.seq_len));
@@ -288,6 +312,19 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
 }
 
 core::Result<std::string> ReadFile(const std::string& path) {
+  // Only regular files of bounded size: a device (/dev/zero) or FIFO would never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return core::Status::Error(fmt::format("{}: not a regular file", path));
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > static_cast<uintmax_t>(kMaxConfigFileBytes)) {
+    return core::Status::Error(
+        fmt::format("{}: {} bytes exceeds the limit of {} bytes for a config "
+                    "file",
+                    path, size, kMaxConfigFileBytes));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
@@ -333,9 +370,7 @@ core::Result<ModelSpec> LoadModel(const std::string& preset_or_path) {
 }
 
 core::Status SetGpuCount(ClusterSpec& cluster, int64_t gpus) {
-  if (gpus <= 0) {
-    return core::Status::Error(fmt::format("--gpus: must be positive (got {})", gpus));
-  }
+  PM_RETURN_IF_ERROR(CheckInt("--gpus", gpus, 1, kMaxGpus));
   if (gpus < cluster.gpus_per_node) {
     if (cluster.gpus_per_node % gpus != 0) {
       return core::Status::Error(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,8 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
   j["step_time_s"] = s.step_time_s;
   j["tokens_per_s"] = s.tokens_per_s;
   j["mfu"] = s.mfu;
+  j["nonfinite_total"] = s.nonfinite_total;
+  j["loss_spike"] = s.loss_spike;
   nlohmann::ordered_json peak;
   for (int i = 0; i < core::kMemTagCount; ++i) {
     peak[core::MemTagName(static_cast<core::MemTag>(i))] = s.peak_bytes[static_cast<size_t>(i)];
@@ -58,6 +61,17 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
   return j.dump();
 }
 
+std::string SkippedStepToJson(const StepStats& s) {
+  nlohmann::ordered_json j;
+  j["step"] = s.step + 1;  // the attempted step; the trainer stays at s.step
+  j["skipped"] = true;
+  j["cause"] = std::isfinite(s.ce_loss) ? "non-finite gradient norm" : "non-finite loss";
+  j["lr"] = s.lr;
+  j["nonfinite_in_row"] = s.nonfinite_in_row;
+  j["nonfinite_total"] = s.nonfinite_total;
+  return j.dump();
+}
+
 core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir, bool append) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -76,7 +90,14 @@ MetricsWriter::~MetricsWriter() {
 
 core::Status MetricsWriter::Write(const StepStats& s, const cost::Estimate* predicted,
                                   double flops_per_token) {
-  const std::string line = StepStatsToJson(s, predicted, flops_per_token) + "\n";
+  return WriteLine(StepStatsToJson(s, predicted, flops_per_token) + "\n");
+}
+
+core::Status MetricsWriter::WriteSkipped(const StepStats& s) {
+  return WriteLine(SkippedStepToJson(s) + "\n");
+}
+
+core::Status MetricsWriter::WriteLine(const std::string& line) {
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     return core::Status::Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
   }

@@ -1,5 +1,7 @@
-// metrics.jsonl: one JSON object per optimizer step (schema in docs/engine.md). Keys:
-//   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s,
+// metrics.jsonl: one JSON object per optimizer step (schema in docs/engine.md); a skipped
+// (non-finite) step attempt gets a short line with "skipped": true instead. Keys of a step:
+//   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s, nonfinite_total (steps
+//   skipped so far), loss_spike (train/divergence.h),
 //   peak_bytes {weights, grads, optimizer, activations, logits, comm, other, total},
 //   for MoE: aux_loss, z_loss, tokens_per_expert [E], expert_load_imbalance, dropped_tokens,
 //   eval_loss when evaluated; in distributed runs comm_bytes {tp, cp, dp, pp, ep, dp_cp, expert_dp}
@@ -18,6 +20,9 @@ namespace pentamesh::train {
 // `predicted` (may be null): the cost model's memory per category, FLOPs and time terms.
 std::string StepStatsToJson(const StepStats& stats, const cost::Estimate* predicted = nullptr,
                             double flops_per_token = 0);
+// A skipped step (non-finite loss or gradient norm): {"step": attempted step, "skipped": true,
+// "cause", "lr", "nonfinite_in_row", "nonfinite_total"}; no update was applied.
+std::string SkippedStepToJson(const StepStats& stats);
 
 class MetricsWriter {
  public:
@@ -32,10 +37,13 @@ class MetricsWriter {
   // One line, flushed.
   core::Status Write(const StepStats& stats, const cost::Estimate* predicted = nullptr,
                      double flops_per_token = 0);
+  // The line of a skipped (non-finite) step: SkippedStepToJson.
+  core::Status WriteSkipped(const StepStats& stats);
   const std::string& path() const { return path_; }
 
  private:
   MetricsWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  core::Status WriteLine(const std::string& line);
   std::FILE* file_;
   std::string path_;
 };

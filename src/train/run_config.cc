@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/numeric.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -32,19 +33,22 @@ class TableReader {
     if (!n) return;
     std::optional<double> v = n->value<double>();
     if (!v) return Error(key, "must be a number");
-    if (!std::isfinite(*v)) return Error(key, "must be finite");
-    if (strictly ? *v <= min_value : *v < min_value)
-      return Error(key,
-                   fmt::format("must be {} {} (got {})", strictly ? ">" : ">=", min_value, *v));
+    // The shared input rules (spec/limits.h): finite, in range, whole where integral.
+    const std::string field = fmt::format("{}.{}", name_, key);
+    const double max_value = std::is_integral_v<T>
+                                 ? std::numeric_limits<double>::max()
+                                 : static_cast<double>(std::numeric_limits<T>::max());
+    if (!Keep(spec::CheckNumber(field, *v, min_value, max_value, strictly))) return;
     if constexpr (std::is_integral_v<T>) {
       const std::optional<int64_t> i = ExactInt64(*v);
       if (!i) return Error(key, fmt::format("must be an integer (got {})", *v));
-      if (std::cmp_greater(*i, std::numeric_limits<T>::max()))
-        return Error(key, fmt::format("must be <= {} (got {})", std::numeric_limits<T>::max(), *i));
+      constexpr int64_t kMax =
+          std::cmp_greater(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max())
+              ? std::numeric_limits<int64_t>::max()
+              : static_cast<int64_t>(std::numeric_limits<T>::max());
+      if (!Keep(spec::CheckInt(field, *i, std::numeric_limits<int64_t>::min(), kMax))) return;
       out = static_cast<T>(*i);
     } else {
-      if (std::abs(*v) > static_cast<double>(std::numeric_limits<T>::max()))
-        return Error(key, fmt::format("is out of range (got {})", *v));
       out = static_cast<T>(*v);
     }
   }
@@ -72,6 +76,11 @@ class TableReader {
   }
   void Error(const std::string& key, const std::string& reason) {
     errors_->push_back(fmt::format("{}{}{}: {}", name_, key.empty() ? "" : ".", key, reason));
+  }
+  // Records a failed shared rule; true when `st` is OK.
+  bool Keep(const core::Status& st) {
+    if (!st.ok()) errors_->push_back(st.message());
+    return st.ok();
   }
 
  private:
@@ -125,6 +134,10 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Number("peak_gflops", o.peak_gflops, 0, true);
   r.Number("mem_gbps", o.mem_gbps, 0, true);
   r.Number("max_nonfinite_in_row", o.max_nonfinite_in_row, 0);
+  r.Number("spike_factor", o.spike_factor, 0);
+  r.Number("spike_window", o.spike_window, 1);
+  if (o.spike_factor > 0 && o.spike_factor <= 1)
+    r.Error("spike_factor", fmt::format("must be 0 (off) or > 1 (got {})", o.spike_factor));
   r.Number("debug_nan_step", o.debug_nan_step, 0);
   r.Number("debug_nan_count", o.debug_nan_count, 1);
   r.Number("debug_kill_step", o.debug_kill_step, 0);
@@ -161,10 +174,6 @@ void CheckCombined(const RunConfig& c, std::vector<std::string>* errors) {
   if (c.train.precision == spec::Precision::kFp8) {
     errors->push_back(
         "train.precision: fp8 is not implemented by the CPU engine (use fp32 or bf16)");
-  }
-  if (c.model.hidden % c.model.heads != 0 && c.model.head_dim * c.model.heads != c.model.hidden) {
-    errors->push_back(fmt::format("model.heads: {} does not divide hidden={} (set head_dim)",
-                                  c.model.heads, c.model.hidden));
   }
   if (c.total_steps() < 1) errors->push_back("train.total_tokens: gives fewer than one step");
   if (c.optim.warmup_steps >= c.total_steps() && c.total_steps() > 1) {

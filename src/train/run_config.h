@@ -10,8 +10,8 @@
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
-//            max_nonfinite_in_row, debug_nan_step, debug_nan_count, debug_kill_step,
-//            debug_kill_rank (faults)
+//            max_nonfinite_in_row, spike_factor, spike_window, debug_nan_step, debug_nan_count,
+//            debug_kill_step, debug_kill_rank (faults)
 //   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
@@ -62,6 +62,10 @@ struct RunOptions {
   // A step whose loss or grad norm is not finite is skipped (no update); more than this many in
   // a row stop the run.
   int64_t max_nonfinite_in_row = 5;
+  // A good step whose loss exceeds spike_factor x the median of the previous spike_window good
+  // losses is reported as a loss spike (stderr and metrics.jsonl "loss_spike"); 0 = off.
+  double spike_factor = 3.0;
+  int64_t spike_window = 32;
   // Fault injection: attempts [debug_nan_step, debug_nan_step + debug_nan_count) (1-based step
   // attempts) get a NaN written into the first gradient before the norm. 0 = off.
   int64_t debug_nan_step = 0;

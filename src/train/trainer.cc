@@ -26,6 +26,10 @@ core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t voca
     if (!fs::exists(c.corpus)) {
       return core::Status::Error(fmt::format("data.corpus: {} does not exist", c.corpus));
     }
+    if (!data::HasText(c.corpus)) {
+      return core::Status::Error(
+          fmt::format("data.corpus: {} holds no text (no non-empty line to train on)", c.corpus));
+    }
     std::error_code ec;
     fs::create_directories(c.dataset, ec);
     if (ec)
@@ -400,6 +404,11 @@ StepStats Trainer::Step() {
   if (mesh_) s.comm_bytes = mesh_->StatsJson();
   s.ce_loss = ce / static_cast<double>(std::max<int64_t>(valid, 1));
   s.loss = s.ce_loss + s.moe.aux_loss + s.moe.z_loss;
+  s.nonfinite_total = nonfinite_total_;
+  if (!s.skipped) {
+    s.loss_spike = spikes_.Observe(s.loss);
+    s.loss_median = spikes_.last_median();
+  }
   s.tokens = config_.train.global_batch_tokens;
   s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   s.tokens_per_s = static_cast<double>(s.tokens) / s.step_time_s;

@@ -37,6 +37,7 @@
 #include "data/sampler.h"
 #include "mesh/mesh.h"
 #include "model/stage.h"
+#include "train/divergence.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
@@ -64,6 +65,10 @@ struct StepStats {
   // batch is consumed). nonfinite_in_row counts such attempts since the last good step.
   bool skipped = false;
   int64_t nonfinite_in_row = 0;
+  int64_t nonfinite_total = 0;  // skipped steps so far in this process's run
+  // A good step whose loss exceeded run.spike_factor x loss_median (train/divergence.h).
+  bool loss_spike = false;
+  double loss_median = 0;
   // Mesh groups' counters during the step: {"tp": comm::ToJson(...), ...}; empty on one process.
   nlohmann::json comm_bytes = nlohmann::json::object();
 };
@@ -161,6 +166,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t attempts_ = 0;  // Step() calls, including skipped ones (for fault injection)
   int64_t nonfinite_in_row_ = 0, nonfinite_total_ = 0;
+  LossSpikeDetector spikes_{config_.run.spike_factor, config_.run.spike_window};
 };
 
 // The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).

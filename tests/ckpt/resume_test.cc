@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ckpt/train_state.h"
@@ -108,6 +109,29 @@ TEST(NonFinite, InjectedNanSkipsStepsAndKeepsWeights) {
   EXPECT_EQ(s4.nonfinite_in_row, 0);
   EXPECT_EQ(t->step(), 2);
   EXPECT_EQ(t->nonfinite_total(), 2);
+}
+
+// A checkpoint whose weights hold a NaN (written by hand: training never saves one) is refused on
+// load, naming the tensor, instead of surfacing later as a diverged step.
+TEST(NonFinite, CheckpointWithNanWeightIsRefused) {
+  const std::string toml = RunToml(data::testing::Corpus().dataset, "fp32", "");
+  auto a = MakeTrainer(toml);
+  a->Step();
+  a->params().master(0).f32()[3] = std::nanf("");
+  const std::string root = data::testing::MakeTempDir("ckpt_nan_weight");
+  {
+    AsyncSaver saver({.root = root, .keep = 1, .env = nullptr, .all_ok = {}}, /*async=*/false);
+    ASSERT_TRUE(saver.Save(TrainerSnapshot(*a)).ok());
+    ASSERT_TRUE(saver.Wait().ok());
+  }
+  auto ck = ResolveResume("auto", root, [](const std::string& m) { ADD_FAILURE() << m; });
+  ASSERT_TRUE(ck.ok() && ck->has_value()) << ck.status().message();
+  auto b = MakeTrainer(toml);
+  const core::Status st = RestoreTrainer(**ck, *b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tensor " + b->params().info(0).name + ": element 3 of this rank's"),
+            std::string::npos)
+      << st.message();
 }
 
 }  // namespace

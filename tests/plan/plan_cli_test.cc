@@ -66,8 +66,8 @@ TEST(PlanCli, TextOutput) {
 
 TEST(PlanCli, ZeroGpusIsAnError) {
   const CliRun r = Pentamesh("plan --model llama3-8b --gpus 0 --train pretrain-4k");
-  EXPECT_NE(r.code, 0);
-  EXPECT_TRUE(Has(r.out, "--gpus: must be positive")) << r.out;
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "--gpus: must be >= 1 (got 0)")) << r.out;
 }
 
 TEST(PlanCli, ModelThatCannotFitNamesTheNearestMiss) {
