@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
+#include "cli/launch_cli.h"
 #include "cost/cost.h"
 #include "spec/load_toml.h"
 
@@ -20,6 +21,7 @@ struct EstimateArgs {
   bool json = false;
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
+  EmitArgs emit;
 };
 
 nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
@@ -77,6 +79,7 @@ void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
 }
 
 int RunEstimate(const EstimateArgs& a) {
+  if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
   auto model = spec::LoadModel(a.model);
   if (!model.ok()) return Fail(fmt::format("--model: {}", model.status().message()));
   auto cluster =
@@ -102,7 +105,12 @@ int RunEstimate(const EstimateArgs& a) {
     for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
     return 2;
   }
-  return 0;
+  return EmitAndWrite(a.emit, launch::EmitInput{.model = *model,
+                                                .cluster = *cluster,
+                                                .train = *train,
+                                                .layout = *layout,
+                                                .estimate = e,
+                                                .command = CommandLine()});
 }
 
 }  // namespace
@@ -122,6 +130,7 @@ RunFn AddEstimateCommand(CLI::App& app) {
                 "attention without flash: keep the s x s scores");
   sub->add_option("--moe-imbalance", args->moe_imbalance,
                   "worst EP rank's tokens / mean (default 1.0)");
+  AddEmitOptions(*sub, args->emit);
   return [args]() { return RunEstimate(*args); };
 }
 

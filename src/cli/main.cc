@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/launch_cli.h"
 
 int main(int argc, char** argv) {
   using namespace pentamesh::cli;
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   add(AddReportCommand);
   add(AddExportCommand);
   add(AddImportCommand);
+  add(AddImportConfigCommand);
+  SetCommandLine(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
