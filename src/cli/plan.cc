@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/launch_cli.h"
@@ -166,6 +167,10 @@ core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::Sear
 // model and batch must agree with them, so the comparison is like for like).
 core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inputs& in,
                                               std::optional<launch::Engine> engine) {
+  if (!std::filesystem::exists(file)) {
+    return core::Status::Error(fmt::format(
+        "--baseline: '{}' is not a known baseline (known: fsdp) nor an engine config file", file));
+  }
   launch::ImportOptions o;
   o.gpus = in.cluster.gpus();
   o.seq_len = in.train.seq_len;
