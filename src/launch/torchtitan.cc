@@ -160,10 +160,9 @@ std::vector<File> EmitTorchtitan(const EmitInput& in) {
       "--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m torchtitan.train "
       "--job.config_file job.toml",
       GpusPerNode(in));
+  // torchtitan's launcher is torchrun, one per node (not one task per GPU): replace the srun line.
   std::string sb = Sbatch(Engine::kTorchtitan, in, "");
-  // torchtitan's launcher is torchrun, one per node (not one task per GPU).
-  sb = std::string(sb);
-  const size_t srun = sb.find("srun ");
+  const size_t srun = sb.rfind("\nsrun ") + 1;
   sb = sb.substr(0, srun) + "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + run + "\n";
   return {File{"job.toml", t, false}, File{"overrides.txt", o, false}, File{"sbatch.sh", sb, true}};
 }
