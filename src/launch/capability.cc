@@ -2,6 +2,8 @@
 // ids and messages, and the filter that restricts the planner's search to one engine's rules.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "launch/launch.h"
 
 namespace pentamesh::launch {
@@ -77,11 +79,22 @@ constexpr CapabilityRule kRules[] = {
      "DeepSpeed-MoE builds expert groups from the data-parallel ranks: ep must divide them"},
 };
 
-// Every clause of `text` holds for the layout (an empty text holds).
+// Every clause of `text` holds for the layout (an empty text holds). The rules' clauses are
+// parsed once (the planner asks for every branch of the space).
 bool AllHold(const char* text, const Layout& l) {
   if (text == nullptr || *text == '\0') return true;
-  auto c = plan::Constraints::Parse(text);
-  return c.ok() && c->AllowsLayout(l);
+  static const std::map<const char*, plan::Constraints> parsed = [] {
+    std::map<const char*, plan::Constraints> m;
+    for (const CapabilityRule& r : kRules) {
+      for (const char* t : {r.when, r.require}) {
+        auto c = plan::Constraints::Parse(t);
+        if (c.ok()) m.emplace(t, std::move(*c));
+      }
+    }
+    return m;
+  }();
+  const auto it = parsed.find(text);
+  return it != parsed.end() && it->second.AllowsLayout(l);
 }
 
 }  // namespace
