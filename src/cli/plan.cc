@@ -180,6 +180,16 @@ core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inp
     return core::Status::Error(fmt::format("--baseline {}: runs on {} GPUs, the plan on {}", file,
                                            *im.gpus, in.cluster.gpus()));
   }
+  const spec::ModelSpec& m = im.model;
+  if (m.layers != in.model.layers || m.hidden != in.model.hidden || m.heads != in.model.heads ||
+      m.kv_heads != in.model.kv_heads || m.ffn_hidden != in.model.ffn_hidden ||
+      m.vocab != in.model.vocab || m.moe.experts != in.model.moe.experts) {
+    return core::Status::Error(fmt::format(
+        "--baseline {}: its model ({} layers, hidden {}, {} heads, vocab {}, {} experts) is not "
+        "--model {} ({} layers, hidden {}, {} heads, vocab {}, {} experts)",
+        file, m.layers, m.hidden, m.heads, m.vocab, m.moe.experts, in.model.name, in.model.layers,
+        in.model.hidden, in.model.heads, in.model.vocab, in.model.moe.experts));
+  }
   if (im.train.seq_len != in.train.seq_len ||
       im.train.global_batch_tokens != in.train.global_batch_tokens) {
     return core::Status::Error(fmt::format(

@@ -118,6 +118,11 @@ TEST(LaunchCli, PlanBaselineFileComparesWithTheBest) {
                 (out / "train.sh").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(Has(r.out, "differ from --train")) << r.out;
+  // Nor one of another model.
+  r = Pentamesh("plan --model llama2-70b --train pretrain-4k --gpus 512 --baseline " +
+                (out / "train.sh").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "is not --model llama2-70b")) << r.out;
 }
 
 }  // namespace
