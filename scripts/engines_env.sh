@@ -18,7 +18,7 @@ VENV="${PENTAMESH_ENGINES_ENV:-${HOME:-/root}/.cache/pentamesh/engines-$HASH}"
 STAMP="$VENV/.pentamesh-pins"
 CHECK='import torch, deepspeed, torchtitan, megatron.core'
 print_path() { if [ "${1:-}" = "--print-path" ]; then echo "$VENV/bin/python"; fi; }
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$ALL" ]; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$ALL" ] && [ -x "$VENV/bin/python" ]; then
   print_path "${1:-}"
   exit 0
 fi
