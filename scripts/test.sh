@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup.sh
 bash scripts/pyenv.sh  # transformers (PyPI) for the Hugging Face export tests
+# The engines' packages (torch 2.x, DeepSpeed, torchtitan, megatron-core) for the `engines` tests:
+# cached under ~/.cache; a first install (~5 min) runs in the background while the build does, and
+# the test waits for it (the script holds a lock while it installs).
+bash scripts/engines_env.sh > "${TMPDIR:-/tmp}/pentamesh-engines-env.log" 2>&1 &
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 echo "== release build"
 bash scripts/build.sh release

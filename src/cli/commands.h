@@ -23,10 +23,11 @@ RunFn AddPlanCommand(CLI::App& app);   // cli/plan.cc
 RunFn AddScaleCommand(CLI::App& app);  // cli/scale.cc
 RunFn AddSweepCommand(CLI::App& app);  // cli/sweep.cc
 RunFn AddReportCommand(CLI::App& app);
-RunFn AddExportCommand(CLI::App& app);  // cli/export.cc: export --hf
-RunFn AddImportCommand(CLI::App& app);  // cli/export.cc: import --hf
-RunFn AddValidateCommand(CLI::App& app);   // cli/validate.cc
-RunFn AddCalibrateCommand(CLI::App& app);  // cli/calibrate.cc
+RunFn AddExportCommand(CLI::App& app);        // cli/export.cc: export --hf
+RunFn AddImportCommand(CLI::App& app);        // cli/export.cc: import --hf
+RunFn AddImportConfigCommand(CLI::App& app);  // cli/launch.cc: import-config FILE
+RunFn AddValidateCommand(CLI::App& app);      // cli/validate.cc
+RunFn AddCalibrateCommand(CLI::App& app);     // cli/calibrate.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
 #include "cli/flags.h"
+#include "cli/launch_cli.h"
 #include "cli/plan_common.h"
 #include "cost/cost.h"
 #include "spec/load_toml.h"
@@ -23,6 +24,7 @@ struct EstimateArgs {
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
   std::string stack = "megatron";
+  EmitArgs emit;
 };
 
 nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
@@ -80,6 +82,7 @@ void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
 }
 
 int RunEstimate(const EstimateArgs& a) {
+  if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
   Inputs in;
   auto model = spec::LoadModel(a.model);
   if (!model.ok()) return Fail(fmt::format("--model: {}", model.status().message()));
@@ -115,7 +118,12 @@ int RunEstimate(const EstimateArgs& a) {
     for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
     return 2;
   }
-  return 0;
+  return EmitAndWrite(a.emit, launch::EmitInput{.model = *model,
+                                                .cluster = *cluster,
+                                                .train = *train,
+                                                .layout = *layout,
+                                                .estimate = e,
+                                                .command = CommandLine()});
 }
 
 }  // namespace
@@ -141,6 +149,7 @@ RunFn AddEstimateCommand(CLI::App& app) {
                   "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
                   "or a profile TOML from `pentamesh calibrate`")
       ->capture_default_str();
+  AddEmitOptions(*sub, args->emit);
   return [args]() { return RunEstimate(*args); };
 }
 

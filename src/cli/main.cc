@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/launch_cli.h"
 
 int main(int argc, char** argv) {
   using namespace pentamesh::cli;
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
   add(AddReportCommand);
   add(AddExportCommand);
   add(AddImportCommand);
+  add(AddImportConfigCommand);
   add(AddValidateCommand);
   add(AddCalibrateCommand);
+  SetCommandLine(argc, argv);
   return Dispatch(app, commands, argc, argv);
 }

@@ -4,14 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/launch_cli.h"
 #include "cli/plan_common.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
 #include "report/html.h"
 #include "spec/load_toml.h"
+#include "spec/validate.h"
 
 namespace pentamesh::cli {
 namespace {
@@ -24,6 +27,8 @@ struct PlanArgs {
   bool pareto = false;
   bool distinct = false;
   std::string baseline;
+  std::string engine;
+  EmitArgs emit;
 };
 
 void PrintBreakdown(const cost::Estimate& e) {
@@ -159,6 +164,78 @@ core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::Sear
   return report::WriteHtml(r, a.search.html);
 }
 
+// The config of --baseline FILE costed on the plan's model, cluster and batch (the file's own
+// model and batch must agree with them, so the comparison is like for like).
+core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inputs& in,
+                                              std::optional<launch::Engine> engine) {
+  if (!std::filesystem::exists(file)) {
+    return core::Status::Error(fmt::format(
+        "--baseline: '{}' is not a known baseline (known: fsdp) nor an engine config file", file));
+  }
+  launch::ImportOptions o;
+  o.gpus = in.cluster.gpus();
+  o.seq_len = in.train.seq_len;
+  if (engine) o.engine = *engine;
+  PM_ASSIGN_OR_RETURN(launch::Imported im, launch::ImportConfig(file, o));
+  if (im.gpus && *im.gpus != in.cluster.gpus()) {
+    return core::Status::Error(fmt::format("--baseline {}: runs on {} GPUs, the plan on {}", file,
+                                           *im.gpus, in.cluster.gpus()));
+  }
+  const spec::ModelSpec& m = im.model;
+  if (m.layers != in.model.layers || m.hidden != in.model.hidden || m.heads != in.model.heads ||
+      m.kv_heads != in.model.kv_heads || m.ffn_hidden != in.model.ffn_hidden ||
+      m.vocab != in.model.vocab || m.moe.experts != in.model.moe.experts) {
+    return core::Status::Error(fmt::format(
+        "--baseline {}: its model ({} layers, hidden {}, {} heads, vocab {}, {} experts) is not "
+        "--model {} ({} layers, hidden {}, {} heads, vocab {}, {} experts)",
+        file, m.layers, m.hidden, m.heads, m.vocab, m.moe.experts, in.model.name, in.model.layers,
+        in.model.hidden, in.model.heads, in.model.vocab, in.model.moe.experts));
+  }
+  if (im.train.seq_len != in.train.seq_len ||
+      im.train.global_batch_tokens != in.train.global_batch_tokens) {
+    return core::Status::Error(fmt::format(
+        "--baseline {}: sequence {} and {} tokens per step differ from --train's {} and {}", file,
+        im.train.seq_len, im.train.global_batch_tokens, in.train.seq_len,
+        in.train.global_batch_tokens));
+  }
+  const std::vector<std::string> invalid =
+      spec::Validate(in.model, in.cluster, in.train, im.layout);
+  if (!invalid.empty()) {
+    return core::Status::Error(
+        fmt::format("--baseline {}: its layout is not valid for --model: {}", file, invalid[0]));
+  }
+  return cost::EstimateLayout(in.model, in.cluster, in.train, im.layout);
+}
+
+void PrintFileBaseline(const std::string& file, const cost::Estimate& b,
+                       const cost::Estimate& best) {
+  fmt::print("\nbaseline {} vs best:\n", file);
+  fmt::print("  {:<10} {}\n  {:<10} {}\n", "baseline", spec::FormatLayout(b.layout), "best",
+             spec::FormatLayout(best.layout));
+  fmt::print("  {:<28} {:>14} {:>14}\n", "", "baseline", "best");
+  fmt::print("  {:<28} {:>11.2f} GB {:>11.2f} GB\n", "memory per GPU", b.memory.total / kGB,
+             best.memory.total / kGB);
+  fmt::print("  {:<28} {:>14} {:>14}\n", "fits", b.fits ? "yes" : "no", "yes");
+  fmt::print("  {:<28} {:>12.3f} s {:>12.3f} s\n", "step time", b.time.step, best.time.step);
+  fmt::print("  {:<28} {:>14.0f} {:>14.0f}\n", "tokens/s", b.tokens_per_s, best.tokens_per_s);
+  fmt::print("  {:<28} {:>13.1f}% {:>13.1f}%\n", "MFU", 100 * b.mfu, 100 * best.mfu);
+  fmt::print("  {:<28} {:>14.1f} {:>14.1f}\n", "days", b.days, best.days);
+  for (const auto& v : b.violations) fmt::print("    baseline: {}\n", v);
+  if (b.fits && b.tokens_per_s > 0) {
+    fmt::print("  the best layout is {:.2f}x the baseline's throughput\n",
+               best.tokens_per_s / b.tokens_per_s);
+  }
+}
+
+int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best) {
+  return EmitAndWrite(a.emit, launch::EmitInput{.model = in.model,
+                                                .cluster = in.cluster,
+                                                .train = in.train,
+                                                .layout = best.layout,
+                                                .estimate = best,
+                                                .command = CommandLine()});
+}
+
 int RunPlan(const PlanArgs& a) {
   auto in = LoadInputs(a.search);
   if (!in.ok()) return Fail(in.status().message());
@@ -166,8 +243,29 @@ int RunPlan(const PlanArgs& a) {
   if (!options.ok()) return Fail(options.status().message());
   options->pareto = a.pareto;
   options->one_per_mesh = a.distinct;
+  if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
+  // --engine (or --emit's engine) restricts the search to what that engine can run.
+  std::string engine_name = a.engine.empty() ? a.emit.engine : a.engine;
+  if (!a.engine.empty() && !a.emit.engine.empty() && a.engine != a.emit.engine) {
+    return Fail(
+        fmt::format("--engine {} and --emit {} name different engines", a.engine, a.emit.engine));
+  }
+  std::optional<launch::Engine> engine;
+  if (!engine_name.empty()) {
+    auto e = launch::ParseEngine("--engine", engine_name);
+    if (!e.ok()) return Fail(e.status().message());
+    engine = *e;
+    // Rules about the model alone: the engine runs no layout of it.
+    const auto model_rules = launch::Violations(*engine, in->model, spec::Layout{});
+    if (!model_rules.empty()) return Fail(launch::DescribeViolations(*engine, model_rules));
+    launch::RestrictToEngine(*engine, in->model, options->space.allow);
+  }
+  // --baseline FILE: an engine config the user runs today, imported and costed on these inputs.
+  std::optional<cost::Estimate> file_baseline;
   if (!a.baseline.empty() && a.baseline != "fsdp") {
-    return Fail(fmt::format("--baseline: '{}' is not a known baseline (known: fsdp)", a.baseline));
+    auto b = ImportedBaseline(a.baseline, *in, engine);
+    if (!b.ok()) return Fail(b.status().message());
+    file_baseline = std::move(*b);
   }
   auto result = plan::Search(in->model, in->cluster, in->train, *options);
   if (!result.ok()) return Fail(result.status().message());
@@ -178,7 +276,7 @@ int RunPlan(const PlanArgs& a) {
   }
   const cost::Estimate& best = result->top.front();
   std::optional<plan::BaselineComparison> baseline;
-  if (!a.baseline.empty() || !a.search.html.empty()) {
+  if ((!a.baseline.empty() && !file_baseline) || !a.search.html.empty()) {
     auto b = plan::CompareWithFsdp(in->model, in->cluster, in->train, best, *options);
     if (!b.ok()) return Fail(b.status().message());
     baseline = std::move(*b);
@@ -188,9 +286,12 @@ int RunPlan(const PlanArgs& a) {
     if (!status.ok()) return Fail(status.message());
   }
   if (a.search.json) {
-    nlohmann::json j = {{"model", in->model.name},       {"cluster", in->cluster.name},
-                        {"train", in->train.name},       {"gpus", in->cluster.gpus()},
-                        {"seconds", result->seconds},    {"counts", CountsJson(result->counts)},
+    nlohmann::json j = {{"model", in->model.name},
+                        {"cluster", in->cluster.name},
+                        {"train", in->train.name},
+                        {"gpus", in->cluster.gpus()},
+                        {"seconds", result->seconds},
+                        {"counts", CountsJson(result->counts)},
                         {"top", nlohmann::json::array()},
                         {"stack", in->stack.name},
                         {"interval", IntervalJson(*in, best.tokens_per_s)}};
@@ -199,9 +300,13 @@ int RunPlan(const PlanArgs& a) {
       j["pareto"] = nlohmann::json::array();
       for (const auto& e : result->pareto) j["pareto"].push_back(EstimateJson(e));
     }
-    if (!a.baseline.empty()) j["baseline"] = BaselineJson(*baseline);
+    if (file_baseline) {
+      j["baseline_file"] = EstimateJson(*file_baseline);
+    } else if (!a.baseline.empty()) {
+      j["baseline"] = BaselineJson(*baseline);
+    }
     fmt::print("{}\n", j.dump(2));
-    return 0;
+    return EmitBest(a, *in, best);
   }
   const plan::Counts& c = result->counts;
   fmt::print("pentamesh plan: {} on {} x {} ({}: seq {}, {} tokens/step)\n", in->model.name,
@@ -223,9 +328,13 @@ int RunPlan(const PlanArgs& a) {
                result->pareto.size());
     PrintTable(result->pareto, best);
   }
-  if (baseline && !a.baseline.empty()) PrintBaseline(*baseline);
+  if (file_baseline) {
+    PrintFileBaseline(a.baseline, *file_baseline, best);
+  } else if (baseline && !a.baseline.empty()) {
+    PrintBaseline(*baseline);
+  }
   if (!a.search.html.empty()) fmt::print("\nreport: {}\n", a.search.html);
-  return 0;
+  return EmitBest(a, *in, best);
 }
 
 }  // namespace
@@ -239,7 +348,11 @@ RunFn AddPlanCommand(CLI::App& app) {
       ->capture_default_str()
       ->transform(IntIn(1, 100000));
   sub->add_flag("--pareto", args->pareto, "also list the step-time / memory Pareto front");
-  sub->add_option("--baseline", args->baseline, "compare with a baseline: fsdp");
+  sub->add_option("--baseline", args->baseline,
+                  "compare with a baseline: fsdp, or an engine config file (import-config)");
+  sub->add_option("--engine", args->engine,
+                  "search only layouts this engine can run: megatron, torchtitan, deepspeed");
+  AddEmitOptions(*sub, args->emit);
   sub->add_flag("--distinct", args->distinct,
                 "list only the best layout of each mesh (dp, tp, pp, cp, ep, placement)");
   return [args]() { return RunPlan(*args); };

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <sstream>
+#include <utility>
 
 namespace pentamesh::plan {
 namespace {
@@ -186,7 +187,20 @@ bool Constraints::AllowsLayout(const spec::Layout& l) const {
          Allows(Field::kMbs, l.mbs) && Allows(Field::kVirtualStages, l.virtual_stages) &&
          Allows(Field::kRecompute, e(l.recompute)) && Allows(Field::kSchedule, e(l.schedule)) &&
          Allows(Field::kCpKind, e(l.cp_kind)) && Allows(Field::kEpPlacement, e(l.ep_placement)) &&
-         Allows(Field::kSp, l.sp ? 1 : 0) && Allows(Field::kEtp, l.expert_tp());
+         Allows(Field::kSp, l.sp ? 1 : 0) && Allows(Field::kEtp, l.expert_tp()) && PassesFilters(l);
+}
+
+void Constraints::AddFilter(const std::string& name,
+                            std::function<bool(const spec::Layout&)> filter) {
+  filters_.push_back(std::move(filter));
+  text_ += text_.empty() ? name : " " + name;
+}
+
+bool Constraints::PassesFilters(const spec::Layout& l) const {
+  for (const auto& f : filters_) {
+    if (!f(l)) return false;
+  }
+  return true;
 }
 
 }  // namespace pentamesh::plan

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,13 +49,20 @@ class Constraints {
 
   // True when every clause on `field` holds for `value`.
   bool Allows(Field field, int64_t value) const;
-  // True when every clause holds for the whole layout.
+  // True when every clause and every filter holds for the whole layout.
   bool AllowsLayout(const spec::Layout& layout) const;
-  bool empty() const { return clauses_.empty(); }
+  // Adds a rule across fields that clauses cannot say (an engine's capability table). A filter
+  // must not look at mbs or recompute: the space applies it to a mesh's branches, before those
+  // are chosen. Its name is appended to text() for messages.
+  void AddFilter(const std::string& name, std::function<bool(const spec::Layout&)> filter);
+  // True when every filter holds.
+  bool PassesFilters(const spec::Layout& layout) const;
+  bool empty() const { return clauses_.empty() && filters_.empty(); }
   const std::string& text() const { return text_; }
 
  private:
   std::vector<Clause> clauses_;
+  std::vector<std::function<bool(const spec::Layout&)>> filters_;
   std::array<bool, static_cast<size_t>(Field::kCount)> constrained_{};
   std::string text_;
 };

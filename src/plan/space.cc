@@ -138,8 +138,10 @@ void Space::AddBranches(Mesh& mesh) const {
             continue;
           }
           if (!allow.Allows(Field::kCpKind, static_cast<int64_t>(kind))) continue;
-          mesh.branches.push_back(Branch{
-              .zero = zero, .schedule = schedule, .virtual_stages = v, .sp = sp, .cp_kind = kind});
+          const Branch branch{
+              .zero = zero, .schedule = schedule, .virtual_stages = v, .sp = sp, .cp_kind = kind};
+          if (!allow.PassesFilters(MakeLayout(mesh, branch, 1, spec::Recompute::kNone))) continue;
+          mesh.branches.push_back(branch);
         }
       }
     }

@@ -1,0 +1,168 @@
+// `--emit ENGINE --out DIR` (plan, estimate) and `pentamesh import-config FILE`: thin wrappers of
+// launch/ (emitters, importers, the engine capability table) and cost::EstimateLayout.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/estimate_json.h"
+#include "cli/launch_cli.h"
+#include "cli/plan_common.h"
+#include "spec/load_toml.h"
+#include "spec/validate.h"
+
+namespace pentamesh::cli {
+namespace {
+
+std::string& CommandLineStorage() {
+  static std::string line;
+  return line;
+}
+
+struct ImportArgs {
+  std::string file;
+  std::string engine;
+  std::string cluster = "h100-sxm";
+  std::optional<int64_t> gpus;
+  std::string model;
+  std::optional<int64_t> seq_len;
+  bool json = false;
+};
+
+int RunImport(const ImportArgs& a) {
+  launch::ImportOptions o;
+  if (!a.engine.empty()) {
+    auto e = launch::ParseEngine("--engine", a.engine);
+    if (!e.ok()) return Fail(e.status().message());
+    o.engine = *e;
+  }
+  o.gpus = a.gpus;
+  if (!a.model.empty()) o.model = a.model;
+  o.seq_len = a.seq_len;
+  auto imported = launch::ImportConfig(a.file, o);
+  if (!imported.ok()) return Fail(imported.status().message());
+  const launch::Imported& im = *imported;
+  auto cluster = spec::LoadCluster(a.cluster, im.gpus);
+  if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
+  spec::TrainSpec train = im.train;
+  train.name = "imported";
+  const std::vector<std::string> invalid = spec::Validate(im.model, *cluster, train, im.layout);
+  // Costed with the stack profile of the engine the file is for (docs/launch.md).
+  Inputs in{.model = im.model, .cluster = *cluster, .train = train, .stack = {}, .params = {}};
+  if (const core::Status st = ApplyStack(launch::StackProfile(im.engine), in); !st.ok()) {
+    return Fail(st.message());
+  }
+  const cost::Estimate e =
+      cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
+  const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
+  if (a.json) {
+    nlohmann::json j = {{"engine", launch::ToString(im.engine)},
+                        {"gpus", cluster->gpus()},
+                        {"seq_len", train.seq_len},
+                        {"global_batch_tokens", train.global_batch_tokens},
+                        {"notes", im.notes},
+                        {"invalid", invalid},
+                        {"estimate", EstimateJson(e)}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
+    for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
+    fmt::print("model: {} layers, hidden {}, heads {}/{} kv, FFN {}, vocab {}{}\n", im.model.layers,
+               im.model.hidden, im.model.heads, im.model.kv_heads, im.model.ffn_hidden,
+               im.model.vocab,
+               im.model.is_moe() ? fmt::format(", {} experts top-{} (FFN {})", im.model.moe.experts,
+                                               im.model.moe.top_k, im.model.moe.expert_ffn_hidden)
+                                 : std::string());
+    fmt::print("batch: seq {}, {} sequences ({} tokens) per step, {} GPUs of {}\n", train.seq_len,
+               train.global_batch_seqs(), train.global_batch_tokens, cluster->gpus(),
+               cluster->name);
+    fmt::print("--layout \"{}\"\n", spec::FormatLayout(im.layout));
+    if (e.microbatches > 0) {
+      fmt::print(
+          "estimate: memory {:.2f} GB of {:.2f} GB, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%, "
+          "fits: {}\n",
+          e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s, 100 * e.mfu,
+          e.fits ? "yes" : "no");
+    }
+    for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
+    for (const auto* r : engine_rules) {
+      fmt::print("  engine rule {}: {}\n", r->id, r->message);
+    }
+    fmt::print(
+        "compare with the planner: pentamesh plan --model <model> --train <train> "
+        "--cluster {} --gpus {} --engine {} --baseline {}\n",
+        a.cluster, cluster->gpus(), launch::ToString(im.engine), a.file);
+  }
+  if (!invalid.empty()) {
+    for (const auto& v : invalid) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void SetCommandLine(int argc, char** argv) {
+  std::string line = "pentamesh";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    const bool quote = arg.find_first_of(" \t'\"$") != std::string::npos || arg.empty();
+    line += " " + (quote ? "'" + arg + "'" : arg);
+  }
+  CommandLineStorage() = line;
+}
+
+const std::string& CommandLine() { return CommandLineStorage(); }
+
+void AddEmitOptions(CLI::App& sub, EmitArgs& args) {
+  sub.add_option("--emit", args.engine,
+                 "write the launch files of this engine: megatron, torchtitan, deepspeed");
+  sub.add_option("--out", args.out, "directory for the --emit files");
+}
+
+core::Status CheckEmitArgs(const EmitArgs& args) {
+  if (args.engine.empty() != args.out.empty()) {
+    return core::Status::Error(args.engine.empty() ? "--out needs --emit ENGINE"
+                                                   : "--emit needs --out DIR");
+  }
+  if (!args.engine.empty()) {
+    PM_ASSIGN_OR_RETURN(launch::Engine e, launch::ParseEngine("--emit", args.engine));
+    (void)e;
+  }
+  return core::Status::Ok();
+}
+
+int EmitAndWrite(const EmitArgs& args, const launch::EmitInput& in) {
+  if (args.engine.empty()) return 0;
+  auto engine = launch::ParseEngine("--emit", args.engine);
+  if (!engine.ok()) return Fail(engine.status().message());
+  if (!in.estimate.fits) {
+    std::fprintf(stderr, "pentamesh: warning: the cost model predicts this layout does not fit\n");
+  }
+  auto files = launch::Emit(*engine, in);
+  if (!files.ok()) return Fail(files.status().message());
+  const core::Status written = launch::WriteFiles(args.out, *files);
+  if (!written.ok()) return Fail(written.message());
+  for (const auto& f : *files) {
+    std::fprintf(stderr, "pentamesh: wrote %s/%s\n", args.out.c_str(), f.name.c_str());
+  }
+  return 0;
+}
+
+RunFn AddImportConfigCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "import-config",
+      "Read a Megatron-LM script, torchtitan TOML or DeepSpeed config; print and cost its layout");
+  auto args = std::make_shared<ImportArgs>();
+  sub->add_option("file", args->file, "the engine's config or launch script")->required();
+  sub->add_option("--engine", args->engine, "megatron, torchtitan or deepspeed (default: detect)");
+  sub->add_option("--cluster", args->cluster, "cluster preset or TOML file")->capture_default_str();
+  sub->add_option("--gpus", args->gpus, "world size, where the file does not say it");
+  sub->add_option("--model", args->model, "model preset or TOML, where the file does not say it");
+  sub->add_option("--seq-len", args->seq_len, "sequence length, where the file does not say it");
+  sub->add_flag("--json", args->json, "print JSON");
+  return [args]() { return RunImport(*args); };
+}
+
+}  // namespace pentamesh::cli

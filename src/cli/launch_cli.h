@@ -1,0 +1,29 @@
+// Shared by `plan`, `estimate` and `import-config`: --emit ENGINE --out DIR, the command line for
+// the emitted files' header, and the options of import-config.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "cost/cost.h"
+#include "launch/launch.h"
+
+namespace pentamesh::cli {
+
+// The process's command line, as typed (main.cc records it).
+void SetCommandLine(int argc, char** argv);
+const std::string& CommandLine();
+
+struct EmitArgs {
+  std::string engine;  // --emit
+  std::string out;     // --out
+};
+// Adds --emit and --out.
+void AddEmitOptions(CLI::App& sub, EmitArgs& args);
+// Checks --emit/--out (both or neither); the error names the option.
+core::Status CheckEmitArgs(const EmitArgs& args);
+// Emits and writes the files, printing their paths to stderr (stdout stays the command's own).
+// Returns 0, or Fail()'s code with the refusal or the error.
+int EmitAndWrite(const EmitArgs& args, const launch::EmitInput& in);
+
+}  // namespace pentamesh::cli

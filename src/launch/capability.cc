@@ -1,0 +1,177 @@
+// The engine capability table: what Megatron-LM, torchtitan and DeepSpeed can run, as rules with
+// ids and messages, and the filter that restricts the planner's search to one engine's rules.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "launch/launch.h"
+
+namespace pentamesh::launch {
+namespace {
+
+using spec::Layout;
+using spec::ModelSpec;
+
+// torchtitan builds its EP mesh from dp_shard x cp when ETP = TP (FSDP ranks; DDP has no shard).
+bool TorchtitanEpFits(const ModelSpec&, const Layout& l) {
+  if (l.ep == 1) return true;
+  const int64_t dp_shard = l.zero >= 2 ? EngineDataParallel(l) : 1;
+  const int64_t borrow = dp_shard * l.cp * (ExpertTensorParallel(l) == 1 ? l.tp : 1);
+  return borrow % l.ep == 0;
+}
+// torchtitan replicates with DDP only when DDP is the sole parallelism.
+bool TorchtitanDdpAlone(const ModelSpec&, const Layout& l) {
+  if (l.zero == 0 && l.cp > 1) return false;  // FSDP always shards over cp
+  if (l.zero != 0 || EngineDataParallel(l) == 1) return true;
+  return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1;
+}
+// DeepSpeed-MoE carves expert groups out of the data-parallel group (not the Ulysses group).
+bool DeepSpeedEpInDp(const ModelSpec&, const Layout& l) {
+  return l.ep == 1 || EngineDataParallel(l) % l.ep == 0;
+}
+// Megatron-DeepSpeed's MoE layers: experts of the dense FFN's size, every k-th layer, none shared.
+bool DeepSpeedMoeShape(const ModelSpec& m, const Layout&) {
+  return !m.is_moe() || (m.moe.expert_ffn_hidden == m.ffn_hidden && m.moe.first_dense_layers == 0 &&
+                         m.moe.shared_experts == 0);
+}
+// Megatron asserts sequence parallelism for MoE models with tensor parallelism.
+bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.tp == 1 || l.sp; }
+
+constexpr CapabilityRule kRules[] = {
+    {"mg-no-gpipe", Engine::kMegatron, "pp>=2", "schedule!=gpipe", nullptr,
+     "Megatron-LM has no GPipe schedule (its pipeline schedules are 1F1B and interleaved 1F1B)"},
+    {"mg-no-zero-bubble", Engine::kMegatron, "pp>=2", "schedule!=zb", nullptr,
+     "Megatron-LM has no zero-bubble schedule (its pipeline schedules are 1F1B and interleaved "
+     "1F1B)"},
+    {"mg-moe-needs-sp", Engine::kMegatron, "", "", MegatronMoeSp,
+     "Megatron-LM requires --sequence-parallel for MoE models with tensor parallelism (sp=on)"},
+    {"tt-no-ulysses", Engine::kTorchtitan, "cp>=2", "cp_kind=ring", nullptr,
+     "torchtitan's context parallelism is ring attention only (no Ulysses all-to-all)"},
+    {"tt-no-zero1", Engine::kTorchtitan, "", "zero!=1", nullptr,
+     "torchtitan shards with FSDP2 (ZeRO-3, or ZeRO-2 with reshard_after_forward=never) or "
+     "replicates with DDP (ZeRO-0); it has no ZeRO-1"},
+    {"tt-tp-is-sp", Engine::kTorchtitan, "tp>=2", "sp=on", nullptr,
+     "torchtitan's tensor parallelism always shards norms and dropout over the sequence (sp=on)"},
+    {"tt-no-zb-h1", Engine::kTorchtitan, "pp>=2", "schedule!=zb", nullptr,
+     "torchtitan's zero-bubble schedules (ZBVZeroBubble, InterleavedZeroBubble) run two or more "
+     "stages per rank; pentamesh's zb is ZB-H1 with one"},
+    {"tt-ddp-alone", Engine::kTorchtitan, "", "", TorchtitanDdpAlone,
+     "torchtitan's DDP (zero=0 with dp > 1) does not combine with tp, pp, cp or ep, and with cp > "
+     "1 "
+     "torchtitan always shards over cp with FSDP: use zero=2|3"},
+    {"tt-ep-divides-shard", Engine::kTorchtitan, "", "", TorchtitanEpFits,
+     "torchtitan borrows EP ranks from dp_shard x cp (x tp when ETP = 1): ep must divide them"},
+    {"ds-pp-zero01", Engine::kDeepSpeed, "pp>=2", "zero<=1", nullptr,
+     "DeepSpeed's pipeline engine runs with ZeRO stage 0 or 1 only"},
+    {"ds-pp-1f1b", Engine::kDeepSpeed, "pp>=2", "schedule=1f1b", nullptr,
+     "DeepSpeed's pipeline engine has one schedule, 1F1B (no GPipe, interleaved or zero-bubble)"},
+    {"ds-no-ring", Engine::kDeepSpeed, "cp>=2", "cp_kind=ulysses", nullptr,
+     "DeepSpeed's sequence parallelism is Ulysses (all-to-all); it has no ring attention"},
+    {"ds-autotp-zero012", Engine::kDeepSpeed, "tp>=2", "zero<=2", nullptr,
+     "DeepSpeed's AutoTP training runs with ZeRO stages 0 to 2, not 3"},
+    {"ds-ulysses-no-megatron-sp", Engine::kDeepSpeed, "cp>=2 tp>=2", "sp=off", nullptr,
+     "Megatron-DeepSpeed cannot combine Ulysses (--ds-sequence-parallel-size) with Megatron's "
+     "--sequence-parallel"},
+    {"ds-moe-shape", Engine::kDeepSpeed, "", "", DeepSpeedMoeShape,
+     "Megatron-DeepSpeed's MoE experts have the dense FFN's size, in every k-th layer "
+     "(--expert-interval), with no leading dense layers and no shared experts"},
+    {"ds-ep-in-dp", Engine::kDeepSpeed, "", "", DeepSpeedEpInDp,
+     "DeepSpeed-MoE builds expert groups from the data-parallel ranks: ep must divide them"},
+};
+
+// Every clause of `text` holds for the layout (an empty text holds). The rules' clauses are
+// parsed once (the planner asks for every branch of the space).
+bool AllHold(const char* text, const Layout& l) {
+  if (text == nullptr || *text == '\0') return true;
+  static const std::map<const char*, plan::Constraints> parsed = [] {
+    std::map<const char*, plan::Constraints> m;
+    for (const CapabilityRule& r : kRules) {
+      for (const char* t : {r.when, r.require}) {
+        auto c = plan::Constraints::Parse(t);
+        if (c.ok()) m.emplace(t, std::move(*c));
+      }
+    }
+    return m;
+  }();
+  const auto it = parsed.find(text);
+  return it != parsed.end() && it->second.AllowsLayout(l);
+}
+
+}  // namespace
+
+const char* ToString(Engine engine) {
+  switch (engine) {
+    case Engine::kMegatron:
+      return "megatron";
+    case Engine::kTorchtitan:
+      return "torchtitan";
+    case Engine::kDeepSpeed:
+      return "deepspeed";
+  }
+  return "?";
+}
+
+core::Result<Engine> ParseEngine(const std::string& option, const std::string& name) {
+  for (Engine e : kEngines) {
+    if (name == ToString(e)) return e;
+  }
+  return core::Status::Error(fmt::format(
+      "{}: '{}' is not a known engine (known: megatron, torchtitan, deepspeed)", option, name));
+}
+
+std::span<const CapabilityRule> CapabilityTable() { return kRules; }
+
+std::vector<const CapabilityRule*> Violations(Engine engine, const ModelSpec& model,
+                                              const Layout& layout) {
+  std::vector<const CapabilityRule*> out;
+  for (const CapabilityRule& r : kRules) {
+    if (r.engine != engine) continue;
+    bool ok = !AllHold(r.when, layout) || AllHold(r.require, layout);
+    if (ok && r.check != nullptr && AllHold(r.when, layout)) ok = r.check(model, layout);
+    if (!ok) out.push_back(&r);
+  }
+  return out;
+}
+
+std::string DescribeViolations(Engine engine, const std::vector<const CapabilityRule*>& rules) {
+  std::string out;
+  for (const CapabilityRule* r : rules) {
+    if (!out.empty()) out += "\n";
+    out +=
+        fmt::format("{} cannot run this layout: rule {}: {}", ToString(engine), r->id, r->message);
+  }
+  return out;
+}
+
+void RestrictToEngine(Engine engine, const ModelSpec& model, plan::Constraints& allow) {
+  allow.AddFilter(fmt::format("engine={}", ToString(engine)), [engine, model](const Layout& l) {
+    return Violations(engine, model, l).empty();
+  });
+}
+
+const char* StackProfile(Engine engine) {
+  // The --stack calibration profiles are named after the engines whose measured runs fit them.
+  return ToString(engine);
+}
+
+int64_t ExpertTensorParallel(const Layout& layout) { return layout.expert_tp(); }
+
+int64_t EngineDataParallel(const Layout& layout) { return layout.data_ranks(); }
+
+Layout CanonicalForEngines(const Layout& layout) {
+  Layout l = layout;
+  if (l.ep_placement == spec::EpPlacement::kSeparate && l.ep > 1) {
+    l.dp *= l.ep;
+    l.ep_placement = spec::EpPlacement::kFolded;
+  }
+  if (l.ep == 1) l.ep_placement = spec::EpPlacement::kSeparate;
+  if (l.tp == 1) l.sp = true;
+  if (l.cp == 1) l.cp_kind = spec::CpKind::kRing;
+  if (l.pp == 1) {
+    l.schedule = spec::Schedule::kOneFOneB;
+    l.virtual_stages = 1;
+  }
+  return l;
+}
+
+}  // namespace pentamesh::launch

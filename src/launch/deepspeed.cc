@@ -1,0 +1,234 @@
+// DeepSpeed: ds_config.json (batch triple, ZeRO stage, bf16, activation checkpointing, Ulysses
+// sequence_parallel_size) plus launch.sh running Megatron-DeepSpeed's pretrain_gpt.py (the model,
+// Megatron tensor parallelism, DeepSpeed's pipeline engine, DeepSpeed-MoE expert parallelism),
+// sbatch.sh; and the reverse, from launch.sh (with the ds_config it names) or a bare
+// ds_config.json (with --model, --seq-len and --gpus).
+//
+// Tensor parallelism is Megatron-DeepSpeed's (--tensor-model-parallel-size), not AutoTP: the
+// emitted config keeps "tensor_parallel" out so DeepSpeed does not shard the model a second
+// time; import reads "tensor_parallel.autotp_size" from configs written for Hugging Face models.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "launch/internal.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::launch::internal {
+
+std::vector<File> EmitDeepSpeed(const EmitInput& in) {
+  const spec::Layout& l = in.layout;
+  const int64_t dp = EngineDataParallel(l);
+  const int64_t seqs = in.train.global_batch_seqs();
+  nlohmann::ordered_json j;
+  std::vector<std::string> header;
+  {
+    const std::string h = Header(Engine::kDeepSpeed, in, "");
+    size_t start = 0;
+    while (start < h.size()) {
+      const size_t nl = h.find('\n', start);
+      header.push_back(h.substr(start, nl - start));
+      start = nl + 1;
+    }
+  }
+  j["_pentamesh"] = header;
+  j["train_batch_size"] = seqs;
+  j["train_micro_batch_size_per_gpu"] = l.mbs;
+  j["gradient_accumulation_steps"] = seqs / (dp * l.mbs);
+  j["gradient_clipping"] = 1.0;
+  j["steps_per_print"] = 10;
+  j["zero_optimization"] = {{"stage", l.zero}};
+  if (l.zero >= 1) {
+    j["zero_optimization"]["overlap_comm"] = true;
+    j["zero_optimization"]["contiguous_gradients"] = true;
+  }
+  j["bf16"] = {{"enabled", in.train.precision != spec::Precision::kFp32}};
+  if (l.cp > 1) j["sequence_parallel_size"] = l.cp;
+  if (l.recompute == spec::Recompute::kFull) {
+    j["activation_checkpointing"] = {{"partition_activations", false},
+                                     {"contiguous_memory_optimization", false},
+                                     {"cpu_checkpointing", false},
+                                     {"number_checkpoints", in.model.layers}};
+  }
+  j["wall_clock_breakdown"] = false;
+
+  std::string s = "#!/bin/bash\n" + Header(Engine::kDeepSpeed, in, "# ");
+  s += "# One process per GPU (sbatch.sh sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, "
+       "MASTER_PORT).\n"
+       "# MEGATRON_DEEPSPEED: a Megatron-DeepSpeed checkout; DATA_PATH / TOKENIZER: your data.\n"
+       "set -euo pipefail\n"
+       "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
+  Flags parallel = MegatronParallelFlags(in.model, in.train, l, true);
+  if (l.recompute == spec::Recompute::kFull) {
+    // Megatron-DeepSpeed routes full recomputation through DeepSpeed's activation checkpointing.
+    parallel.push_back({"--deepspeed-activation-checkpointing", ""});
+  }
+  parallel.push_back({"--deepspeed", ""});
+  parallel.push_back({"--deepspeed_config", "ds_config.json"});
+  s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, true));
+  s += FlagArray("PARALLEL_ARGS", parallel);
+  s += FlagArray("TRAINING_ARGS", TrainingLoopFlags(in.train, true));
+  s +=
+      "${PYTHON:-python} \"${MEGATRON_DEEPSPEED:-.}/pretrain_gpt.py\" \"${MODEL_ARGS[@]}\" "
+      "\"${PARALLEL_ARGS[@]}\" \"${TRAINING_ARGS[@]}\" --data-path \"${DATA_PATH:-data}\" \"$@\"\n";
+  return {File{"ds_config.json", j.dump(2) + "\n", false}, File{"launch.sh", s, true},
+          File{"sbatch.sh", Sbatch(Engine::kDeepSpeed, in, "bash launch.sh"), true}};
+}
+
+namespace {
+
+// The ds_config fields pentamesh reads, with the key named in every error.
+core::Status ReadDsConfig(const std::string& name, const std::string& text, Imported& out,
+                          int64_t* train_batch, int64_t* micro, int64_t* gas) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return core::Status::Error(fmt::format("{}: not JSON: {}", name, e.what()));
+  }
+  if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", name));
+  auto get_int = [&](const nlohmann::json& obj, const std::string& key,
+                     const std::string& path) -> core::Result<std::optional<int64_t>> {
+    if (!obj.contains(key) || obj[key].is_null()) return std::optional<int64_t>();
+    if (obj[key].is_string() && obj[key] == "auto") {
+      return core::Status::Error(fmt::format(
+          "{}: \"{}\" is \"auto\" (filled in by the HF Trainer): pentamesh needs the number", name,
+          path));
+    }
+    if (!obj[key].is_number_integer() || obj[key].get<int64_t>() < 0) {
+      return core::Status::Error(
+          fmt::format("{}: \"{}\" must be a non-negative integer", name, path));
+    }
+    return std::optional<int64_t>(obj[key].get<int64_t>());
+  };
+  PM_ASSIGN_OR_RETURN(auto tb, get_int(j, "train_batch_size", "train_batch_size"));
+  PM_ASSIGN_OR_RETURN(
+      auto mb, get_int(j, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu"));
+  PM_ASSIGN_OR_RETURN(auto ga,
+                      get_int(j, "gradient_accumulation_steps", "gradient_accumulation_steps"));
+  *train_batch = tb.value_or(0);
+  *micro = mb.value_or(0);
+  *gas = ga.value_or(0);
+  if (j.contains("zero_optimization")) {
+    if (!j["zero_optimization"].is_object()) {
+      return core::Status::Error(fmt::format("{}: \"zero_optimization\" must be an object", name));
+    }
+    PM_ASSIGN_OR_RETURN(auto z,
+                        get_int(j["zero_optimization"], "stage", "zero_optimization.stage"));
+    if (z && *z > 3) {
+      return core::Status::Error(
+          fmt::format("{}: \"zero_optimization.stage\" {} is not 0..3", name, *z));
+    }
+    out.layout.zero = static_cast<int>(z.value_or(0));
+  }
+  PM_ASSIGN_OR_RETURN(auto sp, get_int(j, "sequence_parallel_size", "sequence_parallel_size"));
+  if (sp && *sp > 1) {
+    out.layout.cp = *sp;
+    out.layout.cp_kind = spec::CpKind::kUlysses;
+  }
+  if (j.contains("tensor_parallel") && j["tensor_parallel"].is_object()) {
+    PM_ASSIGN_OR_RETURN(
+        auto tp, get_int(j["tensor_parallel"], "autotp_size", "tensor_parallel.autotp_size"));
+    if (tp && *tp > 1) out.layout.tp = *tp;
+  }
+  const bool bf16 =
+      j.contains("bf16") && j["bf16"].is_object() && j["bf16"].value("enabled", false);
+  const bool fp16 =
+      j.contains("fp16") && j["fp16"].is_object() && j["fp16"].value("enabled", false);
+  out.train.precision = bf16 || fp16 ? spec::Precision::kBf16 : spec::Precision::kFp32;
+  if (j.contains("activation_checkpointing")) out.layout.recompute = spec::Recompute::kFull;
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<Imported> ImportDeepSpeed(const std::string& name, const std::string& text,
+                                       const std::string& dir, const ImportOptions& options) {
+  Imported out;
+  out.engine = Engine::kDeepSpeed;
+  int64_t train_batch = 0, micro = 0, gas = 0;
+  const bool json = text.find_first_not_of(" \t\r\n") != std::string::npos &&
+                    text[text.find_first_not_of(" \t\r\n")] == '{';
+  if (json) {
+    if (!options.model || !options.seq_len) {
+      return core::Status::Error(fmt::format(
+          "{}: a ds_config.json does not say the model or the sequence length: pass --model and "
+          "--seq-len (or import the launch script that names it)",
+          name));
+    }
+    PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
+    out.train.seq_len = *options.seq_len;
+    PM_RETURN_IF_ERROR(ReadDsConfig(name, text, out, &train_batch, &micro, &gas));
+    out.layout.mbs = micro;
+  } else {
+    PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
+    const auto flags = CollectFlags(script.words);
+    PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/true, options, out));
+    const auto cfg = flags.find("--deepspeed_config") != flags.end()
+                         ? flags.find("--deepspeed_config")
+                         : flags.find("--deepspeed-config");
+    if (cfg == flags.end() || cfg->second.values.empty()) {
+      return core::Status::Error(
+          fmt::format("{}: no --deepspeed_config names the ds_config", name));
+    }
+    const std::filesystem::path path = std::filesystem::path(dir) / cfg->second.values.front();
+    PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
+    const int64_t tp = out.layout.tp, cp = out.layout.cp;
+    const spec::Recompute recompute = out.layout.recompute;
+    PM_RETURN_IF_ERROR(ReadDsConfig(path.string(), cfg_text, out, &train_batch, &micro, &gas));
+    out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
+    if (cp > 1 && out.layout.cp != cp) {
+      return core::Status::Error(fmt::format(
+          "{}: line {}: --ds-sequence-parallel-size {} disagrees with {}'s sequence_parallel_size "
+          "{}",
+          name, flags.at("--ds-sequence-parallel-size").line, cp, path.string(), out.layout.cp));
+    }
+    if (recompute != spec::Recompute::kNone) out.layout.recompute = recompute;
+    if (micro > 0 && micro != out.layout.mbs) {
+      return core::Status::Error(
+          fmt::format("{}: --micro-batch-size {} disagrees with train_micro_batch_size_per_gpu {}",
+                      name, out.layout.mbs, micro));
+    }
+  }
+  // World size and data parallelism: the batch triple gives DP = train / (micro x gas).
+  if (micro <= 0) micro = out.layout.mbs;
+  int64_t dp = 0;
+  if (train_batch > 0 && gas > 0) {
+    if (train_batch % (micro * gas) != 0) {
+      return core::Status::Error(
+          fmt::format("{}: train_batch_size {} is not train_micro_batch_size_per_gpu {} x "
+                      "gradient_accumulation_steps {} x a data-parallel degree",
+                      name, train_batch, micro, gas));
+    }
+    dp = train_batch / (micro * gas);
+  }
+  const int64_t model_par = out.layout.tp * out.layout.pp * out.layout.cp;
+  if (dp == 0) {
+    const auto gpus = options.gpus ? options.gpus : out.gpus;
+    if (!gpus) {
+      return core::Status::Error(
+          fmt::format("{}: the config gives no data-parallel degree (train_batch_size with "
+                      "gradient_accumulation_steps): pass --gpus",
+                      name));
+    }
+    dp = *gpus / model_par;
+  }
+  out.layout.dp = dp;
+  out.gpus = dp * model_par;
+  if (train_batch == 0) train_batch = dp * micro * std::max<int64_t>(gas, 1);
+  if (out.train.global_batch_tokens > 0 &&
+      out.train.global_batch_tokens != train_batch * out.train.seq_len) {
+    return core::Status::Error(
+        fmt::format("{}: --global-batch-size {} disagrees with train_batch_size {}", name,
+                    out.train.global_batch_tokens / out.train.seq_len, train_batch));
+  }
+  out.train.global_batch_tokens = train_batch * out.train.seq_len;
+  if (out.layout.pp > 1) out.layout.schedule = spec::Schedule::kOneFOneB;
+  out.layout.ep_placement =
+      out.layout.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
+  if (out.layout.tp == 1) out.layout.sp = true;
+  return out;
+}
+
+}  // namespace pentamesh::launch::internal

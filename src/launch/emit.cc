@@ -1,0 +1,113 @@
+// Emit: refuses what the engine cannot run (capability table), then calls the engine's emitter;
+// the header every emitted file starts with; the sbatch script; writing the files.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "launch/internal.h"
+#include "spec/validate.h"
+
+namespace pentamesh::launch {
+namespace internal {
+
+std::string Header(Engine engine, const EmitInput& in, const std::string& prefix) {
+  const cost::Estimate& e = in.estimate;
+  std::string out;
+  out += fmt::format("{}Emitted by pentamesh {} for {} (cost stack profile: {}).\n", prefix,
+                     PM_VERSION, ToString(engine), StackProfile(engine));
+  out += fmt::format("{}command: {}\n", prefix, in.command);
+  out += fmt::format("{}model {} on {} x {} ({} nodes x {}), seq {}, {} tokens/step\n", prefix,
+                     in.model.name, in.cluster.gpus(), in.cluster.gpu, Nodes(in), GpusPerNode(in),
+                     in.train.seq_len, in.train.global_batch_tokens);
+  out += fmt::format("{}layout: {}\n", prefix, spec::FormatLayout(in.layout));
+  out += fmt::format(
+      "{}predicted: memory {:.2f} GB of {:.2f} GB per GPU, step {:.3f} s, {:.0f} tokens/s, "
+      "MFU {:.1f}%\n",
+      prefix, e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s,
+      100 * e.mfu);
+  return out;
+}
+
+int64_t TrainIters(const spec::TrainSpec& train) {
+  if (train.global_batch_tokens <= 0) return 1;
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(
+             std::ceil(train.total_tokens / static_cast<double>(train.global_batch_tokens))));
+}
+
+int64_t GpusPerNode(const EmitInput& in) {
+  return std::min(in.cluster.gpus_per_node, in.cluster.gpus());
+}
+int64_t Nodes(const EmitInput& in) { return in.cluster.gpus() / GpusPerNode(in); }
+
+std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task) {
+  std::string s = "#!/bin/bash\n";
+  s += Header(engine, in, "# ");
+  s += fmt::format(
+      "#SBATCH --job-name=pentamesh-{}\n"
+      "#SBATCH --nodes={}\n"
+      "#SBATCH --ntasks-per-node={}\n"
+      "#SBATCH --gpus-per-node={}\n"
+      "#SBATCH --exclusive\n",
+      ToString(engine), Nodes(in), GpusPerNode(in), GpusPerNode(in));
+  s += "set -euo pipefail\n"
+       "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n"
+       "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+       "export MASTER_PORT=${MASTER_PORT:-29500}\n"
+       "srun --kill-on-bad-exit=1 bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
+       "WORLD_SIZE=$SLURM_NTASKS " +
+       per_task + "'\n";
+  return s;
+}
+
+}  // namespace internal
+
+core::Result<std::vector<File>> Emit(Engine engine, const EmitInput& in) {
+  const std::vector<std::string> invalid =
+      spec::Validate(in.model, in.cluster, in.train, in.layout);
+  if (!invalid.empty()) {
+    std::string msg = "--emit: the layout is not valid for this model and cluster:";
+    for (const auto& v : invalid) msg += "\n  " + v;
+    return core::Status::Error(msg);
+  }
+  const auto violations = Violations(engine, in.model, in.layout);
+  if (!violations.empty()) {
+    return core::Status::Error(fmt::format("--emit {}: refused\n{}", ToString(engine),
+                                           DescribeViolations(engine, violations)));
+  }
+  switch (engine) {
+    case Engine::kMegatron:
+      return internal::EmitMegatron(in);
+    case Engine::kTorchtitan:
+      return internal::EmitTorchtitan(in);
+    case Engine::kDeepSpeed:
+      return internal::EmitDeepSpeed(in);
+  }
+  return core::Status::Error("--emit: unknown engine");
+}
+
+core::Status WriteFiles(const std::string& dir, const std::vector<File>& files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return core::Status::Error(fmt::format("--out {}: {}", dir, ec.message()));
+  for (const File& f : files) {
+    const std::filesystem::path path = std::filesystem::path(dir) / f.name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << f.text;
+    out.close();
+    if (!out) return core::Status::Error(fmt::format("--out: cannot write {}", path.string()));
+    if (f.executable) {
+      std::filesystem::permissions(path,
+                                   std::filesystem::perms::owner_exec |
+                                       std::filesystem::perms::group_exec |
+                                       std::filesystem::perms::others_exec,
+                                   std::filesystem::perm_options::add, ec);
+    }
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace pentamesh::launch

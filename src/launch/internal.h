@@ -1,0 +1,84 @@
+// Shared by the per-engine emitters and importers of launch/ (not part of its interface).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/launch.h"
+
+namespace pentamesh::launch::internal {
+
+// The comment block every emitted file starts with: version, command, layout, prediction.
+// `prefix` is the comment marker ("# ").
+std::string Header(Engine engine, const EmitInput& in, const std::string& prefix);
+// Iterations of the whole run: ceil(total_tokens / global_batch_tokens), at least 1.
+int64_t TrainIters(const spec::TrainSpec& train);
+// Nodes and GPUs per node of the run (a single partial node when gpus < gpus_per_node).
+int64_t Nodes(const EmitInput& in);
+int64_t GpusPerNode(const EmitInput& in);
+// The sbatch script that starts `per_task` once per GPU with srun (RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT exported for torch.distributed's env:// rendezvous).
+std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task);
+
+// Megatron's --moe-layer-freq: an integer k (every k-th layer) or a Python list expression.
+std::string MoeLayerFreq(const spec::ModelSpec& model);
+
+// The model, sequence and parallel flags shared by Megatron-LM and Megatron-DeepSpeed, as
+// (flag, value) pairs; value "" is a switch.
+using Flags = std::vector<std::pair<std::string, std::string>>;
+
+// Megatron-LM's (ds = false) or Megatron-DeepSpeed's (ds = true) flags: model and sequence;
+// parallelism, recomputation, batch and precision; the training loop. FlagArray writes a bash
+// array NAME=( ... ) of them.
+Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds);
+Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
+                            const spec::Layout& l, bool ds);
+Flags TrainingLoopFlags(const spec::TrainSpec& t, bool ds);
+std::string FlagArray(const std::string& name, const Flags& flags);
+// Layers fewer than n in the first (2) and last (>= 1) pipeline chunk (spec::ChunkLayers).
+int64_t SplitDeficit(const spec::ModelSpec& m, const spec::Layout& l);
+
+// A shell script or command line read as words, with simple variables resolved: NAME=value
+// assignments of the file, ${NAME:-default}, and arrays NAME=( ... ) expanded where "${NAME[@]}"
+// is used. Comments and line continuations are removed. Each word keeps its line number.
+struct Word {
+  std::string text;
+  int line = 0;
+};
+struct Script {
+  std::vector<Word> words;                  // every word of every command, in order
+  std::map<std::string, std::string> vars;  // scalar assignments
+};
+core::Result<Script> ReadScript(const std::string& name, const std::string& text);
+
+// Flags of a command line: "--flag" -> values (words up to the next "--flag"), with the line of
+// the flag. A later flag replaces an earlier one (argparse's rule).
+struct FlagValue {
+  std::vector<std::string> values;
+  int line = 0;
+};
+std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words);
+
+// Megatron-style model and parallel flags into model/train/layout; shared by the Megatron-LM and
+// Megatron-DeepSpeed importers. `ds` selects Megatron-DeepSpeed's flag names.
+core::Status ReadMegatronFlags(const std::string& name,
+                               const std::map<std::string, FlagValue>& flags, bool ds,
+                               const ImportOptions& options, Imported& out);
+
+// World size from #SBATCH directives or launcher flags (torchrun/deepspeed) in a script text.
+std::optional<int64_t> WorldFromScript(const std::string& text, std::optional<int64_t>* per_node);
+
+std::vector<File> EmitMegatron(const EmitInput& in);
+std::vector<File> EmitTorchtitan(const EmitInput& in);
+std::vector<File> EmitDeepSpeed(const EmitInput& in);
+core::Result<Imported> ImportMegatron(const std::string& name, const std::string& text,
+                                      const std::string& dir, const ImportOptions& options);
+core::Result<Imported> ImportTorchtitan(const std::string& name, const std::string& text,
+                                        const ImportOptions& options);
+core::Result<Imported> ImportDeepSpeed(const std::string& name, const std::string& text,
+                                       const std::string& dir, const ImportOptions& options);
+
+}  // namespace pentamesh::launch::internal

@@ -1,0 +1,520 @@
+// Megatron-LM: train.sh (pretrain_gpt.py and its arguments) plus sbatch.sh, and the reverse:
+// reading a Megatron-LM (or Megatron-DeepSpeed) command line back into model, batch and layout.
+//
+// Layout -> flags: TP --tensor-model-parallel-size (+ --sequence-parallel), PP
+// --pipeline-model-parallel-size (+ --num-virtual-stages-per-pipeline-rank V for interleaved;
+// --account-for-{embedding,loss}-in-pipeline-split when the first/last chunk hold a layer fewer,
+// spec::ChunkLayers' split), CP --context-parallel-size with --cp-comm-type p2p (ring) or a2a
+// (Ulysses), EP --expert-model-parallel-size with --expert-tensor-parallel-size
+// (ExpertTensorParallel), ZeRO 1 --use-distributed-optimizer, ZeRO 2/3 Megatron-FSDP
+// (--data-parallel-sharding-strategy optim_grads / optim_grads_params). The data-parallel size is
+// implied by the world size (EngineDataParallel).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <regex>
+
+#include "launch/internal.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::launch::internal {
+namespace {
+
+std::string Num(double v) {
+  if (std::floor(v) == v && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+
+}  // namespace
+
+int64_t SplitDeficit(const spec::ModelSpec& m, const spec::Layout& l) {
+  const int64_t chunks = l.pp * l.virtual_stages;
+  const int64_t n = spec::ChunkLayers(m.layers, chunks, chunks > 1 ? 1 : 0);
+  return chunks * n - m.layers;
+}
+
+Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds) {
+  Flags f = {{"--num-layers", Num(m.layers)},
+             {"--hidden-size", Num(m.hidden)},
+             {"--ffn-hidden-size", Num(m.ffn_hidden)},
+             {"--num-attention-heads", Num(m.heads)}};
+  if (ds) {
+    f.push_back({"--num-key-value-heads", Num(m.kv_heads)});
+  } else if (m.kv_heads != m.heads) {
+    f.push_back({"--group-query-attention", ""});
+    f.push_back({"--num-query-groups", Num(m.kv_heads)});
+  }
+  f.push_back({"--kv-channels", Num(m.head_dim)});
+  f.push_back({"--seq-length", Num(t.seq_len)});
+  f.push_back({"--max-position-embeddings", Num(m.max_seq_len)});
+  if (ds) {
+    f.push_back({"--use-rotary-position-embeddings", ""});
+    f.push_back({"--rope-theta", Num(m.rope_theta)});
+    f.push_back({"--normalization", "rmsnorm"});
+    f.push_back({"--layernorm-epsilon", fmt::format("{}", m.norm_eps)});
+  } else {
+    f.push_back({"--position-embedding-type", "rope"});
+    f.push_back({"--rotary-base", Num(m.rope_theta)});
+    f.push_back({"--normalization", "RMSNorm"});
+    f.push_back({"--norm-epsilon", fmt::format("{}", m.norm_eps)});
+  }
+  if (m.activation == spec::Activation::kSwiGLU) f.push_back({"--swiglu", ""});
+  if (!m.tied_embeddings) f.push_back({"--untie-embeddings-and-output-weights", ""});
+  f.push_back({"--disable-bias-linear", ""});
+  f.push_back({"--attention-dropout", "0.0"});
+  f.push_back({"--hidden-dropout", "0.0"});
+  f.push_back({"--tokenizer-type", "NullTokenizer"});
+  f.push_back({"--vocab-size", Num(m.vocab)});
+  f.push_back({"--make-vocab-size-divisible-by", "1"});
+  if (m.is_moe()) {
+    const auto& e = m.moe;
+    if (ds) {
+      f.push_back({"--num-experts", Num(e.experts)});
+      f.push_back({"--topk", Num(e.top_k)});
+      f.push_back({"--expert-interval", Num(e.moe_layer_freq)});
+    } else {
+      f.push_back({"--num-experts", Num(e.experts)});
+      f.push_back({"--moe-router-topk", Num(e.top_k)});
+      f.push_back({"--moe-ffn-hidden-size", Num(e.expert_ffn_hidden)});
+      f.push_back({"--moe-layer-freq", MoeLayerFreq(m)});
+      if (e.shared_experts > 0) {
+        f.push_back(
+            {"--moe-shared-expert-intermediate-size", Num(e.shared_experts * e.expert_ffn_hidden)});
+      }
+      f.push_back({"--moe-router-load-balancing-type", "aux_loss"});
+      f.push_back({"--moe-aux-loss-coeff", "1e-2"});
+      f.push_back({"--moe-grouped-gemm", ""});
+      f.push_back({"--moe-token-dispatcher-type", "alltoall"});
+      if (e.capacity_factor > 0) {
+        f.push_back({"--moe-expert-capacity-factor", fmt::format("{}", e.capacity_factor)});
+      }
+    }
+  }
+  return f;
+}
+
+std::string MoeLayerFreq(const spec::ModelSpec& m) {
+  const int64_t d = m.moe.first_dense_layers;
+  if (d == 0) return Num(m.moe.moe_layer_freq);
+  if (m.moe.moe_layer_freq == 1) return fmt::format("([0]*{}+[1]*{})", d, m.layers - d);
+  std::string list = "[";
+  for (int64_t l = 0; l < m.layers; ++l) {
+    list += fmt::format("{}{}", l == 0 ? "" : ",", m.IsMoeLayer(l) ? 1 : 0);
+  }
+  return list + "]";
+}
+
+Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
+                            const spec::Layout& l, bool ds) {
+  Flags f = {{"--tensor-model-parallel-size", Num(l.tp)}};
+  if (l.tp > 1 && l.sp) f.push_back({"--sequence-parallel", ""});
+  f.push_back({"--pipeline-model-parallel-size", Num(l.pp)});
+  if (ds && l.pp == 1) f.push_back({"--no-pipeline-parallel", ""});
+  if (!ds && l.pp > 1) {
+    if (l.schedule == spec::Schedule::kInterleaved) {
+      f.push_back({"--num-virtual-stages-per-pipeline-rank", Num(l.virtual_stages)});
+    }
+    const int64_t d = SplitDeficit(m, l);
+    if (d == 2) f.push_back({"--account-for-embedding-in-pipeline-split", ""});
+    if (d >= 1) f.push_back({"--account-for-loss-in-pipeline-split", ""});
+  }
+  if (ds) {
+    if (l.cp > 1) f.push_back({"--ds-sequence-parallel-size", Num(l.cp)});
+    if (l.ep > 1) f.push_back({"--moe-expert-parallel-size", Num(l.ep)});
+    f.push_back({"--zero-stage", Num(l.zero)});
+  } else {
+    f.push_back({"--context-parallel-size", Num(l.cp)});
+    if (l.cp > 1)
+      f.push_back({"--cp-comm-type", l.cp_kind == spec::CpKind::kUlysses ? "a2a" : "p2p"});
+    if (m.is_moe()) {
+      f.push_back({"--expert-model-parallel-size", Num(l.ep)});
+      f.push_back({"--expert-tensor-parallel-size", Num(ExpertTensorParallel(l))});
+    }
+    if (l.zero == 1) {
+      f.push_back({"--use-distributed-optimizer", ""});
+      f.push_back({"--overlap-grad-reduce", ""});
+      f.push_back({"--overlap-param-gather", ""});
+    } else if (l.zero >= 2) {
+      f.push_back({"--use-megatron-fsdp", ""});
+      f.push_back({"--data-parallel-sharding-strategy",
+                   l.zero == 2 ? "optim_grads" : "optim_grads_params"});
+      f.push_back({"--ckpt-format", "fsdp_dtensor"});
+    }
+  }
+  if (l.recompute == spec::Recompute::kSelective) {
+    f.push_back({"--recompute-granularity", "selective"});
+  } else if (l.recompute == spec::Recompute::kFull) {
+    f.push_back({"--recompute-granularity", "full"});
+    f.push_back({"--recompute-method", "uniform"});
+    f.push_back({"--recompute-num-layers", "1"});
+  }
+  f.push_back({"--micro-batch-size", Num(l.mbs)});
+  f.push_back({"--global-batch-size", Num(t.global_batch_seqs())});
+  switch (t.precision) {
+    case spec::Precision::kBf16:
+      f.push_back({"--bf16", ""});
+      break;
+    case spec::Precision::kFp8:
+      f.push_back({"--bf16", ""});
+      if (!ds) f.push_back({"--fp8-format", "hybrid"});
+      break;
+    case spec::Precision::kFp32:
+      break;
+  }
+  return f;
+}
+
+// The arrays of a launch script: NAME=( --flag value ... ).
+std::string FlagArray(const std::string& name, const Flags& flags) {
+  std::string s = name + "=(\n";
+  for (const auto& [flag, value] : flags) {
+    const bool quote = value.find_first_of(" ()*[]") != std::string::npos;
+    s += "  " + flag;
+    if (!value.empty()) s += quote ? " \"" + value + "\"" : " " + value;
+    s += "\n";
+  }
+  return s + ")\n";
+}
+
+Flags TrainingLoopFlags(const spec::TrainSpec& t, bool ds) {
+  const int64_t iters = TrainIters(t);
+  Flags f = {{"--train-iters", Num(iters)},
+             {"--lr", "3e-4"},
+             {"--min-lr", "3e-5"},
+             {"--lr-decay-style", "cosine"},
+             {"--lr-warmup-iters", Num(std::min<int64_t>(2000, std::max<int64_t>(1, iters / 100)))},
+             {"--weight-decay", "0.1"},
+             {"--clip-grad", "1.0"},
+             {"--adam-beta1", "0.9"},
+             {"--adam-beta2", "0.95"},
+             {"--init-method-std", "0.02"},
+             {"--log-interval", "10"},
+             {"--save-interval", "1000"},
+             {"--eval-interval", "1000"},
+             {"--eval-iters", "0"},
+             {"--save", "${CHECKPOINT_DIR}"},
+             {"--load", "${CHECKPOINT_DIR}"}};
+  if (!ds) f.push_back({"--mock-data", ""});  // replace with --data-path for real data
+  return f;
+}
+
+std::vector<File> EmitMegatron(const EmitInput& in) {
+  std::string s = "#!/bin/bash\n" + Header(Engine::kMegatron, in, "# ");
+  s += "# One process per GPU: sbatch.sh runs this script on every rank with RANK, LOCAL_RANK,\n"
+       "# WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. MEGATRON_LM: a Megatron-LM checkout.\n"
+       "# --mock-data trains on synthetic tokens: replace it with --data-path and a tokenizer.\n"
+       "set -euo pipefail\n";
+  if (in.layout.zero < 2) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  s += "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
+  s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, false));
+  s += FlagArray("PARALLEL_ARGS", MegatronParallelFlags(in.model, in.train, in.layout, false));
+  s += FlagArray("TRAINING_ARGS", TrainingLoopFlags(in.train, false));
+  s += "${PYTHON:-python} \"${MEGATRON_LM:-.}/pretrain_gpt.py\" \"${MODEL_ARGS[@]}\" "
+       "\"${PARALLEL_ARGS[@]}\" \"${TRAINING_ARGS[@]}\" \"$@\"\n";
+  return {File{"train.sh", s, true},
+          File{"sbatch.sh", Sbatch(Engine::kMegatron, in, "bash train.sh"), true}};
+}
+
+namespace {
+
+struct FlagReader {
+  const std::string& name;
+  const std::map<std::string, FlagValue>& flags;
+
+  bool Has(const std::string& f) const { return flags.count(f) > 0; }
+  std::string Where(const std::string& f) const {
+    const auto it = flags.find(f);
+    return it == flags.end() ? name : fmt::format("{}: line {}", name, it->second.line);
+  }
+  core::Result<std::string> Str(const std::string& f) const {
+    const auto it = flags.find(f);
+    if (it == flags.end() || it->second.values.empty()) {
+      return core::Status::Error(fmt::format("{}: {} needs a value", Where(f), f));
+    }
+    return it->second.values.front();
+  }
+  core::Result<double> Real(const std::string& f) const {
+    PM_ASSIGN_OR_RETURN(std::string s, Str(f));
+    try {
+      size_t pos = 0;
+      const double v = std::stod(s, &pos);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    return core::Status::Error(fmt::format("{}: {} '{}' is not a number", Where(f), f, s));
+  }
+  core::Result<int64_t> Int(const std::string& f, std::optional<int64_t> def = std::nullopt,
+                            bool positive = true) const {
+    if (!Has(f)) {
+      if (def) return *def;
+      return core::Status::Error(fmt::format("{}: {} is missing", name, f));
+    }
+    PM_ASSIGN_OR_RETURN(std::string s, Str(f));
+    int64_t v = 0;
+    size_t pos = 0;
+    try {
+      v = std::stoll(s, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != s.size() || s.empty()) {
+      return core::Status::Error(
+          fmt::format("{}: {} '{}' is not an integer (a shell variable the importer could not "
+                      "resolve?)",
+                      Where(f), f, s));
+    }
+    if (positive && v <= 0) {
+      return core::Status::Error(fmt::format("{}: {} {} must be positive", Where(f), f, v));
+    }
+    return v;
+  }
+};
+
+// --moe-layer-freq: k, "([0]*a+[1]*b)" or "[0,1,...]" -> first_dense_layers, moe_layer_freq.
+core::Status ReadLayerFreq(const FlagReader& r, spec::ModelSpec& m) {
+  if (!r.Has("--moe-layer-freq")) return core::Status::Ok();
+  PM_ASSIGN_OR_RETURN(std::string s, r.Str("--moe-layer-freq"));
+  std::vector<int> pattern;
+  static const std::regex kInt(R"(^\d+$)");
+  static const std::regex kRuns(R"(^\(?\s*((?:\[[01]\]\s*\*\s*\d+\s*\+?\s*)+)\)?$)");
+  static const std::regex kList(R"(^\[\s*[01](\s*,\s*[01])*\s*\]$)");
+  if (std::regex_match(s, kInt)) {
+    m.moe.moe_layer_freq = std::stoll(s);
+    m.moe.first_dense_layers = 0;
+    if (m.moe.moe_layer_freq <= 0) {
+      return core::Status::Error(
+          fmt::format("{}: --moe-layer-freq must be positive", r.Where("--moe-layer-freq")));
+    }
+    return core::Status::Ok();
+  }
+  if (std::regex_match(s, kRuns)) {
+    static const std::regex kRun(R"(\[([01])\]\s*\*\s*(\d+))");
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), kRun); it != std::sregex_iterator();
+         ++it) {
+      pattern.insert(pattern.end(), std::stoll((*it)[2]), std::stoi((*it)[1]));
+    }
+  } else if (std::regex_match(s, kList)) {
+    for (char c : s) {
+      if (c == '0' || c == '1') pattern.push_back(c - '0');
+    }
+  } else {
+    return core::Status::Error(
+        fmt::format("{}: --moe-layer-freq '{}' is not an integer, ([0]*a+[1]*b) or a list of 0/1",
+                    r.Where("--moe-layer-freq"), s));
+  }
+  if (static_cast<int64_t>(pattern.size()) != m.layers) {
+    return core::Status::Error(fmt::format("{}: --moe-layer-freq lists {} layers, not {}",
+                                           r.Where("--moe-layer-freq"), pattern.size(), m.layers));
+  }
+  int64_t first = 0;
+  while (first < m.layers && pattern[first] == 0) ++first;
+  int64_t freq = 1;
+  while (first + freq < m.layers && pattern[first + freq] == 0) ++freq;
+  m.moe.first_dense_layers = first;
+  m.moe.moe_layer_freq = freq;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    if (m.IsMoeLayer(l) != (pattern[l] == 1)) {
+      return core::Status::Error(fmt::format(
+          "{}: --moe-layer-freq: the MoE layers are not 'first k dense, then every n-th' (layer "
+          "{} breaks it)",
+          r.Where("--moe-layer-freq"), l));
+    }
+  }
+  return core::Status::Ok();
+}
+
+// Vocabulary sizes of the tokenizers Megatron's examples name, for scripts without --vocab-size.
+std::optional<int64_t> TokenizerVocab(const std::string& type) {
+  if (type == "Llama2Tokenizer") return 32000;
+  if (type == "Llama3Tokenizer") return 128256;
+  if (type == "GPT2BPETokenizer") return 50257;
+  return std::nullopt;
+}
+
+}  // namespace
+
+core::Status ReadMegatronFlags(const std::string& name,
+                               const std::map<std::string, FlagValue>& flags, bool ds,
+                               const ImportOptions& options, Imported& out) {
+  const FlagReader r{name, flags};
+  spec::ModelSpec& m = out.model;
+  spec::TrainSpec& t = out.train;
+  spec::Layout& l = out.layout;
+  if (options.model) {
+    PM_ASSIGN_OR_RETURN(m, spec::LoadModel(*options.model));
+  } else {
+    m.name = "imported";
+    PM_ASSIGN_OR_RETURN(m.layers, r.Int("--num-layers"));
+    PM_ASSIGN_OR_RETURN(m.hidden, r.Int("--hidden-size"));
+    PM_ASSIGN_OR_RETURN(m.heads, r.Int("--num-attention-heads"));
+    m.kv_heads = m.heads;
+    if (ds) {
+      PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-key-value-heads", m.heads));
+    } else if (r.Has("--group-query-attention") || r.Has("--num-query-groups")) {
+      PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups"));
+    }
+    PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
+    PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
+    if (r.Has("--vocab-size")) {
+      PM_ASSIGN_OR_RETURN(m.vocab, r.Int("--vocab-size"));
+    } else {
+      std::string type = "NullTokenizer";
+      if (r.Has("--tokenizer-type")) {
+        PM_ASSIGN_OR_RETURN(type, r.Str("--tokenizer-type"));
+      }
+      const auto v = TokenizerVocab(type);
+      if (!v) {
+        return core::Status::Error(fmt::format(
+            "{}: no --vocab-size, and the vocabulary of --tokenizer-type {} is not known (pass "
+            "--model)",
+            name, type));
+      }
+      m.vocab = *v;
+      out.notes.push_back(fmt::format("vocabulary {} from --tokenizer-type {}", *v, type));
+    }
+    PM_ASSIGN_OR_RETURN(m.max_seq_len, r.Int("--max-position-embeddings", 0, false));
+    m.activation = r.Has("--swiglu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
+    m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
+    const char* eps = ds ? "--layernorm-epsilon" : "--norm-epsilon";
+    if (r.Has(eps)) {
+      PM_ASSIGN_OR_RETURN(m.norm_eps, r.Real(eps));
+    }
+    const char* theta = ds ? "--rope-theta" : "--rotary-base";
+    if (r.Has(theta)) {
+      PM_ASSIGN_OR_RETURN(m.rope_theta, r.Real(theta));
+    }
+    if (r.Has("--num-experts")) {
+      PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
+      if (ds) {
+        PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--topk", 1));
+        PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq, r.Int("--expert-interval", 1));
+        m.moe.expert_ffn_hidden = m.ffn_hidden;
+      } else {
+        PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--moe-router-topk", 2));
+        PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
+        PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
+        if (r.Has("--moe-shared-expert-intermediate-size")) {
+          PM_ASSIGN_OR_RETURN(int64_t shared, r.Int("--moe-shared-expert-intermediate-size"));
+          if (shared % m.moe.expert_ffn_hidden != 0) {
+            return core::Status::Error(fmt::format(
+                "{}: --moe-shared-expert-intermediate-size {} is not a multiple of "
+                "--moe-ffn-hidden-size {}",
+                r.Where("--moe-shared-expert-intermediate-size"), shared, m.moe.expert_ffn_hidden));
+          }
+          m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
+        }
+      }
+      m.moe.capacity_factor = 0;  // Megatron's default: dropless
+      if (r.Has("--moe-expert-capacity-factor")) {
+        PM_ASSIGN_OR_RETURN(m.moe.capacity_factor, r.Real("--moe-expert-capacity-factor"));
+      }
+    }
+  }
+  PM_ASSIGN_OR_RETURN(t.seq_len, r.Int("--seq-length", options.seq_len));
+  if (m.max_seq_len == 0) m.max_seq_len = t.seq_len;
+  PM_ASSIGN_OR_RETURN(l.mbs, r.Int("--micro-batch-size"));
+  PM_ASSIGN_OR_RETURN(l.tp, r.Int("--tensor-model-parallel-size", 1));
+  PM_ASSIGN_OR_RETURN(l.pp, r.Int("--pipeline-model-parallel-size", 1));
+  PM_ASSIGN_OR_RETURN(l.cp,
+                      r.Int(ds ? "--ds-sequence-parallel-size" : "--context-parallel-size", 1));
+  PM_ASSIGN_OR_RETURN(l.ep,
+                      r.Int(ds ? "--moe-expert-parallel-size" : "--expert-model-parallel-size", 1));
+  if (!ds && r.Has("--expert-tensor-parallel-size")) {
+    PM_ASSIGN_OR_RETURN(int64_t etp, r.Int("--expert-tensor-parallel-size"));
+    if (etp != l.tp && etp != 1) {
+      return core::Status::Error(fmt::format(
+          "{}: --expert-tensor-parallel-size {} is neither 1 nor --tensor-model-parallel-size {}: "
+          "pentamesh's layouts split experts over tp or keep them whole",
+          r.Where("--expert-tensor-parallel-size"), etp, l.tp));
+    }
+    l.etp = etp == l.tp ? 0 : etp;
+  }
+  l.sp = l.tp == 1 || r.Has("--sequence-parallel");
+  l.cp_kind = spec::CpKind::kRing;
+  if (!ds && r.Has("--cp-comm-type")) {
+    PM_ASSIGN_OR_RETURN(std::string kind, r.Str("--cp-comm-type"));
+    if (kind == "a2a") {
+      l.cp_kind = spec::CpKind::kUlysses;
+    } else if (kind != "p2p" && kind != "all_gather") {
+      return core::Status::Error(fmt::format(
+          "{}: --cp-comm-type {} has no pentamesh equivalent (p2p = ring, a2a = Ulysses)",
+          r.Where("--cp-comm-type"), kind));
+    }
+  } else if (ds && l.cp > 1) {
+    l.cp_kind = spec::CpKind::kUlysses;
+  }
+  if (l.cp == 1) l.cp_kind = spec::CpKind::kRing;
+  l.schedule = spec::Schedule::kOneFOneB;
+  l.virtual_stages = 1;
+  if (!ds && r.Has("--num-virtual-stages-per-pipeline-rank")) {
+    PM_ASSIGN_OR_RETURN(l.virtual_stages, r.Int("--num-virtual-stages-per-pipeline-rank"));
+  } else if (!ds && r.Has("--num-layers-per-virtual-pipeline-stage")) {
+    PM_ASSIGN_OR_RETURN(int64_t per, r.Int("--num-layers-per-virtual-pipeline-stage"));
+    const int64_t total = m.layers + (r.Has("--account-for-embedding-in-pipeline-split") ? 1 : 0) +
+                          (r.Has("--account-for-loss-in-pipeline-split") ? 1 : 0);
+    if (total % (l.pp * per) != 0) {
+      return core::Status::Error(fmt::format(
+          "{}: --num-layers-per-virtual-pipeline-stage {} does not divide the {} layers per "
+          "pipeline stage",
+          r.Where("--num-layers-per-virtual-pipeline-stage"), per, total / l.pp));
+    }
+    l.virtual_stages = total / (l.pp * per);
+  }
+  if (l.virtual_stages > 1) l.schedule = spec::Schedule::kInterleaved;
+  if (ds) {
+    PM_ASSIGN_OR_RETURN(int64_t z, r.Int("--zero-stage", 0, false));
+    l.zero = static_cast<int>(z);
+  } else if (r.Has("--use-megatron-fsdp") || r.Has("--use-torch-fsdp2")) {
+    std::string strategy = "optim_grads_params";
+    if (r.Has("--data-parallel-sharding-strategy")) {
+      PM_ASSIGN_OR_RETURN(strategy, r.Str("--data-parallel-sharding-strategy"));
+    }
+    if (strategy == "optim_grads_params") {
+      l.zero = 3;
+    } else if (strategy == "optim_grads") {
+      l.zero = 2;
+    } else if (strategy == "optim") {
+      l.zero = 1;
+    } else if (strategy == "no_shard") {
+      l.zero = 0;
+    } else {
+      return core::Status::Error(
+          fmt::format("{}: --data-parallel-sharding-strategy '{}' is unknown",
+                      r.Where("--data-parallel-sharding-strategy"), strategy));
+    }
+  } else {
+    l.zero = r.Has("--use-distributed-optimizer") ? 1 : 0;
+  }
+  l.recompute = spec::Recompute::kNone;
+  if (r.Has("--recompute-granularity")) {
+    PM_ASSIGN_OR_RETURN(std::string g, r.Str("--recompute-granularity"));
+    if (g == "selective") {
+      l.recompute = spec::Recompute::kSelective;
+    } else if (g == "full") {
+      l.recompute = spec::Recompute::kFull;
+    } else {
+      return core::Status::Error(
+          fmt::format("{}: --recompute-granularity '{}' is not full or "
+                      "selective",
+                      r.Where("--recompute-granularity"), g));
+    }
+  } else if (r.Has("--recompute-activations") || r.Has("--checkpoint-activations")) {
+    l.recompute = ds ? spec::Recompute::kFull : spec::Recompute::kSelective;
+  }
+  t.precision =
+      r.Has("--fp8-format")
+          ? spec::Precision::kFp8
+          : (r.Has("--bf16") || r.Has("--fp16") ? spec::Precision::kBf16 : spec::Precision::kFp32);
+  if (r.Has("--global-batch-size")) {
+    PM_ASSIGN_OR_RETURN(int64_t gbs, r.Int("--global-batch-size"));
+    t.global_batch_tokens = gbs * t.seq_len;
+  }
+  if (r.Has("--train-iters")) {
+    PM_ASSIGN_OR_RETURN(int64_t iters, r.Int("--train-iters"));
+    t.total_tokens = static_cast<double>(iters) * static_cast<double>(t.global_batch_tokens);
+  }
+  l.ep_placement = l.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
+  return core::Status::Ok();
+}
+
+}  // namespace pentamesh::launch::internal
