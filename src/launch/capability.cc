@@ -34,6 +34,8 @@ bool DeepSpeedMoeShape(const ModelSpec& m, const Layout&) {
   return !m.is_moe() || (m.moe.expert_ffn_hidden == m.ffn_hidden && m.moe.first_dense_layers == 0 &&
                          m.moe.shared_experts == 0);
 }
+// Expert tensor parallelism other than tp (etp = 1, experts whole over the tp ranks).
+bool EtpIsTp(const ModelSpec&, const Layout& l) { return l.expert_tp() == l.tp; }
 // Megatron asserts sequence parallelism for MoE models with tensor parallelism.
 bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.tp == 1 || l.sp; }
 
@@ -59,6 +61,9 @@ constexpr CapabilityRule kRules[] = {
      "torchtitan's DDP (zero=0 with dp > 1) does not combine with tp, pp, cp or ep, and with cp > "
      "1 "
      "torchtitan always shards over cp with FSDP: use zero=2|3"},
+    {"tt-etp-is-tp", Engine::kTorchtitan, "", "", EtpIsTp,
+     "pentamesh emits torchtitan's expert parallelism with expert TP = TP only (etp=1 is not "
+     "written for torchtitan yet)"},
     {"tt-ep-divides-shard", Engine::kTorchtitan, "", "", TorchtitanEpFits,
      "torchtitan borrows EP ranks from dp_shard x cp (x tp when ETP = 1): ep must divide them"},
     {"ds-pp-zero01", Engine::kDeepSpeed, "pp>=2", "zero<=1", nullptr,
@@ -75,6 +80,8 @@ constexpr CapabilityRule kRules[] = {
     {"ds-moe-shape", Engine::kDeepSpeed, "", "", DeepSpeedMoeShape,
      "Megatron-DeepSpeed's MoE experts have the dense FFN's size, in every k-th layer "
      "(--expert-interval), with no leading dense layers and no shared experts"},
+    {"ds-etp-is-tp", Engine::kDeepSpeed, "", "", EtpIsTp,
+     "DeepSpeed-MoE has no expert tensor parallelism of its own (etp must be tp)"},
     {"ds-ep-in-dp", Engine::kDeepSpeed, "", "", DeepSpeedEpInDp,
      "DeepSpeed-MoE builds expert groups from the data-parallel ranks: ep must divide them"},
 };

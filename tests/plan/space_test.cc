@@ -24,14 +24,15 @@ using testing::PlannerDense;
 using testing::PlannerMoe;
 using testing::Train;
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int64_t, int, int,
-                       int64_t, int, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int64_t, int,
+                       int, int64_t, int, bool>;
 Key KeyOf(const Layout& l) {
   return {l.dp,
           l.tp,
           l.pp,
           l.cp,
           l.ep,
+          l.expert_tp(),
           static_cast<int>(l.ep_placement),
           l.zero,
           l.mbs,
@@ -54,34 +55,37 @@ std::set<Key> BruteForce(const spec::ModelSpec& model, const spec::ClusterSpec& 
     for (int64_t pp : Divisors(g / tp))
       for (int64_t cp : Divisors(g / tp / pp))
         for (int64_t ep : Divisors(model.is_moe() ? model.moe.experts : 1))
-          for (EpPlacement place : {EpPlacement::kSeparate, EpPlacement::kFolded}) {
-            const int64_t rest = g / tp / pp / cp;
-            if (place == EpPlacement::kSeparate && rest % ep != 0) continue;
-            const int64_t dp = place == EpPlacement::kSeparate ? rest / ep : rest;
-            for (int zero = 0; zero <= 3; ++zero)
-              for (int64_t mbs = 1; mbs <= mbs_max; ++mbs)
-                for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-                  for (auto [schedule, v] : schedules)
-                    for (bool sp : {true, false})
-                      for (CpKind kind : {CpKind::kRing, CpKind::kUlysses}) {
-                        const Layout l{.dp = dp,
-                                       .tp = tp,
-                                       .pp = pp,
-                                       .cp = cp,
-                                       .ep = ep,
-                                       .zero = zero,
-                                       .mbs = mbs,
-                                       .recompute = r,
-                                       .schedule = schedule,
-                                       .virtual_stages = v,
-                                       .cp_kind = kind,
-                                       .ep_placement = place,
-                                       .sp = sp};
-                        if (!IsCanonical(l) || !allow.AllowsLayout(l)) continue;
-                        if (!spec::Validate(model, cluster, train, l).empty()) continue;
-                        out.insert(KeyOf(l));
-                      }
-          }
+          for (int64_t etp : {int64_t{0}, int64_t{1}})  // 0 = tp; 1 = whole experts (tp > 1)
+            for (EpPlacement place : {EpPlacement::kSeparate, EpPlacement::kFolded}) {
+              if (etp == 1 && tp == 1) continue;
+              const int64_t rest = g / tp / pp / cp;
+              if (place == EpPlacement::kSeparate && rest % ep != 0) continue;
+              const int64_t dp = place == EpPlacement::kSeparate ? rest / ep : rest;
+              for (int zero = 0; zero <= 3; ++zero)
+                for (int64_t mbs = 1; mbs <= mbs_max; ++mbs)
+                  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+                    for (auto [schedule, v] : schedules)
+                      for (bool sp : {true, false})
+                        for (CpKind kind : {CpKind::kRing, CpKind::kUlysses}) {
+                          const Layout l{.dp = dp,
+                                         .tp = tp,
+                                         .pp = pp,
+                                         .cp = cp,
+                                         .ep = ep,
+                                         .etp = etp,
+                                         .zero = zero,
+                                         .mbs = mbs,
+                                         .recompute = r,
+                                         .schedule = schedule,
+                                         .virtual_stages = v,
+                                         .cp_kind = kind,
+                                         .ep_placement = place,
+                                         .sp = sp};
+                          if (!IsCanonical(l) || !allow.AllowsLayout(l)) continue;
+                          if (!spec::Validate(model, cluster, train, l).empty()) continue;
+                          out.insert(KeyOf(l));
+                        }
+            }
   return out;
 }
 
