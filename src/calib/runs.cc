@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/numeric.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 
@@ -25,6 +27,15 @@ std::string Lower(std::string s) {
 }
 
 bool Has(const std::string& text, const char* word) { return text.find(word) != std::string::npos; }
+
+// The whole number that `text` starts with (digits only), clamped to [0, 2^31 - 1]; 0 for none.
+int64_t LeadingCount(const char* text) {
+  int64_t n = 0;
+  for (; *text >= '0' && *text <= '9'; ++text) {
+    n = std::min<int64_t>(n * 10 + (*text - '0'), spec::kMaxField);
+  }
+  return n;
+}
 
 // Reads one row's fields; the first bad value becomes `error` (row id and field named).
 class RowReader {
@@ -191,8 +202,14 @@ void MapLayout(RowReader& r, Run& run) {
   // is folded into the data-parallel ranks (Megatron-Core).
   l.ep_placement =
       Has(notes, "not folded") ? spec::EpPlacement::kSeparate : spec::EpPlacement::kFolded;
-  const int64_t other =
-      l.tp * l.pp * l.cp * (l.ep_placement == spec::EpPlacement::kSeparate ? l.ep : 1);
+  // Degrees past the GPU limit make no layout (and would overflow the products below).
+  const auto product = CheckedProduct(
+      {l.tp, l.pp, l.cp, l.ep_placement == spec::EpPlacement::kSeparate ? l.ep : 1});
+  if (!product || *product > spec::kMaxGpus) {
+    run.unusable = "the parallel degrees multiply past the GPU limit";
+    return;
+  }
+  const int64_t other = *product;
   if (auto dp = r.Count("parallelism", "dp")) {
     l.dp = *dp;
   } else if (auto dpd = r.Count("parallelism", "dp_derived")) {
@@ -221,7 +238,7 @@ void MapLayout(RowReader& r, Run& run) {
     // torchtitan splits each DP rank's local batch into as many micro-batches as pp stages.
     int64_t local = 1;
     if (const auto at = notes.find("local batch size "); at != std::string::npos) {
-      local = std::max<int64_t>(1, std::atoll(notes.c_str() + at + 17));
+      local = std::max<int64_t>(1, LeadingCount(notes.c_str() + at + 17));
     } else if (auto g = r.Count("parallelism", "global_batch_size")) {
       local = std::max<int64_t>(1, *g / l.dp);
     }
@@ -235,10 +252,11 @@ void MapLayout(RowReader& r, Run& run) {
     run.assumptions.push_back("micro_batch_size not published: 1");
   }
   l.zero = ZeroStage(r.Text("parallelism", "data_parallel_sharding"), run.stack, run);
-  if (l.gpus() != gpus) {
+  const auto layout_gpus = CheckedMul(l.dp, other);
+  if (!layout_gpus || *layout_gpus != gpus) {
     run.unusable =
-        fmt::format("degrees dp{} tp{} pp{} cp{} ep{} ({}) occupy {} GPUs, not the {} published",
-                    l.dp, l.tp, l.pp, l.cp, l.ep, spec::ToString(l.ep_placement), l.gpus(), gpus);
+        fmt::format("degrees dp{} tp{} pp{} cp{} ep{} ({}) do not occupy the {} GPUs published",
+                    l.dp, l.tp, l.pp, l.cp, l.ep, spec::ToString(l.ep_placement), gpus);
   }
 }
 
@@ -257,18 +275,29 @@ void MapTrain(RowReader& r, Run& run) {
   if (auto g = r.Count("parallelism", "global_batch_size")) {
     seqs = *g;
   } else if (auto tok = r.Positive("parallelism", "global_batch_tokens_derived")) {
-    seqs = static_cast<int64_t>(std::llround(*tok / static_cast<double>(t.seq_len)));
+    const double n = std::round(*tok / static_cast<double>(t.seq_len));
+    if (!(n >= 1 && n <= static_cast<double>(spec::kMaxField))) {
+      run.unusable = "parallelism.global_batch_tokens_derived is not a whole number of sequences";
+      return;
+    }
+    seqs = static_cast<int64_t>(n);
   } else {
     const std::string notes = Lower(r.Text("parallelism", "notes"));
     int64_t local = run.layout.mbs * (run.stack == "torchtitan" ? run.layout.pp : 1);
     if (const auto at = notes.find("local batch size "); at != std::string::npos) {
-      local = std::max<int64_t>(1, std::atoll(notes.c_str() + at + 17));
+      local = std::max<int64_t>(1, LeadingCount(notes.c_str() + at + 17));
     }
-    seqs = run.layout.data_ranks() * local;
+    seqs = CheckedMul(run.layout.data_ranks(), local).value_or(spec::kMaxBatchTokens + 1);
     run.assumptions.push_back(
         fmt::format("global_batch_size not published: data ranks x local batch = {}", seqs));
   }
-  t.global_batch_tokens = seqs * t.seq_len;
+  const auto tokens = CheckedMul(seqs, t.seq_len);
+  if (!tokens || *tokens > spec::kMaxBatchTokens) {
+    run.unusable = fmt::format("a global batch of {} sequences of {} tokens is past the limit",
+                               seqs, t.seq_len);
+    return;
+  }
+  t.global_batch_tokens = *tokens;
   t.total_tokens = 1e12;
 }
 
@@ -302,7 +331,7 @@ void MapFacts(RowReader& r, Run& run) {
   f.unfused_cross_entropy = run.stack == "torchtitan" && !(f.compiled && date >= "2025");
   f.fsdp_unsharded_with_pp = run.stack == "torchtitan";
   if (const auto at = sharding.find("group size "); at != std::string::npos) {
-    const int64_t g = std::atoll(sharding.c_str() + at + 11);
+    const int64_t g = LeadingCount(sharding.c_str() + at + 11);
     if (g > 0 && g < run.layout.dp) f.fsdp_shard_group = g;
   }
 }
