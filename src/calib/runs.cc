@@ -203,8 +203,8 @@ void MapLayout(RowReader& r, Run& run) {
   l.ep_placement =
       Has(notes, "not folded") ? spec::EpPlacement::kSeparate : spec::EpPlacement::kFolded;
   // Degrees past the GPU limit make no layout (and would overflow the products below).
-  const auto product = CheckedProduct(
-      {l.tp, l.pp, l.cp, l.ep_placement == spec::EpPlacement::kSeparate ? l.ep : 1});
+  const auto product =
+      CheckedProduct({l.tp, l.pp, l.cp, l.ep_placement == spec::EpPlacement::kSeparate ? l.ep : 1});
   if (!product || *product > spec::kMaxGpus) {
     run.unusable = "the parallel degrees multiply past the GPU limit";
     return;

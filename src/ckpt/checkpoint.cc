@@ -417,9 +417,10 @@ core::Status RestoreParams(const Checkpoint& ckpt, model::ParamSet& params) {
       const float* p = t.f32();
       for (int64_t i = 0; i < t.numel(); ++i) {
         if (!std::isfinite(p[i])) {
-          st = core::Status::Error(fmt::format("{}: tensor {}: element {} of this rank's slice is "
-                                               "not finite ({})",
-                                               ckpt.dir(), name, i, p[i]));
+          st =
+              core::Status::Error(fmt::format("{}: tensor {}: element {} of this rank's slice is "
+                                              "not finite ({})",
+                                              ckpt.dir(), name, i, p[i]));
           break;
         }
       }

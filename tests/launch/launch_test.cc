@@ -215,7 +215,8 @@ fs::path Examples() {
 TEST(LaunchImport, MegatronMixtralExample) {
   const fs::path file = Examples() / "megatron_train_mixtral_8x7b_distributed.sh";
   if (!fs::exists(file)) {
-    GTEST_SKIP() << file << " is absent: the published example is kept under shared/launch_examples "
+    GTEST_SKIP() << file
+                 << " is absent: the published example is kept under shared/launch_examples "
                  << "(fetched data stays out of the repo), which this checkout does not have";
   }
   ImportOptions o;
@@ -249,7 +250,8 @@ TEST(LaunchImport, MegatronMixtralExample) {
 TEST(LaunchImport, TorchtitanLlama3Example) {
   const fs::path file = Examples() / "torchtitan_llama3_8b.toml";
   if (!fs::exists(file)) {
-    GTEST_SKIP() << file << " is absent: the published example is kept under shared/launch_examples "
+    GTEST_SKIP() << file
+                 << " is absent: the published example is kept under shared/launch_examples "
                  << "(fetched data stays out of the repo), which this checkout does not have";
   }
   ImportOptions o;
