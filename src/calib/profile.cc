@@ -15,6 +15,36 @@ bool IsPreset(const std::string& s) {
   return s.find('/') == std::string::npos && !s.ends_with(".toml");
 }
 
+// A stack's yes/no policies: the profile's [defaults] key, the RunFacts field, and the
+// cost::CostParams field it sets as is (null: ApplyCalibration reads the fact itself). Reading,
+// writing and applying a profile all walk this one list.
+struct BoolFact {
+  const char* key;
+  bool RunFacts::*fact;
+  bool cost::CostParams::*param;
+};
+constexpr BoolFact kBoolFacts[] = {
+    {"compiled", &RunFacts::compiled, nullptr},
+    {"tp_comm_overlap", &RunFacts::tp_comm_overlap, nullptr},
+    {"selective_op_sac", &RunFacts::selective_op_sac, &cost::CostParams::selective_op_sac},
+    {"unfused_cross_entropy", &RunFacts::unfused_cross_entropy,
+     &cost::CostParams::unfused_cross_entropy},
+    {"fsdp_unsharded_with_pp", &RunFacts::fsdp_unsharded_with_pp,
+     &cost::CostParams::fsdp_unsharded_with_pp},
+    {"tp_saves_gathered_input", &RunFacts::tp_saves_gathered_input,
+     &cost::CostParams::tp_saves_gathered_input},
+    {"pp_buffers_per_microbatch", &RunFacts::pp_buffers_per_microbatch,
+     &cost::CostParams::pp_buffers_per_microbatch},
+    {"transient_workspaces", &RunFacts::transient_workspaces,
+     &cost::CostParams::transient_workspaces},
+};
+
+std::string BoolFactKeys() {
+  std::string keys;
+  for (const BoolFact& f : kBoolFacts) keys += std::string(keys.empty() ? "" : ", ") + f.key;
+  return keys;
+}
+
 }  // namespace
 
 const std::vector<ParamDef>& ParamDefs() {
@@ -71,9 +101,9 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   params.layer_overhead_s = cal.Get(*FindParam("layer_overhead_us"), stack) * 1e-6;
   params.attention_relative = cal.Get(*FindParam("attention_relative"), stack);
   params.selective_forward_share = facts.selective_forward_share;
-  params.selective_op_sac = facts.selective_op_sac;
-  params.unfused_cross_entropy = facts.unfused_cross_entropy;
-  params.fsdp_unsharded_with_pp = facts.fsdp_unsharded_with_pp;
+  for (const BoolFact& f : kBoolFacts) {
+    if (f.param != nullptr) params.*f.param = facts.*f.fact;
+  }
   // The GPU's.
   const std::string cls = GpuClass(cluster.name);
   cluster.gemm_efficiency = cal.Get(*FindParam("gemm_efficiency"), cls, cluster.gemm_efficiency);
@@ -111,7 +141,9 @@ const std::vector<StackInfo>& Stacks() {
         .selective_forward_share = 0.5,
         .selective_op_sac = true,
         .unfused_cross_entropy = true,
-        .fsdp_unsharded_with_pp = true}},
+        .fsdp_unsharded_with_pp = true,
+        .tp_saves_gathered_input = true,
+        .pp_buffers_per_microbatch = true}},
       {"maxtext", "MaxText (JAX/XLA: fused kernels)", {.tp_comm_overlap = false, .compiled = true}},
       {"llm-foundry",
        "MosaicML Composer / llm-foundry (PyTorch FSDP, eager, FlashAttention)",
@@ -195,22 +227,16 @@ core::Result<Profile> ProfileFromToml(const std::string& text, const std::string
         continue;
       }
       const auto b = node.value<bool>();
-      if (!b) {
+      const BoolFact* fact = nullptr;
+      for (const BoolFact& f : kBoolFacts) {
+        if (k == f.key) fact = &f;
+      }
+      if (fact == nullptr) {
+        err("defaults." + k, "unknown key (selective_forward_share, " + BoolFactKeys() + ")");
+      } else if (!b) {
         err("defaults." + k, "must be true or false");
-      } else if (k == "compiled") {
-        p.defaults.compiled = *b;
-      } else if (k == "tp_comm_overlap") {
-        p.defaults.tp_comm_overlap = *b;
-      } else if (k == "selective_op_sac") {
-        p.defaults.selective_op_sac = *b;
-      } else if (k == "unfused_cross_entropy") {
-        p.defaults.unfused_cross_entropy = *b;
-      } else if (k == "fsdp_unsharded_with_pp") {
-        p.defaults.fsdp_unsharded_with_pp = *b;
       } else {
-        err("defaults." + k,
-            "unknown key (compiled, tp_comm_overlap, selective_forward_share, selective_op_sac, "
-            "unfused_cross_entropy, fsdp_unsharded_with_pp)");
+        p.defaults.*fact->fact = *b;
       }
     }
   }
@@ -262,12 +288,9 @@ std::string ProfileToml(const Profile& p) {
   out += fmt::format("name = \"{}\"\nstack = \"{}\"\n", p.name, p.stack);
   if (!p.description.empty()) out += fmt::format("description = \"{}\"\n", p.description);
   if (!p.fitted_on.empty()) out += fmt::format("fitted_on = \"{}\"\n", p.fitted_on);
-  out += fmt::format(
-      "\n[defaults]\ncompiled = {}\ntp_comm_overlap = {}\nselective_forward_share = {:.2f}\n"
-      "selective_op_sac = {}\nunfused_cross_entropy = {}\nfsdp_unsharded_with_pp = {}\n",
-      p.defaults.compiled, p.defaults.tp_comm_overlap, p.defaults.selective_forward_share,
-      p.defaults.selective_op_sac, p.defaults.unfused_cross_entropy,
-      p.defaults.fsdp_unsharded_with_pp);
+  out += fmt::format("\n[defaults]\nselective_forward_share = {:.2f}\n",
+                     p.defaults.selective_forward_share);
+  for (const BoolFact& f : kBoolFacts) out += fmt::format("{} = {}\n", f.key, p.defaults.*f.fact);
   out += "\n[params]\n";
   for (const auto& [k, v] : p.params) out += fmt::format("{} = {:.6g}\n", k, v);
   for (const auto& [cls, params] : p.gpu) {

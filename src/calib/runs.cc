@@ -330,6 +330,8 @@ void MapFacts(RowReader& r, Run& run) {
   // only from 2025 (its compile components gained "loss").
   f.unfused_cross_entropy = run.stack == "torchtitan" && !(f.compiled && date >= "2025");
   f.fsdp_unsharded_with_pp = run.stack == "torchtitan";
+  f.tp_saves_gathered_input = run.stack == "torchtitan";
+  f.pp_buffers_per_microbatch = run.stack == "torchtitan";
   if (const auto at = sharding.find("group size "); at != std::string::npos) {
     const int64_t g = LeadingCount(sharding.c_str() + at + 11);
     if (g > 0 && g < run.layout.dp) f.fsdp_shard_group = g;

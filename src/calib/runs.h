@@ -42,6 +42,12 @@ struct RunFacts {
   bool selective_op_sac = false;        // torchtitan's per-op selective checkpointing policy
   bool unfused_cross_entropy = false;   // eager log-softmax + NLL on fp32 logits (torchtitan)
   bool fsdp_unsharded_with_pp = false;  // FSDP keeps params gathered under PP (torchtitan)
+  // PyTorch DTensor TP saves the all-gathered input of column-parallel linears (torchtitan).
+  bool tp_saves_gathered_input = false;
+  // torch.distributed.pipelining: receive buffers per micro-batch, stage outputs kept.
+  bool pp_buffers_per_microbatch = false;
+  // Transient workspaces of backward and ring attention (every GPU stack; cost::CostParams).
+  bool transient_workspaces = true;
 };
 
 struct Run {

@@ -133,6 +133,19 @@ struct CostParams {
   // re-gather per micro-batch) and accumulates unsharded fp32 gradients until the last one
   // (torchtitan: reshard_after_forward off with PP).
   bool fsdp_unsharded_with_pp = false;
+  // Under SP, the column-parallel GEMMs (QKV, FFN up/gate) keep their all-gathered, full-sequence
+  // input for backward (PyTorch DTensor TP, torchtitan) instead of the sequence-sharded one that
+  // Megatron gathers again in backward.
+  bool tp_saves_gathered_input = false;
+  // Pipeline buffers as torch.distributed.pipelining allocates them (torchtitan): a receive buffer
+  // per micro-batch for the stage input (all stages but the first) and for the output's gradient
+  // (all but the last), and each in-flight micro-batch's stage output kept until its backward;
+  // false: Megatron's two send and two receive buffers, outputs freed once sent.
+  bool pp_buffers_per_microbatch = false;
+  // Count transient workspaces: the activation gradients a layer's backward holds at its peak,
+  // and ring attention's fp32 output and dq accumulators under cp > 1 (GPU stacks; the CPU
+  // engine tags those transients "other", which its prediction does not cover).
+  bool transient_workspaces = false;
   bool moe_regathers_input = false;
   // pp_scatter_gather: without SP, each tp rank sends 1/tp of the stage boundary's activation and
   // the receiver all-gathers it over NVLink (Megatron's scatter/gather optimization, Narayanan et

@@ -51,7 +51,8 @@ struct Terms {
   Link tp_link, cp_link, ep_link, pp_link, dp_link, edp_link;
   // Activations stashed per layer and micro-batch (bytes).
   double act_dense_layer = 0, act_moe_layer = 0, act_input_layer = 0;
-  double act_head = 0;  // last stage: final norm input and LM head input
+  double act_head = 0;           // last stage: final norm input and LM head input
+  double act_bwd_workspace = 0;  // activation gradients a layer's backward holds at its peak
   // Zero-bubble split backward (docs/COST_MODEL.md): the fp32 copies B keeps for W of one layer
   // (w_*_layer) or of the LM head (w_head), and the peak of those copies over the part of the
   // forward stash already freed while B walks one layer (w_*_peak), per micro-batch (bytes).

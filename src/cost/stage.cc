@@ -147,10 +147,11 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
                                   s.moe_layers > 0 ? t.act_moe_layer : 0.0);
     mem.activations = s.inflight * s.layers * t.act_input_layer +
                       std::max(0.0, s.inflight - 1.0) * head +
-                      std::max(head, layer - t.act_input_layer);
+                      std::max(head, layer - t.act_input_layer + t.act_bwd_workspace);
   } else {
     mem.activations =
-        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head);
+        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head) +
+        t.act_bwd_workspace;
   }
   if (l.schedule == spec::Schedule::kZeroBubble) mem.activations += ZeroBubbleWStash(l, t, s);
   if (p.materialize_scores) {
@@ -169,11 +170,29 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
     mem.logits = t.tokens * (static_cast<double>(md.vocab) / t.tp * per_logit + 4.0);
   }
   const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
-  if (t.pp > 1) mem.comm_buffers += 4.0 * t.pp_bytes_send;
+  if (t.pp > 1) {
+    if (p.pp_buffers_per_microbatch) {
+      // A receive buffer per micro-batch and chunk for the input (the in-flight ones are already
+      // the first layer's stashed input) and for the output's gradient; outputs kept until
+      // backward. (Interleaved: approximated as V chunks of each rank's micro-batch.)
+      const double inputs = s.first && t.V == 1 ? 0.0 : t.V * (t.m - s.inflight);
+      const double grads = s.last && t.V == 1 ? 0.0 : t.V * t.m;
+      const double outputs = s.last && t.V == 1 ? 0.0 : t.V * s.inflight;
+      mem.comm_buffers += (inputs + grads + outputs) * t.pp_bytes_send;
+    } else {
+      mem.comm_buffers += 4.0 * t.pp_bytes_send;
+    }
+  }
   if (t.tp > 1) mem.comm_buffers += t.tokens * h * t.elem_bytes * std::max(1.0, copies);
   if (t.cp > 1) {
     const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
     mem.comm_buffers += 8.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
+    if (p.transient_workspaces) {
+      // The ring merges each step's partial attention output into an fp32 accumulator, and its
+      // backward accumulates dq in fp32.
+      const double h_attn = static_cast<double>(md.heads * md.head_dim);
+      mem.comm_buffers += 2.0 * 4.0 * t.tokens * h_attn / t.tp;
+    }
   }
   if (t.ep > 1) mem.comm_buffers += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
   if (l.zero >= 3 && !kept) mem.comm_buffers += 2.0 * s.max_layer_params * t.weight_bytes;

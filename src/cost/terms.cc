@@ -164,7 +164,10 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   // and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
   // recomputation reruns core attention (the lse lives inside the checkpoint).
   const bool selective = l.recompute == spec::Recompute::kSelective;
-  double attn = (2 * e * h + drop * h) / rep;
+  // The GEMM input after the norm: sequence-sharded under SP, or the all-gathered full sequence
+  // when the stack's TP saves that (tp_saves_gathered_input).
+  const double gemm_in = e * h / (p.tp_saves_gathered_input ? 1.0 : rep);
+  double attn = (e * h + drop * h) / rep + gemm_in;
   if (!(selective && p.selective_recomputes_qkv)) attn += e * (2 * h_attn + 2 * h_kv) / tp;
   if (l.cp > 1 && l.cp_kind == spec::CpKind::kUlysses && !selective) {
     // Ulysses: the core attention stashes its head-sharded q, k, v, o (the same bytes per token
@@ -179,7 +182,7 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   } else if (!selective) {
     attn += 4.0 * a / tp;
   }
-  const double mlp_in = (2 * e * h + drop * h) / rep;  // norm input, FFN input, dropout mask
+  const double mlp_in = (e * h + drop * h) / rep + gemm_in;  // norm input, dropout mask, FFN input
   const double f = static_cast<double>(md.ffn_hidden);
   const double dense_mlp = mlp_in + (swiglu ? 3.0 : 2.0) * e * f / tp;
   double moe_mlp = 0;
@@ -212,6 +215,19 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   }
   t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
   t.act_head = t.tokens * 2.0 * e * h / rep;   // final norm input and the LM head's input
+  if (p.transient_workspaces) {
+    // A layer's backward holds the gradients of its FFN's intermediates (up/gate outputs and
+    // their product) and of its input before TP's reduce-scatter (the full sequence).
+    const double mats = swiglu ? 3.0 : 2.0;
+    double ffn = mats * static_cast<double>(md.ffn_hidden) / tp;
+    if (md.is_moe()) {
+      const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
+      const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+      ffn =
+          std::max(ffn, copies * mats * static_cast<double>(md.moe.expert_ffn_hidden) / tp_routed);
+    }
+    t.act_bwd_workspace = t.tokens * e * (ffn + h);
+  }
   WeightGradStash(ctx, t, mlp_in, dense_mlp, moe_mlp);
 }
 

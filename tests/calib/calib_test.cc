@@ -147,10 +147,10 @@ TEST(PublishedRuns, TorchtitanMemory) {
     within += std::fabs(error) <= 0.15;
     std::printf("%-62s predicted %5.1f GiB, published %5.1f (%+.1f%%)\n", r.id.c_str(),
                 p.memory_gib, *r.memory_gib, 100 * error);
-    EXPECT_LE(std::fabs(error), 0.25) << r.id;
+    EXPECT_LE(std::fabs(error), 0.15) << r.id;
   }
   ASSERT_EQ(errors.size(), 10u);
-  EXPECT_GE(within, 8);
+  EXPECT_EQ(within, 10);
   EXPECT_LE(Stats(errors).median_abs, 0.10);
 }
 
