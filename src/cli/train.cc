@@ -222,6 +222,7 @@ int RunTrain(const TrainArgs& args) {
     auto w = comm::MpiWorld::Create();
     if (!w.ok()) return Fail(w.status().message());
     world = std::move(*w);
+    config->run.ranks_per_host = world->local_size();
     auto m = mesh::Mesh::Create(config->run.layout, *world);
     if (!m.ok()) return Fail(fmt::format("run.layout: {}", m.status().message()));
     mesh = std::make_unique<mesh::Mesh>(std::move(*m));

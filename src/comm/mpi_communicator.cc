@@ -322,6 +322,11 @@ core::Result<std::unique_ptr<MpiWorld>> MpiWorld::Create(const MpiOptions& optio
   PM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   PM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   std::unique_ptr<MpiWorld> world(new MpiWorld(!initialized, rank, size, timeout_s));
+  MPI_Comm host;
+  PM_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host));
+  PM_MPI_CHECK(MPI_Comm_size(host, &world->local_size_));
+  PM_MPI_CHECK(MPI_Comm_free(&host));
   std::vector<int> all(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;
   if (size == 1) {

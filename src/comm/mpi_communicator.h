@@ -44,6 +44,8 @@ class MpiWorld final : public World {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // Ranks of this job on this rank's host (MPI_COMM_TYPE_SHARED), this rank included.
+  int local_size() const { return local_size_; }
   Communicator& world() override { return *world_; }
   // Uses MPI_Comm_create_group (collective over the members only); a one-rank list gives a
   // SelfCommunicator without any MPI call. Communicators it returns must be destroyed before
@@ -57,6 +59,7 @@ class MpiWorld final : public World {
   bool owns_mpi_;
   int rank_;
   int size_;
+  int local_size_ = 1;
   double timeout_s_;
   int next_group_tag_ = 0;
   std::unique_ptr<Communicator> world_;

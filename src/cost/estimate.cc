@@ -99,12 +99,21 @@ void Explain(const Model& ctx, const spec::Layout& l, Estimate& est) {
   (void)l;
 }
 
+}  // namespace
+
+double Mfu(double model_flops_per_token, double tokens_per_s, const spec::ClusterSpec& cluster) {
+  const double peak = cluster.peak_tflops * 1e12 * static_cast<double>(cluster.gpus());
+  return peak > 0 ? model_flops_per_token * tokens_per_s / peak : 0.0;
+}
+
+namespace {
+
 void Rates(const Model& ctx, const spec::Layout& l, Estimate& est) {
   const spec::TrainSpec& train = ctx.train();
   const double gpus = static_cast<double>(ctx.cluster().gpus());
   const double peak = ctx.cluster().peak_tflops * 1e12 * gpus;
   est.tokens_per_s = static_cast<double>(train.global_batch_tokens) / est.time.step;
-  est.mfu = ctx.flops_none.model * est.tokens_per_s / peak;
+  est.mfu = Mfu(ctx.flops_none.model, est.tokens_per_s, ctx.cluster());
   est.mfu_causal = ctx.flops_none.model_causal * est.tokens_per_s / peak;
   const FlopsPerToken& f = l.recompute == spec::Recompute::kFull        ? ctx.flops_full
                            : l.recompute == spec::Recompute::kSelective ? ctx.flops_selective

@@ -59,6 +59,9 @@ struct RunOptions {
   int threads = 0;           // BLAS threads; 0 = OpenBLAS default
   double peak_gflops = 100;  // this host's dense fp32 peak, for MFU and the cost model
   double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
+  // Ranks sharing this host's peak and bandwidth (not a TOML key: `pentamesh train` sets it from
+  // MPI; 0 = every rank of the layout, all on one host).
+  int ranks_per_host = 0;
   // A step whose loss or grad norm is not finite is skipped (no update); more than this many in
   // a row stop the run.
   int64_t max_nonfinite_in_row = 5;

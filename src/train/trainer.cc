@@ -54,13 +54,18 @@ core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t voca
 }
 
 spec::ClusterSpec HostCluster(const RunConfig& c) {
+  // Each rank is a "device" with its share of the host's peak and bandwidth.
+  const int64_t ranks = c.run.layout.gpus();
+  const int64_t per_host =
+      c.run.ranks_per_host > 0 ? std::min<int64_t>(c.run.ranks_per_host, ranks) : ranks;
+  const double share = 1.0 / static_cast<double>(per_host);
   return {.name = "cpu-host",
           .gpu = "cpu",
-          .peak_tflops = c.run.peak_gflops / 1e3,
+          .peak_tflops = c.run.peak_gflops / 1e3 * share,
           .hbm_gb = 1e3,
-          .hbm_gbps = c.run.mem_gbps,
-          .gpus_per_node = c.run.layout.gpus(),  // one "device" per rank, all on this host
-          .nodes = 1,
+          .hbm_gbps = c.run.mem_gbps * share,
+          .gpus_per_node = per_host,
+          .nodes = ranks % per_host == 0 ? ranks / per_host : 1,
           .intra_node_gbps = c.run.mem_gbps,
           .nics_per_node = 1,
           .inter_node_gbps = 1};
@@ -412,7 +417,7 @@ StepStats Trainer::Step() {
   s.tokens = config_.train.global_batch_tokens;
   s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   s.tokens_per_s = static_cast<double>(s.tokens) / s.step_time_s;
-  s.mfu = flops_per_token_ * s.tokens_per_s / (config_.run.peak_gflops * 1e9);
+  s.mfu = cost::Mfu(flops_per_token_, s.tokens_per_s, HostCluster(config_));
   for (int i = 0; i < core::kMemTagCount; ++i)
     s.peak_bytes[static_cast<size_t>(i)] = alloc_.peak_bytes(static_cast<core::MemTag>(i));
   s.peak_bytes_total = alloc_.peak_bytes_total();

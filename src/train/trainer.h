@@ -169,7 +169,9 @@ class Trainer {
   LossSpikeDetector spikes_{config_.run.spike_factor, config_.run.spike_window};
 };
 
-// The host as a one-device "cluster" for the cost model (run.peak_gflops, run.mem_gbps).
+// The host as a "cluster" of one device per rank for the cost model: each rank gets its share of
+// run.peak_gflops and run.mem_gbps (run.ranks_per_host ranks share them), so the cluster's total
+// peak is the host's and MFU is the same number predicted and measured.
 spec::ClusterSpec HostCluster(const RunConfig& config);
 // Layout rules of the engine (what it can run now), each naming run.layout.
 core::Status CheckEngineLayout(const RunConfig& config);

@@ -165,6 +165,27 @@ TEST(Trainer, EngineLayoutSequenceParallel) {
   EXPECT_TRUE(CheckEngineLayout(c).ok()) << CheckEngineLayout(c).message();
 }
 
+// Ranks on one host share its peak: the cost model's cluster of one device per rank has the
+// host's peak in total (mpirun -np 4 on one host is not four hosts), and the prediction's MFU and
+// the measurement's are the same function of tokens/s.
+TEST(HostCluster, RanksShareTheHostPeak) {
+  RunConfig c =
+      Load(RunToml("unused-dataset"), {"run.layout=\"mbs=4 dp=4\"", "run.peak_gflops=80"});
+  const auto total_tflops = [](const spec::ClusterSpec& h) {
+    return h.peak_tflops * static_cast<double>(h.gpus());
+  };
+  EXPECT_EQ(HostCluster(c).gpus(), 4);
+  EXPECT_NEAR(total_tflops(HostCluster(c)), 0.080, 1e-12);
+  c.run.ranks_per_host = 2;  // two hosts of two ranks
+  EXPECT_EQ(HostCluster(c).nodes, 2);
+  EXPECT_NEAR(total_tflops(HostCluster(c)), 0.160, 1e-12);
+  c.run.ranks_per_host = 0;
+  const cost::Estimate e = PredictRun(c);
+  const double flops = cost::Flops(c.model, c.train.seq_len, spec::Recompute::kNone).model;
+  EXPECT_NEAR(e.mfu, flops * e.tokens_per_s / 80e9, 1e-9 * e.mfu);
+  EXPECT_DOUBLE_EQ(cost::Mfu(flops, e.tokens_per_s, HostCluster(c)), e.mfu);
+}
+
 TEST(Trainer, DeterministicLosses) {
   const std::string ds = data::testing::Corpus().dataset;
   std::vector<double> fp32;
