@@ -434,6 +434,9 @@ std::string SkuForGpu(const std::string& gpu_model, const std::string& gpu_type)
   if (Has(s, "h200")) return "h200";
   if (Has(s, "h800")) return "h800";
   if (Has(s, "h100")) return Has(s, "hbm2e") ? "h100-hbm2e" : "h100-sxm";
+  if (Has(s, "gb200")) return "gb200-nvl72";
+  if (Has(s, "b200")) return "b200";
+  if (Has(s, "mi300x")) return "mi300x";
   return "";
 }
 
@@ -448,6 +451,14 @@ std::string StackForSoftware(const std::string& software, const std::string& gro
   if (Has(s, "megatron") || Has(s, "nemo") || Has(s, "llama3_paper") || Has(s, "meta internal")) {
     return "megatron";
   }
+  // Stacks without a profile of their own, by kind: JAX/XLA compiled (Pax, Praxis, Levanter, T5X)
+  // as MaxText; eager PyTorch FSDP (Hugging Face Accelerate, PyTorch FSDP) as llm-foundry; eager
+  // PyTorch with ZeRO-style sharding (Colossal-AI, Nanotron) as DeepSpeed.
+  if (Has(s, "pax") || Has(s, "praxis") || Has(s, "levanter") || Has(s, "t5x") || Has(s, "jax")) {
+    return "maxtext";
+  }
+  if (Has(s, "accelerate") || Has(s, "fsdp")) return "llm-foundry";
+  if (Has(s, "colossal") || Has(s, "nanotron")) return "deepspeed";
   return "";
 }
 

@@ -93,6 +93,27 @@ TEST(PublishedRuns, RowsMapToTheLayoutsTheirSourcesDescribe) {
 }
 
 // The presets are the fit's output (`pentamesh validate --write-presets`), never edited by hand.
+// GPUs and stacks outside the calibration set still map to a preset (their GPU parameters stay
+// at the start values), so runs on them are estimated rather than refused.
+TEST(PublishedRuns, GpusAndStacksBeyondTheSet) {
+  EXPECT_EQ(SkuForGpu("B200", "HGX B200 180GB"), "b200");
+  EXPECT_EQ(SkuForGpu("GB200", "GB200 NVL72"), "gb200-nvl72");
+  EXPECT_EQ(SkuForGpu("MI300X", "AMD Instinct MI300X"), "mi300x");
+  EXPECT_EQ(SkuForGpu("H100", "H100 SXM5 80GB"), "h100-sxm");
+  EXPECT_EQ(SkuForGpu("V100", "V100 32GB"), "");
+  for (const char* sku : {"b200", "gb200-nvl72", "mi300x"}) {
+    auto c = spec::LoadCluster(sku);
+    ASSERT_TRUE(c.ok()) << sku << ": " << c.status().message();
+    EXPECT_GT(c->peak_fp8_tflops, c->peak_tflops) << sku;
+  }
+  EXPECT_EQ(StackForSoftware("Paxml / Praxis (JAX)", ""), "maxtext");
+  EXPECT_EQ(StackForSoftware("Hugging Face Accelerate + PyTorch FSDP", ""), "llm-foundry");
+  EXPECT_EQ(StackForSoftware("Nanotron", ""), "deepspeed");
+  EXPECT_EQ(StackForSoftware("Megatron-DeepSpeed", ""), "deepspeed");
+  EXPECT_EQ(StackForSoftware("NeMo 24.07", ""), "megatron");
+  EXPECT_EQ(StackForSoftware("my own trainer", ""), "");
+}
+
 TEST(PublishedRuns, ShippedPresetsAreTheFit) {
   const ShippedFit fit = FitShipped(Runs(), kRuns, 5, 1);
   for (const Profile& p : fit.stacks) {
