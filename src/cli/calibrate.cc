@@ -2,7 +2,9 @@
 // profile's free parameters to a user's own measured runs (calib::Fit, Levenberg-Marquardt on log
 // throughput, pulled toward the stack's shipped values) and prints the in-sample and
 // leave-one-out errors, so the user sees whether the fit generalizes. The profile it writes is
-// usable as `--stack profile.toml` by estimate and plan. Thin: parse, call calib, print.
+// usable as `--stack profile.toml` by estimate and plan. `calibrate --host --out host.toml`
+// measures this machine instead (train::MeasureHost) for run.host_profile. Thin: parse, call
+// calib or train, print.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -15,13 +17,36 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "spec/load_toml.h"
+#include "train/host_profile.h"
 
 namespace pentamesh::cli {
 namespace {
 
 struct CalibrateArgs {
   std::string runs, stack, cluster, out, name;
+  bool host = false;
+  int threads = 0;
 };
+
+// --host: this machine measured for the engine's time prediction (train::MeasureHost).
+int RunCalibrateHost(const CalibrateArgs& a) {
+  fmt::print("pentamesh calibrate --host: timing sgemm shapes and a triad ({} threads)...\n",
+             a.threads > 0 ? fmt::format("{}", a.threads) : "all");
+  const train::HostProfile p = train::MeasureHost(a.threads);
+  fmt::print("\n  {:>6} {:>6} {:>6} {:>12} {:>12}\n", "m", "n", "k", "GFLOP/s", "form");
+  for (const train::GemmSample& s : p.gemms) {
+    fmt::print("  {:>6} {:>6} {:>6} {:>12.1f} {:>12.1f}\n", s.m, s.n, s.k, s.gflops(),
+               2.0 * static_cast<double>(s.m * s.n * s.k) / p.Predict(s) / 1e9);
+  }
+  fmt::print("\n  large-GEMM rate {:.1f} GFLOP/s, per-dimension overhead {:.1f} elements\n",
+             p.peak_gflops, p.gemm_dim_overhead);
+  fmt::print("  triad bandwidth {:.1f} GB/s\n", p.mem_gbps);
+  std::ofstream file(a.out);
+  file << train::HostProfileToml(p);
+  if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+  fmt::print("\nwrote {} (use it in a run config as run.host_profile = \"{}\")\n", a.out, a.out);
+  return 0;
+}
 
 // Every run must be usable: calibrating on a row pentamesh cannot estimate is a user error.
 core::Result<std::vector<calib::Run>> LoadStrict(const CalibrateArgs& a) {
@@ -44,6 +69,8 @@ core::Result<std::vector<calib::Run>> LoadStrict(const CalibrateArgs& a) {
 }
 
 int RunCalibrate(const CalibrateArgs& a) {
+  if (a.host) return RunCalibrateHost(a);
+  if (a.runs.empty()) return Fail("calibrate: give --runs FILE (measured runs) or --host");
   auto runs = LoadStrict(a);
   if (!runs.ok()) return Fail(runs.status().message());
   std::set<std::string> stacks;
@@ -131,8 +158,15 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* sub = app.add_subcommand(
       "calibrate", "fit a stack profile to your own measured runs (published-runs JSON format)");
-  sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)")
-      ->required();
+  CLI::Option* runs =
+      sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)");
+  CLI::Option* host = sub->add_flag(
+      "--host", args->host,
+      "measure this machine instead (sgemm shapes fitted to the GEMM form, triad bandwidth): a "
+      "host profile for run.host_profile");
+  runs->excludes(host);
+  sub->add_option("--threads", args->threads, "--host: BLAS and triad threads (0 = all)")
+      ->check(CLI::Range(0, 1024));
   sub->add_option("--stack", args->stack,
                   "the stack the runs used (a preset: megatron, torchtitan, maxtext, llm-foundry, "
                   "deepspeed); default: the runs' software");

@@ -133,6 +133,23 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Number("threads", o.threads, 0);
   r.Number("peak_gflops", o.peak_gflops, 0, true);
   r.Number("mem_gbps", o.mem_gbps, 0, true);
+  r.String("host_profile", o.host_profile);
+  if (!o.host_profile.empty()) {
+    const toml::table* run = root["run"].as_table();
+    for (const char* key : {"peak_gflops", "mem_gbps"}) {
+      if (run != nullptr && run->contains(key)) {
+        r.Error(key, "set together with run.host_profile, which measures it; keep one");
+      }
+    }
+    auto host = LoadHostProfile(o.host_profile);
+    if (!host.ok()) {
+      r.Error("host_profile", host.status().message());
+    } else {
+      o.host = *host;
+      o.peak_gflops = host->peak_gflops;
+      o.mem_gbps = host->mem_gbps;
+    }
+  }
   r.Number("max_nonfinite_in_row", o.max_nonfinite_in_row, 0);
   r.Number("spike_factor", o.spike_factor, 0);
   r.Number("spike_window", o.spike_window, 1);

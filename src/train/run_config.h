@@ -10,6 +10,7 @@
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
+//            host_profile (a measured host: `pentamesh calibrate --host`),
 //            max_nonfinite_in_row, spike_factor, spike_window, debug_nan_step, debug_nan_count,
 //            debug_kill_step, debug_kill_rank (faults)
 //   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
@@ -22,10 +23,13 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "core/status.h"
 #include "spec/layout.h"
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
+#include "train/host_profile.h"
 
 namespace pentamesh::train {
 
@@ -59,6 +63,10 @@ struct RunOptions {
   int threads = 0;           // BLAS threads; 0 = OpenBLAS default
   double peak_gflops = 100;  // this host's dense fp32 peak, for MFU and the cost model
   double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
+  // run.host_profile: a file from `pentamesh calibrate --host`; when set, its measured GEMM rate,
+  // GEMM form and bandwidth replace peak_gflops and mem_gbps (setting both is an error).
+  std::string host_profile;
+  std::optional<HostProfile> host;
   // Ranks sharing this host's peak and bandwidth (not a TOML key: `pentamesh train` sets it from
   // MPI; 0 = every rank of the layout, all on one host).
   int ranks_per_host = 0;

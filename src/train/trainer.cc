@@ -68,7 +68,9 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
           .nodes = ranks % per_host == 0 ? ranks / per_host : 1,
           .intra_node_gbps = c.run.mem_gbps,
           .nics_per_node = 1,
-          .inter_node_gbps = 1};
+          .inter_node_gbps = 1,
+          // A measured host's peak is its large-GEMM rate: the efficiency is in the number.
+          .gemm_efficiency = c.run.host ? 1.0 : 0.0};
 }
 
 cost::CostParams EngineCostParams() {
@@ -86,8 +88,24 @@ cost::CostParams EngineCostParams() {
   return p;
 }
 
+cost::CostParams EngineCostParams(const RunConfig& c) {
+  cost::CostParams p = EngineCostParams();
+  if (const auto& h = c.run.host) {
+    // The measured GEMM form. The engine's attention and elementwise kernels run on one thread:
+    // a rank gets its single-thread rate, or its share of the cores when ranks outnumber them.
+    const spec::ClusterSpec host = HostCluster(c);
+    const double ranks = static_cast<double>(host.gpus_per_node);
+    const double cores = std::max(1.0, static_cast<double>(h->threads));
+    const double core_share = std::min(1.0, cores / ranks);
+    p.gemm_dim_overhead = h->gemm_dim_overhead;
+    p.attention_relative = h->attention_gflops * core_share / (host.peak_tflops * 1e3);
+    p.hbm_efficiency = std::min(1.0, h->stream_1t_gbps * core_share / host.hbm_gbps);
+  }
+  return p;
+}
+
 cost::Estimate PredictRun(const RunConfig& c) {
-  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, EngineCostParams(),
+  return cost::EstimateLayout(c.model, HostCluster(c), c.train, c.run.layout, EngineCostParams(c),
                               /*explain=*/true);
 }
 

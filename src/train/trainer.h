@@ -183,6 +183,8 @@ void CheckPipelineLayout(const RunConfig& config, std::vector<std::string>& erro
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
 // and the engine's stash, MoE and pipeline policies (cost::CostParams documents each flag).
 cost::CostParams EngineCostParams();
+// EngineCostParams with the run's measured host (run.host_profile), if any.
+cost::CostParams EngineCostParams(const RunConfig& config);
 // The cost model's estimate for the run with EngineCostParams (memory: the most loaded stage; a
 // pp > 1 Trainer's predicted() holds its own stage's memory instead).
 cost::Estimate PredictRun(const RunConfig& config);
