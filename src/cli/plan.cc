@@ -34,13 +34,11 @@ struct PlanArgs {
 void PrintBreakdown(const cost::Estimate& e) {
   const cost::Memory& m = e.memory;
   const cost::Time& t = e.time;
-  fmt::print(
-      "  memory GB  weights {:.2f}  grads {:.2f}  optimizer {:.2f}  activations {:.2f}  "
-      "scores {:.2f}  logits {:.2f}  comm {:.2f}  framework {:.2f}  fragmentation {:.2f}\n"
-      "             total {:.2f} of capacity {:.2f}\n",
-      m.weights / kGB, m.grads / kGB, m.optimizer / kGB, m.activations / kGB,
-      m.attention_scores / kGB, m.logits / kGB, m.comm_buffers / kGB, m.framework / kGB,
-      m.fragmentation / kGB, m.total / kGB, m.capacity / kGB);
+  fmt::print("  memory GB");
+  for (const cost::MemoryCategory& c : cost::kMemoryCategories) {
+    fmt::print("  {} {:.2f}", c.label, m.*c.field / kGB);
+  }
+  fmt::print("\n             total {:.2f} of capacity {:.2f}\n", m.total / kGB, m.capacity / kGB);
   fmt::print(
       "  time s     compute {:.4f}  tp {:.4f}  cp {:.4f}  ep {:.4f}  pp {:.4f}  dp {:.4f}  "
       "bubble {:.4f}  optimizer {:.4f}  step {:.4f}\n",

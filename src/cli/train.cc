@@ -62,21 +62,18 @@ std::string Mib(int64_t bytes) {
 
 void PrintMemory(const std::array<int64_t, core::kMemTagCount>& peak, int64_t total,
                  const cost::Memory& predicted) {
-  const double pred[] = {predicted.weights,
-                         predicted.grads,
-                         predicted.optimizer,
-                         predicted.activations,
-                         predicted.logits,
-                         predicted.comm_buffers,
-                         0};
+  const auto pred = predicted.ByTag();
   fmt::print("peak memory per tag: measured (allocator, whole run) vs predicted (cost model):\n");
   for (int i = 0; i < core::kMemTagCount; ++i) {
     const auto tag = static_cast<core::MemTag>(i);
     const double m = static_cast<double>(peak[static_cast<size_t>(i)]);
-    fmt::print("  {:<12} {:>12} {:>12} {}\n", core::MemTagName(tag),
-               Mib(peak[static_cast<size_t>(i)]),
-               tag == core::MemTag::kOther ? "-" : Mib(static_cast<int64_t>(pred[i])),
-               pred[i] > 0 ? fmt::format("({:+.1f}%)", (m - pred[i]) / pred[i] * 100) : "");
+    fmt::print(
+        "  {:<12} {:>12} {:>12} {}\n", core::MemTagName(tag), Mib(peak[static_cast<size_t>(i)]),
+        tag == core::MemTag::kOther ? "-" : Mib(static_cast<int64_t>(pred[static_cast<size_t>(i)])),
+        pred[static_cast<size_t>(i)] > 0
+            ? fmt::format("({:+.1f}%)",
+                          (m - pred[static_cast<size_t>(i)]) / pred[static_cast<size_t>(i)] * 100)
+            : "");
   }
   fmt::print("  {:<12} {:>12} {:>12}\n", "total", Mib(total),
              Mib(static_cast<int64_t>(predicted.total)));

@@ -8,21 +8,10 @@
 #include <array>
 #include <cstdint>
 
+#include "core/mem_tag.h"
 #include "core/tensor.h"
 
 namespace pentamesh::core {
-
-enum class MemTag : uint8_t {
-  kWeights,      // parameters in the compute dtype
-  kGrads,        // fp32 gradients
-  kOptimizer,    // Adam m and v, and fp32 master weights in bf16 mode
-  kActivations,  // stashes kept from forward to backward
-  kLogits,       // logits / loss buffers of the head
-  kComm,         // communication buffers
-  kOther,        // transient workspaces
-};
-inline constexpr int kMemTagCount = 7;
-const char* MemTagName(MemTag tag);
 
 class Allocator {
  public:

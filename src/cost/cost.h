@@ -18,10 +18,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/mem_tag.h"
 #include "spec/cluster_spec.h"
 #include "spec/layout.h"
 #include "spec/model_spec.h"
@@ -168,20 +170,50 @@ struct Memory {
   double total = 0;
   double capacity = 0;  // HBM minus the safety margin
 
-  // Every component with its report name, in report order (total and capacity excluded): the
-  // one list that tables, JSON and explanations walk.
-  std::array<std::pair<const char*, double>, 9> components() const {
-    return {{{"weights", weights},
-             {"grads", grads},
-             {"optimizer", optimizer},
-             {"activations", activations},
-             {"attention_scores", attention_scores},
-             {"logits", logits},
-             {"comm_buffers", comm_buffers},
-             {"framework", framework},
-             {"fragmentation", fragmentation}}};
-  }
+  // Every component with its report name, in report order (total and capacity excluded), from
+  // kMemoryCategories.
+  std::array<std::pair<const char*, double>, 9> components() const;
+  // The bytes the engine's allocator tag of each category should hold (core::MemTag order; the
+  // categories without a tag add to none): what metrics.jsonl and `train` set next to the peaks.
+  std::array<double, core::kMemTagCount> ByTag() const;
 };
+
+// The memory categories, in report order: the one list that tables, JSON, charts and
+// explanations walk. name: key in tables and JSON; label: the short form of one-line summaries
+// and charts; tag: the engine allocator's tag that measures it (nullopt: no CPU counterpart).
+struct MemoryCategory {
+  const char* name;
+  const char* label;
+  double Memory::*field;
+  std::optional<core::MemTag> tag;
+};
+inline constexpr std::array<MemoryCategory, 9> kMemoryCategories = {{
+    {"weights", "weights", &Memory::weights, core::MemTag::kWeights},
+    {"grads", "grads", &Memory::grads, core::MemTag::kGrads},
+    {"optimizer", "optimizer", &Memory::optimizer, core::MemTag::kOptimizer},
+    {"activations", "activations", &Memory::activations, core::MemTag::kActivations},
+    {"attention_scores", "scores", &Memory::attention_scores, core::MemTag::kActivations},
+    {"logits", "logits", &Memory::logits, core::MemTag::kLogits},
+    {"comm_buffers", "comm", &Memory::comm_buffers, core::MemTag::kComm},
+    {"framework", "framework", &Memory::framework, std::nullopt},
+    {"fragmentation", "fragmentation", &Memory::fragmentation, std::nullopt},
+}};
+
+inline std::array<std::pair<const char*, double>, 9> Memory::components() const {
+  std::array<std::pair<const char*, double>, 9> out;
+  for (size_t i = 0; i < kMemoryCategories.size(); ++i) {
+    out[i] = {kMemoryCategories[i].name, this->*kMemoryCategories[i].field};
+  }
+  return out;
+}
+
+inline std::array<double, core::kMemTagCount> Memory::ByTag() const {
+  std::array<double, core::kMemTagCount> out{};
+  for (const MemoryCategory& c : kMemoryCategories) {
+    if (c.tag) out[static_cast<size_t>(*c.tag)] += this->*c.field;
+  }
+  return out;
+}
 
 // Step time terms, seconds; they add up to `step` (exposed parts only).
 struct Time {

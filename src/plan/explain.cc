@@ -110,18 +110,10 @@ std::vector<std::string> ExplainStructural(const spec::ModelSpec& model,
 }
 
 std::string LargestComponent(const cost::Memory& m) {
-  const std::pair<double, const char*> parts[] = {{m.weights, "weights"},
-                                                  {m.grads, "gradients"},
-                                                  {m.optimizer, "optimizer"},
-                                                  {m.activations, "activations"},
-                                                  {m.attention_scores, "scores"},
-                                                  {m.logits, "logits"},
-                                                  {m.comm_buffers, "comm buffers"},
-                                                  {m.framework, "framework"},
-                                                  {m.fragmentation, "fragmentation"}};
-  const auto* largest = std::max_element(std::begin(parts), std::end(parts),
-                                         [](auto& a, auto& b) { return a.first < b.first; });
-  return fmt::format("{} {:.1f} GB", largest->second, largest->first / kGB);
+  const auto parts = m.components();
+  const auto* largest = std::max_element(parts.begin(), parts.end(),
+                                         [](auto& a, auto& b) { return a.second < b.second; });
+  return fmt::format("{} {:.1f} GB", largest->first, largest->second / kGB);
 }
 
 }  // namespace

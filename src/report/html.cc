@@ -15,22 +15,24 @@ namespace {
 
 constexpr double kGB = 1e9;
 
+// One colour per cost::kMemoryCategories entry, in its order.
 struct Component {
   const char* name;
   const char* color;
   double cost::Memory::*field;
 };
-constexpr Component kMemoryParts[] = {
-    {"weights", "#4e79a7", &cost::Memory::weights},
-    {"grads", "#f28e2b", &cost::Memory::grads},
-    {"optimizer", "#e15759", &cost::Memory::optimizer},
-    {"activations", "#76b7b2", &cost::Memory::activations},
-    {"scores", "#59a14f", &cost::Memory::attention_scores},
-    {"logits", "#edc948", &cost::Memory::logits},
-    {"comm buffers", "#b07aa1", &cost::Memory::comm_buffers},
-    {"framework", "#ff9da7", &cost::Memory::framework},
-    {"fragmentation", "#9c755f", &cost::Memory::fragmentation},
-};
+constexpr std::array<const char*, cost::kMemoryCategories.size()> kMemoryColors = {
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
+constexpr std::array<Component, cost::kMemoryCategories.size()> MemoryParts() {
+  std::array<Component, cost::kMemoryCategories.size()> parts{};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i] = {cost::kMemoryCategories[i].label, kMemoryColors[i],
+                cost::kMemoryCategories[i].field};
+  }
+  return parts;
+}
+constexpr auto kMemoryParts = MemoryParts();
 const char* kTermColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                              "#59a14f", "#edc948", "#bab0ac", "#9c755f"};
 

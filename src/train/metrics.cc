@@ -48,10 +48,15 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
   if (predicted) {
     const cost::Memory& m = predicted->memory;
     nlohmann::ordered_json p;
-    p["peak_bytes"] = {{"weights", m.weights},     {"grads", m.grads},
-                       {"optimizer", m.optimizer}, {"activations", m.activations},
-                       {"logits", m.logits},       {"comm", m.comm_buffers},
-                       {"total", m.total}};
+    const auto by_tag = m.ByTag();
+    nlohmann::ordered_json bytes;
+    for (int i = 0; i < core::kMemTagCount; ++i) {
+      const auto tag = static_cast<core::MemTag>(i);
+      if (tag != core::MemTag::kOther)
+        bytes[core::MemTagName(tag)] = by_tag[static_cast<size_t>(i)];
+    }
+    bytes["total"] = m.total;
+    p["peak_bytes"] = bytes;
     p["flops_per_token"] = flops_per_token;
     const cost::Time& t = predicted->time;
     p["time_s"] = {{"compute", t.compute}, {"optimizer", t.optimizer}, {"step", t.step}};
