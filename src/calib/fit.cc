@@ -152,6 +152,15 @@ FitResult Fit(const std::vector<const Run*>& runs, const FitOptions& options) {
                  diff.evaluations, result.free.size(), runs.size());
   }
   result.cal = diff.At(x);
+  // A parameter the fit drives against a bound (sigmoid ~0 or ~1) is reported as the bound: its
+  // last digits are round-off, which would differ between builds.
+  for (const FreeParam& f : result.free) {
+    auto& table = f.def->scope == Scope::kGpu ? result.cal.gpu : result.cal.stack;
+    double& v = table[f.key][f.def->name];
+    const double margin = 1e-9 * (f.def->hi - f.def->lo);
+    if (v - f.def->lo < margin) v = f.def->lo;
+    if (f.def->hi - v < margin) v = f.def->hi;
+  }
   result.evaluations = diff.evaluations;
   double sum = 0;
   for (const Run* r : runs) sum += std::pow(LogResidual(*r, result.cal), 2);

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "cost/collective_bytes.h"
 #include "cost/internal.h"
+#include "schedule/estimate.h"
 #include "spec/validate.h"
 
 namespace pentamesh::cost {
@@ -159,20 +160,19 @@ double AttentionScoreBlockBytes(int64_t heads, int64_t seq_len, int64_t mbs, int
   return a / t * (s / c) * (s / c) * b * 2.0;
 }
 
+// Bubble time / the pipeline's busy time, from schedule/'s closed form of the bubble fraction f
+// (idle / makespan, equal action costs): f / (1 - f).
 double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches,
                        int64_t virtual_stages) {
   if (pp <= 1 || microbatches <= 0) return 0;
-  const double base = static_cast<double>(pp - 1) / static_cast<double>(microbatches);
-  switch (schedule) {
-    case spec::Schedule::kGPipe:
-    case spec::Schedule::kOneFOneB:
-      return base;
-    case spec::Schedule::kInterleaved:
-      return base / static_cast<double>(virtual_stages);
-    case spec::Schedule::kZeroBubble:
-      return base / 3.0;
-  }
-  return base;
+  const auto f = schedule::BubbleFractionClosedForm(schedule, static_cast<double>(pp),
+                                                    static_cast<double>(microbatches),
+                                                    static_cast<double>(virtual_stages));
+  // Every schedule the layout offers has a closed form (ZB-V is not a layout schedule); 1F1B's
+  // is the bound otherwise.
+  const double fraction =
+      f ? *f : static_cast<double>(pp - 1) / static_cast<double>(microbatches + pp - 1);
+  return fraction / (1.0 - fraction);
 }
 
 Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {

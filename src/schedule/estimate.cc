@@ -44,23 +44,27 @@ uint64_t Key(const ScheduleSpec& s) {
 
 }  // namespace
 
-std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& s) {
-  const double p = s.pp, m = s.microbatches, v = s.virtual_stages;
-  switch (s.kind) {
+std::optional<double> BubbleFractionClosedForm(Schedule kind, double p, double m, double v) {
+  switch (kind) {
     case Schedule::kGPipe:
     case Schedule::kOneFOneB:
       return (p - 1) / (m + p - 1);
     case Schedule::kInterleaved:
       return (p - 1) / (v * m + p - 1);
     case Schedule::kZeroBubble:
-      if (s.v_shape()) {
-        if (s.microbatches < 2 * s.pp - 1) return std::nullopt;
+      if (v == 2) {  // ZB-V
+        if (m < 2 * p - 1) return std::nullopt;
         return (p - 1) / (6 * m + p - 1);
       }
-      if (s.microbatches < s.pp) return std::nullopt;
-      return (p - 1) / (3 * m + p - 1);
+      // ZB-H1: makespan 3m + p - 1, plus p - m when m < p (the last stage waits for the first
+      // F of every micro-batch to cross the pipeline); busy 3m.
+      return (p - 1 + std::max(0.0, p - m)) / (3 * m + p - 1 + std::max(0.0, p - m));
   }
   return std::nullopt;
+}
+
+std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& s) {
+  return BubbleFractionClosedForm(s.kind, s.pp, s.microbatches, s.virtual_stages);
 }
 
 std::optional<int> PeakInFlightClosedForm(const ScheduleSpec& s, int rank) {

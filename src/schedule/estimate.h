@@ -1,4 +1,4 @@
-// Fast schedule estimates for the planner and the cost model: bubble fraction and peak in-flight
+// Fast schedule estimates: bubble fraction and peak in-flight
 // activations under equal action costs (F = B = W = 1, full backward = 2), answered by a closed
 // form where the simulator is proven (by tests/schedule's exhaustive sweep) to match it, else by
 // the simulator behind a thread-safe memo. Plus a helper that simulates with unequal per-action
@@ -8,7 +8,8 @@
 //   bubble fraction (mean idle / makespan):
 //     gpipe, 1f1b:        (p-1) / (m + p - 1)                       every m
 //     interleaved:V       (p-1) / (V*m + p - 1)                     every valid m (m % p == 0)
-//     zb (ZB-H1):         (p-1) / (3m + p - 1)                      m >= p; simulated for m < p
+//     zb (ZB-H1):         (p-1) / (3m + p - 1)                      m >= p
+//                         (2p-1-m) / (2m + 2p - 1)                  m < p
 //     zbv (ZB-V):         (p-1) / (6m + p - 1)                      m >= 2p - 1; simulated below
 //   peak in-flight chunk activations on rank r:
 //     gpipe: m;  1f1b: min(m, p - r);  zb: min(m, p);  zbv: 2p when m >= 2p - 1;
@@ -32,9 +33,13 @@ core::Result<double> BubbleFraction(Schedule kind, int pp, int microbatches,
 core::Result<int> PeakInFlight(Schedule kind, int pp, int microbatches, int virtual_stages,
                                int rank);
 
-// The closed forms alone; nullopt where none is proven (zb with m < p, zbv with m < 2p - 1).
+// The closed forms alone; nullopt where none is proven (zbv with m < 2p - 1).
 // REQUIRES: a valid spec and 0 <= rank < pp.
 std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& spec);
+// The same in doubles, for any size (cost/'s pipeline bubble: cost::EstimateLayout);
+// virtual_stages 2 with kZeroBubble is ZB-V. REQUIRES: a valid schedule of these sizes.
+std::optional<double> BubbleFractionClosedForm(Schedule kind, double pp, double microbatches,
+                                               double virtual_stages);
 std::optional<int> PeakInFlightClosedForm(const ScheduleSpec& spec, int rank);
 
 // Always the simulator (memoized per spec; thread-safe). The reference the closed forms match.

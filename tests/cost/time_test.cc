@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cost/cost.h"
+#include "schedule/estimate.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 #include "testing/tiny_specs.h"
@@ -20,6 +21,26 @@ TEST(Bubble, ClosedForms) {
   EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kInterleaved, 16, 64, 4), b / 4);
   EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kZeroBubble, 16, 64, 1), b / 3);
   EXPECT_DOUBLE_EQ(BubbleOverIdeal(spec::Schedule::kOneFOneB, 1, 64, 1), 0.0);
+}
+
+// The cost model's bubble is schedule/'s: idle / busy of the simulated schedule (equal costs) for
+// every layout schedule on a grid of (p, m, V), ZB-H1 below m = p included.
+TEST(Bubble, EqualsTheSimulatedSchedule) {
+  for (int p = 2; p <= 6; ++p) {
+    for (int m = 1; m <= 2 * p + 1; ++m) {
+      for (auto [kind, v] : {std::pair{spec::Schedule::kGPipe, 1},
+                             {spec::Schedule::kOneFOneB, 1},
+                             {spec::Schedule::kZeroBubble, 1},
+                             {spec::Schedule::kInterleaved, 2},
+                             {spec::Schedule::kInterleaved, 3}}) {
+        if (kind == spec::Schedule::kInterleaved && m % p != 0) continue;
+        const auto f = schedule::BubbleFractionSimulated({kind, p, m, v});
+        ASSERT_TRUE(f.ok()) << f.status().message();
+        EXPECT_NEAR(BubbleOverIdeal(kind, p, m, v), *f / (1 - *f), 1e-12)
+            << spec::ToString(kind) << " p=" << p << " m=" << m << " v=" << v;
+      }
+    }
+  }
 }
 
 TEST(Bubble, ThroughEstimateLayout) {

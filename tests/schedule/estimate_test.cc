@@ -27,11 +27,21 @@ TEST(Estimate, BubbleFractionEqualsSimulatorEverywhereInTheSweep) {
   }
 }
 
-TEST(Estimate, ZeroBubbleBelowPHasNoClosedFormAndUsesTheSimulator) {
-  EXPECT_FALSE(BubbleFractionClosedForm({Schedule::kZeroBubble, 4, 3, 1}).has_value());
+// ZB-H1 below m = p: makespan 2m + 2p - 1 (the sweep checks it against the simulator everywhere).
+TEST(Estimate, ZeroBubbleBelowPHasAClosedFormTooAndItIsTheSimulators) {
+  EXPECT_TRUE(BubbleFractionClosedForm({Schedule::kZeroBubble, 4, 3, 1}).has_value());
   EXPECT_TRUE(BubbleFractionClosedForm({Schedule::kZeroBubble, 4, 4, 1}).has_value());
+  EXPECT_FALSE(BubbleFractionClosedForm({Schedule::kZeroBubble, 4, 3, 2}).has_value());  // ZB-V
   // pp=2, m=1: F0 [0,1] F0 [1,2] B0 [2,3] W0 [3,4]; rank 0 B0 [3,4] W0 [4,5]. Makespan 5, busy 3.
   EXPECT_DOUBLE_EQ(*BubbleFraction(Schedule::kZeroBubble, 2, 1), 2.0 / 5.0);
+  EXPECT_DOUBLE_EQ(*BubbleFractionClosedForm({Schedule::kZeroBubble, 2, 1, 1}), 2.0 / 5.0);
+  for (int p = 2; p <= 8; ++p) {
+    for (int m = 1; m < p; ++m) {
+      const ScheduleSpec s{Schedule::kZeroBubble, p, m, 1};
+      EXPECT_NEAR(*BubbleFractionClosedForm(s), *BubbleFractionSimulated(s), 1e-12)
+          << "pp=" << p << " m=" << m;
+    }
+  }
 }
 
 TEST(Estimate, ClosedFormsAnswerBeyondTheSimulatorsLimit) {
