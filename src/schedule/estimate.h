@@ -1,8 +1,8 @@
-// Fast schedule estimates: bubble fraction and peak in-flight
-// activations under equal action costs (F = B = W = 1, full backward = 2), answered by a closed
-// form where the simulator is proven (by tests/schedule's exhaustive sweep) to match it, else by
-// the simulator behind a thread-safe memo. Plus a helper that simulates with unequal per-action
-// costs.
+// Fast schedule estimates (cost/ takes its pipeline bubble from here; `pentamesh schedule` prints
+// them): bubble fraction and peak in-flight activations under equal action costs (F = B = W = 1,
+// full backward = 2), answered by a closed form where the simulator is proven (by tests/schedule's
+// exhaustive sweep) to match it, else by the simulator behind a thread-safe memo. Plus a helper
+// that simulates with unequal per-action costs.
 //
 // Closed forms (p = pp, m = micro-batches, V = virtual stages, r = pp rank):
 //   bubble fraction (mean idle / makespan):
