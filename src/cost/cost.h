@@ -28,6 +28,7 @@
 #include "spec/layout.h"
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
+#include "spec/validate.h"
 
 namespace pentamesh::cost {
 
@@ -256,29 +257,9 @@ struct Estimate {
   double cost_usd = 0;
 };
 
-// Structural rules, in the order spec::Validate checks them (same rules, no strings).
-enum class Rule {
-  kOk = 0,
-  kGpuCount,                 // product of degrees != GPUs
-  kTpInNode,                 // tp must divide gpus_per_node
-  kHeadsTp,                  // heads % tp
-  kKvHeadsTp,                // kv_heads % tp
-  kFfnTp,                    // ffn_hidden % tp
-  kLayersPp,                 // layers split over pp * V (spec::ChunkLayers)
-  kInterleavedPp,            // interleaved needs pp >= 2 and V >= 2
-  kEpDense,                  // ep > 1 on a dense model
-  kExpertsEp,                // experts % ep
-  kEtp,                      // etp is tp, or 1 (folded, sp on)
-  kEpFolded,                 // folded: ep * etp must divide dp * cp * tp
-  kExpertFfnTp,              // expert_ffn_hidden % etp
-  kSeqMax,                   // seq_len > max_seq_len
-  kSeqDivisible,             // seq_len % (2 cp)(tp if sp)
-  kUlyssesHeads,             // ulysses: (kv_heads / tp) % cp
-  kBatch,                    // sequences % (data ranks * mbs)
-  kInterleavedMicrobatches,  // interleaved: micro-batches % pp
-  kDegrees,                  // a degree, mbs or V <= 0, or zero outside 0..3
-};
-const char* RuleName(Rule rule);
+// The structural rules (spec/validate.h's table): CheckLayout returns the first broken one.
+using spec::Rule;
+using spec::RuleName;
 
 // Everything per (model, cluster, train, params) that does not depend on the layout: counts,
 // per-layer sizes, a prefix sum of MoE layers. Copies the specs; they need not outlive it.
@@ -315,8 +296,8 @@ class Model {
   std::vector<int64_t> moe_prefix_;  // moe_prefix_[i] = MoE layers among the first i
 };
 
-// First structural rule the layout breaks (Rule::kOk when none). Agrees with spec::Validate:
-// Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
+// First structural rule the layout breaks (Rule::kOk when none): spec::FirstBrokenRule over the
+// context's specs, so Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
 Rule CheckLayout(const Model& ctx, const spec::Layout& layout);
 
 // Costs one layout. With explain = true, every structural violation (spec::Validate) and a

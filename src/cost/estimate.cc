@@ -180,12 +180,7 @@ Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
   est.layout = l;
   const Rule rule = CheckLayout(ctx, l);
   if (rule != Rule::kOk) {
-    if (explain) {
-      if (rule != Rule::kDegrees) {
-        est.violations = spec::Validate(ctx.model(), ctx.cluster(), ctx.train(), l);
-      }
-      if (est.violations.empty()) est.violations.push_back(RuleName(rule));
-    }
+    if (explain) est.violations = spec::Validate(ctx.model(), ctx.cluster(), ctx.train(), l);
     return est;
   }
   Terms t;

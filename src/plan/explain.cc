@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "plan/search.h"
 #include "spec/validate.h"
@@ -12,30 +13,6 @@ namespace pentamesh::plan {
 namespace {
 
 constexpr double kGB = 1e9;
-
-// "layout: tp=16 must divide gpus_per_node=8" -> "layout: tp=N must divide gpus_per_node=N":
-// a number after '=' or standing alone as a word becomes N; names like llama3 or 2*cp stay.
-std::string RuleOf(const std::string& message) {
-  std::string out;
-  for (size_t i = 0; i < message.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(message[i]))) {
-      out += message[i++];
-      continue;
-    }
-    size_t end = i;
-    while (end < message.size() &&
-           (std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '.')) {
-      ++end;
-    }
-    const char before = i > 0 ? message[i - 1] : ' ';
-    const char after = end < message.size() ? message[end] : ' ';
-    const bool word =
-        (before == ' ' || before == '(') && (after == ' ' || after == ')' || after == ',');
-    out += before == '=' || word ? "N" : message.substr(i, end - i);
-    i = end;
-  }
-  return out;
-}
 
 std::vector<std::string> ExplainGlobal(const spec::ModelSpec& model,
                                        const spec::ClusterSpec& cluster,
@@ -69,7 +46,7 @@ std::vector<std::string> ExplainStructural(const spec::ModelSpec& model,
                                            const spec::ClusterSpec& cluster,
                                            const spec::TrainSpec& train) {
   const int64_t gpus = cluster.gpus();
-  std::map<std::string, int64_t> rules;
+  std::map<spec::Rule, int64_t> rules;
   std::vector<std::string> nearest_violations;
   spec::Layout nearest;
   int64_t tuples = 0;
@@ -79,11 +56,14 @@ std::vector<std::string> ExplainStructural(const spec::ModelSpec& model,
         for (int64_t ep : Divisors(model.is_moe() ? gpus / tp / pp / cp : 1)) {
           const spec::Layout l{
               .dp = gpus / tp / pp / cp / ep, .tp = tp, .pp = pp, .cp = cp, .ep = ep};
-          auto v = spec::Validate(model, cluster, train, l);
+          const auto v = spec::Violations(model, cluster, train, l);
           ++tuples;
-          for (const auto& m : v) ++rules[RuleOf(m)];
+          std::set<spec::Rule> broken;  // a rule counts once per tuple, whatever its variants
+          for (const auto& violation : v) broken.insert(violation.rule);
+          for (spec::Rule rule : broken) ++rules[rule];
           if (!v.empty() && (nearest_violations.empty() || v.size() < nearest_violations.size())) {
-            nearest_violations = v;
+            nearest_violations.clear();
+            for (const auto& violation : v) nearest_violations.push_back(violation.message);
             nearest = l;
           }
         }
@@ -100,7 +80,7 @@ std::vector<std::string> ExplainStructural(const spec::ModelSpec& model,
     for (const auto& m : nearest_violations) lines.push_back("  " + m);
   }
   std::vector<std::pair<int64_t, std::string>> sorted;
-  for (const auto& [rule, n] : rules) sorted.emplace_back(n, rule);
+  for (const auto& [rule, n] : rules) sorted.emplace_back(n, spec::RuleName(rule));
   std::sort(sorted.rbegin(), sorted.rend());
   lines.push_back("rules broken most often:");
   for (size_t i = 0; i < sorted.size() && i < 3; ++i) {
