@@ -19,6 +19,19 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// A two-thread host profile with these numbers.
+HostProfile Profile(double peak_gflops, double dim_overhead, double mem_gbps,
+                    double attention_gflops, double stream_1t_gbps) {
+  HostProfile p;
+  p.threads = 2;
+  p.peak_gflops = peak_gflops;
+  p.gemm_dim_overhead = dim_overhead;
+  p.mem_gbps = mem_gbps;
+  p.attention_gflops = attention_gflops;
+  p.stream_1t_gbps = stream_1t_gbps;
+  return p;
+}
+
 // Samples from time = 2MNK / rate (1 + d (1/M + 1/N + 1/K)): the fit returns rate and d.
 TEST(HostProfile, FitRecoversTheGemmForm) {
   HostProfile p;
@@ -38,13 +51,7 @@ TEST(HostProfile, FitRecoversTheGemmForm) {
 }
 
 TEST(HostProfile, TomlRoundTripAndErrors) {
-  HostProfile p;
-  p.threads = 2;
-  p.peak_gflops = 201.5;
-  p.gemm_dim_overhead = 33.25;
-  p.mem_gbps = 21.5;
-  p.attention_gflops = 9.5;
-  p.stream_1t_gbps = 12.25;
+  HostProfile p = Profile(201.5, 33.25, 21.5, 9.5, 12.25);
   p.gemms.push_back({256, 256, 256, 2e-4});
   const auto back = LoadHostProfile(WriteTemp("host_ok.toml", HostProfileToml(p)));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -66,13 +73,7 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
 
 // A run config with run.host_profile takes the host's numbers; with peak_gflops too it is refused.
 TEST(HostProfile, RunConfigUsesIt) {
-  HostProfile p;
-  p.threads = 2;
-  p.peak_gflops = 200;
-  p.gemm_dim_overhead = 50;
-  p.mem_gbps = 20;
-  p.attention_gflops = 10;
-  p.stream_1t_gbps = 4;
+  const HostProfile p = Profile(200, 50, 20, 10, 4);
   const std::string host = WriteTemp("host_run.toml", HostProfileToml(p));
   const std::string base = std::string(PM_SOURCE_DIR) + "/configs/tiny-dense.toml";
   auto c = LoadRunConfig(base, {"run.host_profile=\"" + host + "\"", "run.layout=\"mbs=4 dp=4\""});
