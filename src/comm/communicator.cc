@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "core/check.h"
-#include "cost/collective_bytes.h"
+#include "core/collective_bytes.h"
 
 namespace pentamesh::comm {
 namespace {
@@ -116,7 +116,7 @@ void Communicator::all_reduce(void* buffer, int64_t count, core::Dtype dtype) {
   PM_CHECK(buffer != nullptr || count == 0) << Describe() << " all_reduce null buffer";
   if (size() == 1) return;
   const int64_t n = Bytes(count, dtype);
-  Counted(Op::kAllReduce, n, cost::AllReduceWireBytes(static_cast<double>(n), size()),
+  Counted(Op::kAllReduce, n, core::AllReduceWireBytes(static_cast<double>(n), size()),
           [&] { DoAllReduce(buffer, count, dtype); });
 }
 
@@ -131,7 +131,7 @@ void Communicator::all_gather(void* output, const void* input, int64_t count_per
   PM_CHECK(in_place || !Overlap(output, n, input, shard))
       << Describe() << " all_gather: input overlaps output without being this rank's slot";
   if (size() == 1) return CopyBytes(output, input, shard);
-  Counted(Op::kAllGather, n, cost::AllGatherWireBytes(static_cast<double>(n), size()),
+  Counted(Op::kAllGather, n, core::AllGatherWireBytes(static_cast<double>(n), size()),
           [&] { DoAllGather(output, input, count_per_rank, dtype); });
 }
 
@@ -145,7 +145,7 @@ void Communicator::reduce_scatter(void* output, const void* input, int64_t count
   const int64_t n = shard * size();
   PM_CHECK(!Overlap(output, shard, input, n)) << Describe() << " reduce_scatter: buffers overlap";
   if (size() == 1) return CopyBytes(output, input, shard);
-  Counted(Op::kReduceScatter, n, cost::ReduceScatterWireBytes(static_cast<double>(n), size()),
+  Counted(Op::kReduceScatter, n, core::ReduceScatterWireBytes(static_cast<double>(n), size()),
           [&] { DoReduceScatter(output, input, count_per_rank, dtype); });
 }
 
@@ -184,7 +184,7 @@ void Communicator::send(const void* buffer, int64_t count, core::Dtype dtype, in
       << Describe() << " send: peer " << peer << " is not another member (rank " << rank() << ")";
   PM_CHECK(count >= 0 && (buffer != nullptr || count == 0)) << Describe() << " send count";
   const int64_t n = Bytes(count, dtype);
-  Counted(Op::kSend, n, cost::SendWireBytes(static_cast<double>(n)),
+  Counted(Op::kSend, n, core::SendWireBytes(static_cast<double>(n)),
           [&] { DoSend(buffer, count, dtype, peer); });
 }
 
@@ -204,7 +204,7 @@ void Communicator::post_send(const void* buffer, int64_t count, core::Dtype dtyp
       << Describe() << " post_send: tag " << tag << " outside [1, " << TagBound() << "]";
   PM_CHECK(count >= 0 && (buffer != nullptr || count == 0)) << Describe() << " post_send count";
   const int64_t n = Bytes(count, dtype);
-  Counted(Op::kSend, n, cost::SendWireBytes(static_cast<double>(n)),
+  Counted(Op::kSend, n, core::SendWireBytes(static_cast<double>(n)),
           [&] { DoPostSend(buffer, count, dtype, peer, tag); });
 }
 
@@ -243,7 +243,7 @@ void Communicator::send_recv(void* recv_buffer, int64_t recv_count, int src,
   }
   const int64_t sent = Bytes(send_count, dtype);
   Counted(Op::kSendRecv, sent + Bytes(recv_count, dtype),
-          cost::SendWireBytes(static_cast<double>(sent)),
+          core::SendWireBytes(static_cast<double>(sent)),
           [&] { DoSendRecv(recv_buffer, recv_count, src, send_buffer, send_count, dst, dtype); });
 }
 
@@ -252,7 +252,7 @@ void Communicator::broadcast(void* buffer, int64_t count, core::Dtype dtype, int
   PM_CHECK(count >= 0 && (buffer != nullptr || count == 0)) << Describe() << " broadcast count";
   if (size() == 1) return;
   const int64_t n = Bytes(count, dtype);
-  Counted(Op::kBroadcast, n, cost::BroadcastWireBytes(static_cast<double>(n), size()),
+  Counted(Op::kBroadcast, n, core::BroadcastWireBytes(static_cast<double>(n), size()),
           [&] { DoBroadcast(buffer, count, dtype, root); });
 }
 

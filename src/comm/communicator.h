@@ -1,10 +1,11 @@
 // Communicator: the one interface for collectives and point-to-point messages within one group
-// of ranks (tp, dp, ...), with per-operation counters of calls, bytes and time. Backends (MPI now,
-// NCCL later) implement the protected Do* hooks; this base class validates arguments, handles
-// groups of one rank locally and does all the counting, so every backend counts alike.
+// of ranks (tp, dp, ...), with per-operation counters of calls, bytes and time. Backends (MPI, and
+// SelfCommunicator for a group of one) implement the protected Do* hooks; this base class validates
+// arguments, handles groups of one rank locally and does all the counting, so every backend counts
+// alike.
 //
 // Invariant: the counters follow docs/comm.md exactly: bytes_wire is what THIS rank sends for
-// the assumed algorithm (cost/collective_bytes.h, shared with the cost model), bytes_payload is
+// the assumed algorithm (core/collective_bytes.h, shared with the cost model), bytes_payload is
 // the raw size of the op's buffer; a group of size 1 never communicates and counts nothing.
 //
 // Contract for every collective: every member of the group calls it, in the same order, with
@@ -44,7 +45,7 @@ const char* OpName(Op op);  // "all_reduce", "all_gather", ... as in docs/comm.m
 struct OpStats {
   int64_t calls = 0;
   int64_t bytes_payload = 0;  // raw bytes of the op's buffer (per-op definition in docs/comm.md)
-  double bytes_wire = 0;      // bytes this rank sent on the wire (cost/collective_bytes.h)
+  double bytes_wire = 0;      // bytes this rank sent on the wire (core/collective_bytes.h)
   double time_s = 0;          // wall time spent inside the calls
 };
 

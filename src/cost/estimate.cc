@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "cost/collective_bytes.h"
+#include "core/collective_bytes.h"
 #include "cost/internal.h"
 #include "schedule/estimate.h"
 #include "spec/validate.h"
@@ -140,7 +140,7 @@ CommBytes StageCommBytes(const spec::Layout& l, const Terms& t, const Stage& s) 
   b.tp = t.m * (dense_layers * t.tp_bytes_dense_layer + s.moe_layers * t.tp_bytes_moe_layer +
                 (s.first ? t.tp_bytes_embed : 0.0) + (s.last ? t.tp_bytes_head : 0.0)) +
          SpNormGradRounds(l, t) *
-             AllReduceWireBytes(SpNormGradBytes(t, s), static_cast<int64_t>(t.tp));
+             core::AllReduceWireBytes(SpNormGradBytes(t, s), static_cast<int64_t>(t.tp));
   b.cp = t.m * s.layers * t.cp_bytes_layer;
   b.ep = t.m * s.moe_layers * t.ep_bytes_layer;
   b.pp = t.pp > 1 ? t.m * s.sends * t.pp_bytes_send : 0.0;

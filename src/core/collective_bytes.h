@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace pentamesh::cost {
+namespace pentamesh::core {
 
 // Ring all-reduce (reduce-scatter then all-gather) of an n-byte buffer: 2(g-1)/g * n.
 constexpr double AllReduceWireBytes(double bytes_buffer, int64_t group_size) {
@@ -48,4 +48,4 @@ constexpr double AllToAllEvenWireBytes(double bytes_send_total, int64_t group_si
 // Point-to-point: a send of n bytes puts n bytes on the wire; a receive sends nothing.
 constexpr double SendWireBytes(double bytes_message) { return bytes_message; }
 
-}  // namespace pentamesh::cost
+}  // namespace pentamesh::core
