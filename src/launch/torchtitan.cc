@@ -14,6 +14,7 @@
 
 #include "launch/internal.h"
 #include "spec/load_toml.h"
+#include "spec/toml_parse.h"
 
 namespace pentamesh::launch::internal {
 namespace {
@@ -169,13 +170,8 @@ std::vector<File> EmitTorchtitan(const EmitInput& in) {
 
 core::Result<Imported> ImportTorchtitan(const std::string& name, const std::string& text,
                                         const ImportOptions& options) {
-  toml::table root;
-  try {
-    root = toml::parse(text, name);
-  } catch (const toml::parse_error& e) {
-    return core::Status::Error(
-        fmt::format("{}: line {}: {}", name, e.source().begin.line, std::string(e.description())));
-  }
+  // The guarded parse: toml++ 3.3 crashes on some code points (spec/toml_parse.h).
+  PM_ASSIGN_OR_RETURN(const toml::table root, spec::ParseTomlText(text, name));
   Imported out;
   out.engine = Engine::kTorchtitan;
   auto where = [&](const std::string& key) {
