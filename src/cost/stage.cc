@@ -4,6 +4,7 @@
 // Invariant: arithmetic only (EstimateLayout's hot path); ZeRO divides each parameter class by
 // the ranks that replicate it (non-expert: g_dense, expert: g_expert).
 #include <algorithm>
+#include <array>
 
 #include "cost/internal.h"
 
@@ -21,8 +22,9 @@ double InterleavedInflight(const Model& ctx, const spec::Layout& l, const Terms&
                            int64_t pp_rank) {
   const int64_t V = static_cast<int64_t>(t.V), p = l.pp, chunks = p * V;
   const int64_t total = static_cast<int64_t>(t.m) * V, layers = ctx.model().layers;
-  // Stash of one micro-batch of chunk v (computed on the fly: EstimateLayout never allocates).
-  auto chunk_bytes = [&](int64_t v) {
+  // Stash of one micro-batch of chunk v. The walk below asks for each chunk O(p) times, so the
+  // first kCached are computed once, on the stack (EstimateLayout never allocates).
+  auto compute = [&](int64_t v) {
     const int64_t chunk = v * p + pp_rank;
     const int64_t begin = spec::ChunkFirstLayer(layers, chunks, chunk);
     const int64_t n = spec::ChunkLayers(layers, chunks, chunk);
@@ -30,8 +32,17 @@ double InterleavedInflight(const Model& ctx, const spec::Layout& l, const Terms&
     return (static_cast<double>(n) - moe) * t.act_dense_layer + moe * t.act_moe_layer +
            (chunk == chunks - 1 ? t.act_head : 0.0);
   };
+  constexpr int64_t kCached = 64;
+  std::array<double, kCached> cached{};
   double per_microbatch = 0;
-  for (int64_t v = 0; v < V; ++v) per_microbatch += chunk_bytes(v);
+  for (int64_t v = 0; v < V; ++v) {
+    const double bytes = compute(v);
+    if (v < kCached) cached[static_cast<size_t>(v)] = bytes;
+    per_microbatch += bytes;
+  }
+  auto chunk_bytes = [&](int64_t v) {
+    return v < kCached ? cached[static_cast<size_t>(v)] : compute(v);
+  };
   auto forward = [&](int64_t k) { return chunk_bytes((k / p) % V); };
   auto backward = [&](int64_t k) { return chunk_bytes(V - 1 - (k / p) % V); };
   const int64_t warmup = std::min(total, 2 * (p - pp_rank - 1) + (V - 1) * p + 1);
