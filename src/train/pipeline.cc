@@ -185,28 +185,6 @@ PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch
   return result;
 }
 
-PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
-                                     const std::vector<model::MicroBatch>& mbs,
-                                     int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
-                                     double lr, int64_t step) {
-  comm::Communicator& pp = executor.pp();
-  params.ZeroGrads();
-  const PipelineStepResult res = executor.Run(mbs, hidden);
-  executor.ReduceSequenceParallelGrads();
-  PipelineTrainStats stats;
-  stats.ce_loss = res.loss_sum / static_cast<double>(std::max<int64_t>(valid_tokens, 1));
-  const schedule::Topology& topo = executor.topology();
-  if (pp.size() > 1) {
-    pp.broadcast(&stats.ce_loss, sizeof(double), core::Dtype::kU8, topo.RankOf(topo.stages() - 1));
-  }
-  const double local = GlobalGradNorm(params);
-  float sumsq = static_cast<float>(local * local);
-  pp.all_reduce(&sumsq, 1, core::Dtype::kF32);
-  stats.grad_norm = std::sqrt(static_cast<double>(sumsq));
-  AdamWStep(params, adamw, lr, ClipScale(stats.grad_norm, adamw.grad_clip), step);
-  return stats;
-}
-
 std::string GatherChromeTrace(comm::Communicator& group, const std::vector<TraceEvent>& events) {
   nlohmann::json mine = nlohmann::json::array();
   const int rank = group.rank();

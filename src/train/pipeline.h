@@ -91,20 +91,6 @@ class PipelineExecutor {
   std::vector<TraceEvent> trace_;
 };
 
-struct PipelineTrainStats {
-  double ce_loss = 0;    // cross-entropy per valid token of the step, on every pp rank
-  double grad_norm = 0;  // global over the pipeline, before clipping
-};
-
-// One optimizer step of a pipeline rank: zeroes this rank's grads, runs the program over the
-// micro-batches (their loss_scale must be 1 / valid_tokens), broadcasts the loss from the last
-// stage's rank, all-reduces the squared grad norm over pp (fp32) for clipping, then AdamW on this
-// rank's parameters. Collective over the pp group.
-PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
-                                     const std::vector<model::MicroBatch>& mbs,
-                                     int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
-                                     double lr, int64_t step);
-
 // Layers [first, last) of virtual stage `stage` of `stages` (spec::ChunkLayers' uneven split);
 // the embedding lives on stage 0 and the head on stage stages-1.
 model::StageConfig ChunkConfig(model::StageConfig base, int stage, int stages);

@@ -7,6 +7,7 @@
 // every action of every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -21,6 +22,38 @@
 
 namespace pentamesh::train {
 namespace {
+
+struct PipelineTrainStats {
+  double ce_loss = 0;    // cross-entropy per valid token of the step, on every pp rank
+  double grad_norm = 0;  // global over the pipeline, before clipping
+};
+
+// One optimizer step of a pipeline rank, driven by hand (Trainer does the same with dp, cp, ep
+// and ZeRO around it): zeroes this rank's grads, runs the program over the micro-batches (their
+// loss_scale must be 1 / valid_tokens), broadcasts the loss from the last stage's rank,
+// all-reduces the squared grad norm over pp (fp32) for clipping, then AdamW on this rank's
+// parameters. Collective over the pp group.
+PipelineTrainStats PipelineTrainStep(PipelineExecutor& executor, model::ParamSet& params,
+                                     const std::vector<model::MicroBatch>& mbs,
+                                     int64_t valid_tokens, int64_t hidden, const AdamWConfig& adamw,
+                                     double lr, int64_t step) {
+  comm::Communicator& pp = executor.pp();
+  params.ZeroGrads();
+  const PipelineStepResult res = executor.Run(mbs, hidden);
+  executor.ReduceSequenceParallelGrads();
+  PipelineTrainStats stats;
+  stats.ce_loss = res.loss_sum / static_cast<double>(std::max<int64_t>(valid_tokens, 1));
+  const schedule::Topology& topo = executor.topology();
+  if (pp.size() > 1) {
+    pp.broadcast(&stats.ce_loss, sizeof(double), core::Dtype::kU8, topo.RankOf(topo.stages() - 1));
+  }
+  const double local = GlobalGradNorm(params);
+  float sumsq = static_cast<float>(local * local);
+  pp.all_reduce(&sumsq, 1, core::Dtype::kF32);
+  stats.grad_norm = std::sqrt(static_cast<double>(sumsq));
+  AdamWStep(params, adamw, lr, ClipScale(stats.grad_norm, adamw.grad_clip), step);
+  return stats;
+}
 
 constexpr int64_t kSeqs = 8, kSeq = 6, kSteps = 5;
 constexpr uint64_t kSeed = 17;
