@@ -227,7 +227,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ModelParams(const spec
 }
 
 core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
-  PM_RETURN_IF_ERROR(model::CheckSupported(m, {}));
+  PM_RETURN_IF_ERROR(model::CheckSupported(m));
   if (m.heads * m.head_dim != m.hidden)
     return core::Status::Error(fmt::format(
         "model.head_dim: {} but Hugging Face Llama/Qwen2-MoE derive head_dim = hidden / heads = "
@@ -570,7 +570,7 @@ core::Result<HfModel> ImportHf(const std::string& dir) {
   HfModel out;
   PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir));
   spec::ModelSpec& m = out.model;
-  PM_RETURN_IF_ERROR(model::CheckSupported(m, {}));
+  PM_RETURN_IF_ERROR(model::CheckSupported(m));
   PM_ASSIGN_OR_RETURN(HfFiles files, ReadWeights(dir));
   if (m.is_moe()) PM_RETURN_IF_ERROR(ReadSharedExperts(files, m, dir));
   std::set<std::string> used;

@@ -16,7 +16,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
-#include "ckpt/train_state.h"
+#include "train/checkpoint_state.h"
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "train/run_config.h"
@@ -130,7 +130,7 @@ core::Status Import(const ImportArgs& args) {
   PM_RETURN_IF_ERROR(ckpt::LoadHfIntoParams(hf, trainer->params()));
   PM_RETURN_IF_ERROR(
       ckpt::SaveCheckpoint({.root = args.out, .keep = 1, .env = nullptr, .all_ok = {}},
-                           ckpt::TrainerSnapshot(*trainer)));
+                           train::TrainerSnapshot(*trainer)));
   fmt::print(
       "imported {} ({}, {} parameters) into {}/{}; continue with: pentamesh train --config {} "
       "--resume {}\n",

@@ -46,7 +46,7 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
 
 }  // namespace
 
-core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) {
+core::Status CheckSupported(const spec::ModelSpec& m) {
   std::vector<std::string> errors;
   if (m.activation != spec::Activation::kSwiGLU)
     errors.push_back("model.activation: the engine implements swiglu only");
@@ -54,14 +54,6 @@ core::Status CheckSupported(const spec::ModelSpec& m, const ShardConfig& shard) 
     errors.push_back(fmt::format("model.head_dim: {} must be even for RoPE", m.head_dim));
   if (m.heads % m.kv_heads != 0)
     errors.push_back(fmt::format("model.kv_heads: {} must divide heads={}", m.kv_heads, m.heads));
-  if (m.heads % shard.tp_size != 0 || m.kv_heads % shard.tp_size != 0)
-    errors.push_back(fmt::format("model.heads: heads={} and kv_heads={} must be divisible by tp={}",
-                                 m.heads, m.kv_heads, shard.tp_size));
-  if (m.vocab % shard.tp_size != 0)
-    errors.push_back(fmt::format("model.vocab: {} not divisible by tp={}", m.vocab, shard.tp_size));
-  if (m.is_moe() && m.moe.experts % shard.ep_size != 0)
-    errors.push_back(
-        fmt::format("model.moe.experts: {} not divisible by ep={}", m.moe.experts, shard.ep_size));
   if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
     errors.push_back("model: layers, hidden and vocab must be positive");
   if (errors.empty()) return core::Status::Ok();

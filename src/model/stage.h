@@ -143,8 +143,9 @@ class Stage {
   int32_t TiedUnit() const { return config_.model.tied_embeddings ? embedding_unit_ : -1; }
 };
 
-// Checks that the engine implements the model (SwiGLU, even head_dim, divisibility by tp/ep).
-core::Status CheckSupported(const spec::ModelSpec& model, const ShardConfig& shard);
+// Checks that the engine implements the model itself (SwiGLU, even head_dim for RoPE, kv_heads
+// dividing heads, positive sizes); what a layout needs of it is train/engine_rules.h's.
+core::Status CheckSupported(const spec::ModelSpec& model);
 
 // The model of one process: a ParamSet and its Stages. The first constructor holds the whole
 // model (one Stage over all layers); the second the given chunks (a pipeline rank's virtual

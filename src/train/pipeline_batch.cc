@@ -19,7 +19,7 @@
 namespace pentamesh::train {
 namespace {
 
-// The layout's schedule with the step's micro-batch count. REQUIRES: CheckPipelineLayout passed.
+// The layout's schedule with the step's micro-batch count. REQUIRES: CheckEngineLayout passed.
 schedule::ScheduleSpec PipelineSpec(const RunConfig& c) {
   auto spec = schedule::FromLayout(c.run.layout, spec::MicroBatches(c.train, c.run.layout));
   PM_CHECK(spec.ok()) << spec.status().message();
@@ -27,31 +27,6 @@ schedule::ScheduleSpec PipelineSpec(const RunConfig& c) {
 }
 
 }  // namespace
-
-void CheckPipelineLayout(const RunConfig& c, std::vector<std::string>& errors) {
-  const spec::Layout& l = c.run.layout;
-  if (c.model.tied_embeddings) {
-    errors.push_back(fmt::format(
-        "run.layout: pp={} with model.tied_embeddings=true is not implemented by the engine (the "
-        "head on the last stage would share stage 0's embedding); set "
-        "model.tied_embeddings=false",
-        l.pp));
-  }
-  const int64_t m = spec::MicroBatches(c.train, l);
-  if (m <= 0) return;  // the dp x mbs divisibility error names it
-  auto spec = schedule::FromLayout(l, m);
-  if (!spec.ok()) {
-    errors.push_back(fmt::format("run.layout: {}", spec.status().message()));
-    return;
-  }
-  const int64_t chunks = int64_t{spec->pp} * spec->virtual_stages;
-  if (spec::ChunkLayers(c.model.layers, chunks, 0) < 0) {
-    errors.push_back(fmt::format(
-        "run.layout: model.layers={} cannot be split into pp x virtual stages = {} pipeline "
-        "chunks (every chunk needs a layer; uneven splits allow one fewer on the first/last)",
-        c.model.layers, chunks));
-  }
-}
 
 std::vector<model::StageConfig> Trainer::PipelineChunks(const model::StageConfig& base) const {
   const schedule::Topology topo = PipelineSpec(config_).topology();

@@ -95,17 +95,17 @@ void ReadOptim(const toml::table& root, OptimConfig& o, std::vector<std::string>
   r.Number("lr", o.lr, 0, true);
   r.Number("min_lr", o.min_lr, 0);
   r.Number("warmup_steps", o.warmup_steps, 0);
-  r.Number("beta1", o.beta1, 0);
-  r.Number("beta2", o.beta2, 0);
-  r.Number("eps", o.eps, 0, true);
-  r.Number("weight_decay", o.weight_decay, 0);
-  r.Number("grad_clip", o.grad_clip, 0);
+  r.Number("beta1", o.adamw.beta1, 0);
+  r.Number("beta2", o.adamw.beta2, 0);
+  r.Number("eps", o.adamw.eps, 0, true);
+  r.Number("weight_decay", o.adamw.weight_decay, 0);
+  r.Number("grad_clip", o.adamw.grad_clip, 0);
   r.Number("aux_loss_coef", o.aux_loss_coef, 0);
   r.Number("z_loss_coef", o.z_loss_coef, 0);
   r.Number("bias_update_rate", o.bias_update_rate, 0);
   r.RejectUnknown();
-  if (o.beta1 >= 1) r.Error("beta1", fmt::format("must be < 1 (got {})", o.beta1));
-  if (o.beta2 >= 1) r.Error("beta2", fmt::format("must be < 1 (got {})", o.beta2));
+  if (o.adamw.beta1 >= 1) r.Error("beta1", fmt::format("must be < 1 (got {})", o.adamw.beta1));
+  if (o.adamw.beta2 >= 1) r.Error("beta2", fmt::format("must be < 1 (got {})", o.adamw.beta2));
   if (o.min_lr > o.lr) r.Error("min_lr", fmt::format("{} exceeds lr={}", o.min_lr, o.lr));
 }
 

@@ -30,6 +30,7 @@
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
 #include "train/host_profile.h"
+#include "train/optimizer.h"
 
 namespace pentamesh::train {
 
@@ -37,9 +38,7 @@ struct OptimConfig {
   double lr = 3e-3;      // peak learning rate
   double min_lr = 3e-4;  // cosine floor
   int64_t warmup_steps = 20;
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;    // decoupled; not applied to norms
-  double grad_clip = 1.0;       // global L2 norm; 0 = off
+  AdamWConfig adamw;            // optim.beta1, beta2, eps, weight_decay, grad_clip
   double aux_loss_coef = 0.01;  // MoE load-balancing alpha
   double z_loss_coef = 0.0;     // MoE router z-loss beta
   double bias_update_rate = 0;  // MoE aux-loss-free balancing step gamma (DeepSeek-V3); 0 = off

@@ -12,6 +12,7 @@
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
 #include "kernels/cpu/matmul.h"
+#include "train/engine_rules.h"
 
 namespace pentamesh::train {
 
@@ -109,64 +110,6 @@ cost::Estimate PredictRun(const RunConfig& c) {
                               /*explain=*/true);
 }
 
-core::Status CheckEngineLayout(const RunConfig& c) {
-  const spec::Layout& l = c.run.layout;
-  std::vector<std::string> errors;
-  PM_RETURN_IF_ERROR(CheckContextExpertLayout(c));
-  if (l.pp > 1) CheckPipelineLayout(c, errors);
-  if (l.expert_tp() != l.tp) {
-    errors.push_back(fmt::format(
-        "run.layout: etp={} (expert parallel spanning the tp ranks) is costed by the planner but "
-        "not run by the CPU engine yet; use etp=tp (the default)",
-        l.expert_tp()));
-  }
-  if (l.sp && l.tp > 1 && c.train.seq_len % l.tp != 0) {
-    errors.push_back(fmt::format(
-        "train.seq_len: {} must be divisible by tp={} with sp=on (sequence-parallel shards)",
-        c.train.seq_len, l.tp));
-  }
-  const int64_t seqs = c.train.global_batch_seqs();
-  if (seqs % (l.data_ranks() * l.mbs) != 0) {
-    errors.push_back(fmt::format(
-        "run.layout: data ranks={} (dp{}) x mbs={} must divide train.global_batch_seqs={}",
-        l.data_ranks(), l.ep > 1 && l.ep_placement == spec::EpPlacement::kSeparate ? " x ep" : "",
-        l.mbs, seqs));
-  }
-  if (errors.empty()) return core::Status::Ok();
-  std::string msg = errors.front();
-  for (size_t i = 1; i < errors.size(); ++i) msg += "\n" + errors[i];
-  return core::Status::Error(msg);
-}
-
-core::Status CheckContextExpertLayout(const RunConfig& c) {
-  const spec::Layout& l = c.run.layout;
-  if (l.cp > 1 && c.train.seq_len % (2 * l.cp) != 0) {
-    return core::Status::Error(
-        fmt::format("train.seq_len: {} must be divisible by 2 x cp = {} (context parallel chunks)",
-                    c.train.seq_len, 2 * l.cp));
-  }
-  if (l.ep > 1 && !c.model.is_moe()) {
-    return core::Status::Error(
-        fmt::format("run.layout: ep={} needs an MoE model (model.moe.experts)", l.ep));
-  }
-  if (c.model.is_moe() && l.tp > 1 && l.sp) {
-    // The router and routed experts are tp-replicated; under sp each tp rank would route only
-    // its sequence shard and their grads would need a tp reduction the engine does not do.
-    return core::Status::Error(fmt::format(
-        "run.layout: sp=on with an MoE model and tp={} is not implemented by the engine yet "
-        "(use sp=off)",
-        l.tp));
-  }
-  if (l.ep > 1 && l.zero > 2) {
-    // ZeRO-3's sharded weights keep one dp x cp slice of every layer; a MoE layer's routed
-    // experts would need their own slice and gather over expert_dp.
-    return core::Status::Error(fmt::format(
-        "run.layout: zero={} with ep={} is not implemented by the engine yet (use zero<=2)", l.zero,
-        l.ep));
-  }
-  return core::Status::Ok();
-}
-
 core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
                                                        const Distributed& dist) {
   PM_RETURN_IF_ERROR(CheckEngineLayout(config));
@@ -183,7 +126,7 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
     shard.ep_size = dist.mesh->layout().ep;
     shard.ep_rank = dist.mesh->coords().ep;
   }
-  PM_RETURN_IF_ERROR(model::CheckSupported(config.model, shard));
+  PM_RETURN_IF_ERROR(model::CheckSupported(config.model));
   PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
   if (dataset.vocab_size() != config.model.vocab) {
     return core::Status::Error(
@@ -209,7 +152,7 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
       t->optimizer_,
       ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
                             {.stage = config.run.layout.zero, .expert_grad_group = expert_group},
-                            t->adamw_));
+                            t->config_.optim.adamw));
   // Every chunk of this rank (pp > 1: its virtual stages): the pipeline executor's F and B
   // actions then gather (ZeRO-3) and reduce-scatter each layer's grads per micro-batch, in
   // program order, which is the same on every dp x cp rank of a pp stage.
@@ -346,11 +289,6 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   predicted_ = PredictRun(c);
   if (pp_size() > 1) InitPipeline();  // after predicted_: it sets this stage's memory
   flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
-  adamw_ = {.beta1 = c.optim.beta1,
-            .beta2 = c.optim.beta2,
-            .eps = c.optim.eps,
-            .weight_decay = c.optim.weight_decay,
-            .grad_clip = c.optim.grad_clip};
 }
 
 double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,

@@ -159,7 +159,6 @@ class Trainer {
   bool tracing_ = false;
   std::unique_ptr<ZeroOptimizer> optimizer_;
   LrSchedule schedule_;
-  AdamWConfig adamw_;
   data::Batch batch_;
   cost::Estimate predicted_;
   double flops_per_token_ = 0;
@@ -173,12 +172,6 @@ class Trainer {
 // run.peak_gflops and run.mem_gbps (run.ranks_per_host ranks share them), so the cluster's total
 // peak is the host's and MFU is the same number predicted and measured.
 spec::ClusterSpec HostCluster(const RunConfig& config);
-// Layout rules of the engine (what it can run now), each naming run.layout.
-core::Status CheckEngineLayout(const RunConfig& config);
-// The context / expert parallel part of CheckEngineLayout.
-core::Status CheckContextExpertLayout(const RunConfig& config);
-// The pp > 1 part of CheckEngineLayout (pipeline_batch.cc): appends one error per broken rule.
-void CheckPipelineLayout(const RunConfig& config, std::vector<std::string>& errors);
 
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
 // and the engine's stash, MoE and pipeline policies (cost::CostParams documents each flag).

@@ -1,4 +1,5 @@
-// Resume exactness on the real training loop: 2k steps straight vs k steps, checkpoint (written
+// Resume exactness on the real training loop (train::RunTraining, the loop of `pentamesh train`,
+// and Trainer steps driven by hand): 2k steps straight vs k steps, checkpoint (written
 // asynchronously while a step runs), a fresh Trainer resumed with "auto", k more steps: the
 // losses and grad norms are bitwise identical, in fp32 and bf16, dense and MoE. Also the
 // non-finite guard: injected NaN gradients skip steps without touching the weights.
@@ -9,13 +10,16 @@
 #include <cmath>
 #include <cstring>
 
-#include "ckpt/train_state.h"
 #include "data/fixtures.h"
 #include "testing/run_toml.h"
+#include "train/checkpoint_state.h"
 #include "train/run_config.h"
+#include "train/run_loop.h"
 
 namespace pentamesh::ckpt {
 namespace {
+using train::RestoreTrainer;
+using train::TrainerSnapshot;
 
 std::string RunToml(const std::string& dataset, const std::string& precision,
                     const std::string& extra_model) {
@@ -132,6 +136,62 @@ TEST(NonFinite, CheckpointWithNanWeightIsRefused) {
   EXPECT_NE(st.message().find("tensor " + b->params().info(0).name + ": element 3 of this rank's"),
             std::string::npos)
       << st.message();
+}
+
+// What RunTraining reports, kept: every good step's loss, every warning.
+struct Recorder final : train::RunObserver {
+  std::vector<double> losses;
+  std::vector<std::string> warnings;
+  void OnWarning(const std::string& m) override { warnings.push_back(m); }
+  void OnStep(const train::StepStats& s, int64_t, double, bool) override {
+    losses.push_back(s.loss);
+  }
+};
+
+// The run loop saves every ckpt.interval steps; a run resumed (by path) from the middle
+// checkpoint redoes the last steps bitwise.
+TEST(RunLoop, ResumedFromAMiddleCheckpointRedoesTheSameSteps) {
+  const std::string root = data::testing::MakeTempDir("run_loop_resume");
+  const std::string toml = RunToml(data::testing::Corpus().dataset, "fp32", "");
+  const std::vector<std::string> sets = {"run.steps=6", "ckpt.interval=3",
+                                         "ckpt.dir=\"" + root + "\"", "run.eval_every=0"};
+  Recorder first, second;
+  auto a = MakeTrainer(toml, sets);
+  auto done = train::RunTraining(*a, {}, &first);
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->steps, 6);
+  ASSERT_EQ(first.losses.size(), 6u);
+  EXPECT_TRUE(first.warnings.empty());
+  auto b = MakeTrainer(toml, sets);
+  auto redone = train::RunTraining(
+      *b, {.resume = root + "/" + StepDirName(3), .trace = "", .world = nullptr}, &second);
+  ASSERT_TRUE(redone.ok()) << redone.status().message();
+  EXPECT_EQ(redone->steps, 3);
+  ASSERT_EQ(second.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(second.losses[i], first.losses[i + 3]) << i;
+  EXPECT_EQ(b->step(), 6);
+}
+
+// Non-finite steps beyond run.max_nonfinite_in_row end the loop with the divergence error, which
+// names the last checkpoint saved before it.
+TEST(RunLoop, DivergenceNamesTheLastGoodCheckpoint) {
+  const std::string root = data::testing::MakeTempDir("run_loop_diverge");
+  const std::string toml = RunToml(data::testing::Corpus().dataset, "fp32", "");
+  Recorder rec;
+  auto t = MakeTrainer(
+      toml, {"run.steps=8", "ckpt.interval=2", "ckpt.dir=\"" + root + "\"", "ckpt.async=false",
+             "run.debug_nan_step=4", "run.debug_nan_count=9", "run.max_nonfinite_in_row=2"});
+  auto run = train::RunTraining(*t, {}, &rec);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("training diverged: 3 non-finite steps in a row"),
+            std::string::npos)
+      << run.status().message();
+  EXPECT_NE(
+      run.status().message().find("The last good checkpoint is " + root + "/" + StepDirName(2)),
+      std::string::npos)
+      << run.status().message();
+  EXPECT_EQ(rec.losses.size(), 3u);
+  EXPECT_EQ(rec.warnings.size(), 3u);
 }
 
 }  // namespace

@@ -174,10 +174,10 @@ void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
 TEST(CpEpTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
   const RunConfig config = Config(Env("PM_TEST_LAYOUT", "cp=1"));
-  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
-  ASSERT_NE(dist.trainer, nullptr);
-  Trainer& t = *dist.trainer;
-  mesh::Mesh& mesh = *dist.mesh;
+  const auto dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist, nullptr);
+  Trainer& t = dist->trainer();
+  mesh::Mesh& mesh = *dist->mesh();
   const spec::Layout& l = config.run.layout;
 
   double worst_loss = 0;

@@ -76,9 +76,9 @@ const Reference& SingleProcess() {
 TEST(DistTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
   const RunConfig config = Config(LayoutText());
-  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
-  ASSERT_NE(dist.trainer, nullptr);
-  Trainer& t = *dist.trainer;
+  const auto dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist, nullptr);
+  Trainer& t = dist->trainer();
   const spec::Layout& l = config.run.layout;
 
   for (int i = 0; i < kSteps; ++i) {

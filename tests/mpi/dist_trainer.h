@@ -1,38 +1,24 @@
-// The Trainer of the mpirun equivalence tests: the layout's Mesh over the test world and a Trainer
-// on it, as `pentamesh train` builds them. Invariant: the mesh outlives the trainer (both owned
-// here); on failure `trainer` is null and the reason is reported as a test failure.
+// The job of the mpirun equivalence tests: train::Job over the test world, as `pentamesh train`
+// builds it (mesh, rank-0 dataset preparation, Trainer). On failure null, and the reason is
+// reported as a test failure.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "mesh/mesh.h"
 #include "tests/mpi/mpi_test_main.h"
-#include "train/trainer.h"
+#include "train/job.h"
 
 namespace pentamesh::mpitest {
 
-struct DistTrainer {
-  std::unique_ptr<mesh::Mesh> mesh;
-  std::unique_ptr<train::Trainer> trainer;
-};
-
-inline DistTrainer MakeDistTrainer(const train::RunConfig& config) {
-  comm::MpiWorld& world = TestWorld();
-  auto mesh = mesh::Mesh::Create(config.run.layout, world);
-  if (!mesh.ok()) {
-    ADD_FAILURE() << mesh.status().message();
-    return {};
+inline std::unique_ptr<train::Job> MakeDistTrainer(const train::RunConfig& config) {
+  auto job = train::Job::Create(config, &TestWorld());
+  if (!job.ok()) {
+    ADD_FAILURE() << job.status().message();
+    return nullptr;
   }
-  DistTrainer d{.mesh = std::make_unique<mesh::Mesh>(std::move(*mesh)), .trainer = nullptr};
-  auto created = train::Trainer::Create(config, {.mesh = d.mesh.get(), .world = &world.world()});
-  if (!created.ok()) {
-    ADD_FAILURE() << created.status().message();
-    return {};
-  }
-  d.trainer = std::move(*created);
-  return d;
+  return std::make_unique<train::Job>(std::move(*job));
 }
 
 }  // namespace pentamesh::mpitest

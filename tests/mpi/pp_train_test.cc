@@ -154,10 +154,10 @@ void CheckTrace(const std::string& text, const RunConfig& config, const mesh::Me
 TEST(PipelineTrain, MatchesSingleProcess) {
   const Reference& ref = SingleProcess();
   const RunConfig config = Config(LayoutText());
-  const mpitest::DistTrainer dist = mpitest::MakeDistTrainer(config);
-  ASSERT_NE(dist.trainer, nullptr);
-  Trainer& t = *dist.trainer;
-  mesh::Mesh& mesh = *dist.mesh;
+  const auto dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist, nullptr);
+  Trainer& t = dist->trainer();
+  mesh::Mesh& mesh = *dist->mesh();
   const spec::Layout& l = config.run.layout;
   double worst_loss = 0;
   for (int i = 0; i < kSteps; ++i) {

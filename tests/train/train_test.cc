@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <algorithm>
 #include <cmath>
 
 #include "data/fixtures.h"
+#include "spec/validate.h"
+#include "train/engine_rules.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
@@ -158,11 +162,61 @@ TEST(Trainer, EngineLayoutSequenceParallel) {
   c.train.seq_len = 63;
   const core::Status st = CheckEngineLayout(c);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("train.seq_len: 63 must be divisible by tp=2 with sp=on"),
+  EXPECT_NE(st.message().find("run.layout: seq_len=63 must be divisible by tp=2 (cp=1, tp=2)"),
             std::string::npos)
       << st.message();
   c.run.layout.sp = false;
   EXPECT_TRUE(CheckEngineLayout(c).ok()) << CheckEngineLayout(c).message();
+}
+
+// The engine's layout check is the planner's rule table (the same messages as spec::Validate, on
+// the host as one node) followed by the engine's own rows, each of which names its field.
+TEST(EngineRules, PlannerRulesThenTheEnginesOwnRows) {
+  const std::string moe = "[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 32\n";
+  RunConfig c = Load(RunToml("unused-dataset", moe), {"run.layout=\"mbs=2 dp=2 ep=2\""});
+  EXPECT_TRUE(CheckEngineLayout(c).ok()) << CheckEngineLayout(c).message();
+  // A planner rule: its message, as the planner words it, prefixed with the run's table.
+  RunConfig bad = c;
+  bad.run.layout.ep = 3;
+  spec::ClusterSpec host = HostCluster(bad);
+  host.gpus_per_node = bad.run.layout.gpus();
+  host.nodes = 1;
+  const std::vector<std::string> planner =
+      spec::Validate(bad.model, host, bad.train, bad.run.layout);
+  ASSERT_FALSE(planner.empty());
+  const std::vector<std::string> engine = EngineLayoutViolations(bad);
+  ASSERT_EQ(engine.size(), planner.size());
+  for (size_t i = 0; i < planner.size(); ++i) EXPECT_EQ(engine[i], "run." + planner[i]);
+  // The engine's own rows.
+  const struct {
+    std::string layout;
+    std::vector<std::string> sets;
+    std::string want;
+  } cases[] = {
+      {"mbs=2 dp=2 ep=2 zero=3", {}, "zero=3 with ep=2 is not implemented by the engine"},
+      {"mbs=4 tp=2 ep=2", {}, "sp=on with an MoE model and tp=2"},
+      {"mbs=2 dp=2 tp=2 ep=2 sp=off", {}, ""},
+      {"mbs=4 dp=2 tp=2 ep=2 etp=1 ep_placement=folded", {}, "etp=1 (expert parallel spanning"},
+      {"mbs=4 tp=2 sp=off", {"model.vocab=511"}, "model.vocab: 511 must be divisible by tp=2"},
+      {"mbs=2 pp=2", {"model.tied_embeddings=true"}, "pp=2 with model.tied_embeddings=true"},
+  };
+  for (const auto& k : cases) {
+    std::vector<std::string> sets = k.sets;
+    sets.push_back("run.layout=\"" + k.layout + "\"");
+    const RunConfig r = Load(RunToml("unused-dataset", moe), sets);
+    const std::vector<std::string> v = EngineLayoutViolations(r);
+    const std::string all = fmt::format("{}", fmt::join(v, " | "));
+    if (k.want.empty()) {
+      EXPECT_TRUE(v.empty()) << k.layout << ": " << all;
+      continue;
+    }
+    EXPECT_TRUE(std::any_of(v.begin(), v.end(),
+                            [&](const std::string& m) {
+                              return m.find(k.want) != std::string::npos &&
+                                     m.find("run.layout: layout") == std::string::npos;
+                            }))
+        << k.layout << ": " << all;
+  }
 }
 
 // Ranks on one host share its peak: the cost model's cluster of one device per rank has the

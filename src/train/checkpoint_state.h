@@ -1,15 +1,16 @@
-// The bridge between a Trainer and a checkpoint: what a resumed run needs to continue bitwise
-// where the saved one stopped. Model and optimizer state are the parameters' fp32 master weights
-// and Adam m, v (bf16 compute weights are re-rounded from the masters, exactly as after an
-// update); the rest goes into the manifest's "state": the step, the sampler's global position
-// (rank independent, so it reshards across dp), the RNG (the engine's randomness is counter based
-// on (seed, name, index): the seed is the whole RNG state), and the full run config.
+// The bridge between a Trainer and ckpt/'s checkpoints (ckpt/ knows nothing of the trainer): what a
+// resumed run needs to continue bitwise where the saved one stopped. Model and optimizer state are
+// the parameters' fp32 master weights and Adam m, v (bf16 compute weights are re-rounded from the
+// masters, exactly as after an update); the rest goes into the manifest's "state": the step, the
+// sampler's global position (rank independent, so it reshards across dp), the RNG (the engine's
+// randomness is counter based on (seed, name, index): the seed is the whole RNG state), and the
+// full run config.
 #pragma once
 
 #include "ckpt/checkpoint.h"
 #include "train/trainer.h"
 
-namespace pentamesh::ckpt {
+namespace pentamesh::train {
 
 // The global name of MoE layer `layer`'s aux-loss-free routing bias (E floats; not a parameter).
 inline std::string MoeBiasName(int64_t layer) {
@@ -17,7 +18,7 @@ inline std::string MoeBiasName(int64_t layer) {
 }
 
 // A host copy of the trainer's state (cheap: done between steps; written later, in background).
-Snapshot TrainerSnapshot(train::Trainer& trainer, int rank = 0, int world = 1);
+ckpt::Snapshot TrainerSnapshot(Trainer& trainer, int rank = 0, int world = 1);
 
 // What a rank writes: at ZeRO stage 0 the first rank of each gradient group (dp x cp) writes its
 // model shard's master, m and v (the replicas are identical); at stages >= 1 every rank writes
@@ -27,6 +28,6 @@ Snapshot TrainerSnapshot(train::Trainer& trainer, int rank = 0, int world = 1);
 // Loads weights, optimizer state, step and data position into any layout (dp, tp, zero stage):
 // each rank reads the boxes it needs. Errors name the field that does not match (a different
 // model, dataset or seed).
-core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer);
+core::Status RestoreTrainer(const ckpt::Checkpoint& ckpt, Trainer& trainer);
 
-}  // namespace pentamesh::ckpt
+}  // namespace pentamesh::train

@@ -1,12 +1,20 @@
-#include "ckpt/train_state.h"
+#include "train/checkpoint_state.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
 #include <set>
 
-namespace pentamesh::ckpt {
+namespace pentamesh::train {
 namespace {
+
+using ckpt::AdamMName;
+using ckpt::AdamVName;
+using ckpt::Box;
+using ckpt::Checkpoint;
+using ckpt::FlatRangeBoxes;
+using ckpt::Slice;
+using ckpt::Snapshot;
 
 std::vector<int64_t> Dims(const core::Shape& shape) {
   std::vector<int64_t> d;
@@ -25,7 +33,7 @@ std::vector<int64_t> GlobalStart(const model::ParamInfo& info, std::vector<int64
 // The local flat range [lo, hi) of each parameter this rank writes: at ZeRO stage 0 the whole
 // shard on the first rank of the gradient group (its replicas hold the same state), at stages
 // >= 1 the part of the parameter inside this rank's range of the flat buffers.
-std::pair<int64_t, int64_t> OwnedRange(const model::ParamInfo& p, const train::ZeroOptimizer& opt) {
+std::pair<int64_t, int64_t> OwnedRange(const model::ParamInfo& p, const ZeroOptimizer& opt) {
   if (opt.stage() == 0)
     return opt.grad_rank() == 0 ? std::pair{int64_t{0}, p.numel()}
                                 : std::pair{int64_t{0}, int64_t{0}};
@@ -35,9 +43,9 @@ std::pair<int64_t, int64_t> OwnedRange(const model::ParamInfo& p, const train::Z
 
 // Stages >= 1: master weights, Adam m and v of the parameters' owned ranges, as boxes of the
 // global tensors.
-std::vector<Slice> SnapshotOwned(train::Trainer& trainer) {
+std::vector<Slice> SnapshotOwned(Trainer& trainer) {
   model::ParamSet& params = trainer.params();
-  train::ZeroOptimizer& opt = trainer.optimizer();
+  ZeroOptimizer& opt = trainer.optimizer();
   std::vector<Slice> out;
   for (model::ParamId id = 0; id < params.size(); ++id) {
     const model::ParamInfo& info = params.info(id);
@@ -73,8 +81,8 @@ std::vector<Slice> SnapshotOwned(train::Trainer& trainer) {
 // Stage 0: every replica in the gradient group holds the same full state; its first rank writes
 // it (the ParamSet's master, m and v of the local shard).
 // With ep > 1 the experts' replicas are the expert-dp group, whose first rank writes them.
-std::vector<Slice> SnapshotStage0(train::Trainer& trainer) {
-  const train::ZeroOptimizer& opt = trainer.optimizer();
+std::vector<Slice> SnapshotStage0(Trainer& trainer) {
+  const ZeroOptimizer& opt = trainer.optimizer();
   model::ParamSet& params = trainer.params();
   std::set<std::string> mine;
   for (model::ParamId id = 0; id < params.size(); ++id) {
@@ -83,7 +91,7 @@ std::vector<Slice> SnapshotStage0(train::Trainer& trainer) {
     mine.insert({info.name, AdamMName(info.name), AdamVName(info.name)});
   }
   if (mine.empty()) return {};
-  std::vector<Slice> all = SnapshotParams(params);
+  std::vector<Slice> all = ckpt::SnapshotParams(params);
   std::erase_if(all, [&](const Slice& s) { return !mine.count(s.name); });
   return all;
 }
@@ -92,9 +100,9 @@ std::vector<Slice> SnapshotStage0(train::Trainer& trainer) {
 // optimizer holds the masters: the weights themselves at fp32 ZeRO-1/2, the weight slice at
 // ZeRO-3, its own fp32 slice in bf16), then the weights are rounded and gathered as after an
 // update (every rank of the gradient group restores).
-core::Status RestoreSharded(const Checkpoint& ckpt, train::Trainer& trainer) {
+core::Status RestoreSharded(const Checkpoint& ckpt, Trainer& trainer) {
   model::ParamSet& params = trainer.params();
-  train::ZeroOptimizer& opt = trainer.optimizer();
+  ZeroOptimizer& opt = trainer.optimizer();
   core::Status status = core::Status::Ok();
   for (model::ParamId id = 0; id < params.size() && status.ok(); ++id) {
     const model::ParamInfo& info = params.info(id);
@@ -122,7 +130,7 @@ core::Status RestoreSharded(const Checkpoint& ckpt, train::Trainer& trainer) {
 // Aux-loss-free balancing: every MoE layer's routing bias (E), not a parameter but state a
 // resume needs. Every rank of a layer holds the same bias (the update uses counts summed over all
 // data ranks); the first rank of the gradient group writes it (tp replicas write the same box).
-std::vector<Slice> SnapshotMoeBias(train::Trainer& trainer) {
+std::vector<Slice> SnapshotMoeBias(Trainer& trainer) {
   std::vector<Slice> out;
   if (trainer.optimizer().grad_rank() != 0) return out;
   for (const auto& [layer, moe] : trainer.MoeLayers()) {
@@ -140,7 +148,7 @@ std::vector<Slice> SnapshotMoeBias(train::Trainer& trainer) {
   return out;
 }
 
-core::Status RestoreMoeBias(const Checkpoint& ckpt, train::Trainer& trainer) {
+core::Status RestoreMoeBias(const Checkpoint& ckpt, Trainer& trainer) {
   for (const auto& [layer, moe] : trainer.MoeLayers()) {
     const std::string name = MoeBiasName(layer);
     if (!ckpt.Has(name)) {
@@ -160,12 +168,12 @@ core::Status RestoreMoeBias(const Checkpoint& ckpt, train::Trainer& trainer) {
 
 }  // namespace
 
-Snapshot TrainerSnapshot(train::Trainer& trainer, int rank, int world) {
+Snapshot TrainerSnapshot(Trainer& trainer, int rank, int world) {
   Snapshot s;
   s.step = trainer.step();
   s.rank = rank;
   s.world = world;
-  const train::RunConfig& c = trainer.config();
+  const RunConfig& c = trainer.config();
   s.state = {{"step", trainer.step()},
              {"sampler", nlohmann::json::parse(data::SamplerStateToJson(trainer.sampler_state()))},
              {"rng", {{"kind", "counter"}, {"seed", c.run.seed}}},
@@ -178,7 +186,7 @@ Snapshot TrainerSnapshot(train::Trainer& trainer, int rank, int world) {
   return s;
 }
 
-core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer) {
+core::Status RestoreTrainer(const Checkpoint& ckpt, Trainer& trainer) {
   const nlohmann::json& st = ckpt.state();
   if (!st.contains("sampler") || !st.contains("step") || !st["step"].is_number_integer())
     return core::Status::Error(
@@ -189,7 +197,7 @@ core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer) {
         "run.seed: {} differs from the checkpoint's {} ({}); the data order would change",
         trainer.config().run.seed, seed, ckpt.dir()));
   if (trainer.optimizer().stage() == 0) {
-    PM_RETURN_IF_ERROR(RestoreParams(ckpt, trainer.params()));
+    PM_RETURN_IF_ERROR(ckpt::RestoreParams(ckpt, trainer.params()));
   } else {
     PM_RETURN_IF_ERROR(RestoreSharded(ckpt, trainer));
   }
@@ -201,4 +209,4 @@ core::Status RestoreTrainer(const Checkpoint& ckpt, train::Trainer& trainer) {
   return core::Status::Ok();
 }
 
-}  // namespace pentamesh::ckpt
+}  // namespace pentamesh::train

@@ -1,0 +1,186 @@
+#include "train/run_loop.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "train/checkpoint_state.h"
+#include "train/metrics.h"
+
+namespace pentamesh::train {
+namespace {
+
+RunObserver& Silent() {
+  static RunObserver none;
+  return none;
+}
+
+// The checkpoint collective: true iff `ok` on every rank (an all-reduce, so also a barrier).
+ckpt::AllOk AllOkOver(comm::Communicator* world) {
+  if (world == nullptr || world->size() == 1) return {};
+  return [world](bool ok) {
+    int32_t failed = ok ? 0 : 1;
+    world->all_reduce(&failed, 1, core::Dtype::kI32);
+    return failed == 0;
+  };
+}
+
+core::Status Resume(const std::string& spec, Trainer& trainer, RunObserver& observer) {
+  const std::string& root = trainer.config().ckpt.dir;
+  const bool lead = trainer.rank() == 0;
+  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [&](const std::string& m) {
+                        if (lead) observer.OnWarning(m);
+                      }));
+  if (!found) {
+    observer.OnInfo(fmt::format("resume: no checkpoint under {}; starting from step 0", root));
+    return core::Status::Ok();
+  }
+  PM_RETURN_IF_ERROR(RestoreTrainer(*found, trainer));
+  observer.OnInfo(fmt::format("resumed from {} at step {}", found->dir(), trainer.step()));
+  return core::Status::Ok();
+}
+
+// Every ckpt.interval steps and at the end; otherwise a finished background save is committed.
+// Then the run.debug_kill_step fault injection (a first run only: a resumed one goes on).
+void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step, int world_size,
+               RunObserver& observer) {
+  const RunConfig& c = trainer.config();
+  const int64_t step = trainer.step();
+  const bool due =
+      step == trainer.total_steps() || (c.ckpt.interval > 0 && step % c.ckpt.interval == 0);
+  if (!c.ckpt.dir.empty()) {
+    const core::Status st =
+        due ? saver.Save(TrainerSnapshot(trainer, trainer.rank(), world_size)) : saver.Poll();
+    if (!st.ok()) observer.OnWarning(st.message());
+  }
+  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0 &&
+      (c.run.debug_kill_rank < 0 || c.run.debug_kill_rank == trainer.rank())) {
+    std::fprintf(stderr,
+                 "pentamesh: run.debug_kill_step: SIGKILL after step %lld (world rank %d)\n",
+                 static_cast<long long>(step), trainer.rank());
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+}
+
+// The newest checkpoint saved before `step`: its weights gave a finite loss (the checkpoint of
+// the step whose loss was not finite is suspect). "" when there is none.
+std::string LastGoodCheckpoint(const std::string& root, int64_t step) {
+  if (root.empty()) return "";
+  for (const std::string& d : ckpt::ListCheckpoints(root)) {                // newest first
+    const std::string name = std::filesystem::path(d).filename().string();  // step-00000042
+    int64_t saved = 0;
+    const auto [end, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), saved);
+    if (ec == std::errc() && end == name.data() + name.size() && saved < step) return d;
+  }
+  return "";
+}
+
+// A skipped step: reported and logged; more than run.max_nonfinite_in_row in a row is the
+// divergence error.
+core::Status OnNonFinite(const StepStats& s, Trainer& trainer, ckpt::AsyncSaver& saver,
+                         MetricsWriter* metrics, RunObserver& observer) {
+  const RunConfig& c = trainer.config();
+  const char* cause = std::isfinite(s.ce_loss) ? "gradient norm" : "loss";
+  observer.OnWarning(fmt::format("step {} skipped: non-finite {} ({} in a row, {} in this run)",
+                                 s.step + 1, cause, s.nonfinite_in_row, trainer.nonfinite_total()));
+  if (metrics) PM_RETURN_IF_ERROR(metrics->WriteSkipped(s));
+  if (s.nonfinite_in_row <= c.run.max_nonfinite_in_row) return core::Status::Ok();
+  const core::Status st = saver.Wait();
+  const std::string good = LastGoodCheckpoint(c.ckpt.dir, s.step);
+  return core::Status::Error(fmt::format(
+      "training diverged: {} non-finite steps in a row (run.max_nonfinite_in_row={}), the last at "
+      "step {} with a non-finite {} (lr {:.3g}); stopping after step {}. {}{}",
+      s.nonfinite_in_row, c.run.max_nonfinite_in_row, s.step + 1, cause, s.lr, s.step,
+      good.empty()
+          ? std::string("No checkpoint before the divergence was saved.")
+          : fmt::format("The last good checkpoint is {} (resume with --resume {})", good, good),
+      st.ok() ? "" : "; " + st.message()));
+}
+
+core::Status WriteTrace(Trainer& trainer, const std::string& path, RunObserver& observer) {
+  const std::string json = trainer.GatherTrace();  // collective: every rank
+  if (trainer.rank() != 0) return core::Status::Ok();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return core::Status::Error(fmt::format("--trace: cannot write {}", path));
+  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  if (std::fclose(f) != 0 || !ok)
+    return core::Status::Error(fmt::format("--trace: cannot write {}", path));
+  observer.OnInfo(fmt::format("trace: {} (Chrome trace-event JSON; open in Perfetto)", path));
+  return core::Status::Ok();
+}
+
+// Resumes when asked; every rank loads its own shard, and all continue only if all succeeded.
+core::Status ResumeEverywhere(Trainer& trainer, const LoopOptions& options,
+                              const ckpt::AllOk& all_ok, RunObserver& observer) {
+  if (options.resume.empty()) return core::Status::Ok();
+  const core::Status st = Resume(options.resume, trainer, observer);
+  const bool all = all_ok ? all_ok(st.ok()) : st.ok();
+  if (!st.ok()) return st;
+  if (!all) return core::Status::Error("resume failed on another rank (see its message)");
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& options,
+                                     RunObserver* observer_or_null) {
+  RunObserver& observer = observer_or_null ? *observer_or_null : Silent();
+  const RunConfig& c = trainer.config();
+  const bool lead = trainer.rank() == 0;
+  const int64_t start_step = trainer.step();
+  const ckpt::AllOk all_ok = AllOkOver(options.world);
+  PM_RETURN_IF_ERROR(ResumeEverywhere(trainer, options, all_ok, observer));
+  ckpt::AsyncSaver saver(
+      {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = all_ok},
+      c.ckpt.async);
+  std::optional<MetricsWriter> metrics;
+  if (lead && !c.run.out_dir.empty()) {
+    PM_ASSIGN_OR_RETURN(MetricsWriter w,
+                        MetricsWriter::Open(c.run.out_dir, trainer.step() > start_step));
+    metrics.emplace(std::move(w));
+  }
+  RunSummary sum;
+  const int64_t total = trainer.total_steps(), first_step = trainer.step();
+  const int world_size = options.world ? options.world->size() : 1;
+  if (!options.trace.empty()) trainer.set_tracing(true);
+  while (trainer.step() < total) {
+    StepStats s = trainer.Step();
+    sum.elapsed_s += s.step_time_s;
+    if (s.skipped) {
+      PM_RETURN_IF_ERROR(OnNonFinite(s, trainer, saver, metrics ? &*metrics : nullptr, observer));
+      continue;
+    }
+    if (s.loss_spike && lead)
+      observer.OnWarning(fmt::format("step {}: loss spike {:.4g} > {} x median {:.4g}", s.step,
+                                     s.loss, c.run.spike_factor, s.loss_median));
+    MaybeSave(trainer, saver, first_step, world_size, observer);
+    const bool eval_now =
+        s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
+    if (eval_now) sum.last_eval = *(s.eval_loss = trainer.Evaluate());
+    for (size_t t = 0; t < sum.peak_bytes.size(); ++t)
+      sum.peak_bytes[t] = std::max(sum.peak_bytes[t], s.peak_bytes[t]);
+    sum.peak_bytes_total = std::max(sum.peak_bytes_total, s.peak_bytes_total);
+    if (metrics)
+      PM_RETURN_IF_ERROR(metrics->Write(s, &trainer.predicted(), trainer.flops_per_token()));
+    const double eta = sum.elapsed_s / static_cast<double>(s.step - first_step) *
+                       static_cast<double>(total - s.step);
+    observer.OnStep(s, total, eta, eval_now);
+  }
+  if (!options.trace.empty()) PM_RETURN_IF_ERROR(WriteTrace(trainer, options.trace, observer));
+  if (const core::Status saved = saver.Wait(); !saved.ok()) observer.OnWarning(saved.message());
+  sum.steps = total - first_step;
+  if (metrics) sum.metrics_path = metrics->path();
+  return sum;
+}
+
+}  // namespace pentamesh::train

@@ -1,0 +1,60 @@
+// The run loop of `pentamesh train` and of the tests that train end to end: resume (from "auto",
+// the newest intact checkpoint under ckpt.dir, or a named one; every rank loads its shard and all
+// go on only if all succeeded), optimizer steps to train.steps, held-out evaluation every
+// run.eval_every steps and at the end, checkpoints every ckpt.interval steps and at the end (each
+// rank writes its shard in the background; a failed save is a warning and the previous checkpoint
+// stays intact), metrics.jsonl on rank 0, the --trace gather, and the run.debug_kill_step fault
+// injection. A skipped (non-finite) step is reported and logged; more than
+// run.max_nonfinite_in_row in a row end the run with an error naming the cause, the step and the
+// last good checkpoint (divergence is an outcome of training, not a crash).
+// What the loop has to say goes to a RunObserver; the loop itself prints nothing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "comm/communicator.h"
+#include "core/mem_tag.h"
+#include "core/status.h"
+#include "train/trainer.h"
+
+namespace pentamesh::train {
+
+// What the loop reports while it runs (rank 0 and the others alike; the caller decides who
+// prints). Default: nothing.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // Progress that is not a step: the resume's outcome, where the trace went.
+  virtual void OnInfo(const std::string& /*message*/) {}
+  // Something the user should know that does not stop the run (a failed save, a skipped step, a
+  // loss spike, a checkpoint that cannot be read and was passed over).
+  virtual void OnWarning(const std::string& /*message*/) {}
+  // A good step; eta_s is the time left at the mean step time so far; `evaluated` when
+  // s.eval_loss was measured after it.
+  virtual void OnStep(const StepStats& /*s*/, int64_t /*total_steps*/, double /*eta_s*/,
+                      bool /*evaluated*/) {}
+};
+
+struct LoopOptions {
+  std::string resume;                   // "", "auto" or a checkpoint directory
+  std::string trace;                    // Chrome trace-event JSON written by rank 0 ("" = none)
+  comm::Communicator* world = nullptr;  // null on one process
+};
+
+struct RunSummary {
+  int64_t steps = 0;  // optimizer steps done by this process (after the resume point)
+  double elapsed_s = 0;
+  double last_eval = 0;                                  // held-out loss after the last step
+  std::array<int64_t, core::kMemTagCount> peak_bytes{};  // per tag, over the whole run
+  int64_t peak_bytes_total = 0;
+  std::string metrics_path;  // "" when none was written
+};
+
+// Runs `trainer` to its last step. Errors (a failed resume, an unwritable metrics file or trace,
+// a divergence) come back as a Status whose message says what happened.
+core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& options,
+                                     RunObserver* observer = nullptr);
+
+}  // namespace pentamesh::train
