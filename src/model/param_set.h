@@ -6,8 +6,10 @@
 //  - Init is layout independent: element e of a parameter gets
 //    init.std * CounterRng::Normal(seed, HashName(name), global_flat_index(e)), so every mesh and
 //    every shard starts from the same global weights.
-//  - Parameters are identified by name, never by position; ForEach is the one enumeration that
-//    init, the optimizer, grad norms, checkpoints and the oracle export visit.
+//  - Parameters are identified by name, never by position; ids follow registration order and
+//    every consumer walks them in that order. ForEach visits (info, master, grad, m, v) when this
+//    set holds the Adam state (ZeRO 0: train/optimizer.cc, ckpt/ snapshot/restore and HF import,
+//    tests/golden); Init and a sharded ZeroOptimizer walk info(id) over their ranges.
 //  - Grads accumulate (+=) across micro-batches until ZeroGrads().
 //  - Units: the model marks each layer's parameters as one unit (BeginUnit). With
 //    ParamLayout::unit_pad every unit's flat range is padded to pad_multiple, so ZeRO-2/3 can
