@@ -1,6 +1,7 @@
-// ParamSet: every parameter of this rank's model chunk, enumerated once, by name, in flat buffers:
-// weights (compute dtype: f32, or bf16 in mixed precision), fp32 grads, fp32 Adam m and v, and in
-// bf16 mode the fp32 master weights. Each parameter records its GLOBAL shape, the dim it is sharded
+// ParamSet: every parameter of this rank's model chunks, enumerated once, by name, in flat buffers:
+// weights (compute dtype: f32, or bf16 in mixed precision), fp32 grads, and, unless a sharded
+// optimizer keeps them (ParamLayout::optimizer_state), fp32 Adam m and v and in bf16 mode the fp32
+// master weights. Each parameter records its GLOBAL shape, the dim it is sharded
 // on, the mesh axis and this rank's shard, its init rule and whether weight decay applies.
 // Invariants:
 //  - Init is layout independent: element e of a parameter gets
