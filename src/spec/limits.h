@@ -1,5 +1,6 @@
 // The one set of rules for numbers a user gives pentamesh, on the command line (cli/flags.h wraps
-// them as CLI11 validators) and in TOML files (spec/load_toml.cc): a number must parse completely,
+// them as CLI11 validators) and in its TOML files (spec/load_toml.cc, train/run_config.cc; not the
+// engine files import-config reads, which launch/ parses itself): a number must parse completely,
 // be finite, lie in its range, and be whole where the field is integral; products of counts are
 // formed with core/numeric.h's CheckedProduct and held to the documented limits below, so no
 // enumeration or product downstream (plan::Divisors, layout degrees, nodes x GPUs per node) can
