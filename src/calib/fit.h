@@ -2,9 +2,11 @@
 //
 // The fit minimises, by Levenberg-Marquardt (Eigen's MINPACK port, numerical Jacobian),
 //   sum over runs of log(predicted / measured)^2  +  sum over parameters of (w (p - p0) / range)^2
-// over the parameters the runs inform (a GPU class's GEMM efficiency when a run used that GPU,
-// its FP8 speedup when one ran FP8, a stack's overhead when a run used that stack, its TP overlap
-// when one overlapped TP, its eager traffic when one ran unfused kernels). Each parameter stays
+// over the parameters the runs inform (InformedParams: a GPU class's GEMM efficiency when a run
+// used that GPU, its FP8 speedup when one ran FP8 (a stack's row-wise FP8 speedup when that FP8
+// was row-wise), a stack's overhead when a run used that stack, its attention rate when one used
+// flash attention, its TP overlap when one overlapped TP, its eager traffic when one ran unfused
+// kernels), minus those FitOptions holds fixed. Each parameter stays
 // inside its bounds (ParamDefs) through a logistic change of variable; the second sum is a weak
 // pull toward the prior p0 (the physical start value, or a user's stack preset) that keeps a
 // parameter few runs inform from wandering.

@@ -8,8 +8,9 @@
 // fp8_gemm_speedup). docs/COST_MODEL.md lists every parameter, its value and the rows it was
 // fitted on.
 //
-// Invariant: ApplyProfile is the one place where a stack's parameters and a run's facts become
-// cost::CostParams; the planner (--stack) and the calibration both go through it.
+// Invariant: ApplyCalibration is the one place where a stack's parameters and a run's facts become
+// cost::CostParams; the planner (--stack, through ApplyProfile) and the calibration (Predict in
+// calib/validate.h) both go through it.
 #pragma once
 
 #include <map>

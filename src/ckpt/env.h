@@ -1,6 +1,6 @@
 // Env: the file-system operations a checkpoint save uses, behind an interface (leveldb style) so a
 // test can inject failures: FaultEnv fails every write once its byte budget is spent, exactly as
-// a full disk (ENOSPC) would, and can fail one named operation.
+// a full disk (ENOSPC) would.
 // Invariant: WriteFile either returns OK with the bytes durable (written and fsync'd) or an error
 // naming the path and the reason; nothing here ever throws.
 #pragma once

@@ -1,6 +1,6 @@
 // The `pentamesh` subcommands. Each Add*Command registers one CLI11 subcommand and returns the
 // function that runs it (after parsing) and gives the process exit code. Subcommands are thin:
-// they parse, call one module, print.
+// they parse, call the modules that do the work, print.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,5 +1,6 @@
-// Shared by `plan`, `estimate` and `import-config`: --emit ENGINE --out DIR, the command line for
-// the emitted files' header, and the options of import-config.
+// Shared by `plan` and `estimate`: --emit ENGINE --out DIR and writing the emitted files, and the
+// command line (recorded by main.cc) for the emitted files' header. Defined in cli/launch.cc,
+// beside `import-config`.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,5 +1,6 @@
 // Shared by `pentamesh plan`, `scale` and `sweep`: the common options, loading the specs, building
-// plan::SearchOptions, and JSON for an Estimate (the same keys as `pentamesh estimate --json`).
+// plan::SearchOptions, the no-fit explanation; `estimate` and `import-config` use its Inputs and
+// ApplyStack (--stack). JSON for an Estimate comes from cli/estimate_json.h (included here).
 #pragma once
 
 #include <CLI/CLI.hpp>

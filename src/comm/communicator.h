@@ -1,8 +1,7 @@
 // Communicator: the one interface for collectives and point-to-point messages within one group
-// of ranks (tp, dp, ...), with per-operation counters of calls, bytes and time. Backends (MPI, and
-// SelfCommunicator for a group of one) implement the protected Do* hooks; this base class validates
-// arguments, handles groups of one rank locally and does all the counting, so every backend counts
-// alike.
+// of ranks (tp, dp, ...), with per-operation counters of calls, bytes and time. A backend (the MPI
+// one, comm/mpi_communicator.h) implements the protected Do* hooks; this base class validates
+// arguments, handles groups of one rank locally and does all the counting, so backends count alike.
 //
 // Invariant: the counters follow docs/comm.md exactly: bytes_wire is what THIS rank sends for
 // the assumed algorithm (core/collective_bytes.h, shared with the cost model), bytes_payload is

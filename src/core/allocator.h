@@ -1,5 +1,5 @@
-// Allocator and Buffer: every byte the engine holds is tagged with the planner's memory category,
-// and the allocator keeps the live and peak bytes of each tag (and of their sum).
+// Allocator and Buffer: every Buffer the engine allocates is tagged with the planner's memory
+// category, and the allocator keeps the live and peak bytes of each tag (and of their sum).
 // Invariant: live(tag) is exactly the sum of the sizes of the Buffers of that tag now alive;
 // peak(tag) is the maximum live(tag) has reached since construction or the last ResetPeaks().
 // Not thread-safe: one Allocator per process/rank, used from the training thread.

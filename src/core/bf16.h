@@ -1,5 +1,5 @@
 // bfloat16 conversion: float -> bf16 with round-to-nearest-even; NaN stays NaN (quiet).
-// Invariant: ToFloat(FromFloat(x)) == RoundBf16(x), and RoundBf16 is idempotent.
+// Invariant: Bf16ToFloat(Bf16FromFloat(x)) == RoundBf16(x), and RoundBf16 is idempotent.
 #pragma once
 
 #include <bit>

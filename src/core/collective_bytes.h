@@ -3,8 +3,9 @@
 // and free of MPI, so the planner builds without it. docs/comm.md states the convention.
 //
 // Invariant: every function is the bytes THIS rank sends for the algorithm assumed (ring for
-// all-reduce, all-gather and reduce-scatter; pipelined chain for broadcast; direct exchange for
-// all-to-all(v) and p2p), given the op's payload bytes and the group size; a group of 1 sends 0.
+// all-reduce, all-gather and reduce-scatter; direct exchange for all-to-all(v) and p2p), given the
+// op's payload bytes and the group size; a group of 1 sends 0. Broadcast (pipelined chain) is the
+// exception: every rank counts the average over the group, so the count does not depend on root.
 // Results are exact rationals evaluated in double: 2*(g-1)*n/g is an integer whenever g divides
 // n (the usual case: shards are padded to a multiple of the group size).
 #pragma once

@@ -1,4 +1,4 @@
-// CounterRng: stateless, counter-based random numbers. normal(seed, stream, index) depends only on
+// CounterRng: stateless, counter-based random numbers. Normal(seed, stream, index) depends only on
 // its three arguments, so a parameter's element gets the same initial value whatever shard, rank
 // or layout computes it (the stream is a hash of the parameter's name, index its global offset).
 // Invariant: pure functions; no hidden state, thread-safe.

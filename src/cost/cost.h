@@ -300,14 +300,14 @@ class Model {
 // context's specs, so Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
 Rule CheckLayout(const Model& ctx, const spec::Layout& layout);
 
-// Costs one layout. With explain = true, every structural violation (spec::Validate) and a
-// memory violation naming the largest component are written to `violations`. With explain =
-// false it never allocates; a structurally invalid layout returns fits = false and zero terms.
 // Model FLOPs utilization: model FLOPs per token (Flops(...).model) x tokens/s over the
 // cluster's dense peak (all its GPUs). Predictions (EstimateLayout) and the engine's measurement
 // (train::Trainer, over train::HostCluster) both use it.
 double Mfu(double model_flops_per_token, double tokens_per_s, const spec::ClusterSpec& cluster);
 
+// Costs one layout. With explain = true, every structural violation (spec::Validate) and a
+// memory violation naming the largest component are written to `violations`. With explain =
+// false it never allocates; a structurally invalid layout returns fits = false and zero terms.
 Estimate EstimateLayout(const Model& ctx, const spec::Layout& layout, bool explain = false);
 
 // Convenience: builds a Model and explains (allocates; for the CLI and tests).

@@ -1,7 +1,7 @@
 // MoE load-balance facts shared by the engine and the run report (namespace pentamesh::cost).
-// Invariant: each threshold is written here once; model/ (MoeStats::CollapseWarning, hence
-// metrics.jsonl "expert_collapse" and "expert_collapse_share") and report/ (heatmap marks,
-// threshold line) read it from here.
+// Invariant: each threshold is written here once; model/ (MoeStats::CollapseWarning) and
+// train/metrics.cc (metrics.jsonl "expert_collapse" and "expert_collapse_share") read it from
+// here; report/ (heatmap marks, threshold line) reads the share those keys carry.
 #pragma once
 
 #include <cstdint>

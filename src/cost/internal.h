@@ -1,5 +1,6 @@
 // Internal to src/cost: the per-layout quantities that memory, time and comm bytes share.
-// Invariant: plain doubles only, filled once per EstimateLayout call, never allocated.
+// Invariant: plain values (doubles and flags), filled once per call of EstimateLayout,
+// CommBytesForStage or MemoryForStage (ComputeTerms), never allocated.
 #pragma once
 
 #include "cost/cost.h"

@@ -1,5 +1,6 @@
 // Rank arithmetic of the 5D mesh: rank <-> (pp, dp, ep, cp, tp) coordinates and the groups of
-// ranks that share coordinates. Pure functions, no MPI: the planner and the tests use them too.
+// ranks that share coordinates. Pure functions, no MPI (library pm_mesh_grid): mesh::Mesh builds
+// its groups from them, and tests/mesh/rank_grid_test.cc checks them without MPI.
 //
 // Invariant: rank order is pp-dp-ep-cp-tp, tp innermost (Megatron-Core's order string
 // "tp-cp-ep-dp-pp" read innermost first), so

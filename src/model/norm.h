@@ -1,7 +1,8 @@
 // RMSNorm layer over the hidden dim. Replicated on every rank (never sharded).
 // Saved: rstd (T). Backward accumulates the weight grad. Under sequence parallelism each tp rank
 // normalises its own T/tp rows, so the weight grads are partial sums over tp: Stage sums them
-// (Stage::ReduceSequenceParallelGrads) once per step.
+// once per step (Stage::ReduceSequenceParallelGrads), or, when ZeRO-2/3 hooks hold the grads per
+// layer, per layer and micro-batch in backward (Stage::ReduceNormGrads).
 #pragma once
 
 #include <string>

@@ -1,13 +1,16 @@
-// ParamSet: every parameter of this rank's model chunk, enumerated once, by name, in flat buffers:
-// weights (compute dtype: f32, or bf16 in mixed precision), fp32 grads, fp32 Adam m and v, and in
-// bf16 mode the fp32 master weights. Each parameter records its GLOBAL shape, the dim it is sharded
+// ParamSet: every parameter of this rank's model chunks, enumerated once, by name, in flat buffers:
+// weights (compute dtype: f32, or bf16 in mixed precision), fp32 grads, and, unless a sharded
+// optimizer keeps them (ParamLayout::optimizer_state), fp32 Adam m and v and in bf16 mode the fp32
+// master weights. Each parameter records its GLOBAL shape, the dim it is sharded
 // on, the mesh axis and this rank's shard, its init rule and whether weight decay applies.
 // Invariants:
 //  - Init is layout independent: element e of a parameter gets
 //    init.std * CounterRng::Normal(seed, HashName(name), global_flat_index(e)), so every mesh and
 //    every shard starts from the same global weights.
-//  - Parameters are identified by name, never by position; ForEach is the one enumeration that
-//    init, the optimizer, grad norms, checkpoints and the oracle export visit.
+//  - Parameters are identified by name, never by position; ids follow registration order and
+//    every consumer walks them in that order. ForEach visits (info, master, grad, m, v) when this
+//    set holds the Adam state (ZeRO 0: train/optimizer.cc, ckpt/ snapshot/restore and HF import,
+//    tests/golden); Init and a sharded ZeroOptimizer walk info(id) over their ranges.
 //  - Grads accumulate (+=) across micro-batches until ZeroGrads().
 //  - Units: the model marks each layer's parameters as one unit (BeginUnit). With
 //    ParamLayout::unit_pad every unit's flat range is padded to pad_multiple, so ZeRO-2/3 can

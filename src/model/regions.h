@@ -1,7 +1,9 @@
-// Conjugate communication regions of tensor parallelism (Megatron's f / g pairs), each a pair of
-// functions named by the direction of the pass. They act on the tp Communicator a layer was given
-// at construction; a group of one rank makes every function a no-op, so layers call them
-// unconditionally (never `if (tp > 1)`).
+// Conjugate communication regions of tensor parallelism (Megatron's f / g pairs). The halves that
+// communicate are AllReduceTp (CopyToTpBackward, ReduceFromTpForward), GatherSeqTp and
+// ScatterSeqTp, each the forward of one region and the backward of its conjugate; layers reach
+// them through TpBlockEnds. They act on the tp Communicator a layer was given at construction; a
+// group of one rank needs no communication, so layers call them unconditionally
+// (never `if (tp > 1)`).
 //
 //   region            forward                     backward
 //   copy_to_tp        identity                    all-reduce(dx) over tp

@@ -1,11 +1,14 @@
 // Stage: the layers one pipeline rank owns for one model chunk: [first_layer, last_layer), plus
 // the embedding on the first stage and the head on the last. Forward(mb) stashes what Backward(mb)
-// needs, one Stash per in-flight micro-batch, so any schedule (GPipe, 1F1B, interleaved) can run
-// it; with pp = 1 the single stage is the whole model.
+// needs, one Stash per in-flight micro-batch, so any schedule (GPipe, 1F1B, interleaved; zero
+// bubble through BackwardInput / BackwardWeight) can run it; with pp = 1 the single stage is the
+// whole model. Model (below) holds a rank's Stages and their one ParamSet.
 // Sequence parallel (shard.sequence_parallel, tp > 1): x_in, x_out, dy_out, dx_in and the
 // residual stream hold this rank's ResidualRows = T/tp rows of the micro-batch (tokens and
-// targets stay whole), and ReduceSequenceParallelGrads sums the norm weight grads over tp.
-// Invariant: every Forward(mb) is matched by exactly one Backward(mb), which frees its stash.
+// targets stay whole), and the norm weight grads are summed over tp (ReduceSequenceParallelGrads,
+// or per layer in backward under ZeRO-2/3 hooks).
+// Invariant: every Forward(mb) is matched by exactly one Backward(mb) or BackwardInput(mb), which
+// frees its stash (BackwardWeight(mb) then runs the deferred weight GEMMs), or by Drop(mb).
 #pragma once
 
 #include <map>

@@ -1,7 +1,9 @@
 // The planner's report as one self-contained HTML page: inline CSS and SVG, no script, no network.
 // Sections (each only when its data is present): the best layout and runners-up; memory per GPU by
-// component against capacity; step time by term; the FSDP comparison; the scaling curve; the sweep
-// heatmap. Invariant: the page only presents numbers computed elsewhere (cost/ and plan/).
+// component against capacity; step time by term; the best layout's pipeline timeline
+// (report/timeline.h); the FSDP comparison; the scaling curve; the sweep heatmap.
+// Invariant: the page only presents numbers computed elsewhere (cost/, plan/, and schedule/'s
+// simulator for the timeline).
 #pragma once
 
 #include <optional>

@@ -3,7 +3,8 @@
 // script, no network): loss and eval loss, throughput, measured vs predicted memory per category,
 // and for MoE runs the expert load over time: a heatmap of each expert's share of the routed
 // tokens per step, the load imbalance (max/mean) with the expert-collapse threshold, dropped
-// tokens, and the steps that tripped the collapse warning.
+// tokens, and the steps that tripped the collapse warning; with a Chrome trace (LoadRunTrace,
+// `report --trace`) also the measured timeline (report/timeline.h).
 // Invariant: the page only presents numbers read from the file; a malformed line or a missing
 // required key is an error naming the file and the 1-based line, never a partial page.
 #pragma once

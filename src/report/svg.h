@@ -1,5 +1,6 @@
-// A minimal SVG writer for the HTML report: rectangles, lines, polylines and escaped text, in user
-// units. Invariant: every string written is XML-escaped, so specs' names cannot break the page.
+// A minimal SVG writer for report/'s HTML pages: rectangles, lines, polylines, circles and escaped
+// text, in user units; plus the pages' shared stylesheet and charts (LineChart, GroupedBars).
+// Invariant: every string written is XML-escaped, so specs' names cannot break the page.
 #pragma once
 
 #include <string>

@@ -1,8 +1,9 @@
 // The pipeline schedule as a timeline: one row per pp rank, one box per simulated action (F, B, W
 // of each micro-batch and chunk), coloured by kind (lighter shades for later chunks), the idle
 // gaps drawn as their own pale-red boxes, and the bubble printed. Drawn from a schedule::SimResult,
-// i.e. the programs schedule::MakeAll generates and schedule::Simulate times: the same programs and
-// simulator the planner's bubble estimate comes from (schedule/estimate.h).
+// i.e. the programs schedule::MakeAll generates and schedule::Simulate times: the simulator the
+// planner's closed-form bubble (schedule/estimate.h) is tested against. The same row renderer
+// (TimelineSvg) draws a measured Chrome trace (ParseChromeTrace; `pentamesh report --trace`).
 // Invariant: the drawing presents the simulation only. Every action box and idle box carries a
 // <title> with its exact start and end, so the boxes of a rank tile [0, makespan] and the idle
 // boxes of rank r sum to sim.ranks[r].idle_s (tests/report/timeline_test.cc parses them back).

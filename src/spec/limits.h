@@ -1,10 +1,11 @@
 // The one set of rules for numbers a user gives pentamesh, on the command line (cli/flags.h wraps
-// them as CLI11 validators) and in TOML files (spec/load_toml.cc): a number must parse completely,
+// them as CLI11 validators) and in its TOML files (spec/load_toml.cc, train/run_config.cc; not the
+// engine files import-config reads, which launch/ parses itself): a number must parse completely,
 // be finite, lie in its range, and be whole where the field is integral; products of counts are
 // formed with core/numeric.h's CheckedProduct and held to the documented limits below, so no
 // enumeration or product downstream (plan::Divisors, layout degrees, nodes x GPUs per node) can
-// overflow or run unbounded. Every error names the field and the reason. README "Limits" lists
-// these values.
+// overflow or run unbounded. Every error names the field and the reason. README ("Input rules
+// and limits") lists these values.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 
 namespace pentamesh::spec {
 
-// Documented limits (README "Limits").
+// Documented limits (README, "Input rules and limits").
 inline constexpr int64_t kMaxGpus = int64_t{1} << 20;  // GPUs in one cluster or layout: 1,048,576
 inline constexpr int64_t kMaxField = std::numeric_limits<int32_t>::max();  // any integral field
 inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;       // train.global_batch_tokens

@@ -1,5 +1,6 @@
-// The one way pentamesh parses TOML text: toml::parse behind a guard for toml++ 3.3's
-// unreachable branch, with parse errors turned into a Status naming source, line and column.
+// TOML parsing for specs, run configs, stack and host profiles: toml::parse behind a guard for
+// toml++ 3.3's unreachable branch, with parse errors turned into a Status naming source, line and
+// column. (launch/torchtitan.cc's ImportTorchtitan calls toml::parse directly, without it.)
 // Invariant: toml++ never sees a code point on which it reaches __builtin_unreachable (see
 // TomlPlusPlusUnsafe), and the table handed back holds exactly the text's keys and strings.
 #pragma once

@@ -1,5 +1,5 @@
 // The structural rules a layout must satisfy for a model, cluster and batch (memory capacity is
-// cost/'s), written once as a table (kLayoutRules in validate.cc): each row is a rule id, a
+// cost/'s), written once as a table (kRows in validate.cc): each row is a rule id, a
 // predicate saying the row is broken, and the message naming the field, the values and the rule.
 // Validate (every broken row's message), FirstBrokenRule (the first broken rule, never allocates:
 // cost::CheckLayout, the planner's hot path) and the planner's explanations (by rule id) all walk

@@ -1,12 +1,13 @@
 // metrics.jsonl: one JSON object per optimizer step (schema in docs/engine.md); a skipped
 // (non-finite) step attempt gets a short line with "skipped": true instead. Keys of a step:
-//   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s, nonfinite_total (steps
-//   skipped so far), loss_spike (train/divergence.h),
+//   step, loss, ce_loss, lr, grad_norm, tokens, step_time_s, tokens_per_s, mfu, nonfinite_total
+//   (steps skipped so far), loss_spike (train/divergence.h),
 //   peak_bytes {weights, grads, optimizer, activations, logits, comm, other, total},
 //   for MoE: aux_loss, z_loss, tokens_per_expert [E], expert_load_imbalance, dropped_tokens,
+//   max_expert_share, expert_collapse_share, expert_collapse (cost/expert_balance.h),
 //   eval_loss when evaluated; in distributed runs comm_bytes {tp, cp, dp, pp, ep, dp_cp, expert_dp}
 //   with each group's counters during the step (comm::ToJson: calls, bytes_wire, bytes_payload,
-//   time_s, ops).
+//   time_s, ops); predicted {peak_bytes, flops_per_token, time_s, mfu} when a prediction is given.
 #pragma once
 
 #include <cstdio>

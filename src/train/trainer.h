@@ -1,10 +1,11 @@
 // Trainer: one training run, on one process or as one rank of a distributed job. Wires the run from
-// a RunConfig: opens (or builds) the tokenized dataset, builds the model (one Stage), and runs
+// a RunConfig: opens (or builds) the tokenized dataset, builds the model (a model::Model), and runs
 // optimizer steps of global_batch_seqs sequences split into micro-batches of layout.mbs sequences,
 // with grads accumulated in fp32 and the loss normalised by the step's global valid tokens.
 // Distributed (a Mesh given): this rank builds its TP shard of the model (layers communicate over
-// mesh.tp(); with sp=on the residual stream is sequence-sharded and Step sums the norm grads over
-// tp, model::Stage::ReduceSequenceParallelGrads), reads its dp slice of every global batch, and a
+// mesh.tp(); with sp=on the residual stream is sequence-sharded and the norm grads are summed over
+// tp: model::Stage::ReduceSequenceParallelGrads in Step, or per layer in backward at ZeRO-2/3),
+// reads its dp slice of every global batch, and a
 // ZeroOptimizer reduces the grads over mesh.dp_cp() (at ZeRO-2/3 it is also the Stage's
 // ParamHooks: per-layer gradient reduce-scatters and weight gathers); scalars (valid tokens, loss
 // sums, the grad norm) are summed over the world communicator, which is not a mesh group and so

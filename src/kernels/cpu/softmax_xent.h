@@ -1,7 +1,8 @@
-// Softmax cross-entropy over the vocabulary, fused with its backward.
-// T = tokens, V = vocab. Targets < 0 are ignored (padding): they add no loss and get zero grad.
-// The loss is normalised by a caller-given token count (the GLOBAL valid tokens of the step), so
-// micro-batches and data-parallel ranks sum to the same loss as one big batch.
+// Softmax cross-entropy over the vocabulary: forward keeps only the log-sum-exp per row, backward
+// recomputes the softmax from it. T = tokens, V = vocab. Targets < 0 are ignored (padding): they
+// add no loss and get zero grad. Forward returns the unnormalised sum; the caller normalises by
+// the GLOBAL valid tokens of the step (backward's `scale`), so micro-batches and data-parallel
+// ranks sum to the same loss as one big batch.
 #pragma once
 
 #include "core/tensor.h"
