@@ -171,7 +171,11 @@ std::vector<File> EmitTorchtitan(const EmitInput& in) {
 core::Result<Imported> ImportTorchtitan(const std::string& name, const std::string& text,
                                         const ImportOptions& options) {
   // The guarded parse: toml++ 3.3 crashes on some code points (spec/toml_parse.h).
-  PM_ASSIGN_OR_RETURN(const toml::table root, spec::ParseTomlText(text, name));
+  spec::TomlErrorAt at;
+  auto parsed = spec::ParseTomlText(text, name, &at);
+  if (!parsed.ok())
+    return core::Status::Error(fmt::format("{}: line {}: {}", name, at.line, at.description));
+  const toml::table& root = *parsed;
   Imported out;
   out.engine = Engine::kTorchtitan;
   auto where = [&](const std::string& key) {

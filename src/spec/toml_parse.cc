@@ -129,12 +129,15 @@ void RestoreNode(toml::node& node) {
 
 bool TomlPlusPlusUnsafe(char32_t c) { return UnsafeIndex(c).has_value(); }
 
-core::Result<toml::table> ParseTomlText(std::string_view text, const std::string& source) {
+core::Result<toml::table> ParseTomlText(std::string_view text, const std::string& source,
+                                        TomlErrorAt* where) {
   std::string safe;
   if (const int64_t line = Swap(text, /*to_private=*/true, safe); line > 0) {
-    return core::Status::Error(fmt::format(
-        "{}:{}: malformed TOML: private-use characters U+E000..U+{:04X} are not supported", source,
-        line, static_cast<uint32_t>(kPrivateBase + UnsafeCount() - 1)));
+    const std::string what =
+        fmt::format("private-use characters U+E000..U+{:04X} are not supported",
+                    static_cast<uint32_t>(kPrivateBase + UnsafeCount() - 1));
+    if (where) *where = {.line = line, .column = 0, .description = what};
+    return core::Status::Error(fmt::format("{}:{}: malformed TOML: {}", source, line, what));
   }
   try {
     toml::table root = toml::parse(safe, source);
@@ -142,8 +145,10 @@ core::Result<toml::table> ParseTomlText(std::string_view text, const std::string
     return root;
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
-    return core::Status::Error(fmt::format("{}:{}:{}: malformed TOML: {}", source, begin.line,
-                                           begin.column, Restore(e.description())));
+    const std::string what = Restore(e.description());
+    if (where) *where = {.line = begin.line, .column = begin.column, .description = what};
+    return core::Status::Error(
+        fmt::format("{}:{}:{}: malformed TOML: {}", source, begin.line, begin.column, what));
   }
 }
 

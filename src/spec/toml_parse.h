@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,14 @@ bool TomlPlusPlusUnsafe(char32_t c);
 // Parses `text`. The unsafe code points are swapped for private-use ones (U+E000 + their index)
 // before toml++ sees them and swapped back in every key and string of the result; text that
 // already holds one of those private-use code points is refused, naming the line.
-core::Result<toml::table> ParseTomlText(std::string_view text, const std::string& source);
+// `where`, when given, receives the error's line (1-based, 0 when there is none), column and
+// description without the location, for callers that word errors their own way.
+struct TomlErrorAt {
+  int64_t line = 0;
+  int64_t column = 0;
+  std::string description;
+};
+core::Result<toml::table> ParseTomlText(std::string_view text, const std::string& source,
+                                        TomlErrorAt* where = nullptr);
 
 }  // namespace pentamesh::spec
