@@ -49,29 +49,11 @@ void Trainer::InitPipeline() {
 
 double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
                                  int64_t* valid) {
-  const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
-  int64_t local_valid = 0;
-  for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;
-  const auto valid_tokens =
-      static_cast<int64_t>(std::llround(SumOverReplicas(static_cast<double>(local_valid))));
-  std::vector<model::MicroBatch> mbatches;
-  for (int64_t first = 0; first < G * S; first += mbs * S) {
-    const int64_t T = mbs * S;
-    mbatches.push_back(
-        {.tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
-                                                  core::Dtype::kI32, {T})),
-         .targets = core::ConstTensor(core::Tensor(
-             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
-         .dims = {.batch = mbs, .seq = S},
-         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
-         // Per-token aux terms are means over this rank's tokens: 1 / cp of a sequence.
-         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())});
-  }
+  const std::vector<model::MicroBatch> mbatches = SplitBatch(batch, valid);
   const int64_t hidden = config_.model.hidden;
   const PipelineStepResult r =
       train ? pipeline_->Run(mbatches, hidden) : pipeline_->Forward(mbatches, hidden);
   if (moe) moe->Add(r.moe);  // this rank's chunks; Step sums them over the world
-  *valid = valid_tokens;
   // The cross-entropy is summed on the last stage's ranks only (0 elsewhere): the world sum holds
   // every replica's loss once per tp rank.
   return SumOverGroup(*world_, r.loss_sum) / static_cast<double>(mesh_->layout().tp);

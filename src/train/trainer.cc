@@ -291,38 +291,46 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
 }
 
-double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
-                         int64_t* valid) {
-  if (pipeline_) return RunPipelineBatch(batch, train, moe, valid);
+std::vector<model::MicroBatch> Trainer::SplitBatch(const data::Batch& batch,
+                                                   int64_t* valid_tokens) {
   const int64_t S = batch.local_seq_len, G = batch.local_batch_seqs, mbs = config_.run.layout.mbs;
   int64_t local_valid = 0;
   for (int32_t t : batch.targets) local_valid += t >= 0 ? 1 : 0;
   // The loss is normalised by the valid tokens of the GLOBAL batch (all dp ranks).
-  const auto valid_tokens =
+  *valid_tokens =
       static_cast<int64_t>(std::llround(SumOverReplicas(static_cast<double>(local_valid))));
+  std::vector<model::MicroBatch> out;
+  for (int64_t first = 0; first < G * S; first += mbs * S) {
+    const int64_t T = mbs * S;
+    out.push_back(
+        {.tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
+                                                  core::Dtype::kI32, {T})),
+         .targets = core::ConstTensor(core::Tensor(
+             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
+         .dims = {.batch = mbs, .seq = S},
+         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(*valid_tokens, 1)),
+         // Per-token aux terms (z-loss) are means over this rank's tokens: 1 / cp of a sequence.
+         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())});
+  }
+  return out;
+}
+
+double Trainer::RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
+                         int64_t* valid) {
+  if (pipeline_) return RunPipelineBatch(batch, train, moe, valid);
+  const std::vector<model::MicroBatch> mbatches = SplitBatch(batch, valid);
   model::Stage& stage = model_->stage();
   double ce = 0;
-  for (int64_t mb = 0; mb * mbs < G; ++mb) {
-    const int64_t T = mbs * S, first = mb * T;
-    model::MicroBatch m{
-        .tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
-                                                 core::Dtype::kI32, {T})),
-        .targets = core::ConstTensor(core::Tensor(
-            const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
-        .dims = {.batch = mbs, .seq = S},
-        .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(valid_tokens, 1)),
-        // Per-token aux terms (z-loss) are means over this rank's tokens: 1 / cp of a sequence.
-        .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())};
-    model::StageForward f = stage.Forward(mb, m, {}, {});
+  for (size_t mb = 0; mb < mbatches.size(); ++mb) {
+    model::StageForward f = stage.Forward(static_cast<int64_t>(mb), mbatches[mb], {}, {});
     ce += f.loss_sum;
     if (moe) moe->Add(f.moe);
     if (train) {
-      stage.Backward(mb, {}, {});
+      stage.Backward(static_cast<int64_t>(mb), {}, {});
     } else {
-      stage.Drop(mb);
+      stage.Drop(static_cast<int64_t>(mb));
     }
   }
-  *valid = valid_tokens;
   return SumOverReplicas(ce);
 }
 

@@ -139,6 +139,9 @@ class Trainer {
   void UpdateMoeBias();
   // Sums a per-rank value over the data-parallel replicas (world sum / tp).
   double SumOverReplicas(double value);
+  // This rank's part of the batch as micro-batches of layout.mbs sequences, with the loss scale
+  // (1 / valid tokens of the global batch, returned in *valid_tokens) and the aux-loss scale.
+  std::vector<model::MicroBatch> SplitBatch(const data::Batch& batch, int64_t* valid_tokens);
   // Forward (+ backward when train) of one global batch; returns summed CE and MoE stats.
   double RunBatch(const data::Batch& batch, bool train, model::MoeStats* moe, int64_t* valid);
   // pp > 1 (pipeline_batch.cc): this rank's chunks, and RunBatch through the executor.
