@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/numeric.h"
+#include "spec/field_reader.h"
 #include "spec/limits.h"
 #include "spec/presets.h"
 #include "spec/toml_parse.h"
@@ -21,117 +22,8 @@
 namespace pentamesh::spec {
 namespace {
 
-// Reads typed fields from one TOML table, collecting every error with its dotted field name.
-class FieldReader {
- public:
-  FieldReader(const toml::table* table, std::string prefix, std::vector<std::string>* errors)
-      : table_(table), prefix_(std::move(prefix)), errors_(errors) {}
-
-  // Integers are bounded (default 2^31 - 1) so that the products the cost model and the loader
-  // form from them (batch_seqs x seq_len, heads x head_dim, ...) cannot overflow int64_t.
-  void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1,
-           int64_t max_value = std::numeric_limits<int32_t>::max()) {
-    seen_.insert(key);
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (!node) {
-      if (required) Error(key, "missing (required)");
-      return;
-    }
-    std::optional<int64_t> v = node->value_exact<int64_t>();
-    if (!v) {
-      // Accept floats that are whole numbers written as 1e6 etc.
-      if (std::optional<double> d = node->value_exact<double>()) v = ExactInt64(*d);
-    }
-    if (!v) return Error(key, "must be an integer");
-    if (!Keep(CheckInt(Name(key), *v, min_value, max_value))) return;
-    out = *v;
-  }
-
-  void Double(const char* key, double& out, bool required, double min_value = 0,
-              bool strictly_positive = true,
-              double max_value = std::numeric_limits<double>::max()) {
-    seen_.insert(key);
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (!node) {
-      if (required) Error(key, "missing (required)");
-      return;
-    }
-    std::optional<double> v = node->value<double>();  // accepts integers too
-    if (!v) return Error(key, "must be a number");
-    if (!Keep(CheckNumber(Name(key), *v, min_value, max_value, strictly_positive))) return;
-    out = *v;
-  }
-
-  void OptDouble(const char* key, std::optional<double>& out) {
-    double v = 0;
-    if (table_ && table_->get(key)) {
-      const size_t before = errors_->size();
-      Double(key, v, false);
-      if (errors_->size() == before) out = v;
-    } else {
-      seen_.insert(key);
-    }
-  }
-
-  void Bool(const char* key, bool& out) {
-    seen_.insert(key);
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (!node) return;
-    std::optional<bool> v = node->value_exact<bool>();
-    if (!v) return Error(key, "must be true or false");
-    out = *v;
-  }
-
-  void String(const char* key, std::string& out, bool required = false) {
-    seen_.insert(key);
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (!node) {
-      if (required) Error(key, "missing (required)");
-      return;
-    }
-    std::optional<std::string> v = node->value_exact<std::string>();
-    if (!v) return Error(key, "must be a string");
-    out = *v;
-  }
-
-  // Every key of the table that no reader asked for is a typo or an unsupported option.
-  void RejectUnknown(const std::set<std::string>& sub_tables = {}) {
-    if (!table_) return;
-    for (const auto& [k, v] : *table_) {
-      std::string key(k.str());
-      if (seen_.count(key) || sub_tables.count(key)) continue;
-      Error(key.c_str(), "unknown key");
-    }
-  }
-
-  void Error(const std::string& key, const std::string& reason) {
-    errors_->push_back(fmt::format("{}: {}", Name(key), reason));
-  }
-
- private:
-  std::string Name(const std::string& key) const { return prefix_ + "." + key; }
-  // Records a failed shared rule (spec/limits.h); true when `st` is OK.
-  bool Keep(const core::Status& st) {
-    if (!st.ok()) errors_->push_back(st.message());
-    return st.ok();
-  }
-
-  const toml::table* table_;
-  std::string prefix_;
-  std::vector<std::string>* errors_;
-  std::set<std::string> seen_;
-};
-
 core::Result<toml::table> ParseToml(const std::string& text, const std::string& source) {
   return ParseTomlText(text, source);
-}
-
-core::Status Combine(const std::string& source, const std::vector<std::string>& errors) {
-  if (errors.empty()) return core::Status::Ok();
-  std::string msg =
-      fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
-  for (const auto& e : errors) msg += "\n  " + e;
-  return core::Status::Error(msg);
 }
 
 core::Result<const toml::table*> GetTable(const toml::table& root, const char* name,
@@ -222,7 +114,7 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
   if (m.kv_heads > m.heads) {
     r.Error("kv_heads", fmt::format("{} exceeds heads={}", m.kv_heads, m.heads));
   }
-  PM_RETURN_IF_ERROR(Combine(source, errors));
+  PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (m.name.empty()) m.name = source;
   return m;
 }
@@ -257,7 +149,7 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
     errors.push_back(gpus.status().message());
   }
   r.RejectUnknown();
-  PM_RETURN_IF_ERROR(Combine(source, errors));
+  PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (c.name.empty()) c.name = source;
   return c;
 }
@@ -306,7 +198,7 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
     r.Error("global_batch_tokens",
             fmt::format("{} is not a multiple of seq_len={}", s.global_batch_tokens, s.seq_len));
   }
-  PM_RETURN_IF_ERROR(Combine(source, errors));
+  PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (s.name.empty()) s.name = source;
   return s;
 }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/numeric.h"
+#include "spec/field_reader.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
@@ -18,91 +19,19 @@ namespace pentamesh::train {
 namespace {
 
 // Reads the engine's own tables; collects every error with its dotted field name.
-class TableReader {
- public:
-  TableReader(const toml::table& root, const char* name, std::vector<std::string>* errors)
-      : name_(name), errors_(errors) {
-    const toml::node* n = root.get(name);
-    if (n && !n->is_table()) Error("", "must be a table");
-    table_ = n ? n->as_table() : nullptr;
-  }
-  template <typename T>
-  void Number(const char* key, T& out, double min_value, bool strictly = false) {
-    seen_.insert(key);
-    const toml::node* n = table_ ? table_->get(key) : nullptr;
-    if (!n) return;
-    std::optional<double> v = n->value<double>();
-    if (!v) return Error(key, "must be a number");
-    // The shared input rules (spec/limits.h): finite, in range, whole where integral.
-    const std::string field = fmt::format("{}.{}", name_, key);
-    const double max_value = std::is_integral_v<T>
-                                 ? std::numeric_limits<double>::max()
-                                 : static_cast<double>(std::numeric_limits<T>::max());
-    if (!Keep(spec::CheckNumber(field, *v, min_value, max_value, strictly))) return;
-    if constexpr (std::is_integral_v<T>) {
-      const std::optional<int64_t> i = ExactInt64(*v);
-      if (!i) return Error(key, fmt::format("must be an integer (got {})", *v));
-      constexpr int64_t kMax =
-          std::cmp_greater(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max())
-              ? std::numeric_limits<int64_t>::max()
-              : static_cast<int64_t>(std::numeric_limits<T>::max());
-      if (!Keep(spec::CheckInt(field, *i, std::numeric_limits<int64_t>::min(), kMax))) return;
-      out = static_cast<T>(*i);
-    } else {
-      out = static_cast<T>(*v);
-    }
-  }
-  void String(const char* key, std::string& out) {
-    seen_.insert(key);
-    const toml::node* n = table_ ? table_->get(key) : nullptr;
-    if (!n) return;
-    std::optional<std::string> v = n->value_exact<std::string>();
-    if (!v) return Error(key, "must be a string");
-    out = *v;
-  }
-  void Bool(const char* key, bool& out) {
-    seen_.insert(key);
-    const toml::node* n = table_ ? table_->get(key) : nullptr;
-    if (!n) return;
-    std::optional<bool> v = n->value_exact<bool>();
-    if (!v) return Error(key, "must be true or false");
-    out = *v;
-  }
-  void RejectUnknown() {
-    if (!table_) return;
-    for (const auto& [k, v] : *table_) {
-      if (!seen_.count(std::string(k.str()))) Error(std::string(k.str()), "unknown key");
-    }
-  }
-  void Error(const std::string& key, const std::string& reason) {
-    errors_->push_back(fmt::format("{}{}{}: {}", name_, key.empty() ? "" : ".", key, reason));
-  }
-  // Records a failed shared rule; true when `st` is OK.
-  bool Keep(const core::Status& st) {
-    if (!st.ok()) errors_->push_back(st.message());
-    return st.ok();
-  }
-
- private:
-  const char* name_;
-  const toml::table* table_ = nullptr;
-  std::vector<std::string>* errors_;
-  std::set<std::string> seen_;
-};
-
 void ReadOptim(const toml::table& root, OptimConfig& o, std::vector<std::string>* errors) {
-  TableReader r(root, "optim", errors);
-  r.Number("lr", o.lr, 0, true);
-  r.Number("min_lr", o.min_lr, 0);
-  r.Number("warmup_steps", o.warmup_steps, 0);
-  r.Number("beta1", o.adamw.beta1, 0);
-  r.Number("beta2", o.adamw.beta2, 0);
-  r.Number("eps", o.adamw.eps, 0, true);
-  r.Number("weight_decay", o.adamw.weight_decay, 0);
-  r.Number("grad_clip", o.adamw.grad_clip, 0);
-  r.Number("aux_loss_coef", o.aux_loss_coef, 0);
-  r.Number("z_loss_coef", o.z_loss_coef, 0);
-  r.Number("bias_update_rate", o.bias_update_rate, 0);
+  auto r = spec::FieldReader::Table(root, "optim", errors);
+  r.Double("lr", o.lr, false, 0, true);
+  r.Double("min_lr", o.min_lr, false, 0, false);
+  r.Int("warmup_steps", o.warmup_steps, false, 0);
+  r.Double("beta1", o.adamw.beta1, false, 0, false);
+  r.Double("beta2", o.adamw.beta2, false, 0, false);
+  r.Double("eps", o.adamw.eps, false, 0, true);
+  r.Double("weight_decay", o.adamw.weight_decay, false, 0, false);
+  r.Double("grad_clip", o.adamw.grad_clip, false, 0, false);
+  r.Double("aux_loss_coef", o.aux_loss_coef, false, 0, false);
+  r.Double("z_loss_coef", o.z_loss_coef, false, 0, false);
+  r.Double("bias_update_rate", o.bias_update_rate, false, 0, false);
   r.RejectUnknown();
   if (o.adamw.beta1 >= 1) r.Error("beta1", fmt::format("must be < 1 (got {})", o.adamw.beta1));
   if (o.adamw.beta2 >= 1) r.Error("beta2", fmt::format("must be < 1 (got {})", o.adamw.beta2));
@@ -110,29 +39,29 @@ void ReadOptim(const toml::table& root, OptimConfig& o, std::vector<std::string>
 }
 
 void ReadData(const toml::table& root, DataConfig& d, std::vector<std::string>* errors) {
-  TableReader r(root, "data", errors);
+  auto r = spec::FieldReader::Table(root, "data", errors);
   r.String("dataset", d.dataset);
   r.String("corpus", d.corpus);
-  r.Number("heldout_fraction", d.heldout_fraction, 0);
-  r.Number("split_seed", d.split_seed, 0);
+  r.Double("heldout_fraction", d.heldout_fraction, false, 0, false);
+  r.Int("split_seed", d.split_seed, false, 0, std::numeric_limits<int64_t>::max());
   r.RejectUnknown();
   if (d.dataset.empty()) r.Error("dataset", "missing (required): a tokenized dataset directory");
   if (d.heldout_fraction >= 1) r.Error("heldout_fraction", "must be < 1");
 }
 
 void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* errors) {
-  TableReader r(root, "run", errors);
-  r.Number("seed", o.seed, 0);
-  r.Number("steps", o.steps, 0);
+  auto r = spec::FieldReader::Table(root, "run", errors);
+  r.Int("seed", o.seed, false, 0, std::numeric_limits<int64_t>::max());
+  r.Int("steps", o.steps, false, 0);
   std::string layout;
   r.String("layout", layout);
   r.String("out_dir", o.out_dir);
-  r.Number("eval_every", o.eval_every, 0);
-  r.Number("eval_batches", o.eval_batches, 1);
-  r.Number("log_every", o.log_every, 1);
-  r.Number("threads", o.threads, 0);
-  r.Number("peak_gflops", o.peak_gflops, 0, true);
-  r.Number("mem_gbps", o.mem_gbps, 0, true);
+  r.Int("eval_every", o.eval_every, false, 0);
+  r.Int("eval_batches", o.eval_batches, false, 1);
+  r.Int("log_every", o.log_every, false, 1);
+  r.Int("threads", o.threads, false, 0);
+  r.Double("peak_gflops", o.peak_gflops, false, 0, true);
+  r.Double("mem_gbps", o.mem_gbps, false, 0, true);
   r.String("host_profile", o.host_profile);
   if (!o.host_profile.empty()) {
     const toml::table* run = root["run"].as_table();
@@ -150,15 +79,15 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
       o.mem_gbps = host->mem_gbps;
     }
   }
-  r.Number("max_nonfinite_in_row", o.max_nonfinite_in_row, 0);
-  r.Number("spike_factor", o.spike_factor, 0);
-  r.Number("spike_window", o.spike_window, 1);
+  r.Int("max_nonfinite_in_row", o.max_nonfinite_in_row, false, 0);
+  r.Double("spike_factor", o.spike_factor, false, 0, false);
+  r.Int("spike_window", o.spike_window, false, 1);
   if (o.spike_factor > 0 && o.spike_factor <= 1)
     r.Error("spike_factor", fmt::format("must be 0 (off) or > 1 (got {})", o.spike_factor));
-  r.Number("debug_nan_step", o.debug_nan_step, 0);
-  r.Number("debug_nan_count", o.debug_nan_count, 1);
-  r.Number("debug_kill_step", o.debug_kill_step, 0);
-  r.Number("debug_kill_rank", o.debug_kill_rank, -1);
+  r.Int("debug_nan_step", o.debug_nan_step, false, 0);
+  r.Int("debug_nan_count", o.debug_nan_count, false, 1);
+  r.Int("debug_kill_step", o.debug_kill_step, false, 0);
+  r.Int("debug_kill_rank", o.debug_kill_rank, false, -1);
   r.RejectUnknown();
   if (!layout.empty()) {
     core::Result<spec::Layout> l = spec::ParseLayout(layout);
@@ -170,10 +99,10 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
 }
 
 void ReadCkpt(const toml::table& root, CkptConfig& c, std::vector<std::string>* errors) {
-  TableReader r(root, "ckpt", errors);
+  auto r = spec::FieldReader::Table(root, "ckpt", errors);
   r.String("dir", c.dir);
-  r.Number("interval", c.interval, 0);
-  r.Number("keep", c.keep, 1);
+  r.Int("interval", c.interval, false, 0);
+  r.Int("keep", c.keep, false, 1);
   r.Bool("async", c.async);
   r.RejectUnknown();
 }
@@ -197,14 +126,6 @@ void CheckCombined(const RunConfig& c, std::vector<std::string>* errors) {
     errors->push_back(fmt::format("optim.warmup_steps: {} must be below the {} steps of the run",
                                   c.optim.warmup_steps, c.total_steps()));
   }
-}
-
-core::Status Join(const std::string& source, const std::vector<std::string>& errors) {
-  if (errors.empty()) return core::Status::Ok();
-  std::string msg =
-      fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
-  for (const auto& e : errors) msg += "\n  " + e;
-  return core::Status::Error(msg);
 }
 
 }  // namespace
@@ -265,7 +186,7 @@ core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::st
   ReadRun(root, c.run, &errors);
   ReadCkpt(root, c.ckpt, &errors);
   if (errors.empty()) CheckCombined(c, &errors);
-  PM_RETURN_IF_ERROR(Join(source, errors));
+  PM_RETURN_IF_ERROR(spec::JoinFieldErrors(source, errors));
   c.toml = merged;
   return c;
 }

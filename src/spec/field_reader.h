@@ -1,0 +1,162 @@
+// The one reader of typed TOML fields (spec files, presets and the engine's run config): every
+// field error is collected with its dotted name ("model.hidden: must be an integer"), numbers
+// follow the shared input rules (spec/limits.h: finite, in range, whole where integral; integers
+// written as 1e6 are accepted when exact), and keys no reader asked for are "unknown key" errors.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/numeric.h"
+#include "core/status.h"
+#include "spec/limits.h"
+
+namespace pentamesh::spec {
+
+// Reads typed fields from one TOML table, collecting every error with its dotted field name.
+class FieldReader {
+ public:
+  // The table `name` of `root` (absent: every field keeps its default; not a table: an error).
+  static FieldReader Table(const toml::table& root, const char* name,
+                           std::vector<std::string>* errors) {
+    const toml::node* node = root.get(name);
+    if (node && !node->is_table()) errors->push_back(fmt::format("{}: must be a table", name));
+    return FieldReader(node ? node->as_table() : nullptr, name, errors);
+  }
+  FieldReader(const toml::table* table, std::string prefix, std::vector<std::string>* errors)
+      : table_(table), prefix_(std::move(prefix)), errors_(errors) {}
+
+  // Integers are bounded (default 2^31 - 1) so that the products the cost model and the loader
+  // form from them (batch_seqs x seq_len, heads x head_dim, ...) cannot overflow int64_t.
+  void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1,
+           int64_t max_value = std::numeric_limits<int32_t>::max()) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<int64_t> v = node->value_exact<int64_t>();
+    if (!v) {
+      // Accept floats that are whole numbers written as 1e6 etc.; inf and nan break the shared
+      // finiteness rule first.
+      if (std::optional<double> d = node->value_exact<double>()) {
+        if (!Keep(CheckNumber(Name(key), *d, std::numeric_limits<double>::lowest()))) return;
+        v = ExactInt64(*d);
+      }
+    }
+    if (!v) return Error(key, "must be an integer");
+    if (!Keep(CheckInt(Name(key), *v, min_value, max_value))) return;
+    out = *v;
+  }
+
+  // Any other integral type: read as above, bounded by max_value and the type's own range.
+  template <std::integral T>
+  requires(!std::same_as<T, int64_t>) void Int(
+      const char* key, T& out, bool required, int64_t min_value = 1,
+      int64_t max_value = std::numeric_limits<int32_t>::max()) {
+    int64_t v = 0;
+    const size_t before = errors_->size();
+    const int64_t bound = std::cmp_less(std::numeric_limits<T>::max(), max_value)
+                              ? static_cast<int64_t>(std::numeric_limits<T>::max())
+                              : max_value;
+    const bool present = table_ && table_->get(key);
+    Int(key, v, required, min_value, bound);
+    if (present && errors_->size() == before) out = static_cast<T>(v);
+  }
+
+  void Double(const char* key, double& out, bool required, double min_value = 0,
+              bool strictly_positive = true,
+              double max_value = std::numeric_limits<double>::max()) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<double> v = node->value<double>();  // accepts integers too
+    if (!v) return Error(key, "must be a number");
+    if (!Keep(CheckNumber(Name(key), *v, min_value, max_value, strictly_positive))) return;
+    out = *v;
+  }
+
+  void OptDouble(const char* key, std::optional<double>& out) {
+    double v = 0;
+    if (table_ && table_->get(key)) {
+      const size_t before = errors_->size();
+      Double(key, v, false);
+      if (errors_->size() == before) out = v;
+    } else {
+      seen_.insert(key);
+    }
+  }
+
+  void Bool(const char* key, bool& out) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) return;
+    std::optional<bool> v = node->value_exact<bool>();
+    if (!v) return Error(key, "must be true or false");
+    out = *v;
+  }
+
+  void String(const char* key, std::string& out, bool required = false) {
+    seen_.insert(key);
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (!node) {
+      if (required) Error(key, "missing (required)");
+      return;
+    }
+    std::optional<std::string> v = node->value_exact<std::string>();
+    if (!v) return Error(key, "must be a string");
+    out = *v;
+  }
+
+  // Every key of the table that no reader asked for is a typo or an unsupported option.
+  void RejectUnknown(const std::set<std::string>& sub_tables = {}) {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      std::string key(k.str());
+      if (seen_.count(key) || sub_tables.count(key)) continue;
+      Error(key.c_str(), "unknown key");
+    }
+  }
+
+  void Error(const std::string& key, const std::string& reason) {
+    errors_->push_back(fmt::format("{}: {}", Name(key), reason));
+  }
+
+ private:
+  std::string Name(const std::string& key) const { return prefix_ + "." + key; }
+  // Records a failed shared rule (spec/limits.h); true when `st` is OK.
+  bool Keep(const core::Status& st) {
+    if (!st.ok()) errors_->push_back(st.message());
+    return st.ok();
+  }
+
+  const toml::table* table_;
+  std::string prefix_;
+  std::vector<std::string>* errors_;
+  std::set<std::string> seen_;
+};
+
+// "<source>: N invalid field(s):" followed by one error per line; Ok when there are none.
+inline core::Status JoinFieldErrors(const std::string& source,
+                                    const std::vector<std::string>& errors) {
+  if (errors.empty()) return core::Status::Ok();
+  std::string msg =
+      fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
+  for (const auto& e : errors) msg += "\n  " + e;
+  return core::Status::Error(msg);
+}
+
+}  // namespace pentamesh::spec
