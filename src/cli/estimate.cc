@@ -65,11 +65,9 @@ void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
   const cost::Time& t = e.time;
   fmt::print("\nstep time (s), {} micro-batches, critical pp stage {}\n", e.microbatches,
              e.critical_stage);
-  const std::pair<const char*, double> time_rows[] = {
-      {"compute", t.compute}, {"tp", t.tp}, {"cp", t.cp},         {"ep", t.ep},
-      {"pp", t.pp},           {"dp", t.dp}, {"bubble", t.bubble}, {"optimizer", t.optimizer}};
-  for (const auto& [name, s] : time_rows) {
-    fmt::print("  {:<18}{:>10.3f}  {:>5.1f}%\n", name, s, 100.0 * s / t.step);
+  for (const cost::TimeTerm& term : cost::kTimeTerms) {
+    const double s = t.*term.field;
+    fmt::print("  {:<18}{:>10.3f}  {:>5.1f}%\n", term.name, s, 100.0 * s / t.step);
   }
   fmt::print("  {:<18}{:>10.3f}\n", "step", t.step);
   fmt::print(

@@ -29,25 +29,22 @@ static nlohmann::json MemoryJson(const cost::Estimate& e) {
   return j;
 }
 
+static nlohmann::json TimeJson(const cost::Estimate& e) {
+  nlohmann::json j;
+  for (const cost::TimeTerm& term : cost::kTimeTerms) j[term.name] = e.time.*term.field;
+  j["step"] = e.time.step;
+  j["critical_stage"] = e.critical_stage;
+  return j;
+}
+
 nlohmann::json EstimateJson(const cost::Estimate& e) {
-  const cost::Time& t = e.time;
   return {
       {"layout", LayoutJson(e.layout)},
       {"fits", e.fits},
       {"violations", e.violations},
       {"microbatches", e.microbatches},
       {"memory", MemoryJson(e)},
-      {"time",
-       {{"compute", t.compute},
-        {"tp", t.tp},
-        {"cp", t.cp},
-        {"ep", t.ep},
-        {"pp", t.pp},
-        {"dp", t.dp},
-        {"bubble", t.bubble},
-        {"optimizer", t.optimizer},
-        {"step", t.step},
-        {"critical_stage", e.critical_stage}}},
+      {"time", TimeJson(e)},
       {"bubble_fraction", e.bubble_fraction},
       {"mfu", e.mfu},
       {"mfu_causal", e.mfu_causal},

@@ -230,6 +230,25 @@ struct Time {
   double step = 0;
 };
 
+// The step-time terms (step excluded), in report order: the one list that tables, JSON, the
+// scaling analysis and metrics.jsonl walk. name: key in tables and JSON; group: the engine's mesh
+// groups whose measured collective time is the term's counterpart (metrics.jsonl), "" for none.
+struct TimeTerm {
+  const char* name;
+  double Time::*field;
+  std::array<const char*, 3> groups;
+};
+inline constexpr std::array<TimeTerm, 8> kTimeTerms = {{
+    {"compute", &Time::compute, {}},
+    {"tp", &Time::tp, {"tp"}},
+    {"cp", &Time::cp, {"cp"}},
+    {"ep", &Time::ep, {"ep"}},
+    {"pp", &Time::pp, {"pp"}},
+    {"dp", &Time::dp, {"dp", "dp_cp", "expert_dp"}},
+    {"bubble", &Time::bubble, {}},
+    {"optimizer", &Time::optimizer, {}},
+}};
+
 // Bytes one rank sends per optimizer step, per group (what Communicator counters measure), for a
 // rank of the given pipeline stage. Ring conventions: all-reduce of n bytes over g ranks sends
 // 2(g-1)/g*n, all-gather / reduce-scatter (n = full tensor) (g-1)/g*n, all-to-all (g-1)/g*n,

@@ -9,52 +9,17 @@
 
 namespace pentamesh::plan {
 
+// Term's order is cost::kTimeTerms' order (checked at compile time below).
+static_assert(static_cast<size_t>(Term::kCount) == cost::kTimeTerms.size());
+
 const char* ToString(Term term) {
-  switch (term) {
-    case Term::kCompute:
-      return "compute";
-    case Term::kTp:
-      return "tp";
-    case Term::kCp:
-      return "cp";
-    case Term::kEp:
-      return "ep";
-    case Term::kPp:
-      return "pp";
-    case Term::kDp:
-      return "dp";
-    case Term::kBubble:
-      return "bubble";
-    case Term::kOptimizer:
-      return "optimizer";
-    case Term::kCount:
-      break;
-  }
-  return "?";
+  const auto i = static_cast<size_t>(term);
+  return i < cost::kTimeTerms.size() ? cost::kTimeTerms[i].name : "?";
 }
 
 double TermSeconds(const cost::Time& t, Term term) {
-  switch (term) {
-    case Term::kCompute:
-      return t.compute;
-    case Term::kTp:
-      return t.tp;
-    case Term::kCp:
-      return t.cp;
-    case Term::kEp:
-      return t.ep;
-    case Term::kPp:
-      return t.pp;
-    case Term::kDp:
-      return t.dp;
-    case Term::kBubble:
-      return t.bubble;
-    case Term::kOptimizer:
-      return t.optimizer;
-    case Term::kCount:
-      break;
-  }
-  return 0;
+  const auto i = static_cast<size_t>(term);
+  return i < cost::kTimeTerms.size() ? t.*cost::kTimeTerms[i].field : 0.0;
 }
 
 namespace {

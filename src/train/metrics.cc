@@ -58,8 +58,23 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
     bytes["total"] = m.total;
     p["peak_bytes"] = bytes;
     p["flops_per_token"] = flops_per_token;
-    const cost::Time& t = predicted->time;
-    p["time_s"] = {{"compute", t.compute}, {"optimizer", t.optimizer}, {"step", t.step}};
+    // Every step-time term, and each term's measured counterpart where the engine has one: the
+    // time its mesh groups spent in collectives during the step (comm_bytes[group].time_s).
+    nlohmann::json time = nlohmann::json::object(), measured = nlohmann::json::object();
+    for (const cost::TimeTerm& term : cost::kTimeTerms) {
+      time[term.name] = predicted->time.*term.field;
+      double seconds = 0;
+      bool any = false;
+      for (const char* group : term.groups) {
+        if (group == nullptr || !s.comm_bytes.contains(group)) continue;
+        seconds += s.comm_bytes[group].value("time_s", 0.0);
+        any = true;
+      }
+      if (any) measured[term.name] = seconds;
+    }
+    time["step"] = predicted->time.step;
+    p["time_s"] = time;
+    if (!measured.empty()) j["comm_time_s"] = measured;
     p["mfu"] = predicted->mfu;
     j["predicted"] = p;
   }

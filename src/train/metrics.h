@@ -7,7 +7,9 @@
 //   max_expert_share, expert_collapse_share, expert_collapse (cost/expert_balance.h),
 //   eval_loss when evaluated; in distributed runs comm_bytes {tp, cp, dp, pp, ep, dp_cp, expert_dp}
 //   with each group's counters during the step (comm::ToJson: calls, bytes_wire, bytes_payload,
-//   time_s, ops); predicted {peak_bytes, flops_per_token, time_s, mfu} when a prediction is given.
+//   time_s, ops); predicted {peak_bytes, flops_per_token, time_s {every cost::kTimeTerms term,
+//   step}, mfu} when a prediction is given, and then comm_time_s {tp, cp, ep, pp, dp}: the
+//   measured collective time of each communication term's mesh groups, next to its prediction.
 #pragma once
 
 #include <cstdio>
