@@ -39,9 +39,20 @@ constexpr BoolFact kBoolFacts[] = {
      &cost::CostParams::transient_workspaces},
 };
 
-std::string BoolFactKeys() {
+// The entry of a key table (kBoolFacts, kStackKeys) whose key is `k`, or null.
+template <typename Entry, size_t N>
+const Entry* FindKey(const Entry (&entries)[N], const std::string& k) {
+  for (const Entry& e : entries) {
+    if (k == e.key) return &e;
+  }
+  return nullptr;
+}
+
+// "a, b, c": the keys of a key table, for error messages.
+template <typename Entry, size_t N>
+std::string JoinKeys(const Entry (&entries)[N]) {
   std::string keys;
-  for (const BoolFact& f : kBoolFacts) keys += std::string(keys.empty() ? "" : ", ") + f.key;
+  for (const Entry& e : entries) keys += std::string(keys.empty() ? "" : ", ") + e.key;
   return keys;
 }
 
@@ -156,113 +167,154 @@ const std::vector<StackInfo>& Stacks() {
   return stacks;
 }
 
-core::Result<Profile> ProfileFromToml(const std::string& text, const std::string& source) {
-  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
-  Profile p;
-  std::vector<std::string> errors;
-  auto err = [&](const std::string& where, const std::string& why) {
-    errors.push_back(fmt::format("{}: {}: {}", source, where, why));
-  };
-  const toml::table* st = root["stack"].as_table();
-  if (st == nullptr) return core::Status::Error(fmt::format("{}: missing [stack] table", source));
-  for (const auto& [key, node] : *st) {
+namespace {
+
+// The errors of one profile file, each prefixed with the file and the key it is about.
+struct ProfileErrors {
+  const std::string& source;
+  std::vector<std::string> list;
+  void Add(const std::string& where, const std::string& why) {
+    list.push_back(fmt::format("{}: {}: {}", source, where, why));
+  }
+};
+
+// The [stack] table's keys, each a string field of the profile.
+struct StackKey {
+  const char* key;
+  std::string Profile::*field;
+};
+constexpr StackKey kStackKeys[] = {{"name", &Profile::name},
+                                   {"stack", &Profile::stack},
+                                   {"description", &Profile::description},
+                                   {"fitted_on", &Profile::fitted_on}};
+
+// The profile's tables, in the order the reader visits them.
+struct TableName {
+  const char* key;
+};
+constexpr TableName kProfileTables[] = {{"stack"}, {"params"}, {"gpu"}, {"defaults"}, {"interval"}};
+
+void ReadStackTable(const toml::table& st, Profile& p, ProfileErrors& err) {
+  for (const auto& [key, node] : st) {
     const std::string k(key.str());
     const auto* s = node.as_string();
     if (s == nullptr) {
-      err("stack." + k, "must be a string");
+      err.Add("stack." + k, "must be a string");
       continue;
     }
-    if (k == "name")
-      p.name = s->get();
-    else if (k == "stack")
-      p.stack = s->get();
-    else if (k == "description")
-      p.description = s->get();
-    else if (k == "fitted_on")
-      p.fitted_on = s->get();
-    else
-      err("stack." + k, "unknown key (name, stack, description, fitted_on)");
+    const StackKey* field = FindKey(kStackKeys, k);
+    if (field == nullptr) {
+      err.Add("stack." + k, "unknown key (" + JoinKeys(kStackKeys) + ")");
+    } else {
+      p.*field->field = s->get();
+    }
   }
   if (p.stack.empty()) p.stack = p.name;
-  if (p.name.empty()) err("stack.name", "is required");
-  auto read_params = [&](const toml::table& t, const std::string& where, Scope scope,
-                         std::map<std::string, double>& out) {
-    for (const auto& [key, node] : t) {
-      const std::string k(key.str());
-      const ParamDef* def = FindParam(k);
-      if (def == nullptr || def->scope != scope) {
-        err(where + "." + k, "unknown parameter");
-        continue;
-      }
+  if (p.name.empty()) err.Add("stack.name", "is required");
+}
+
+// Parameters of `scope` from table `t` (named `where` in errors), each within its bounds.
+void ReadParams(const toml::table& t, const std::string& where, Scope scope,
+                std::map<std::string, double>& out, ProfileErrors& err) {
+  for (const auto& [key, node] : t) {
+    const std::string k(key.str());
+    const ParamDef* def = FindParam(k);
+    if (def == nullptr || def->scope != scope) {
+      err.Add(where + "." + k, "unknown parameter");
+      continue;
+    }
+    const auto v = node.value<double>();
+    if (!v || !std::isfinite(*v) || *v < def->lo || *v > def->hi) {
+      err.Add(where + "." + k, fmt::format("must be a number in [{}, {}]", def->lo, def->hi));
+      continue;
+    }
+    out[k] = *v;
+  }
+}
+
+// [gpu.<class>] tables: GPU-scope parameter overrides per GPU class.
+void ReadGpuTables(const toml::table& g, Profile& p, ProfileErrors& err) {
+  for (const auto& [cls, node] : g) {
+    const std::string c(cls.str());
+    if (const toml::table* t = node.as_table()) {
+      ReadParams(*t, "gpu." + c, Scope::kGpu, p.gpu[c], err);
+    } else {
+      err.Add("gpu." + c, "must be a table");
+    }
+  }
+}
+
+// [defaults]: selective_forward_share and the kBoolFacts policies.
+void ReadDefaults(const toml::table& d, Profile& p, ProfileErrors& err) {
+  for (const auto& [key, node] : d) {
+    const std::string k(key.str());
+    if (k == "selective_forward_share") {
       const auto v = node.value<double>();
-      if (!v || !std::isfinite(*v) || *v < def->lo || *v > def->hi) {
-        err(where + "." + k, fmt::format("must be a number in [{}, {}]", def->lo, def->hi));
-        continue;
-      }
-      out[k] = *v;
-    }
-  };
-  if (const toml::table* t = root["params"].as_table())
-    read_params(*t, "params", Scope::kStack, p.params);
-  if (const toml::table* g = root["gpu"].as_table()) {
-    for (const auto& [cls, node] : *g) {
-      const std::string c(cls.str());
-      if (const toml::table* t = node.as_table()) {
-        read_params(*t, "gpu." + c, Scope::kGpu, p.gpu[c]);
+      if (!v || !(*v >= 0 && *v <= 1)) {
+        err.Add("defaults." + k, "must be a number in [0, 1]");
       } else {
-        err("gpu." + c, "must be a table");
+        p.defaults.selective_forward_share = *v;
       }
+      continue;
+    }
+    const auto b = node.value<bool>();
+    const BoolFact* fact = FindKey(kBoolFacts, k);
+    if (fact == nullptr) {
+      err.Add("defaults." + k,
+              "unknown key (selective_forward_share, " + JoinKeys(kBoolFacts) + ")");
+    } else if (!b) {
+      err.Add("defaults." + k, "must be true or false");
+    } else {
+      p.defaults.*fact->fact = *b;
     }
   }
-  if (const toml::table* d = root["defaults"].as_table()) {
-    for (const auto& [key, node] : *d) {
-      const std::string k(key.str());
-      if (k == "selective_forward_share") {
-        const auto v = node.value<double>();
-        if (!v || !(*v >= 0 && *v <= 1)) {
-          err("defaults." + k, "must be a number in [0, 1]");
-        } else {
-          p.defaults.selective_forward_share = *v;
-        }
-        continue;
-      }
-      const auto b = node.value<bool>();
-      const BoolFact* fact = nullptr;
-      for (const BoolFact& f : kBoolFacts) {
-        if (k == f.key) fact = &f;
-      }
-      if (fact == nullptr) {
-        err("defaults." + k, "unknown key (selective_forward_share, " + BoolFactKeys() + ")");
-      } else if (!b) {
-        err("defaults." + k, "must be true or false");
-      } else {
-        p.defaults.*fact->fact = *b;
-      }
+}
+
+// [interval.<class>] tables: lo, hi and runs of the prediction interval per GPU class.
+void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
+  for (const auto& [cls, node] : iv) {
+    const std::string c(cls.str());
+    const toml::table* t = node.as_table();
+    const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
+    const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
+    const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
+    if (!lo || !hi || !runs || *lo <= 0 || *hi < *lo || *runs < 0 || *runs > 1000000) {
+      err.Add("interval." + c, "needs lo > 0, hi >= lo and runs >= 0");
+      continue;
     }
+    p.intervals[c] = {*lo, *hi, static_cast<int>(*runs)};
   }
-  if (const toml::table* iv = root["interval"].as_table()) {
-    for (const auto& [cls, node] : *iv) {
-      const std::string c(cls.str());
-      const toml::table* t = node.as_table();
-      const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
-      const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
-      const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
-      if (!lo || !hi || !runs || *lo <= 0 || *hi < *lo || *runs < 0 || *runs > 1000000) {
-        err("interval." + c, "needs lo > 0, hi >= lo and runs >= 0");
-        continue;
-      }
-      p.intervals[c] = {*lo, *hi, static_cast<int>(*runs)};
-    }
-  }
+}
+
+// Every top-level table is one of kProfileTables.
+void CheckTableNames(const toml::table& root, ProfileErrors& err) {
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
-    if (k != "stack" && k != "params" && k != "gpu" && k != "defaults" && k != "interval") {
-      err(k, "unknown table (stack, params, gpu, defaults, interval)");
+    if (FindKey(kProfileTables, k) == nullptr) {
+      err.Add(k, "unknown table (" + JoinKeys(kProfileTables) + ")");
     }
   }
-  if (!errors.empty()) {
-    std::string all = errors.front();
-    for (size_t i = 1; i < errors.size(); ++i) all += "\n" + errors[i];
+}
+
+}  // namespace
+
+core::Result<Profile> ProfileFromToml(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
+  Profile p;
+  ProfileErrors err{source, {}};
+  const toml::table* st = root["stack"].as_table();
+  if (st == nullptr) return core::Status::Error(fmt::format("{}: missing [stack] table", source));
+  ReadStackTable(*st, p, err);
+  if (const toml::table* t = root["params"].as_table()) {
+    ReadParams(*t, "params", Scope::kStack, p.params, err);
+  }
+  if (const toml::table* g = root["gpu"].as_table()) ReadGpuTables(*g, p, err);
+  if (const toml::table* d = root["defaults"].as_table()) ReadDefaults(*d, p, err);
+  if (const toml::table* iv = root["interval"].as_table()) ReadIntervals(*iv, p, err);
+  CheckTableNames(root, err);
+  if (!err.list.empty()) {
+    std::string all = err.list.front();
+    for (size_t i = 1; i < err.list.size(); ++i) all += "\n" + err.list[i];
     return core::Status::Error(all);
   }
   return p;

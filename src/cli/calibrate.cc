@@ -68,50 +68,46 @@ core::Result<std::vector<calib::Run>> LoadStrict(const CalibrateArgs& a) {
   return runs;
 }
 
-int RunCalibrate(const CalibrateArgs& a) {
-  if (a.host) return RunCalibrateHost(a);
-  if (a.runs.empty()) return Fail("calibrate: give --runs FILE (measured runs) or --host");
-  auto runs = LoadStrict(a);
-  if (!runs.ok()) return Fail(runs.status().message());
+// The one stack every run comes from; several stacks are a user error.
+core::Result<std::string> SingleStack(const std::vector<calib::Run>& runs) {
   std::set<std::string> stacks;
-  for (const calib::Run& r : *runs) stacks.insert(r.stack);
+  for (const calib::Run& r : runs) stacks.insert(r.stack);
   if (stacks.size() > 1) {
     std::string names;
     for (const auto& s : stacks) names += (names.empty() ? "" : ", ") + s;
-    return Fail(fmt::format(
+    return core::Status::Error(fmt::format(
         "--runs: the runs come from several stacks ({}); name yours with --stack, or split the "
         "file",
         names));
   }
-  const std::string stack = *stacks.begin();
-  auto preset = calib::LoadProfile(a.stack.empty() ? stack : a.stack);
-  if (!preset.ok()) return Fail(preset.status().message());
-  calib::FitOptions options;
-  options.prior = calib::ToCalibration(*preset);
-  std::vector<const calib::Run*> ptrs;
-  for (const calib::Run& r : *runs) {
-    ptrs.push_back(&r);
-    const std::string cls = calib::GpuClass(r.cluster.name);
-    auto& gpu = options.prior.gpu[cls];
-    if (!gpu.count("gemm_efficiency") && r.cluster.gemm_efficiency > 0) {
-      gpu["gemm_efficiency"] = r.cluster.gemm_efficiency;
+  return *stacks.begin();
+}
+
+// GPU parameters the profile does not set start from the runs' cluster presets.
+void SeedGpuPriors(const std::vector<const calib::Run*>& runs, calib::Calibration& prior) {
+  for (const calib::Run* r : runs) {
+    const std::string cls = calib::GpuClass(r->cluster.name);
+    auto& gpu = prior.gpu[cls];
+    if (!gpu.count("gemm_efficiency") && r->cluster.gemm_efficiency > 0) {
+      gpu["gemm_efficiency"] = r->cluster.gemm_efficiency;
     }
-    if (!gpu.count("fp8_gemm_speedup") && r.cluster.fp8_gemm_speedup > 0) {
-      gpu["fp8_gemm_speedup"] = r.cluster.fp8_gemm_speedup;
+    if (!gpu.count("fp8_gemm_speedup") && r->cluster.fp8_gemm_speedup > 0) {
+      gpu["fp8_gemm_speedup"] = r->cluster.fp8_gemm_speedup;
     }
   }
-  const auto before = calib::Errors(ptrs, options.prior);
-  const calib::FitResult fit = calib::Fit(ptrs, options);
-  const auto in_sample = calib::Errors(ptrs, fit.cal);
-  const auto loo = ptrs.size() >= 2 ? calib::LeaveOneOutErrors(ptrs, options)
-                                    : std::vector<double>(ptrs.size(), 0.0);
-  fmt::print("pentamesh calibrate: {} runs of stack {} from {}\n\n", ptrs.size(), stack, a.runs);
+}
+
+// The fitted parameters against the prior, each run's in-sample and left-out error, and the
+// error statistics before and after.
+void PrintFit(const std::vector<const calib::Run*>& ptrs, const calib::Calibration& prior,
+              const calib::FitResult& fit, const std::vector<double>& before,
+              const std::vector<double>& in_sample, const std::vector<double>& loo) {
   fmt::print("  {:<30} {:>8} {:>10} {:>8}\n", "parameter", "runs", "prior", "fitted");
   for (size_t i = 0; i < fit.free.size(); ++i) {
     const calib::FreeParam& f = fit.free[i];
     const auto& table = f.def->scope == calib::Scope::kGpu ? fit.cal.gpu : fit.cal.stack;
     fmt::print("  {:<30} {:>8} {:>10.4g} {:>8.4g}\n", f.Name(), fit.informed_by[i],
-               options.prior.Get(*f.def, f.key), table.at(f.key).at(f.def->name));
+               prior.Get(*f.def, f.key), table.at(f.key).at(f.def->name));
   }
   fmt::print("\n  {:<50} {:>10} {:>10} {:>9} {:>9}\n", "run", "measured", "predicted", "in-sample",
              "left out");
@@ -131,7 +127,14 @@ int RunCalibrate(const CalibrateArgs& a) {
         "  note: leave-one-out error well above in-sample: the fit does not generalize "
         "across these runs; add runs or keep the shipped profile\n");
   }
-  calib::Profile out = *preset;
+}
+
+// The preset with the fitted parameters and the runs' intervals, named for --out.
+calib::Profile FittedProfile(const CalibrateArgs& a, const calib::Profile& preset,
+                             const std::string& stack, const calib::FitResult& fit,
+                             const std::vector<const calib::Run*>& ptrs,
+                             const std::vector<double>& loo) {
+  calib::Profile out = preset;
   out.name = a.name.empty() ? stack + "-calibrated" : a.name;
   out.stack = stack;
   out.fitted_on = fmt::format("{} ({} runs)", a.runs, ptrs.size());
@@ -145,6 +148,32 @@ int RunCalibrate(const CalibrateArgs& a) {
     }
   }
   out.intervals = calib::IntervalsFrom(ptrs, loo);
+  return out;
+}
+
+int RunCalibrate(const CalibrateArgs& a) {
+  if (a.host) return RunCalibrateHost(a);
+  if (a.runs.empty()) return Fail("calibrate: give --runs FILE (measured runs) or --host");
+  auto runs = LoadStrict(a);
+  if (!runs.ok()) return Fail(runs.status().message());
+  auto stack_found = SingleStack(*runs);
+  if (!stack_found.ok()) return Fail(stack_found.status().message());
+  const std::string stack = *stack_found;
+  auto preset = calib::LoadProfile(a.stack.empty() ? stack : a.stack);
+  if (!preset.ok()) return Fail(preset.status().message());
+  calib::FitOptions options;
+  options.prior = calib::ToCalibration(*preset);
+  std::vector<const calib::Run*> ptrs;
+  for (const calib::Run& r : *runs) ptrs.push_back(&r);
+  SeedGpuPriors(ptrs, options.prior);
+  const auto before = calib::Errors(ptrs, options.prior);
+  const calib::FitResult fit = calib::Fit(ptrs, options);
+  const auto in_sample = calib::Errors(ptrs, fit.cal);
+  const auto loo = ptrs.size() >= 2 ? calib::LeaveOneOutErrors(ptrs, options)
+                                    : std::vector<double>(ptrs.size(), 0.0);
+  fmt::print("pentamesh calibrate: {} runs of stack {} from {}\n\n", ptrs.size(), stack, a.runs);
+  PrintFit(ptrs, options.prior, fit, before, in_sample, loo);
+  const calib::Profile out = FittedProfile(a, *preset, stack, fit, ptrs, loo);
   std::ofstream file(a.out);
   file << calib::ProfileToml(out);
   if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));

@@ -234,6 +234,90 @@ int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best) {
                                                 .command = CommandLine()});
 }
 
+// --engine (or --emit's engine): the engine, with the search space restricted to what it can run;
+// none when neither names one.
+core::Result<std::optional<launch::Engine>> RestrictToNamedEngine(const PlanArgs& a,
+                                                                  const Inputs& in,
+                                                                  plan::SearchOptions& options) {
+  std::string engine_name = a.engine.empty() ? a.emit.engine : a.engine;
+  if (!a.engine.empty() && !a.emit.engine.empty() && a.engine != a.emit.engine) {
+    return core::Status::Error(
+        fmt::format("--engine {} and --emit {} name different engines", a.engine, a.emit.engine));
+  }
+  if (engine_name.empty()) return std::optional<launch::Engine>();
+  PM_ASSIGN_OR_RETURN(const launch::Engine engine, launch::ParseEngine("--engine", engine_name));
+  // Rules about the model alone: the engine runs no layout of it.
+  const auto model_rules = launch::Violations(engine, in.model, spec::Layout{});
+  if (!model_rules.empty()) {
+    return core::Status::Error(launch::DescribeViolations(engine, model_rules));
+  }
+  launch::RestrictToEngine(engine, in.model, options.space.allow);
+  return std::optional<launch::Engine>(engine);
+}
+
+// What a plan compares its best layout with: a --baseline FILE costed on the plan's inputs, or
+// the FSDP comparison (for --baseline fsdp and for the HTML report).
+struct PlanBaselines {
+  std::optional<cost::Estimate> file;
+  std::optional<plan::BaselineComparison> fsdp;
+};
+
+void PrintPlanJson(const PlanArgs& a, const Inputs& in, const plan::SearchResult& result,
+                   const PlanBaselines& baselines) {
+  const cost::Estimate& best = result.top.front();
+  nlohmann::json j = {{"model", in.model.name},
+                      {"cluster", in.cluster.name},
+                      {"train", in.train.name},
+                      {"gpus", in.cluster.gpus()},
+                      {"seconds", result.seconds},
+                      {"counts", CountsJson(result.counts)},
+                      {"top", nlohmann::json::array()},
+                      {"stack", in.stack.name},
+                      {"interval", IntervalJson(in, best.tokens_per_s)}};
+  for (const auto& e : result.top) j["top"].push_back(EstimateJson(e));
+  if (a.pareto) {
+    j["pareto"] = nlohmann::json::array();
+    for (const auto& e : result.pareto) j["pareto"].push_back(EstimateJson(e));
+  }
+  if (baselines.file) {
+    j["baseline_file"] = EstimateJson(*baselines.file);
+  } else if (!a.baseline.empty()) {
+    j["baseline"] = BaselineJson(*baselines.fsdp);
+  }
+  fmt::print("{}\n", j.dump(2));
+}
+
+void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult& result,
+                   const PlanBaselines& baselines) {
+  const cost::Estimate& best = result.top.front();
+  const plan::Counts& c = result.counts;
+  fmt::print("pentamesh plan: {} on {} x {} ({}: seq {}, {} tokens/step)\n", in.model.name,
+             in.cluster.gpus(), in.cluster.name, in.train.name, in.train.seq_len,
+             in.train.global_batch_tokens);
+  fmt::print(
+      "space: {} layouts; costed {} ({} fit, {} did not); pruned {}; {:.3f} s "
+      "({:.2f}M layouts/s)\n",
+      c.space, c.evaluated, c.fit, c.did_not_fit, c.pruned, result.seconds,
+      static_cast<double>(c.space) / std::max(result.seconds, 1e-9) / 1e6);
+  PrintReasons(c);
+  fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
+  PrintBreakdown(best);
+  fmt::print("  {}\n", ThroughputWithInterval(in, best.tokens_per_s));
+  fmt::print("\ntop {}:\n", result.top.size());
+  PrintTable(result.top, best);
+  if (a.pareto) {
+    fmt::print("\nPareto front (no other layout is both faster and smaller), {} layouts:\n",
+               result.pareto.size());
+    PrintTable(result.pareto, best);
+  }
+  if (baselines.file) {
+    PrintFileBaseline(a.baseline, *baselines.file, best);
+  } else if (baselines.fsdp && !a.baseline.empty()) {
+    PrintBaseline(*baselines.fsdp);
+  }
+  if (!a.search.html.empty()) fmt::print("\nreport: {}\n", a.search.html);
+}
+
 int RunPlan(const PlanArgs& a) {
   auto in = LoadInputs(a.search);
   if (!in.ok()) return Fail(in.status().message());
@@ -242,28 +326,14 @@ int RunPlan(const PlanArgs& a) {
   options->pareto = a.pareto;
   options->one_per_mesh = a.distinct;
   if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
-  // --engine (or --emit's engine) restricts the search to what that engine can run.
-  std::string engine_name = a.engine.empty() ? a.emit.engine : a.engine;
-  if (!a.engine.empty() && !a.emit.engine.empty() && a.engine != a.emit.engine) {
-    return Fail(
-        fmt::format("--engine {} and --emit {} name different engines", a.engine, a.emit.engine));
-  }
-  std::optional<launch::Engine> engine;
-  if (!engine_name.empty()) {
-    auto e = launch::ParseEngine("--engine", engine_name);
-    if (!e.ok()) return Fail(e.status().message());
-    engine = *e;
-    // Rules about the model alone: the engine runs no layout of it.
-    const auto model_rules = launch::Violations(*engine, in->model, spec::Layout{});
-    if (!model_rules.empty()) return Fail(launch::DescribeViolations(*engine, model_rules));
-    launch::RestrictToEngine(*engine, in->model, options->space.allow);
-  }
+  auto engine = RestrictToNamedEngine(a, *in, *options);
+  if (!engine.ok()) return Fail(engine.status().message());
   // --baseline FILE: an engine config the user runs today, imported and costed on these inputs.
-  std::optional<cost::Estimate> file_baseline;
+  PlanBaselines baselines;
   if (!a.baseline.empty() && a.baseline != "fsdp") {
-    auto b = ImportedBaseline(a.baseline, *in, engine);
+    auto b = ImportedBaseline(a.baseline, *in, *engine);
     if (!b.ok()) return Fail(b.status().message());
-    file_baseline = std::move(*b);
+    baselines.file = std::move(*b);
   }
   auto result = plan::Search(in->model, in->cluster, in->train, *options);
   if (!result.ok()) return Fail(result.status().message());
@@ -273,65 +343,20 @@ int RunPlan(const PlanArgs& a) {
                      a.search.json, result->nearest_miss ? &*result->nearest_miss : nullptr);
   }
   const cost::Estimate& best = result->top.front();
-  std::optional<plan::BaselineComparison> baseline;
-  if ((!a.baseline.empty() && !file_baseline) || !a.search.html.empty()) {
+  if ((!a.baseline.empty() && !baselines.file) || !a.search.html.empty()) {
     auto b = plan::CompareWithFsdp(in->model, in->cluster, in->train, best, *options);
     if (!b.ok()) return Fail(b.status().message());
-    baseline = std::move(*b);
+    baselines.fsdp = std::move(*b);
   }
   if (!a.search.html.empty()) {
-    auto status = WritePlanHtml(a, *in, *options, *result, *baseline);
+    auto status = WritePlanHtml(a, *in, *options, *result, *baselines.fsdp);
     if (!status.ok()) return Fail(status.message());
   }
   if (a.search.json) {
-    nlohmann::json j = {{"model", in->model.name},
-                        {"cluster", in->cluster.name},
-                        {"train", in->train.name},
-                        {"gpus", in->cluster.gpus()},
-                        {"seconds", result->seconds},
-                        {"counts", CountsJson(result->counts)},
-                        {"top", nlohmann::json::array()},
-                        {"stack", in->stack.name},
-                        {"interval", IntervalJson(*in, best.tokens_per_s)}};
-    for (const auto& e : result->top) j["top"].push_back(EstimateJson(e));
-    if (a.pareto) {
-      j["pareto"] = nlohmann::json::array();
-      for (const auto& e : result->pareto) j["pareto"].push_back(EstimateJson(e));
-    }
-    if (file_baseline) {
-      j["baseline_file"] = EstimateJson(*file_baseline);
-    } else if (!a.baseline.empty()) {
-      j["baseline"] = BaselineJson(*baseline);
-    }
-    fmt::print("{}\n", j.dump(2));
-    return EmitBest(a, *in, best);
+    PrintPlanJson(a, *in, *result, baselines);
+  } else {
+    PrintPlanText(a, *in, *result, baselines);
   }
-  const plan::Counts& c = result->counts;
-  fmt::print("pentamesh plan: {} on {} x {} ({}: seq {}, {} tokens/step)\n", in->model.name,
-             in->cluster.gpus(), in->cluster.name, in->train.name, in->train.seq_len,
-             in->train.global_batch_tokens);
-  fmt::print(
-      "space: {} layouts; costed {} ({} fit, {} did not); pruned {}; {:.3f} s "
-      "({:.2f}M layouts/s)\n",
-      c.space, c.evaluated, c.fit, c.did_not_fit, c.pruned, result->seconds,
-      static_cast<double>(c.space) / std::max(result->seconds, 1e-9) / 1e6);
-  PrintReasons(c);
-  fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
-  PrintBreakdown(best);
-  fmt::print("  {}\n", ThroughputWithInterval(*in, best.tokens_per_s));
-  fmt::print("\ntop {}:\n", result->top.size());
-  PrintTable(result->top, best);
-  if (a.pareto) {
-    fmt::print("\nPareto front (no other layout is both faster and smaller), {} layouts:\n",
-               result->pareto.size());
-    PrintTable(result->pareto, best);
-  }
-  if (file_baseline) {
-    PrintFileBaseline(a.baseline, *file_baseline, best);
-  } else if (baseline && !a.baseline.empty()) {
-    PrintBaseline(*baseline);
-  }
-  if (!a.search.html.empty()) fmt::print("\nreport: {}\n", a.search.html);
   return EmitBest(a, *in, best);
 }
 

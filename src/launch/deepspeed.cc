@@ -141,67 +141,83 @@ core::Status ReadDsConfig(const std::string& name, const std::string& text, Impo
   return core::Status::Ok();
 }
 
-}  // namespace
+// The batch triple of a ds_config (0 where it is not given).
+struct DsBatch {
+  int64_t train_batch = 0;  // train_batch_size: sequences per step
+  int64_t micro = 0;        // train_micro_batch_size_per_gpu
+  int64_t gas = 0;          // gradient_accumulation_steps
+};
 
-core::Result<Imported> ImportDeepSpeed(const std::string& name, const std::string& text,
-                                       const std::string& dir, const ImportOptions& options) {
-  Imported out;
-  out.engine = Engine::kDeepSpeed;
-  int64_t train_batch = 0, micro = 0, gas = 0;
-  const bool json = text.find_first_not_of(" \t\r\n") != std::string::npos &&
-                    text[text.find_first_not_of(" \t\r\n")] == '{';
-  if (json) {
-    if (!options.model || !options.seq_len) {
-      return core::Status::Error(fmt::format(
-          "{}: a ds_config.json does not say the model or the sequence length: pass --model and "
-          "--seq-len (or import the launch script that names it)",
-          name));
-    }
-    PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
-    out.train.seq_len = *options.seq_len;
-    PM_RETURN_IF_ERROR(ReadDsConfig(name, text, out, &train_batch, &micro, &gas));
-    out.layout.mbs = micro;
-  } else {
-    PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
-    const auto flags = CollectFlags(script.words);
-    PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/true, options, out));
-    const auto cfg = flags.find("--deepspeed_config") != flags.end()
-                         ? flags.find("--deepspeed_config")
-                         : flags.find("--deepspeed-config");
-    if (cfg == flags.end() || cfg->second.values.empty()) {
-      return core::Status::Error(
-          fmt::format("{}: no --deepspeed_config names the ds_config", name));
-    }
-    const std::filesystem::path path = std::filesystem::path(dir) / cfg->second.values.front();
-    PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
-    const int64_t tp = out.layout.tp, cp = out.layout.cp;
-    const spec::Recompute recompute = out.layout.recompute;
-    PM_RETURN_IF_ERROR(ReadDsConfig(path.string(), cfg_text, out, &train_batch, &micro, &gas));
-    out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
-    if (cp > 1 && out.layout.cp != cp) {
-      return core::Status::Error(fmt::format(
-          "{}: line {}: --ds-sequence-parallel-size {} disagrees with {}'s sequence_parallel_size "
-          "{}",
-          name, flags.at("--ds-sequence-parallel-size").line, cp, path.string(), out.layout.cp));
-    }
-    if (recompute != spec::Recompute::kNone) out.layout.recompute = recompute;
-    if (micro > 0 && micro != out.layout.mbs) {
-      return core::Status::Error(
-          fmt::format("{}: --micro-batch-size {} disagrees with train_micro_batch_size_per_gpu {}",
-                      name, out.layout.mbs, micro));
-    }
+bool StartsWithBrace(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
+}
+
+// A bare ds_config.json: the model and sequence length come from --model and --seq-len.
+core::Status ImportBareDsConfig(const std::string& name, const std::string& text,
+                                const ImportOptions& options, Imported& out, DsBatch& b) {
+  if (!options.model || !options.seq_len) {
+    return core::Status::Error(fmt::format(
+        "{}: a ds_config.json does not say the model or the sequence length: pass --model and "
+        "--seq-len (or import the launch script that names it)",
+        name));
   }
-  // World size and data parallelism: the batch triple gives DP = train / (micro x gas).
-  if (micro <= 0) micro = out.layout.mbs;
+  PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
+  out.train.seq_len = *options.seq_len;
+  PM_RETURN_IF_ERROR(ReadDsConfig(name, text, out, &b.train_batch, &b.micro, &b.gas));
+  out.layout.mbs = b.micro;
+  return core::Status::Ok();
+}
+
+// A Megatron-DeepSpeed launch script and the ds_config its --deepspeed_config names (relative to
+// `dir`); where both say TP, CP, recomputation or the micro-batch, the script wins or they agree.
+core::Status ImportDsLaunchScript(const std::string& name, const std::string& text,
+                                  const std::string& dir, const ImportOptions& options,
+                                  Imported& out, DsBatch& b) {
+  PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
+  const auto flags = CollectFlags(script.words);
+  PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/true, options, out));
+  const auto cfg = flags.find("--deepspeed_config") != flags.end()
+                       ? flags.find("--deepspeed_config")
+                       : flags.find("--deepspeed-config");
+  if (cfg == flags.end() || cfg->second.values.empty()) {
+    return core::Status::Error(fmt::format("{}: no --deepspeed_config names the ds_config", name));
+  }
+  const std::filesystem::path path = std::filesystem::path(dir) / cfg->second.values.front();
+  PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
+  const int64_t tp = out.layout.tp, cp = out.layout.cp;
+  const spec::Recompute recompute = out.layout.recompute;
+  PM_RETURN_IF_ERROR(ReadDsConfig(path.string(), cfg_text, out, &b.train_batch, &b.micro, &b.gas));
+  out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
+  if (cp > 1 && out.layout.cp != cp) {
+    return core::Status::Error(fmt::format(
+        "{}: line {}: --ds-sequence-parallel-size {} disagrees with {}'s sequence_parallel_size "
+        "{}",
+        name, flags.at("--ds-sequence-parallel-size").line, cp, path.string(), out.layout.cp));
+  }
+  if (recompute != spec::Recompute::kNone) out.layout.recompute = recompute;
+  if (b.micro > 0 && b.micro != out.layout.mbs) {
+    return core::Status::Error(
+        fmt::format("{}: --micro-batch-size {} disagrees with train_micro_batch_size_per_gpu {}",
+                    name, out.layout.mbs, b.micro));
+  }
+  return core::Status::Ok();
+}
+
+// World size and data parallelism: the batch triple gives DP = train / (micro x gas), else
+// --gpus (or the script's world) over the model-parallel ranks; then the global batch.
+core::Status ImportDsWorld(const std::string& name, const ImportOptions& options, DsBatch b,
+                           Imported& out) {
+  if (b.micro <= 0) b.micro = out.layout.mbs;
   int64_t dp = 0;
-  if (train_batch > 0 && gas > 0) {
-    if (train_batch % (micro * gas) != 0) {
+  if (b.train_batch > 0 && b.gas > 0) {
+    if (b.train_batch % (b.micro * b.gas) != 0) {
       return core::Status::Error(
           fmt::format("{}: train_batch_size {} is not train_micro_batch_size_per_gpu {} x "
                       "gradient_accumulation_steps {} x a data-parallel degree",
-                      name, train_batch, micro, gas));
+                      name, b.train_batch, b.micro, b.gas));
     }
-    dp = train_batch / (micro * gas);
+    dp = b.train_batch / (b.micro * b.gas);
   }
   const int64_t model_par = out.layout.tp * out.layout.pp * out.layout.cp;
   if (dp == 0) {
@@ -216,14 +232,30 @@ core::Result<Imported> ImportDeepSpeed(const std::string& name, const std::strin
   }
   out.layout.dp = dp;
   out.gpus = dp * model_par;
-  if (train_batch == 0) train_batch = dp * micro * std::max<int64_t>(gas, 1);
+  if (b.train_batch == 0) b.train_batch = dp * b.micro * std::max<int64_t>(b.gas, 1);
   if (out.train.global_batch_tokens > 0 &&
-      out.train.global_batch_tokens != train_batch * out.train.seq_len) {
+      out.train.global_batch_tokens != b.train_batch * out.train.seq_len) {
     return core::Status::Error(
         fmt::format("{}: --global-batch-size {} disagrees with train_batch_size {}", name,
-                    out.train.global_batch_tokens / out.train.seq_len, train_batch));
+                    out.train.global_batch_tokens / out.train.seq_len, b.train_batch));
   }
-  out.train.global_batch_tokens = train_batch * out.train.seq_len;
+  out.train.global_batch_tokens = b.train_batch * out.train.seq_len;
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<Imported> ImportDeepSpeed(const std::string& name, const std::string& text,
+                                       const std::string& dir, const ImportOptions& options) {
+  Imported out;
+  out.engine = Engine::kDeepSpeed;
+  DsBatch b;
+  if (StartsWithBrace(text)) {
+    PM_RETURN_IF_ERROR(ImportBareDsConfig(name, text, options, out, b));
+  } else {
+    PM_RETURN_IF_ERROR(ImportDsLaunchScript(name, text, dir, options, out, b));
+  }
+  PM_RETURN_IF_ERROR(ImportDsWorld(name, options, b, out));
   if (out.layout.pp > 1) out.layout.schedule = spec::Schedule::kOneFOneB;
   out.layout.ep_placement =
       out.layout.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;

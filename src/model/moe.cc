@@ -57,38 +57,32 @@ Moe::Moe(ParamSet& params, const std::string& prefix, const MoeConfig& c)
   }
 }
 
-// Router, top-k, capacity; fills probs, lse, the grouped assignments and the statistics.
-void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
-                core::MemTag tag) const {
-  const int64_t T = x.dim(0), E = config_.experts, k = config_.top_k;
-  s.probs = NewBuffer(ctx, tag, {T, E});
-  s.lse = NewBuffer(ctx, tag, {T});
-  kernels::linear_forward(s.probs.view(), x, params_.weight(router_));
-  const double z_sum = [&] {
-    kernels::softmax_rows(s.probs.view(), s.lse.view(), s.probs.view());
-    double z = 0;
-    for (int64_t t = 0; t < T; ++t) z += static_cast<double>(s.lse.f32()[t]) * s.lse.f32()[t];
-    return z;
-  }();
-  const float* p = s.probs.f32();
+namespace {
+
+// The k experts of each token by probability plus bias, ties to the lower expert: (T, k).
+std::vector<int32_t> TopKExperts(const float* p, const std::vector<float>& bias, int64_t T,
+                                 int64_t E, int64_t k) {
   std::vector<int32_t> choice(static_cast<size_t>(T * k));  // (T, k) chosen experts
   std::vector<int32_t> order(static_cast<size_t>(E));
   std::vector<float> score(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     std::iota(order.begin(), order.end(), 0);
     for (int64_t e = 0; e < E; ++e)
-      score[static_cast<size_t>(e)] = p[t * E + e] + bias_[static_cast<size_t>(e)];
+      score[static_cast<size_t>(e)] = p[t * E + e] + bias[static_cast<size_t>(e)];
     const float* pt = score.data();
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
       return pt[a] > pt[b] || (pt[a] == pt[b] && a < b);
     });
     std::copy(order.begin(), order.begin() + k, choice.begin() + t * k);
   }
-  const int64_t capacity =
-      config_.capacity_factor > 0
-          ? static_cast<int64_t>(std::ceil(config_.capacity_factor * static_cast<double>(T * k) /
-                                           static_cast<double>(E)))
-          : T * k;
+  return choice;
+}
+
+// The tokens each expert keeps under `capacity` (first choices claim it first), counting routed,
+// kept and dropped assignments in `stats`.
+std::vector<std::vector<int32_t>> KeepWithinCapacity(const std::vector<int32_t>& choice, int64_t T,
+                                                     int64_t E, int64_t k, int64_t capacity,
+                                                     MoeStats& stats) {
   stats.routed.assign(static_cast<size_t>(E), 0);
   stats.kept.assign(static_cast<size_t>(E), 0);
   std::vector<std::vector<int32_t>> per_expert(static_cast<size_t>(E));
@@ -104,6 +98,51 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
       per_expert[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
     }
   }
+  return per_expert;
+}
+
+// sum_e f_e P_e of the load-balancing loss (f: share of assignments routed to e, P: mean router
+// probability of e); stores each f_e in `fraction`.
+double LoadBalanceSum(const float* p, const std::vector<int64_t>& routed, int64_t T, int64_t E,
+                      int64_t k, std::vector<float>& fraction) {
+  fraction.assign(static_cast<size_t>(E), 0.0f);
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const double f =
+        static_cast<double>(routed[static_cast<size_t>(e)]) / static_cast<double>(T * k);
+    double mean_p = 0;
+    for (int64_t t = 0; t < T; ++t) mean_p += p[t * E + e];
+    mean_p /= static_cast<double>(T);
+    fraction[static_cast<size_t>(e)] = static_cast<float>(f);
+    aux += f * mean_p;
+  }
+  return aux;
+}
+
+}  // namespace
+
+// Router, top-k, capacity; fills probs, lse, the grouped assignments and the statistics.
+void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
+                core::MemTag tag) const {
+  const int64_t T = x.dim(0), E = config_.experts, k = config_.top_k;
+  s.probs = NewBuffer(ctx, tag, {T, E});
+  s.lse = NewBuffer(ctx, tag, {T});
+  kernels::linear_forward(s.probs.view(), x, params_.weight(router_));
+  const double z_sum = [&] {
+    kernels::softmax_rows(s.probs.view(), s.lse.view(), s.probs.view());
+    double z = 0;
+    for (int64_t t = 0; t < T; ++t) z += static_cast<double>(s.lse.f32()[t]) * s.lse.f32()[t];
+    return z;
+  }();
+  const float* p = s.probs.f32();
+  const std::vector<int32_t> choice = TopKExperts(p, bias_, T, E, k);
+  const int64_t capacity =
+      config_.capacity_factor > 0
+          ? static_cast<int64_t>(std::ceil(config_.capacity_factor * static_cast<double>(T * k) /
+                                           static_cast<double>(E)))
+          : T * k;
+  std::vector<std::vector<int32_t>> per_expert =
+      KeepWithinCapacity(choice, T, E, k, capacity, stats);
   s.offsets.assign(1, 0);
   s.token.clear();
   s.gate.clear();
@@ -118,17 +157,7 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
     s.offsets.push_back(static_cast<int64_t>(s.token.size()));
   }
   // Load-balancing loss alpha * E * sum f_i P_i and router z-loss beta * mean lse^2.
-  s.fraction.assign(static_cast<size_t>(E), 0.0f);
-  double aux = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    const double f =
-        static_cast<double>(stats.routed[static_cast<size_t>(e)]) / static_cast<double>(T * k);
-    double mean_p = 0;
-    for (int64_t t = 0; t < T; ++t) mean_p += p[t * E + e];
-    mean_p /= static_cast<double>(T);
-    s.fraction[static_cast<size_t>(e)] = static_cast<float>(f);
-    aux += f * mean_p;
-  }
+  const double aux = LoadBalanceSum(p, stats.routed, T, E, k, s.fraction);
   s.aux_scale = ctx.aux_scale;
   stats.aux_loss = ctx.aux_scale * config_.aux_loss_coef * static_cast<double>(E) * aux;
   stats.z_loss = ctx.aux_scale * config_.z_loss_coef * z_sum / static_cast<double>(T);
