@@ -68,12 +68,20 @@ int RunImport(const ImportArgs& a) {
   } else {
     fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
     for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
-    fmt::print("model: {} layers, hidden {}, heads {}/{} kv, FFN {}, vocab {}{}\n", im.model.layers,
-               im.model.hidden, im.model.heads, im.model.kv_heads, im.model.ffn_hidden,
-               im.model.vocab,
-               im.model.is_moe() ? fmt::format(", {} experts top-{} (FFN {})", im.model.moe.experts,
-                                               im.model.moe.top_k, im.model.moe.expert_ffn_hidden)
-                                 : std::string());
+    const spec::MlaSpec& mla = im.model.mla;
+    fmt::print(
+        "model: {} layers, hidden {}, heads {}/{} kv, FFN {}, vocab {}{}{}{}\n", im.model.layers,
+        im.model.hidden, im.model.heads, im.model.kv_heads, im.model.ffn_hidden, im.model.vocab,
+        im.model.is_moe() ? fmt::format(", {} experts top-{} (FFN {})", im.model.moe.experts,
+                                        im.model.moe.top_k, im.model.moe.expert_ffn_hidden)
+                          : std::string(),
+        im.model.is_mla() ? fmt::format(", MLA q/kv rank {}/{}, qk {}+{}, v {}", mla.q_lora_rank,
+                                        mla.kv_lora_rank, mla.qk_nope_head_dim,
+                                        mla.qk_rope_head_dim, mla.v_head_dim)
+                          : std::string(),
+        im.model.sliding_window > 0 ? fmt::format(", window {} (global every {})",
+                                                  im.model.sliding_window, im.model.global_every)
+                                    : std::string());
     fmt::print("batch: seq {}, {} sequences ({} tokens) per step, {} GPUs of {}\n", train.seq_len,
                train.global_batch_seqs(), train.global_batch_tokens, cluster->gpus(),
                cluster->name);

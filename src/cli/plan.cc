@@ -182,7 +182,9 @@ core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inp
   const spec::ModelSpec& m = im.model;
   if (m.layers != in.model.layers || m.hidden != in.model.hidden || m.heads != in.model.heads ||
       m.kv_heads != in.model.kv_heads || m.ffn_hidden != in.model.ffn_hidden ||
-      m.vocab != in.model.vocab || m.moe.experts != in.model.moe.experts) {
+      m.vocab != in.model.vocab || m.moe.experts != in.model.moe.experts ||
+      m.mla.kv_lora_rank != in.model.mla.kv_lora_rank ||
+      m.sliding_window != in.model.sliding_window) {
     return core::Status::Error(fmt::format(
         "--baseline {}: its model ({} layers, hidden {}, {} heads, vocab {}, {} experts) is not "
         "--model {} ({} layers, hidden {}, {} heads, vocab {}, {} experts)",

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/mem_tag.h"
+#include "cost/attention.h"
 #include "spec/cluster_spec.h"
 #include "spec/layout.h"
 #include "spec/model_spec.h"
@@ -58,8 +59,10 @@ std::vector<std::string> CheckStatedParams(const spec::ModelSpec& model);
 
 // FLOPs per token of one training step (forward + backward).
 struct FlopsPerToken {
-  double model = 0;  // 6 * active matmul params + attention 12 * L * h_attn * s (full square)
-  double model_causal = 0;  // same with the causal half of attention (6 * L * h_attn * s)
+  // 6 * active matmul params + attention 12 * L * width * keys (GQA: 12 L h_attn s, the full
+  // square; sliding-window layers count their window: cost/attention.h)
+  double model = 0;
+  double model_causal = 0;  // same with the keys a causal mask leaves (GQA: 6 L h_attn s)
   double hardware = 0;      // model + recomputed forward work (for HFU), full-square convention
 };
 FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute);
@@ -292,18 +295,24 @@ class Model {
   const spec::TrainSpec& train() const { return train_; }
   const CostParams& params() const { return params_; }
   const ParamCounts& counts() const { return counts_; }
+  const AttentionShape& attention() const { return attention_; }
   // MoE layers among layers [begin, end).
   int64_t MoeLayers(int64_t begin, int64_t end) const {
     return moe_prefix_[static_cast<size_t>(end)] - moe_prefix_[static_cast<size_t>(begin)];
   }
+  // Sliding-window (local) layers among layers [begin, end).
+  int64_t LocalLayers(int64_t begin, int64_t end) const {
+    return local_prefix_[static_cast<size_t>(end)] - local_prefix_[static_cast<size_t>(begin)];
+  }
 
   // Per-layer parameter counts (unsharded).
-  double attn_params_layer = 0;    // q, k, v, o
+  double attn_params_layer = 0;    // projections split over tp (GQA: q, k, v, o)
+  double attn_params_rep = 0;      // projections every tp rank holds whole (MLA's down-projections)
   double mlp_params_layer = 0;     // dense FFN
   double expert_params_one = 0;    // one routed expert
   double shared_params_layer = 0;  // all shared experts of one MoE layer
   double router_params_layer = 0;
-  double norm_params_layer = 0;
+  double norm_params_layer = 0;  // the two RMSNorms (+ MLA's latent norms)
   FlopsPerToken flops_none, flops_selective, flops_full;
 
  private:
@@ -312,7 +321,9 @@ class Model {
   spec::TrainSpec train_;
   CostParams params_;
   ParamCounts counts_;
-  std::vector<int64_t> moe_prefix_;  // moe_prefix_[i] = MoE layers among the first i
+  AttentionShape attention_;
+  std::vector<int64_t> moe_prefix_;    // moe_prefix_[i] = MoE layers among the first i
+  std::vector<int64_t> local_prefix_;  // local_prefix_[i] = sliding-window layers among the first i
 };
 
 // First structural rule the layout breaks (Rule::kOk when none): spec::FirstBrokenRule over the

@@ -62,7 +62,10 @@ struct Terms {
   // Compute seconds per layer and micro-batch, forward + backward (+ recomputation).
   double time_dense_layer_s = 0, time_moe_layer_s = 0;
   double time_attn_fwd_s = 0, time_attn_bwd_s = 0;  // core attention alone (overlap window)
-  double time_head_s = 0, time_embed_s = 0;         // LM head + loss; embedding
+  // What a sliding-window layer's core attention saves against a full-attention layer's, forward
+  // + backward (+ recomputation); 0 without a window.
+  double time_window_saving_s = 0;
+  double time_head_s = 0, time_embed_s = 0;  // LM head + loss; embedding
   // Exposed communication seconds per layer and micro-batch.
   double tp_dense_layer_s = 0, tp_moe_layer_s = 0, cp_layer_s = 0, ep_layer_s = 0;
   double tp_embed_s = 0, tp_head_s = 0;
@@ -81,6 +84,7 @@ void ComputeTerms(const Model& ctx, const spec::Layout& l, Terms& t);
 // What one pp rank holds: layers, MoE layers and parameters before ZeRO sharding.
 struct Stage {
   double layers = 0, moe_layers = 0;
+  double local_layers = 0;                     // sliding-window layers
   double params_dense = 0, params_expert = 0;  // on this rank (TP/EP-sharded, not ZeRO-sharded)
   double max_layer_params = 0;                 // largest layer on this rank (ZeRO-3 gather)
   double inflight = 0;                         // micro-batches of this rank's layers in flight

@@ -1,10 +1,12 @@
 // Parameter counts and FLOPs per token, derived from the architecture (Llama-style decoder: no
-// biases, RMSNorm, GQA, SwiGLU or GELU FFN, optional MoE). Invariant: nothing here reads a stated
+// biases, RMSNorm, GQA or MLA with optional sliding-window layers (cost/attention.h), SwiGLU or
+// GELU FFN, optional MoE). Invariant: nothing here reads a stated
 // total; CheckStatedParams only compares with it.
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "cost/attention.h"
 #include "cost/cost.h"
 
 namespace pentamesh::cost {
@@ -18,8 +20,7 @@ double MlpMatrices(spec::Activation activation) {
 
 ParamCounts CountParams(const spec::ModelSpec& m) {
   const double h = static_cast<double>(m.hidden);
-  const double h_attn = static_cast<double>(m.heads * m.head_dim);
-  const double h_kv = static_cast<double>(m.kv_heads * m.head_dim);
+  const AttentionShape attn = AttentionShapeOf(m);
   const double mats = MlpMatrices(m.activation);
   const double layers = static_cast<double>(m.layers);
   const double moe_layers = static_cast<double>(m.MoeLayerCount());
@@ -29,12 +30,12 @@ ParamCounts CountParams(const spec::ModelSpec& m) {
   ParamCounts c;
   c.embedding = static_cast<double>(m.vocab) * h;
   c.lm_head = m.tied_embeddings ? 0.0 : c.embedding;
-  c.attention = layers * (2.0 * h * h_attn + 2.0 * h * h_kv);
+  c.attention = layers * (attn.params_tp + attn.params_rep);
   c.dense_mlp = dense_layers * mats * h * static_cast<double>(m.ffn_hidden);
   c.routed_experts = moe_layers * static_cast<double>(m.moe.experts) * expert_one;
   c.shared_experts = moe_layers * static_cast<double>(m.moe.shared_experts) * expert_one;
   c.router = moe_layers * h * static_cast<double>(m.moe.experts);
-  c.norms = (2.0 * layers + 1.0) * h;
+  c.norms = (2.0 * layers + 1.0) * h + layers * attn.norm_params;
   c.total = c.embedding + c.lm_head + c.attention + c.dense_mlp + c.routed_experts +
             c.shared_experts + c.router + c.norms;
   const double active_experts = moe_layers * static_cast<double>(m.moe.top_k) * expert_one;
@@ -63,14 +64,20 @@ std::vector<std::string> CheckStatedParams(const spec::ModelSpec& model) {
 
 FlopsPerToken Flops(const spec::ModelSpec& m, int64_t seq_len, spec::Recompute recompute) {
   const ParamCounts c = CountParams(m);
-  const double h_attn = static_cast<double>(m.heads * m.head_dim);
-  const double layers = static_cast<double>(m.layers);
+  const double width = AttentionShapeOf(m).score_width;
   const double s = static_cast<double>(seq_len);
-  // Per token and layer, forward: QK^T and AV are 2 * s * h_attn FLOPs each over the full square.
-  const double attn_fwd_full = 4.0 * layers * s * h_attn;
+  const auto local = static_cast<double>(LocalLayerCount(m));
+  const double global = static_cast<double>(m.layers) - local;
+  const AttentionKeys keys_global = AttentionKeysOf(m, s, false);
+  const AttentionKeys keys_local = AttentionKeysOf(m, s, true);
+  // Per token and layer, forward: QK^T and AV are 2 * keys * width FLOPs each (GQA: width =
+  // heads x head_dim; keys = s over the full square, fewer in sliding-window layers).
+  const double attn_fwd_full = 4.0 * (global * keys_global.full + local * keys_local.full) * width;
+  const double attn_fwd_causal =
+      4.0 * (global * keys_global.causal + local * keys_local.causal) * width;
   FlopsPerToken f;
   f.model = 6.0 * c.active_matmul + 3.0 * attn_fwd_full;
-  f.model_causal = 6.0 * c.active_matmul + 1.5 * attn_fwd_full;
+  f.model_causal = 6.0 * c.active_matmul + 3.0 * attn_fwd_causal;
   f.hardware = f.model;
   if (recompute == spec::Recompute::kSelective) {
     f.hardware += attn_fwd_full;  // core attention forward again (Korthikanti et al. 2022)

@@ -72,11 +72,12 @@ void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64
     const int64_t begin = spec::ChunkFirstLayer(md.layers, chunks, chunk);
     s.layers += static_cast<double>(n);
     s.moe_layers += static_cast<double>(ctx.MoeLayers(begin, begin + n));
+    s.local_layers += static_cast<double>(ctx.LocalLayers(begin, begin + n));
     s.sends += (chunk < chunks - 1 ? 1.0 : 0.0) + (chunk > 0 ? 1.0 : 0.0);
   }
   const double dense_layers = s.layers - s.moe_layers;
   const double experts = static_cast<double>(md.moe.experts);
-  const double attn = ctx.attn_params_layer / t.tp + ctx.norm_params_layer;
+  const double attn = ctx.attn_params_layer / t.tp + ctx.attn_params_rep + ctx.norm_params_layer;
   const double moe_dense = ctx.router_params_layer + ctx.shared_params_layer / t.tp;
   // Routed experts are split over etp (Megatron; etp = tp unless set) or replicated over tp
   // (moe_replicated_over_tp).
@@ -196,13 +197,13 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
   }
   if (t.tp > 1) mem.comm_buffers += t.tokens * h * t.elem_bytes * std::max(1.0, copies);
   if (t.cp > 1) {
-    const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
-    mem.comm_buffers += 8.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
+    // K and V in flight, sent and received, forward and backward.
+    const AttentionShape& a = ctx.attention();
+    mem.comm_buffers += 4.0 * t.tokens * (a.k + a.v) / t.tp * t.elem_bytes;
     if (p.transient_workspaces) {
       // The ring merges each step's partial attention output into an fp32 accumulator, and its
       // backward accumulates dq in fp32.
-      const double h_attn = static_cast<double>(md.heads * md.head_dim);
-      mem.comm_buffers += 2.0 * 4.0 * t.tokens * h_attn / t.tp;
+      mem.comm_buffers += 4.0 * t.tokens * (a.q + a.o) / t.tp;
     }
   }
   if (t.ep > 1) mem.comm_buffers += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
@@ -219,7 +220,8 @@ StageTime StageMicrobatchTime(const Terms& t, const Stage& s) {
   const double dense_layers = s.layers - s.moe_layers;
   StageTime st;
   st.compute = dense_layers * t.time_dense_layer_s + s.moe_layers * t.time_moe_layer_s +
-               (s.first ? t.time_embed_s : 0.0) + (s.last ? t.time_head_s : 0.0);
+               (s.first ? t.time_embed_s : 0.0) + (s.last ? t.time_head_s : 0.0) -
+               s.local_layers * t.time_window_saving_s;
   st.tp = dense_layers * t.tp_dense_layer_s + s.moe_layers * t.tp_moe_layer_s +
           (s.first ? t.tp_embed_s : 0.0) + (s.last ? t.tp_head_s : 0.0);
   st.cp = s.layers * t.cp_layer_s;

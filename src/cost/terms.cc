@@ -117,13 +117,13 @@ double ElementwiseTime(const Model& ctx, double bytes) {
 // w2 (f/tp, h) (GeLU: one f/tp fewer); attention x = norm1 output (h), dy of wq, wk, wv ((a + 2
 // kv)/tp), x and dy of wo (a/tp, h). Walking a layer, the MLP's copies exist while its stash (h1,
 // h3, g) does; it is freed before the attention's copies are made, so the peak over the forward
-// stash is the larger of the two phases. Full-sequence GEMM inputs (no /sp).
+// stash is the larger of the two phases. Full-sequence GEMM inputs (no /sp). MLA: the
+// AttentionShape's copies (latents whole, up-projections' dy over tp).
 void WeightGradStash(const Model& ctx, Terms& t, double mlp_in, double dense_mlp, double moe_mlp) {
   const spec::ModelSpec& md = ctx.model();
   const double h = static_cast<double>(md.hidden), tp = t.tp;
-  const double h_attn = static_cast<double>(md.heads * md.head_dim);
-  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
-  const double attn_w = 4.0 * (2.0 * h + (2.0 * h_attn + 2.0 * h_kv) / tp);
+  const AttentionShape& a = ctx.attention();
+  const double attn_w = 4.0 * (a.wgrad_copy + a.wgrad_copy_tp / tp);
   const double gemms = md.activation == spec::Activation::kSwiGLU ? 3.0 : 2.0;  // FFN GEMMs
   auto mlp_w = [&](double ffn, double copies) {
     return 4.0 * copies * (2.0 * h + gemms * ffn / tp);
@@ -153,8 +153,7 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();
   const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
-  const double h_attn = static_cast<double>(md.heads * md.head_dim);
-  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const AttentionShape& sh = ctx.attention();
   const double a = static_cast<double>(md.heads), tp = t.tp;
   const double rep = l.sp ? tp : 1.0;  // sequence-parallel regions are sharded by tp
   const double drop = p.dropout ? 1.0 : 0.0;
@@ -168,14 +167,18 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   // when the stack's TP saves that (tp_saves_gathered_input).
   const double gemm_in = e * h / (p.tp_saves_gathered_input ? 1.0 : rep);
   double attn = (e * h + drop * h) / rep + gemm_in;
-  if (!(selective && p.selective_recomputes_qkv)) attn += e * (2 * h_attn + 2 * h_kv) / tp;
+  // MLA also keeps its latents and their normed copies (whole on every tp rank).
+  if (!(selective && p.selective_recomputes_qkv)) {
+    attn += e * (sh.q + sh.k + sh.v + sh.o) / tp;
+    attn += e * sh.latent_stash / rep;
+  }
   if (l.cp > 1 && l.cp_kind == spec::CpKind::kUlysses && !selective) {
     // Ulysses: the core attention stashes its head-sharded q, k, v, o (the same bytes per token
     // as the sequence-sharded ones, which are not kept) and the out-projection keeps its own
     // sequence-sharded input o: one more h_attn per token. ulysses_stash_fp32: the head-sharded
     // four are fp32 whatever the activation dtype.
-    attn += e * h_attn / tp;
-    if (p.ulysses_stash_fp32) attn += (4.0 - e) * (2 * h_attn + 2 * h_kv) / tp;
+    attn += e * sh.o / tp;
+    if (p.ulysses_stash_fp32) attn += (4.0 - e) * (sh.q + sh.k + sh.v + sh.o) / tp;
   }
   if (p.materialize_scores) {
     if (l.recompute == spec::Recompute::kNone) attn += (e + 3 * drop) * a / tp * t.seq;
@@ -203,8 +206,8 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
     // torchtitan's per-op policy: the layer input, the attention output and lse, and every
     // other matmul output (q, k, v, o; w1, w3, w2 / expert matmuls) are kept.
     const double up = swiglu ? 2.0 : 1.0;
-    const double kept = e * h / rep + e * h_attn / tp + 4.0 * a / tp;
-    const double mm_attn = e * (h_attn + 2 * h_kv + h) / tp;
+    const double kept = e * h / rep + e * sh.o / tp + 4.0 * a / tp;
+    const double mm_attn = e * (sh.gemm_out_tp + h) / tp + e * sh.gemm_out_rep / rep;
     t.act_dense_layer = t.tokens * (kept + 0.5 * (mm_attn + e * (up * f + h) / tp));
     if (md.is_moe()) {
       const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
@@ -263,39 +266,57 @@ struct LayerCompute {
   double fwd = 0, bwd = 0;
 };
 
-// Core attention on one rank: flash (causal blocks skipped: half the square executed; backward
-// recomputes the scores, 2.5x the forward's FLOPs) or materialized scores (full square GEMMs plus
-// the softmax's reads and writes of the scores).
-LayerCompute AttentionCore(const Model& ctx, const Terms& t) {
-  const spec::ModelSpec& md = ctx.model();
-  const double h_attn = static_cast<double>(md.heads * md.head_dim);
+// Core attention on one rank over `keys` (cost/attention.h): flash (causal blocks skipped: the
+// causal keys executed; backward recomputes the scores, 2.5x the forward's FLOPs) or materialized
+// scores (GEMMs over the full keys plus the softmax's reads and writes of the scores).
+LayerCompute AttentionCore(const Model& ctx, const Terms& t, const AttentionKeys& keys) {
+  const AttentionShape& a = ctx.attention();
   LayerCompute c;
   if (!ctx.params().materialize_scores) {
-    const double flops_fwd = 2.0 * t.tokens * t.seq * h_attn / t.tp;
+    const double flops_fwd = 2.0 * t.tokens * (2.0 * keys.causal) * a.score_width / t.tp;
     c.fwd = flops_fwd / (ctx.cluster().peak_tflops * 1e12 * t.gemm_efficiency *
                          ctx.params().attention_relative);
     c.bwd = 2.5 * c.fwd;
     return c;
   }
-  const double heads = static_cast<double>(md.heads) / t.tp, d = static_cast<double>(md.head_dim);
-  const double gemms =
-      heads * (GemmTime(ctx, t, t.tokens, t.seq, d) + GemmTime(ctx, t, t.tokens, d, t.seq));
-  const double scores = heads * t.tokens * t.seq * t.elem_bytes;
+  const double heads = a.heads / t.tp;
+  const double gemms = heads * (GemmTime(ctx, t, t.tokens, keys.full, a.qk_head_dim) +
+                                GemmTime(ctx, t, t.tokens, a.v_head_dim, keys.full));
+  const double scores = heads * t.tokens * keys.full * t.elem_bytes;
   c.fwd = gemms + MemoryTime(ctx, 4.0 * scores);
   c.bwd = 2.0 * gemms + MemoryTime(ctx, 8.0 * scores);
   return c;
 }
 
-// Forward seconds of the attention block's GEMMs and memory-bound kernels (norm, residual, RoPE).
+// Forward seconds of one attention GEMM on one rank (AttentionShape::gemms).
+double AttentionGemmTime(const Model& ctx, const Terms& t, const AttentionGemm& g, double rep) {
+  return GemmTime(ctx, t, g.replicated() ? t.tokens / rep : t.tokens,
+                  g.n_over_tp ? g.n / t.tp : g.n, g.k_over_tp ? g.k / t.tp : g.k);
+}
+
+// Forward seconds of the projections before the out-projection (what selective recomputation
+// reruns when selective_recomputes_qkv).
+double AttentionInputGemms(const Model& ctx, const Terms& t, double rep) {
+  const AttentionShape& a = ctx.attention();
+  double s = 0;
+  for (int i = 0; i + 1 < a.gemm_count; ++i) {
+    s += AttentionGemmTime(ctx, t, a.gemms[static_cast<size_t>(i)], rep);
+  }
+  return s;
+}
+
+// Forward seconds of the attention block's GEMMs and memory-bound kernels (norm, residual, RoPE;
+// MLA's latent norms).
 double AttentionBlockFwd(const Model& ctx, const Terms& t, double rep) {
   const spec::ModelSpec& md = ctx.model();
+  const AttentionShape& a = ctx.attention();
   const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
-  const double h_attn = static_cast<double>(md.heads * md.head_dim);
-  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
-  const double gemm = GemmTime(ctx, t, t.tokens, (h_attn + 2 * h_kv) / t.tp, h) +
-                      GemmTime(ctx, t, t.tokens, h, h_attn / t.tp);
+  const double gemm =
+      AttentionInputGemms(ctx, t, rep) +
+      AttentionGemmTime(ctx, t, a.gemms[static_cast<size_t>(a.gemm_count - 1)], rep);
   // RMSNorm (read + write h), residual add (read 2h, write h), RoPE on q and k (read + write).
-  const double bytes = t.tokens * (e * 5 * h / rep + 2 * e * (h_attn + h_kv) / t.tp);
+  const double bytes = t.tokens * (e * 5 * h / rep + 2 * e * a.elementwise_tp / t.tp +
+                                   2 * e * a.elementwise_rep / rep);
   return gemm + ElementwiseTime(ctx, bytes);
 }
 
@@ -356,14 +377,11 @@ double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const L
 void Compute(const Model& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const double rep = l.sp ? t.tp : 1.0;
-  const LayerCompute core = AttentionCore(ctx, t);
+  const LayerCompute core = AttentionCore(ctx, t, AttentionKeysOf(md, t.seq, false));
   t.time_attn_fwd_s = core.fwd;
   t.time_attn_bwd_s = core.bwd;
   const double attn = AttentionBlockFwd(ctx, t, rep);
-  const double h_qkv = static_cast<double>((md.heads + 2 * md.kv_heads) * md.head_dim);
-  const double qkv = ctx.params().selective_recomputes_qkv
-                         ? GemmTime(ctx, t, t.tokens, h_qkv / t.tp, static_cast<double>(md.hidden))
-                         : 0.0;
+  const double qkv = ctx.params().selective_recomputes_qkv ? AttentionInputGemms(ctx, t, rep) : 0.0;
   // layer_overhead_s: what a layer costs beyond its kernels' work (launches, framework hooks),
   // forward + backward of one micro-batch.
   const double overhead = ctx.params().layer_overhead_s;
@@ -374,6 +392,13 @@ void Compute(const Model& ctx, const Layout& l, Terms& t) {
       md.is_moe()
           ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core, qkv, share) + overhead
           : 0.0;
+  if (md.sliding_window > 0) {
+    // LayerTime is linear in the core attention's seconds: a local layer costs the same minus
+    // the difference of its cores.
+    const LayerCompute local = AttentionCore(ctx, t, AttentionKeysOf(md, t.seq, true));
+    t.time_window_saving_s =
+        LayerTime(l.recompute, 0, 0, core, 0, 0) - LayerTime(l.recompute, 0, 0, local, 0, 0);
+  }
   // LM head and loss: GEMM forward + two backward GEMMs; fp32 logits read and written by the
   // softmax cross-entropy forward and backward (about 14 bytes per logit).
   const double h = static_cast<double>(md.hidden), vocab = static_cast<double>(md.vocab);
@@ -437,9 +462,11 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
     head_s = 3.0 * AllGatherTime(t.tp_link, n);
     t.tp_bytes_head = 3.0 * g * n;
     // Once per step: the norm weight grads, 2 norms of h per layer and the final norm (grad
-    // dtype), summed over tp because each rank normalised its own rows.
+    // dtype), summed over tp because each rank normalised its own rows; likewise every weight
+    // replicated over tp that sees only the rank's rows (MLA's down-projections, latent norms).
     const double hb = static_cast<double>(md.hidden) * t.grad_bytes;
-    t.sp_norm_grad_bytes_layer = 2.0 * hb;
+    t.sp_norm_grad_bytes_layer =
+        2.0 * hb + (ctx.attn_params_rep + ctx.attention().norm_params) * t.grad_bytes;
     t.sp_norm_grad_bytes_head = hb;
   } else {
     t.tp_embed_s = AllReduceTime(t.tp_link, n);
@@ -455,9 +482,7 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
 
 void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
   if (t.cp <= 1) return;
-  const spec::ModelSpec& md = ctx.model();
-  const double h_attn = static_cast<double>(md.heads * md.head_dim);
-  const double h_kv = static_cast<double>(md.kv_heads * md.head_dim);
+  const AttentionShape& a = ctx.attention();
   const double rec = l.recompute == spec::Recompute::kNone ? 0.0 : 1.0;
   if (l.cp_kind == spec::CpKind::kRing) {
     // Each of the cp-1 ring steps passes this rank's K and V chunk on; a step's transfer hides
@@ -465,7 +490,7 @@ void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
     // load-balanced causal chunks): it exposes max(0, transfer - cp_overlap x block). Backward
     // sends K, V on and the previous block's dK, dV back (lagging one step): the first step
     // carries K, V only, and the last block's dK, dV go after it with nothing left to hide behind.
-    const double kv = 2.0 * t.tokens * h_kv / t.tp * t.elem_bytes;
+    const double kv = t.tokens * (a.k + a.v) / t.tp * t.elem_bytes;
     const double ov = ctx.params().cp_overlap;
     auto step = [&](double bytes, double block_s) {
       return std::max(0.0, P2pTime(t.cp_link, bytes) - ov * block_s / t.cp);
@@ -479,11 +504,12 @@ void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
   }
   // Ulysses: all-to-all of q, k, v (sequence -> heads) and of the output (heads -> sequence);
   // backward the same four. Not overlapped.
-  const double q = t.tokens * h_attn / t.tp * t.elem_bytes;
-  const double k = t.tokens * h_kv / t.tp * t.elem_bytes;
-  const double fwd = 2.0 * AllToAllTime(t.cp_link, q) + 2.0 * AllToAllTime(t.cp_link, k);
+  auto bytes = [&](double width) { return t.tokens * width / t.tp * t.elem_bytes; };
+  const double q = bytes(a.q), o = bytes(a.o), k = bytes(a.k), v = bytes(a.v);
+  const double fwd = (AllToAllTime(t.cp_link, q) + AllToAllTime(t.cp_link, o)) +
+                     (AllToAllTime(t.cp_link, k) + AllToAllTime(t.cp_link, v));
   t.cp_layer_s = (2.0 + rec) * fwd;
-  t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * (2.0 * q + 2.0 * k);
+  t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * ((q + o) + (k + v));
 }
 
 void EpTerms(const Model& ctx, const Layout& l, Terms& t) {

@@ -39,6 +39,11 @@ bool EtpIsTp(const ModelSpec&, const Layout& l) { return l.expert_tp() == l.tp; 
 // Megatron asserts sequence parallelism for MoE models with tensor parallelism.
 bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.tp == 1 || l.sp; }
 
+// The attention the emitted configs can express: torchtitan's llama3 flavour and
+// Megatron-DeepSpeed's GPT model have grouped-query, full causal attention only.
+bool NoMla(const ModelSpec& m, const Layout&) { return !m.is_mla(); }
+bool NoWindow(const ModelSpec& m, const Layout&) { return m.sliding_window == 0; }
+
 constexpr CapabilityRule kRules[] = {
     {"mg-no-gpipe", Engine::kMegatron, "pp>=2", "schedule!=gpipe", nullptr,
      "Megatron-LM has no GPipe schedule (its pipeline schedules are 1F1B and interleaved 1F1B)"},
@@ -66,6 +71,16 @@ constexpr CapabilityRule kRules[] = {
      "written for torchtitan yet)"},
     {"tt-ep-divides-shard", Engine::kTorchtitan, "", "", TorchtitanEpFits,
      "torchtitan borrows EP ranks from dp_shard x cp (x tp when ETP = 1): ep must divide them"},
+    {"tt-no-mla", Engine::kTorchtitan, "", "", NoMla,
+     "pentamesh writes torchtitan's llama3 model, which has no multi-head latent attention "
+     "(model.mla)"},
+    {"tt-no-window", Engine::kTorchtitan, "", "", NoWindow,
+     "pentamesh writes torchtitan's llama3 model, which has no sliding-window attention "
+     "(model.sliding_window)"},
+    {"ds-no-mla", Engine::kDeepSpeed, "", "", NoMla,
+     "Megatron-DeepSpeed's GPT model has no multi-head latent attention (model.mla)"},
+    {"ds-no-window", Engine::kDeepSpeed, "", "", NoWindow,
+     "Megatron-DeepSpeed's GPT model has no sliding-window attention (model.sliding_window)"},
     {"ds-pp-zero01", Engine::kDeepSpeed, "pp>=2", "zero<=1", nullptr,
      "DeepSpeed's pipeline engine runs with ZeRO stage 0 or 1 only"},
     {"ds-pp-1f1b", Engine::kDeepSpeed, "pp>=2", "schedule=1f1b", nullptr,

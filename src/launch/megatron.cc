@@ -45,6 +45,19 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
     f.push_back({"--num-query-groups", Num(m.kv_heads)});
   }
   f.push_back({"--kv-channels", Num(m.head_dim)});
+  if (m.is_mla() && !ds) {  // Megatron-Core's MLA (MLATransformerConfig); --qk-head-dim: nope part
+    f.push_back({"--multi-latent-attention", ""});
+    if (m.mla.q_lora_rank > 0) f.push_back({"--q-lora-rank", Num(m.mla.q_lora_rank)});
+    f.push_back({"--kv-lora-rank", Num(m.mla.kv_lora_rank)});
+    f.push_back({"--qk-head-dim", Num(m.mla.qk_nope_head_dim)});
+    f.push_back({"--qk-pos-emb-head-dim", Num(m.mla.qk_rope_head_dim)});
+    f.push_back({"--v-head-dim", Num(m.mla.v_head_dim)});
+  }
+  if (m.sliding_window > 0 && m.global_every != 1 && !ds) {
+    // Flash-attention's (left, right) window: the query and w - 1 keys before it.
+    f.push_back({"--window-size", fmt::format("{},0", m.sliding_window - 1)});
+    if (m.global_every > 1) f.push_back({"--window-attn-skip-freq", Num(m.global_every)});
+  }
   f.push_back({"--seq-length", Num(t.seq_len)});
   f.push_back({"--max-position-embeddings", Num(m.max_seq_len)});
   if (ds) {
@@ -270,6 +283,23 @@ struct FlagReader {
   }
 };
 
+// --window-size "left,right" (or "(left, right)", flash-attention's window; right 0 for a causal
+// model) -> sliding_window = left + 1; --window-attn-skip-freq N -> global_every.
+core::Status ReadWindow(const FlagReader& r, spec::ModelSpec& m) {
+  PM_ASSIGN_OR_RETURN(const std::string text, r.Str("--window-size"));
+  static const std::regex pair(R"(\s*\(?\s*(-?\d{1,9})\s*,\s*(-?\d{1,9})\s*\)?\s*)");
+  std::smatch match;
+  if (!std::regex_match(text, match, pair) || std::stoll(match[1].str()) < 0 ||
+      std::stoll(match[2].str()) != 0) {
+    return core::Status::Error(
+        fmt::format("{}: --window-size '{}' is not 'left,0' with left >= 0 (a causal window)",
+                    r.Where("--window-size"), text));
+  }
+  m.sliding_window = std::stoll(match[1].str()) + 1;
+  PM_ASSIGN_OR_RETURN(m.global_every, r.Int("--window-attn-skip-freq", 0, false));
+  return core::Status::Ok();
+}
+
 // --moe-layer-freq: k, "([0]*a+[1]*b)" or "[0,1,...]" -> first_dense_layers, moe_layer_freq.
 core::Status ReadLayerFreq(const FlagReader& r, spec::ModelSpec& m) {
   if (!r.Has("--moe-layer-freq")) return core::Status::Ok();
@@ -355,6 +385,15 @@ core::Status ReadMegatronFlags(const std::string& name,
     }
     PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
     PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
+    if (r.Has("--multi-latent-attention")) {
+      m.kv_heads = m.heads;
+      PM_ASSIGN_OR_RETURN(m.mla.q_lora_rank, r.Int("--q-lora-rank", 0, false));
+      PM_ASSIGN_OR_RETURN(m.mla.kv_lora_rank, r.Int("--kv-lora-rank"));
+      PM_ASSIGN_OR_RETURN(m.mla.qk_nope_head_dim, r.Int("--qk-head-dim"));
+      PM_ASSIGN_OR_RETURN(m.mla.qk_rope_head_dim, r.Int("--qk-pos-emb-head-dim"));
+      PM_ASSIGN_OR_RETURN(m.mla.v_head_dim, r.Int("--v-head-dim"));
+    }
+    if (r.Has("--window-size")) PM_RETURN_IF_ERROR(ReadWindow(r, m));
     if (r.Has("--vocab-size")) {
       PM_ASSIGN_OR_RETURN(m.vocab, r.Int("--vocab-size"));
     } else {

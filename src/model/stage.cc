@@ -50,6 +50,15 @@ core::Status CheckSupported(const spec::ModelSpec& m) {
   std::vector<std::string> errors;
   if (m.activation != spec::Activation::kSwiGLU)
     errors.push_back("model.activation: the engine implements swiglu only");
+  if (m.is_mla())
+    errors.push_back(
+        "model.mla: the engine implements grouped-query attention only, not multi-head latent "
+        "attention (the cost model costs it: estimate, plan)");
+  if (m.sliding_window > 0)
+    errors.push_back(fmt::format(
+        "model.sliding_window: {} but the engine implements full causal attention only (the cost "
+        "model costs it: estimate, plan)",
+        m.sliding_window));
   if (m.head_dim % 2 != 0)
     errors.push_back(fmt::format("model.head_dim: {} must be even for RoPE", m.head_dim));
   if (m.heads % m.kv_heads != 0)

@@ -70,7 +70,35 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
   r.Double("rope_theta", m.rope_theta, false);
   r.OptDouble("total_params", m.total_params);
   r.OptDouble("active_params", m.active_params);
+  r.Int("sliding_window", m.sliding_window, false, 0);
+  r.Int("global_every", m.global_every, false, 0);
+  if (m.global_every > 0 && m.sliding_window == 0) {
+    r.Error("global_every", "needs sliding_window (without a window every layer is global)");
+  }
   std::set<std::string> sub_tables;
+  if (const toml::node* mla_node = t->get("mla")) {
+    sub_tables.insert("mla");
+    if (!mla_node->is_table()) {
+      r.Error("mla", "must be a table");
+    } else {
+      FieldReader ar(mla_node->as_table(), "model.mla", &errors);
+      ar.Int("q_lora_rank", m.mla.q_lora_rank, false, 0);
+      ar.Int("kv_lora_rank", m.mla.kv_lora_rank, true);
+      ar.Int("qk_nope_head_dim", m.mla.qk_nope_head_dim, true);
+      ar.Int("qk_rope_head_dim", m.mla.qk_rope_head_dim, true);
+      ar.Int("v_head_dim", m.mla.v_head_dim, true);
+      ar.RejectUnknown();
+      if (m.mla.qk_rope_head_dim % 2 != 0) {
+        ar.Error("qk_rope_head_dim",
+                 fmt::format("{} must be even (RoPE rotates pairs)", m.mla.qk_rope_head_dim));
+      }
+      if (t->get("kv_heads") != nullptr && m.kv_heads != m.heads) {
+        r.Error("kv_heads", fmt::format("{} but MLA up-projects keys and values for every head "
+                                        "(kv_heads = heads = {}); leave kv_heads out",
+                                        m.kv_heads, m.heads));
+      }
+    }
+  }
   if (const toml::node* moe_node = t->get("moe")) {
     sub_tables.insert("moe");
     if (!moe_node->is_table()) {

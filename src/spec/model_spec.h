@@ -23,6 +23,20 @@ struct MoeSpec {
       1.0;  // tokens per expert buffer = cf * tokens * top_k / experts; 0 = dropless
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3; field names as in their config.json). Queries and
+// keys have qk_nope_head_dim + qk_rope_head_dim per head, values v_head_dim; keys and values are
+// up-projected from one kv_lora_rank latent, queries from a q_lora_rank latent (0: no query
+// compression, a full hidden x heads*(nope+rope) projection). The rope part of the key is one
+// vector shared by all heads. With MLA, heads is the number of attention heads, kv_heads equals
+// heads and head_dim is not used.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;  // > 0 exactly when the model uses MLA
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+};
+
 struct ModelSpec {
   std::string name;
   int64_t layers = 0;
@@ -38,12 +52,26 @@ struct ModelSpec {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   MoeSpec moe;
+  MlaSpec mla;
+  // Sliding-window (local) attention: each query sees itself and the sliding_window - 1 tokens
+  // before it; 0 = full causal attention in every layer. global_every = N >= 2: layer l (from 0)
+  // keeps full attention when (l + 1) % N == 0 (one global layer after N - 1 local ones:
+  // Gemma-2 is N = 2, Gemma-3 N = 6; Megatron's --window-attn-skip-freq N); 0 = every layer local
+  // (Mistral 7B); 1 = every layer global (the window is never used).
+  int64_t sliding_window = 0;
+  int64_t global_every = 0;
   // Optional stated totals (count of parameters); cost::CheckStatedParams compares them with the
   // architecture and reports any disagreement above 1%.
   std::optional<double> total_params;
   std::optional<double> active_params;
 
   bool is_moe() const { return moe.experts > 0; }
+  bool is_mla() const { return mla.kv_lora_rank > 0; }
+  // REQUIRES: 0 <= layer < layers. True when the layer attends within the sliding window.
+  bool IsLocalLayer(int64_t layer) const {
+    if (sliding_window <= 0) return false;
+    return global_every == 0 || (global_every > 1 && (layer + 1) % global_every != 0);
+  }
   // REQUIRES: 0 <= layer < layers.
   bool IsMoeLayer(int64_t layer) const {
     if (!is_moe() || layer < moe.first_dense_layers) return false;

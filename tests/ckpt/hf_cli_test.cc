@@ -120,6 +120,22 @@ void ExportImportContinue(bool moe) {
   EXPECT_NE(again.err.find("already holds checkpoints"), std::string::npos) << again.err;
 }
 
+// `train` refuses a model whose attention the engine does not implement (exit 2, the field named).
+TEST(HfCli, TrainRefusesAttentionVariants) {
+  const std::string dir = WriteRun("hf_cli_attn", false);
+  const CliRun window =
+      Pentamesh("train --config " + dir + "/run.toml --set model.sliding_window=8");
+  EXPECT_EQ(window.exit_code, 2) << window.err;
+  EXPECT_NE(window.err.find("model.sliding_window"), std::string::npos) << window.err;
+  const CliRun mla =
+      Pentamesh("train --config " + dir +
+                "/run.toml --set model.kv_heads=4 --set model.mla.kv_lora_rank=8 --set "
+                "model.mla.qk_nope_head_dim=4 --set model.mla.qk_rope_head_dim=4 "
+                "--set model.mla.v_head_dim=4");
+  EXPECT_EQ(mla.exit_code, 2) << mla.err;
+  EXPECT_NE(mla.err.find("model.mla"), std::string::npos) << mla.err;
+}
+
 TEST(HfCli, DenseExportImportContinues) { ExportImportContinue(false); }
 
 TEST(HfCli, MoeExportImportContinues) { ExportImportContinue(true); }

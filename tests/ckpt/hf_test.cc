@@ -134,6 +134,25 @@ TEST(HfExport, RefusesHeadDimHfCannotExpress) {
   EXPECT_NE(r.status().message().find("model.head_dim"), std::string::npos) << r.status().message();
 }
 
+// MLA and sliding windows have no Llama/Qwen2-MoE form: export refuses them naming the field.
+TEST(HfExport, RefusesAttentionVariants) {
+  spec::ModelSpec mla = Dense();
+  mla.mla = {.kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4, .v_head_dim = 4};
+  spec::ModelSpec window = Dense();
+  window.sliding_window = 8;
+  for (const auto& [m, field] : {std::pair{mla, "model.mla"}, {window, "model.sliding_window"}}) {
+    Fixture f(Dense());
+    auto r = ExportHf(m, f.Source(),
+                      {.dir = data::testing::MakeTempDir("hf_attn"), .tokenizer_model = ""});
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+    auto config = HfConfig(m);
+    ASSERT_FALSE(config.ok()) << field;
+    EXPECT_NE(config.status().message().find(field), std::string::npos)
+        << config.status().message();
+  }
+}
+
 // A tp shard gets its box of the global tensor (rows of dim 0, columns of dim 1).
 TEST(HfImport, LoadsThisRanksShard) {
   HfModel hf;

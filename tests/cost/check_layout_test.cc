@@ -59,7 +59,9 @@ std::vector<Layout> Grid() {
 TEST(CheckLayout, AgreesWithValidate) {
   const std::pair<const char*, const char*> cases[] = {{"meridianfin-72b", "meridian-128k"},
                                                        {"llama3-70b", "meridian-128k"},
-                                                       {"mixtral-8x7b", "pretrain-4k"}};
+                                                       {"mixtral-8x7b", "pretrain-4k"},
+                                                       {"deepseek-v3-like", "pretrain-4k-16m"},
+                                                       {"mistral-7b", "pretrain-4k"}};
   for (const auto& [name, train] : cases) {
     const spec::ModelSpec m = *spec::LoadModel(name);
     const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 1024);
@@ -113,6 +115,27 @@ TEST(EstimateLayout, NoAllocationWithoutExplain) {
   ASSERT_GT(evaluated, 0);
   std::printf("EstimateLayout: %.0f ns per valid layout over %lld layouts\n",
               ns / static_cast<double>(evaluated), static_cast<long long>(evaluated));
+}
+
+// The attention variants keep the hot path allocation-free: MLA with sliding-window layers (a
+// synthetic mix: DeepSeek-V3's MLA, a 1,024-token window, every 4th layer global).
+TEST(EstimateLayout, NoAllocationWithMlaAndWindows) {
+  spec::ModelSpec m = *spec::LoadModel("deepseek-v3-like");
+  m.sliding_window = 1024;
+  m.global_every = 4;
+  const Model ctx(m, *spec::LoadCluster("h100-sxm", 1024), *spec::LoadTrain("pretrain-4k-16m"));
+  double sink = 0;
+  int64_t evaluated = 0;
+  const std::vector<Layout> grid = Grid();
+  const int64_t before = g_allocations.load();
+  for (const Layout& l : grid) {
+    if (CheckLayout(ctx, l) != Rule::kOk) continue;
+    sink += EstimateLayout(ctx, l).time.step;
+    ++evaluated;
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_GT(sink, 0.0);
+  EXPECT_GT(evaluated, 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,6 +30,22 @@ CliRun Pentamesh(const std::string& args) {
 
 const char* kLlama =
     "estimate --model llama3-405b --cluster h100-sxm --gpus 16384 --train llama3-405b-8k ";
+
+// GQA models estimate byte for byte as before the attention variants (cost/attention.h): the
+// JSON of presets, layouts and stacks that cover every attention term (CP ring and Ulysses,
+// zero-bubble, selective and full recomputation, interleaving, FSDP, folded EP, every shipped
+// stack), as printed by the binary of commit 8bd937d.
+TEST(EstimateCli, GqaEstimatesUnchanged) {
+  std::ifstream in(std::string(PM_SOURCE_DIR) + "/tests/cost/data/gqa_estimates.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  ASSERT_GE(golden["cases"].size(), 8u);
+  for (const auto& c : golden["cases"]) {
+    const CliRun r = Pentamesh(c["args"].get<std::string>());
+    EXPECT_EQ(r.code, 0) << c["args"];
+    EXPECT_EQ(r.out, c["output"].get<std::string>()) << c["args"];
+  }
+}
 
 TEST(EstimateCli, JsonHasTheDocumentedKeys) {
   const CliRun r = Pentamesh(std::string(kLlama) +

@@ -66,6 +66,13 @@ void ExpectSameModel(const spec::ModelSpec& a, const spec::ModelSpec& b, const s
   if (a.is_moe()) {
     EXPECT_DOUBLE_EQ(a.moe.capacity_factor, b.moe.capacity_factor) << where;
   }
+  EXPECT_EQ(a.mla.q_lora_rank, b.mla.q_lora_rank) << where;
+  EXPECT_EQ(a.mla.kv_lora_rank, b.mla.kv_lora_rank) << where;
+  EXPECT_EQ(a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim) << where;
+  EXPECT_EQ(a.mla.qk_rope_head_dim, b.mla.qk_rope_head_dim) << where;
+  EXPECT_EQ(a.mla.v_head_dim, b.mla.v_head_dim) << where;
+  EXPECT_EQ(a.sliding_window, b.sliding_window) << where;
+  EXPECT_EQ(a.global_every, b.global_every) << where;
 }
 
 // Emits `n` layouts spread over the engine's searchable space (every layout the planner would
@@ -129,6 +136,34 @@ void RoundTrip(Engine engine, const std::vector<Case>& cases, int n) {
 TEST(LaunchRoundTrip, Megatron50Layouts) {
   RoundTrip(Engine::kMegatron,
             {{"llama3-70b", "pretrain-4k", 512}, {"meridianfin-72b", "meridian-128k", 256}}, 50);
+}
+
+// MLA (--multi-latent-attention and its ranks and head dims) and sliding windows (--window-size
+// w-1,0, --window-attn-skip-freq) survive Megatron-LM's emit -> import-config.
+TEST(LaunchRoundTrip, MegatronAttentionVariants) {
+  RoundTrip(Engine::kMegatron,
+            {{"deepseek-v3-like", "pretrain-4k-16m", 1024}, {"mistral-7b", "pretrain-4k", 64}}, 6);
+}
+
+// torchtitan's llama3 model and Megatron-DeepSpeed have neither MLA nor sliding windows.
+TEST(LaunchCapability, RefusesAttentionVariants) {
+  struct Refusal {
+    Engine engine;
+    const char* model;
+    const char* rule;
+  };
+  for (const Refusal& r : {Refusal{Engine::kTorchtitan, "deepseek-v3-like", "tt-no-mla"},
+                           Refusal{Engine::kDeepSpeed, "deepseek-v3-like", "ds-no-mla"},
+                           Refusal{Engine::kTorchtitan, "mistral-7b", "tt-no-window"},
+                           Refusal{Engine::kDeepSpeed, "mistral-7b", "ds-no-window"}}) {
+    auto model = spec::LoadModel(r.model);
+    ASSERT_TRUE(model.ok());
+    const spec::Layout l{.dp = 8, .zero = 2};
+    std::set<std::string> ids;
+    for (const CapabilityRule* rule : Violations(r.engine, *model, l)) ids.insert(rule->id);
+    EXPECT_TRUE(ids.count(r.rule)) << r.model << " " << ToString(r.engine);
+    EXPECT_TRUE(Violations(Engine::kMegatron, *model, l).empty()) << r.model;
+  }
 }
 
 TEST(LaunchRoundTrip, Torchtitan50Layouts) {

@@ -83,6 +83,24 @@ void FiniteDifferenceCheck(const spec::ModelSpec& spec) {
   EXPECT_EQ(failures, 0);
 }
 
+// The engine runs grouped-query, full causal attention: MLA and sliding windows are refused,
+// naming the field, rather than trained as plain attention.
+TEST(Model, RefusesAttentionItDoesNotImplement) {
+  ASSERT_TRUE(model::CheckSupported(testing::TinyDense()).ok());
+  spec::ModelSpec mla = testing::TinyDense();
+  mla.mla = {.kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4, .v_head_dim = 4};
+  const core::Status a = model::CheckSupported(mla);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.message().find("model.mla: the engine implements grouped-query attention only"),
+            std::string::npos)
+      << a.message();
+  spec::ModelSpec window = testing::TinyDense();
+  window.sliding_window = 16;
+  const core::Status w = model::CheckSupported(window);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("model.sliding_window: 16"), std::string::npos) << w.message();
+}
+
 TEST(Model, DenseGradientsMatchFiniteDifferences) { FiniteDifferenceCheck(testing::TinyDense()); }
 
 TEST(Model, MoeGradientsMatchFiniteDifferences) {

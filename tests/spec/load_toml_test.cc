@@ -122,6 +122,61 @@ hiden = 3
   EXPECT_TRUE(Contains(msg, "model.hiden: unknown key")) << msg;
 }
 
+// [model.mla] and the sliding window: every bad field named at once.
+TEST(LoadModel, AttentionVariantFieldsNameTheField) {
+  const std::string base = R"(
+[model]
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+max_seq_len = 32
+)";
+  auto good = ModelFromTomlText(base + R"(sliding_window = 16
+global_every = 2
+[model.mla]
+q_lora_rank = 0
+kv_lora_rank = 16
+qk_nope_head_dim = 8
+qk_rope_head_dim = 4
+v_head_dim = 8
+)",
+                                "good.toml");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_TRUE(good->is_mla());
+  EXPECT_EQ(good->kv_heads, 4);  // MLA: kv_heads = heads
+  EXPECT_EQ(good->mla.q_lora_rank, 0);
+  EXPECT_EQ(good->sliding_window, 16);
+  EXPECT_EQ(good->global_every, 2);
+  auto bad = ModelFromTomlText(base + R"(kv_heads = 2
+sliding_window = -1
+[model.mla]
+q_lora_rank = -3
+qk_nope_head_dim = 8
+qk_rope_head_dim = 5
+v_head_dim = 8
+rank = 2
+)",
+                               "bad.toml");
+  ASSERT_FALSE(bad.ok());
+  const std::string& msg = bad.status().message();
+  EXPECT_TRUE(Contains(msg, "model.sliding_window: must be >= 0 (got -1)")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.mla.q_lora_rank: must be >= 0 (got -3)")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.mla.kv_lora_rank: missing (required)")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.mla.qk_rope_head_dim: 5 must be even")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.mla.rank: unknown key")) << msg;
+  EXPECT_TRUE(Contains(msg, "model.kv_heads: 2 but MLA")) << msg;
+  auto no_window = ModelFromTomlText(base + "global_every = 2\n", "w.toml");
+  ASSERT_FALSE(no_window.ok());
+  EXPECT_TRUE(Contains(no_window.status().message(), "model.global_every: needs sliding_window"))
+      << no_window.status().message();
+  auto not_table = ModelFromTomlText(base + "mla = 3\n", "t.toml");
+  ASSERT_FALSE(not_table.ok());
+  EXPECT_TRUE(Contains(not_table.status().message(), "model.mla: must be a table"))
+      << not_table.status().message();
+}
+
 TEST(LoadToml, WholeNumbersBeyondInt64AreErrors) {
   for (const char* value : {"8E92", "9.3e18", "-9.3e18", "inf", "nan", "1.5"}) {
     auto t = TrainFromTomlText(
