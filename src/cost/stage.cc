@@ -134,6 +134,80 @@ double ZeroBubbleWStash(const spec::Layout& l, const Terms& t, const Stage& s) {
   return s.pending_w * w_stage + head_w + peak + std::max(0.0, (s.layers - 1.0) * growth);
 }
 
+namespace {
+
+// Stashed activations of the micro-batches in flight (and the zero-bubble W stash).
+double StageActivations(const spec::Layout& l, const Terms& t, const Stage& s) {
+  const double dense_layers = s.layers - s.moe_layers;
+  const double head = s.last ? t.act_head : 0.0;  // per micro-batch in flight
+  double activations = 0;
+  if (l.recompute == spec::Recompute::kFull) {
+    // Layer inputs of every micro-batch in flight, and either the head's stash (end of forward)
+    // or, once the head's backward freed it, the rest of the layer being recomputed.
+    const double layer = std::max(dense_layers > 0 ? t.act_dense_layer : 0.0,
+                                  s.moe_layers > 0 ? t.act_moe_layer : 0.0);
+    activations = s.inflight * s.layers * t.act_input_layer +
+                  std::max(0.0, s.inflight - 1.0) * head +
+                  std::max(head, layer - t.act_input_layer + t.act_bwd_workspace);
+  } else {
+    activations =
+        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head) +
+        t.act_bwd_workspace;
+  }
+  if (l.schedule == spec::Schedule::kZeroBubble) activations += ZeroBubbleWStash(l, t, s);
+  return activations;
+}
+
+// fp32 logits for the softmax cross-entropy (+ the bf16 GEMM output they were cast from, unless
+// fp32_logits_only) and the fp32 log-sum-exp per token, on the last stage.
+double LogitBytes(const Model& ctx, const Terms& t) {
+  const CostParams& p = ctx.params();
+  const double low = t.elem_bytes < 4.0 && !p.fp32_logits_only ? t.elem_bytes : 0.0;
+  // unfused_cross_entropy: log-softmax in eager PyTorch keeps its fp32 output for backward and
+  // backward makes two more fp32 tensors of the logits' size (grad output, grad input).
+  const double per_logit = p.unfused_cross_entropy ? 3.0 * 4.0 : 4.0 + low;
+  return t.tokens * (static_cast<double>(ctx.model().vocab) / t.tp * per_logit + 4.0);
+}
+
+// Pipeline p2p buffers: a receive buffer per micro-batch and chunk for the input (the in-flight
+// ones are already the first layer's stashed input) and for the output's gradient; outputs kept
+// until backward (interleaved: approximated as V chunks of each rank's micro-batch). Otherwise
+// four messages.
+double PipelineBufferBytes(const CostParams& p, const Terms& t, const Stage& s) {
+  if (!p.pp_buffers_per_microbatch) return 4.0 * t.pp_bytes_send;
+  const double inputs = s.first && t.V == 1 ? 0.0 : t.V * (t.m - s.inflight);
+  const double grads = s.last && t.V == 1 ? 0.0 : t.V * t.m;
+  const double outputs = s.last && t.V == 1 ? 0.0 : t.V * s.inflight;
+  return (inputs + grads + outputs) * t.pp_bytes_send;
+}
+
+// Communication buffers of the pp, tp, cp, ep and ZeRO-3 collectives.
+double CommBufferBytes(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+                       bool kept) {
+  const spec::ModelSpec& md = ctx.model();
+  const CostParams& p = ctx.params();
+  const double h = static_cast<double>(md.hidden);
+  const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
+  double bytes = 0;
+  if (t.pp > 1) bytes += PipelineBufferBytes(p, t, s);
+  if (t.tp > 1) bytes += t.tokens * h * t.elem_bytes * std::max(1.0, copies);
+  if (t.cp > 1) {
+    // K and V in flight, sent and received, forward and backward.
+    const AttentionShape& a = ctx.attention();
+    bytes += 4.0 * t.tokens * (a.k + a.v) / t.tp * t.elem_bytes;
+    if (p.transient_workspaces) {
+      // The ring merges each step's partial attention output into an fp32 accumulator, and its
+      // backward accumulates dq in fp32.
+      bytes += 4.0 * t.tokens * (a.q + a.o) / t.tp;
+    }
+  }
+  if (t.ep > 1) bytes += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
+  if (l.zero >= 3 && !kept) bytes += 2.0 * s.max_layer_params * t.weight_bytes;
+  return bytes;
+}
+
+}  // namespace
+
 void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
                  Memory& mem) {
   const spec::ModelSpec& md = ctx.model();
@@ -150,64 +224,14 @@ void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const 
   mem.weights = sharded(l.zero >= 3 && !kept, t.weight_bytes);
   mem.grads = kept ? sharded(false, 4.0) : sharded(l.zero >= 2, t.grad_bytes);
   mem.optimizer = sharded(l.zero >= 1, t.master_bytes + kBytesAdamMoments);
-  const double dense_layers = s.layers - s.moe_layers;
-  const double head = s.last ? t.act_head : 0.0;  // per micro-batch in flight
-  if (l.recompute == spec::Recompute::kFull) {
-    // Layer inputs of every micro-batch in flight, and either the head's stash (end of forward)
-    // or, once the head's backward freed it, the rest of the layer being recomputed.
-    const double layer = std::max(dense_layers > 0 ? t.act_dense_layer : 0.0,
-                                  s.moe_layers > 0 ? t.act_moe_layer : 0.0);
-    mem.activations = s.inflight * s.layers * t.act_input_layer +
-                      std::max(0.0, s.inflight - 1.0) * head +
-                      std::max(head, layer - t.act_input_layer + t.act_bwd_workspace);
-  } else {
-    mem.activations =
-        s.inflight * (dense_layers * t.act_dense_layer + s.moe_layers * t.act_moe_layer + head) +
-        t.act_bwd_workspace;
-  }
-  if (l.schedule == spec::Schedule::kZeroBubble) mem.activations += ZeroBubbleWStash(l, t, s);
+  mem.activations = StageActivations(l, t, s);
   if (p.materialize_scores) {
     mem.attention_scores =
         AttentionScoreBlockBytes(md.heads, ctx.train().seq_len, l.mbs, l.tp, l.cp, l.cp_kind) *
         t.elem_bytes / 2.0;
   }
-  const double h = static_cast<double>(md.hidden);
-  if (s.last) {
-    // fp32 logits for the softmax cross-entropy (+ the bf16 GEMM output they were cast from,
-    // unless fp32_logits_only) and the fp32 log-sum-exp per token.
-    const double low = t.elem_bytes < 4.0 && !p.fp32_logits_only ? t.elem_bytes : 0.0;
-    // unfused_cross_entropy: log-softmax in eager PyTorch keeps its fp32 output for backward and
-    // backward makes two more fp32 tensors of the logits' size (grad output, grad input).
-    const double per_logit = p.unfused_cross_entropy ? 3.0 * 4.0 : 4.0 + low;
-    mem.logits = t.tokens * (static_cast<double>(md.vocab) / t.tp * per_logit + 4.0);
-  }
-  const double copies = md.is_moe() ? static_cast<double>(md.moe.top_k) * t.moe_factor : 1.0;
-  if (t.pp > 1) {
-    if (p.pp_buffers_per_microbatch) {
-      // A receive buffer per micro-batch and chunk for the input (the in-flight ones are already
-      // the first layer's stashed input) and for the output's gradient; outputs kept until
-      // backward. (Interleaved: approximated as V chunks of each rank's micro-batch.)
-      const double inputs = s.first && t.V == 1 ? 0.0 : t.V * (t.m - s.inflight);
-      const double grads = s.last && t.V == 1 ? 0.0 : t.V * t.m;
-      const double outputs = s.last && t.V == 1 ? 0.0 : t.V * s.inflight;
-      mem.comm_buffers += (inputs + grads + outputs) * t.pp_bytes_send;
-    } else {
-      mem.comm_buffers += 4.0 * t.pp_bytes_send;
-    }
-  }
-  if (t.tp > 1) mem.comm_buffers += t.tokens * h * t.elem_bytes * std::max(1.0, copies);
-  if (t.cp > 1) {
-    // K and V in flight, sent and received, forward and backward.
-    const AttentionShape& a = ctx.attention();
-    mem.comm_buffers += 4.0 * t.tokens * (a.k + a.v) / t.tp * t.elem_bytes;
-    if (p.transient_workspaces) {
-      // The ring merges each step's partial attention output into an fp32 accumulator, and its
-      // backward accumulates dq in fp32.
-      mem.comm_buffers += 4.0 * t.tokens * (a.q + a.o) / t.tp;
-    }
-  }
-  if (t.ep > 1) mem.comm_buffers += 2.0 * t.tokens / t.tp * copies * h * t.elem_bytes;
-  if (l.zero >= 3 && !kept) mem.comm_buffers += 2.0 * s.max_layer_params * t.weight_bytes;
+  if (s.last) mem.logits = LogitBytes(ctx, t);
+  mem.comm_buffers = CommBufferBytes(ctx, l, t, s, kept);
   mem.framework = p.framework_bytes;
   mem.fragmentation =
       p.fragmentation * (mem.activations + mem.attention_scores + mem.logits + mem.comm_buffers);

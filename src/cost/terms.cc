@@ -149,23 +149,19 @@ void WeightGradStash(const Model& ctx, Terms& t, double mlp_in, double dense_mlp
       t.tokens * 4.0 * (h + static_cast<double>(md.vocab) / tp);  // x = final norm out, dlogits
 }
 
-void Activations(const Model& ctx, const Layout& l, Terms& t) {
-  const spec::ModelSpec& md = ctx.model();
+// Attention block stash per token (bytes): norm input, QKV input, Q, K, V, attention output
+// (the out-projection input), dropout mask; scores when materialized (softmax output, dropout
+// mask and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
+// recomputation reruns core attention (the lse lives inside the checkpoint). gemm_in: the GEMM
+// input after the norm.
+double AttentionStashPerToken(const Model& ctx, const Layout& l, const Terms& t, double gemm_in) {
   const CostParams& p = ctx.params();
-  const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
+  const double e = t.elem_bytes, h = static_cast<double>(ctx.model().hidden);
   const AttentionShape& sh = ctx.attention();
-  const double a = static_cast<double>(md.heads), tp = t.tp;
+  const double a = static_cast<double>(ctx.model().heads), tp = t.tp;
   const double rep = l.sp ? tp : 1.0;  // sequence-parallel regions are sharded by tp
   const double drop = p.dropout ? 1.0 : 0.0;
-  const bool swiglu = md.activation == spec::Activation::kSwiGLU;
-  // Per token (bytes). Attention block: norm input, QKV input, Q, K, V, attention output (the
-  // out-projection input), dropout mask; scores when materialized (softmax output, dropout mask
-  // and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
-  // recomputation reruns core attention (the lse lives inside the checkpoint).
   const bool selective = l.recompute == spec::Recompute::kSelective;
-  // The GEMM input after the norm: sequence-sharded under SP, or the all-gathered full sequence
-  // when the stack's TP saves that (tp_saves_gathered_input).
-  const double gemm_in = e * h / (p.tp_saves_gathered_input ? 1.0 : rep);
   double attn = (e * h + drop * h) / rep + gemm_in;
   // MLA also keeps its latents and their normed copies (whole on every tp rank).
   if (!(selective && p.selective_recomputes_qkv)) {
@@ -185,52 +181,86 @@ void Activations(const Model& ctx, const Layout& l, Terms& t) {
   } else if (!selective) {
     attn += 4.0 * a / tp;
   }
+  return attn;
+}
+
+// MoE block stash per token: the norm input and FFN input (mlp_in), the fp32 router
+// probabilities, each routed copy's dispatched input, output and expert intermediates, and the
+// shared experts' intermediates.
+double MoeStashPerToken(const Model& ctx, const Layout& l, const Terms& t, double mlp_in) {
+  const spec::ModelSpec& md = ctx.model();
+  const CostParams& p = ctx.params();
+  const double e = t.elem_bytes, h = static_cast<double>(md.hidden), tp = t.tp;
+  const double rep = l.sp ? tp : 1.0;
+  const bool swiglu = md.activation == spec::Activation::kSwiGLU;
+  const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+  const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+  const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
+  const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
+  const double per_expert_token =
+      inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
+  return mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
+         + copies * per_expert_token +
+         static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
+}
+
+// torchtitan's per-op selective policy: the layer input, the attention output and lse, and every
+// other matmul output (q, k, v, o; w1, w3, w2 / expert matmuls) are kept.
+void SelectiveOpSacStash(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const AttentionShape& sh = ctx.attention();
+  const double e = t.elem_bytes, h = static_cast<double>(md.hidden), tp = t.tp;
+  const double rep = l.sp ? tp : 1.0, a = static_cast<double>(md.heads);
+  const double f = static_cast<double>(md.ffn_hidden);
+  const double up = md.activation == spec::Activation::kSwiGLU ? 2.0 : 1.0;
+  const double kept = e * h / rep + e * sh.o / tp + 4.0 * a / tp;
+  const double mm_attn = e * (sh.gemm_out_tp + h) / tp + e * sh.gemm_out_rep / rep;
+  t.act_dense_layer = t.tokens * (kept + 0.5 * (mm_attn + e * (up * f + h) / tp));
+  if (md.is_moe()) {
+    const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+    const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor +
+                          static_cast<double>(md.moe.shared_experts);
+    t.act_moe_layer = t.tokens * (kept + 0.5 * (mm_attn + copies * e * (up * fe + h) / tp));
+  }
+}
+
+// A layer's backward holds the gradients of its FFN's intermediates (up/gate outputs and their
+// product) and of its input before TP's reduce-scatter (the full sequence).
+double BackwardWorkspace(const Model& ctx, const Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const double mats = md.activation == spec::Activation::kSwiGLU ? 3.0 : 2.0;
+  double ffn = mats * static_cast<double>(md.ffn_hidden) / t.tp;
+  if (md.is_moe()) {
+    const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
+    const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+    ffn = std::max(ffn, copies * mats * static_cast<double>(md.moe.expert_ffn_hidden) / tp_routed);
+  }
+  return t.tokens * t.elem_bytes * (ffn + static_cast<double>(md.hidden));
+}
+
+void Activations(const Model& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  const CostParams& p = ctx.params();
+  const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
+  const double tp = t.tp;
+  const double rep = l.sp ? tp : 1.0;  // sequence-parallel regions are sharded by tp
+  const double drop = p.dropout ? 1.0 : 0.0;
+  const bool swiglu = md.activation == spec::Activation::kSwiGLU;
+  // The GEMM input after the norm: sequence-sharded under SP, or the all-gathered full sequence
+  // when the stack's TP saves that (tp_saves_gathered_input).
+  const double gemm_in = e * h / (p.tp_saves_gathered_input ? 1.0 : rep);
+  const double attn = AttentionStashPerToken(ctx, l, t, gemm_in);
   const double mlp_in = (e * h + drop * h) / rep + gemm_in;  // norm input, dropout mask, FFN input
   const double f = static_cast<double>(md.ffn_hidden);
   const double dense_mlp = mlp_in + (swiglu ? 3.0 : 2.0) * e * f / tp;
-  double moe_mlp = 0;
-  if (md.is_moe()) {
-    const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
-    const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
-    const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
-    const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
-    const double per_expert_token =
-        inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
-    moe_mlp = mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
-              + copies * per_expert_token +
-              static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
-  }
+  const double moe_mlp = md.is_moe() ? MoeStashPerToken(ctx, l, t, mlp_in) : 0.0;
   t.act_dense_layer = t.tokens * (attn + dense_mlp);
   t.act_moe_layer = t.tokens * (attn + moe_mlp);
-  if (selective && p.selective_op_sac) {
-    // torchtitan's per-op policy: the layer input, the attention output and lse, and every
-    // other matmul output (q, k, v, o; w1, w3, w2 / expert matmuls) are kept.
-    const double up = swiglu ? 2.0 : 1.0;
-    const double kept = e * h / rep + e * sh.o / tp + 4.0 * a / tp;
-    const double mm_attn = e * (sh.gemm_out_tp + h) / tp + e * sh.gemm_out_rep / rep;
-    t.act_dense_layer = t.tokens * (kept + 0.5 * (mm_attn + e * (up * f + h) / tp));
-    if (md.is_moe()) {
-      const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
-      const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor +
-                            static_cast<double>(md.moe.shared_experts);
-      t.act_moe_layer = t.tokens * (kept + 0.5 * (mm_attn + copies * e * (up * fe + h) / tp));
-    }
-  }
+  if (l.recompute == spec::Recompute::kSelective && p.selective_op_sac)
+    SelectiveOpSacStash(ctx, l, t);
   t.act_input_layer = t.tokens * e * h / rep;  // full recomputation keeps only the layer input
   t.act_head = t.tokens * 2.0 * e * h / rep;   // final norm input and the LM head's input
-  if (p.transient_workspaces) {
-    // A layer's backward holds the gradients of its FFN's intermediates (up/gate outputs and
-    // their product) and of its input before TP's reduce-scatter (the full sequence).
-    const double mats = swiglu ? 3.0 : 2.0;
-    double ffn = mats * static_cast<double>(md.ffn_hidden) / tp;
-    if (md.is_moe()) {
-      const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
-      const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
-      ffn =
-          std::max(ffn, copies * mats * static_cast<double>(md.moe.expert_ffn_hidden) / tp_routed);
-    }
-    t.act_bwd_workspace = t.tokens * e * (ffn + h);
-  }
+  if (p.transient_workspaces) t.act_bwd_workspace = BackwardWorkspace(ctx, t);
   WeightGradStash(ctx, t, mlp_in, dense_mlp, moe_mlp);
 }
 
