@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto layout = spec::ParseLayout(text);
   if (!model.ok() || !cluster.ok() || !train.ok()) return 0;
   (void)cost::CheckStatedParams(*model);
-  const cost::Model ctx(*model, *cluster, *train);
+  const cost::Context ctx(*model, *cluster, *train);
   const spec::Layout layouts[] = {
       layout.ok() ? *layout : spec::Layout{},
       spec::Layout{.dp = cluster->gpus()},

@@ -10,7 +10,7 @@ Prediction Predict(const Run& run, const Calibration& cal) {
   spec::ClusterSpec cluster = run.cluster;
   cost::CostParams params;
   ApplyCalibration(cal, run.stack, run.facts, cluster, params);
-  const cost::Model ctx(run.model, cluster, run.train, params);
+  const cost::Context ctx(run.model, cluster, run.train, params);
   Prediction p;
   p.estimate = cost::EstimateLayout(ctx, run.layout, /*explain=*/false);
   const double gpus = static_cast<double>(cluster.gpus());

@@ -27,7 +27,7 @@ struct EstimateArgs {
   EmitArgs emit;
 };
 
-nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
+nlohmann::json ToJson(const cost::Context& ctx, const cost::Estimate& e,
                       const std::vector<std::string>& warnings) {
   const cost::ParamCounts& c = ctx.counts();
   nlohmann::json j = EstimateJson(e);
@@ -41,7 +41,7 @@ nlohmann::json ToJson(const cost::Model& ctx, const cost::Estimate& e,
   return j;
 }
 
-void PrintTable(const cost::Model& ctx, const cost::Estimate& e,
+void PrintTable(const cost::Context& ctx, const cost::Estimate& e,
                 const std::vector<std::string>& warnings) {
   const cost::ParamCounts& c = ctx.counts();
   for (const auto& w : warnings) fmt::print("WARNING: {}\n", w);
@@ -98,7 +98,7 @@ int RunEstimate(const EstimateArgs& a) {
   cost::CostParams params = in.params;
   params.materialize_scores = params.materialize_scores || a.materialize_scores;
   params.moe_imbalance = a.moe_imbalance;
-  const cost::Model ctx(in.model, in.cluster, in.train, params);
+  const cost::Context ctx(in.model, in.cluster, in.train, params);
   const cost::Estimate e = cost::EstimateLayout(ctx, *layout, /*explain=*/true);
   const std::vector<std::string> warnings = cost::CheckStatedParams(*model);
   const bool structural = e.microbatches == 0 && !e.violations.empty();

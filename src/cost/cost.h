@@ -4,12 +4,12 @@
 // states each with its source.
 //
 // Units: bytes, seconds, FLOPs (not FLOP/s) unless the name says otherwise.
-// Invariant: EstimateLayout(const Model&, ...) never allocates when `explain` is false, so the
-// planner can call it millions of times per second: build one cost::Model per (model, cluster,
+// Invariant: EstimateLayout(const Context&, ...) never allocates when `explain` is false, so the
+// planner can call it millions of times per second: build one cost::Context per (model, cluster,
 // train, params) and reuse it for every layout.
 //
 // Usage:
-//   cost::Model ctx(model_spec, cluster_spec, train_spec);   // once: counts, FLOPs, prefix sums
+//   cost::Context ctx(model_spec, cluster_spec, train_spec);   // once: counts, FLOPs, prefix sums
 //   for (const spec::Layout& l : candidates) {
 //     if (cost::CheckLayout(ctx, l) != cost::Rule::kOk) continue;   // numeric spec::Validate
 //     cost::Estimate e = cost::EstimateLayout(ctx, l);               // explain = false: no allocs
@@ -285,10 +285,10 @@ using spec::RuleName;
 
 // Everything per (model, cluster, train, params) that does not depend on the layout: counts,
 // per-layer sizes, a prefix sum of MoE layers. Copies the specs; they need not outlive it.
-class Model {
+class Context {
  public:
-  Model(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
-        const spec::TrainSpec& train, const CostParams& params = {});
+  Context(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+          const spec::TrainSpec& train, const CostParams& params = {});
 
   const spec::ModelSpec& model() const { return model_; }
   const spec::ClusterSpec& cluster() const { return cluster_; }
@@ -328,7 +328,7 @@ class Model {
 
 // First structural rule the layout breaks (Rule::kOk when none): spec::FirstBrokenRule over the
 // context's specs, so Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
-Rule CheckLayout(const Model& ctx, const spec::Layout& layout);
+Rule CheckLayout(const Context& ctx, const spec::Layout& layout);
 
 // Model FLOPs utilization: model FLOPs per token (Flops(...).model) x tokens/s over the
 // cluster's dense peak (all its GPUs). Predictions (EstimateLayout) and the engine's measurement
@@ -338,18 +338,18 @@ double Mfu(double model_flops_per_token, double tokens_per_s, const spec::Cluste
 // Costs one layout. With explain = true, every structural violation (spec::Validate) and a
 // memory violation naming the largest component are written to `violations`. With explain =
 // false it never allocates; a structurally invalid layout returns fits = false and zero terms.
-Estimate EstimateLayout(const Model& ctx, const spec::Layout& layout, bool explain = false);
+Estimate EstimateLayout(const Context& ctx, const spec::Layout& layout, bool explain = false);
 
-// Convenience: builds a Model and explains (allocates; for the CLI and tests).
+// Convenience: builds a Context and explains (allocates; for the CLI and tests).
 Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                         const spec::TrainSpec& train, const spec::Layout& layout,
                         const CostParams& params = {}, bool explain = true);
 
 // Bytes one rank of pp stage `pp_rank` sends per step, per group. REQUIRES: CheckLayout == kOk.
-CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
+CommBytes CommBytesForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank);
 // Memory of a rank of pp stage `pp_rank` (its layers, micro-batches in flight per schedule,
 // embedding/head where they live). REQUIRES: CheckLayout == kOk.
-Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank);
+Memory MemoryForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank);
 
 // The working block of attention scores one rank holds when scores are materialized (bytes):
 // ring CP: (heads/tp) * (s/cp)^2 * mbs * 2; Ulysses: heads/(tp*cp) * s^2 * mbs * 2 (seed 000:

@@ -28,7 +28,7 @@ int CandidateStages(int64_t pp, int64_t out[3]) {
   return n;
 }
 
-double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s) {
+double OptimizerTime(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s) {
   // AdamW reads and writes master weights, m and v, reads the gradient, writes the bf16 weight.
   const double per_param = 2.0 * (t.master_bytes + kBytesAdamMoments) + t.grad_bytes +
                            (t.master_bytes > 0 ? t.weight_bytes : 0.0);
@@ -50,7 +50,7 @@ double OptimizerTime(const Model& ctx, const spec::Layout& l, const Terms& t, co
 // nothing: the stage that ends the step (stage 0 of 1F1B) idles before its first backward, when
 // no gradient exists yet and its weights are already needed. `compute_mb_s`: the stage's compute
 // per micro-batch (forward: a third of it, a quarter with full recomputation).
-double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+double ExposedDp(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
                  double compute_mb_s) {
   double bytes = 0, time_s = 0;
   internal::DpCommunication(l, t, s, bytes, time_s);
@@ -84,7 +84,7 @@ double ExposedDp(const Model& ctx, const spec::Layout& l, const Terms& t, const 
   return std::max(first_last, t.m * exposed_mb);
 }
 
-void Explain(const Model& ctx, const spec::Layout& l, Estimate& est) {
+void Explain(const Context& ctx, const spec::Layout& l, Estimate& est) {
   if (est.memory.total <= est.memory.capacity) return;
   const Memory& m = est.memory;
   const auto parts = m.components();
@@ -109,7 +109,7 @@ double Mfu(double model_flops_per_token, double tokens_per_s, const spec::Cluste
 
 namespace {
 
-void Rates(const Model& ctx, const spec::Layout& l, Estimate& est) {
+void Rates(const Context& ctx, const spec::Layout& l, Estimate& est) {
   const spec::TrainSpec& train = ctx.train();
   const double gpus = static_cast<double>(ctx.cluster().gpus());
   const double peak = ctx.cluster().peak_tflops * 1e12 * gpus;
@@ -175,7 +175,7 @@ double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches
   return fraction / (1.0 - fraction);
 }
 
-Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
+Estimate EstimateLayout(const Context& ctx, const spec::Layout& l, bool explain) {
   Estimate est;
   est.layout = l;
   const Rule rule = CheckLayout(ctx, l);
@@ -237,11 +237,11 @@ Estimate EstimateLayout(const Model& ctx, const spec::Layout& l, bool explain) {
 Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                         const spec::TrainSpec& train, const spec::Layout& layout,
                         const CostParams& params, bool explain) {
-  const Model ctx(model, cluster, train, params);
+  const Context ctx(model, cluster, train, params);
   return EstimateLayout(ctx, layout, explain);
 }
 
-CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank) {
+CommBytes CommBytesForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
   PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "CommBytesForStage on an invalid layout";
   PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
   Terms t;
@@ -251,7 +251,7 @@ CommBytes CommBytesForStage(const Model& ctx, const spec::Layout& layout, int64_
   return StageCommBytes(layout, t, s);
 }
 
-Memory MemoryForStage(const Model& ctx, const spec::Layout& layout, int64_t pp_rank) {
+Memory MemoryForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
   PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "MemoryForStage on an invalid layout";
   PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
   Terms t;

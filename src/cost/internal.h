@@ -79,7 +79,7 @@ struct Terms {
 };
 
 // Fills everything above. REQUIRES: CheckLayout(ctx, l) == Rule::kOk.
-void ComputeTerms(const Model& ctx, const spec::Layout& l, Terms& t);
+void ComputeTerms(const Context& ctx, const spec::Layout& l, Terms& t);
 
 // What one pp rank holds: layers, MoE layers and parameters before ZeRO sharding.
 struct Stage {
@@ -92,10 +92,10 @@ struct Stage {
   double sends = 0;                            // p2p sends per micro-batch (fwd + bwd)
   bool first = false, last = false;
 };
-void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
+void ComputeStage(const Context& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
                   Stage& stage);
 
-void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+void StageMemory(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
                  Memory& mem);
 // Seconds per micro-batch of this stage, by term (compute, tp, cp, ep, pp).
 struct StageTime {

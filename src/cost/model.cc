@@ -1,4 +1,4 @@
-// cost::Model (the per-spec context) and CheckLayout (spec::FirstBrokenRule: the rule table in
+// cost::Context (the per-spec context) and CheckLayout (spec::FirstBrokenRule: the rule table in
 // spec/validate.cc). tests/cost/check_layout_test.cc checks CheckLayout == kOk exactly when
 // spec::Validate is empty over a grid of layouts.
 #include "cost/attention.h"
@@ -7,8 +7,8 @@
 
 namespace pentamesh::cost {
 
-Model::Model(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
-             const spec::TrainSpec& train, const CostParams& params)
+Context::Context(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+                 const spec::TrainSpec& train, const CostParams& params)
     : model_(model), cluster_(cluster), train_(train), params_(params) {
   counts_ = CountParams(model_);
   const double h = static_cast<double>(model_.hidden);
@@ -35,7 +35,7 @@ Model::Model(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
   }
 }
 
-Rule CheckLayout(const Model& ctx, const spec::Layout& l) {
+Rule CheckLayout(const Context& ctx, const spec::Layout& l) {
   return spec::FirstBrokenRule(ctx.model(), ctx.cluster(), ctx.train(), l);
 }
 

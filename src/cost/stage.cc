@@ -18,7 +18,7 @@ namespace {
 // backward. Each chunk weighs its own stash (its layers per spec::ChunkLayers, dense or MoE, and
 // the head on the pipeline's last chunk), so uneven chunks are counted exactly rather than as
 // (in-flight chunks / V) x the rank's layers. The step pattern repeats every p*V steps.
-double InterleavedInflight(const Model& ctx, const spec::Layout& l, const Terms& t,
+double InterleavedInflight(const Context& ctx, const spec::Layout& l, const Terms& t,
                            int64_t pp_rank) {
   const int64_t V = static_cast<int64_t>(t.V), p = l.pp, chunks = p * V;
   const int64_t total = static_cast<int64_t>(t.m) * V, layers = ctx.model().layers;
@@ -58,7 +58,7 @@ double InterleavedInflight(const Model& ctx, const spec::Layout& l, const Terms&
 
 }  // namespace
 
-void ComputeStage(const Model& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
+void ComputeStage(const Context& ctx, const spec::Layout& l, const Terms& t, int64_t pp_rank,
                   Stage& s) {
   const spec::ModelSpec& md = ctx.model();
   const int64_t V = static_cast<int64_t>(t.V);
@@ -160,7 +160,7 @@ double StageActivations(const spec::Layout& l, const Terms& t, const Stage& s) {
 
 // fp32 logits for the softmax cross-entropy (+ the bf16 GEMM output they were cast from, unless
 // fp32_logits_only) and the fp32 log-sum-exp per token, on the last stage.
-double LogitBytes(const Model& ctx, const Terms& t) {
+double LogitBytes(const Context& ctx, const Terms& t) {
   const CostParams& p = ctx.params();
   const double low = t.elem_bytes < 4.0 && !p.fp32_logits_only ? t.elem_bytes : 0.0;
   // unfused_cross_entropy: log-softmax in eager PyTorch keeps its fp32 output for backward and
@@ -182,7 +182,7 @@ double PipelineBufferBytes(const CostParams& p, const Terms& t, const Stage& s) 
 }
 
 // Communication buffers of the pp, tp, cp, ep and ZeRO-3 collectives.
-double CommBufferBytes(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+double CommBufferBytes(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
                        bool kept) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();
@@ -208,7 +208,7 @@ double CommBufferBytes(const Model& ctx, const spec::Layout& l, const Terms& t, 
 
 }  // namespace
 
-void StageMemory(const Model& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
+void StageMemory(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s,
                  Memory& mem) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();

@@ -34,7 +34,7 @@ NodeFootprint Footprint(const Layout& l, double gpn) {
   return f;
 }
 
-Link MakeLink(const Model& ctx, double size, double per_node) {
+Link MakeLink(const Context& ctx, double size, double per_node) {
   const spec::ClusterSpec& c = ctx.cluster();
   const CostParams& p = ctx.params();
   Link link;
@@ -59,7 +59,7 @@ Link MakeLink(const Model& ctx, double size, double per_node) {
   return link;
 }
 
-void MakeLinks(const Model& ctx, const Layout& l, Terms& t) {
+void MakeLinks(const Context& ctx, const Layout& l, Terms& t) {
   const NodeFootprint f = Footprint(l, static_cast<double>(ctx.cluster().gpus_per_node));
   const bool separate = l.ep_placement == spec::EpPlacement::kSeparate;
   t.tp_link = MakeLink(ctx, t.tp, f.tp);
@@ -86,7 +86,7 @@ void MakeLinks(const Model& ctx, const Layout& l, Terms& t) {
 // training (Transformer Engine, torchao float8 linears) the GEMM runs at the BF16 rate times
 // fp8_gemm_speedup and its two inputs are cast first: read BF16, write FP8 (3 bytes an element,
 // at HBM speed; the amax reduction reads them again inside the same kernel).
-double GemmTime(const Model& ctx, const Terms& t, double m, double n, double k) {
+double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
   const spec::ClusterSpec& c = ctx.cluster();
@@ -100,14 +100,14 @@ double GemmTime(const Model& ctx, const Terms& t, double m, double n, double k) 
   return std::max(compute, memory) + cast;
 }
 
-double MemoryTime(const Model& ctx, double bytes) {
+double MemoryTime(const Context& ctx, double bytes) {
   return bytes / (ctx.cluster().hbm_gbps * 1e9 * ctx.params().hbm_efficiency);
 }
 
 // Elementwise kernels (norms, residual adds, RoPE, activations, softmax cross-entropy): their
 // bytes times elementwise_traffic (1 = fused kernels that read and write each tensor once; eager
 // PyTorch runs each op as its own kernel and moves more).
-double ElementwiseTime(const Model& ctx, double bytes) {
+double ElementwiseTime(const Context& ctx, double bytes) {
   return MemoryTime(ctx, bytes * ctx.params().elementwise_traffic);
 }
 
@@ -119,7 +119,8 @@ double ElementwiseTime(const Model& ctx, double bytes) {
 // h3, g) does; it is freed before the attention's copies are made, so the peak over the forward
 // stash is the larger of the two phases. Full-sequence GEMM inputs (no /sp). MLA: the
 // AttentionShape's copies (latents whole, up-projections' dy over tp).
-void WeightGradStash(const Model& ctx, Terms& t, double mlp_in, double dense_mlp, double moe_mlp) {
+void WeightGradStash(const Context& ctx, Terms& t, double mlp_in, double dense_mlp,
+                     double moe_mlp) {
   const spec::ModelSpec& md = ctx.model();
   const double h = static_cast<double>(md.hidden), tp = t.tp;
   const AttentionShape& a = ctx.attention();
@@ -154,7 +155,7 @@ void WeightGradStash(const Model& ctx, Terms& t, double mlp_in, double dense_mlp
 // mask and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
 // recomputation reruns core attention (the lse lives inside the checkpoint). gemm_in: the GEMM
 // input after the norm.
-double AttentionStashPerToken(const Model& ctx, const Layout& l, const Terms& t, double gemm_in) {
+double AttentionStashPerToken(const Context& ctx, const Layout& l, const Terms& t, double gemm_in) {
   const CostParams& p = ctx.params();
   const double e = t.elem_bytes, h = static_cast<double>(ctx.model().hidden);
   const AttentionShape& sh = ctx.attention();
@@ -187,7 +188,7 @@ double AttentionStashPerToken(const Model& ctx, const Layout& l, const Terms& t,
 // MoE block stash per token: the norm input and FFN input (mlp_in), the fp32 router
 // probabilities, each routed copy's dispatched input, output and expert intermediates, and the
 // shared experts' intermediates.
-double MoeStashPerToken(const Model& ctx, const Layout& l, const Terms& t, double mlp_in) {
+double MoeStashPerToken(const Context& ctx, const Layout& l, const Terms& t, double mlp_in) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();
   const double e = t.elem_bytes, h = static_cast<double>(md.hidden), tp = t.tp;
@@ -206,7 +207,7 @@ double MoeStashPerToken(const Model& ctx, const Layout& l, const Terms& t, doubl
 
 // torchtitan's per-op selective policy: the layer input, the attention output and lse, and every
 // other matmul output (q, k, v, o; w1, w3, w2 / expert matmuls) are kept.
-void SelectiveOpSacStash(const Model& ctx, const Layout& l, Terms& t) {
+void SelectiveOpSacStash(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const AttentionShape& sh = ctx.attention();
   const double e = t.elem_bytes, h = static_cast<double>(md.hidden), tp = t.tp;
@@ -226,7 +227,7 @@ void SelectiveOpSacStash(const Model& ctx, const Layout& l, Terms& t) {
 
 // A layer's backward holds the gradients of its FFN's intermediates (up/gate outputs and their
 // product) and of its input before TP's reduce-scatter (the full sequence).
-double BackwardWorkspace(const Model& ctx, const Terms& t) {
+double BackwardWorkspace(const Context& ctx, const Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const double mats = md.activation == spec::Activation::kSwiGLU ? 3.0 : 2.0;
   double ffn = mats * static_cast<double>(md.ffn_hidden) / t.tp;
@@ -238,7 +239,7 @@ double BackwardWorkspace(const Model& ctx, const Terms& t) {
   return t.tokens * t.elem_bytes * (ffn + static_cast<double>(md.hidden));
 }
 
-void Activations(const Model& ctx, const Layout& l, Terms& t) {
+void Activations(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const CostParams& p = ctx.params();
   const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
@@ -299,7 +300,7 @@ struct LayerCompute {
 // Core attention on one rank over `keys` (cost/attention.h): flash (causal blocks skipped: the
 // causal keys executed; backward recomputes the scores, 2.5x the forward's FLOPs) or materialized
 // scores (GEMMs over the full keys plus the softmax's reads and writes of the scores).
-LayerCompute AttentionCore(const Model& ctx, const Terms& t, const AttentionKeys& keys) {
+LayerCompute AttentionCore(const Context& ctx, const Terms& t, const AttentionKeys& keys) {
   const AttentionShape& a = ctx.attention();
   LayerCompute c;
   if (!ctx.params().materialize_scores) {
@@ -319,14 +320,14 @@ LayerCompute AttentionCore(const Model& ctx, const Terms& t, const AttentionKeys
 }
 
 // Forward seconds of one attention GEMM on one rank (AttentionShape::gemms).
-double AttentionGemmTime(const Model& ctx, const Terms& t, const AttentionGemm& g, double rep) {
+double AttentionGemmTime(const Context& ctx, const Terms& t, const AttentionGemm& g, double rep) {
   return GemmTime(ctx, t, g.replicated() ? t.tokens / rep : t.tokens,
                   g.n_over_tp ? g.n / t.tp : g.n, g.k_over_tp ? g.k / t.tp : g.k);
 }
 
 // Forward seconds of the projections before the out-projection (what selective recomputation
 // reruns when selective_recomputes_qkv).
-double AttentionInputGemms(const Model& ctx, const Terms& t, double rep) {
+double AttentionInputGemms(const Context& ctx, const Terms& t, double rep) {
   const AttentionShape& a = ctx.attention();
   double s = 0;
   for (int i = 0; i + 1 < a.gemm_count; ++i) {
@@ -337,7 +338,7 @@ double AttentionInputGemms(const Model& ctx, const Terms& t, double rep) {
 
 // Forward seconds of the attention block's GEMMs and memory-bound kernels (norm, residual, RoPE;
 // MLA's latent norms).
-double AttentionBlockFwd(const Model& ctx, const Terms& t, double rep) {
+double AttentionBlockFwd(const Context& ctx, const Terms& t, double rep) {
   const spec::ModelSpec& md = ctx.model();
   const AttentionShape& a = ctx.attention();
   const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
@@ -350,7 +351,7 @@ double AttentionBlockFwd(const Model& ctx, const Terms& t, double rep) {
   return gemm + ElementwiseTime(ctx, bytes);
 }
 
-double DenseMlpFwd(const Model& ctx, const Terms& t, double rep) {
+double DenseMlpFwd(const Context& ctx, const Terms& t, double rep) {
   const spec::ModelSpec& md = ctx.model();
   const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
   const double f = static_cast<double>(md.ffn_hidden);
@@ -363,7 +364,7 @@ double DenseMlpFwd(const Model& ctx, const Terms& t, double rep) {
 
 // Routed experts on the worst EP rank: E/ep local experts, each with ep*T*top_k*factor/E tokens
 // (grouped GEMM), plus router, shared experts, and the permutation copies of dispatch/combine.
-double MoeMlpFwd(const Model& ctx, const Terms& t, double rep) {
+double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
   const spec::ModelSpec& md = ctx.model();
   const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
   const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
@@ -404,7 +405,7 @@ double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const L
   return total;
 }
 
-void Compute(const Model& ctx, const Layout& l, Terms& t) {
+void Compute(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const double rep = l.sp ? t.tp : 1.0;
   const LayerCompute core = AttentionCore(ctx, t, AttentionKeysOf(md, t.seq, false));
@@ -455,7 +456,7 @@ void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& 
   }
 }
 
-void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
+void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const double n = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes;
   const double exposed = 1.0 - ctx.params().tp_overlap;
@@ -510,7 +511,7 @@ void TpTerms(const Model& ctx, const Layout& l, Terms& t) {
   t.tp_head_s *= exposed;
 }
 
-void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
+void CpTerms(const Context& ctx, const Layout& l, Terms& t) {
   if (t.cp <= 1) return;
   const AttentionShape& a = ctx.attention();
   const double rec = l.recompute == spec::Recompute::kNone ? 0.0 : 1.0;
@@ -542,7 +543,7 @@ void CpTerms(const Model& ctx, const Layout& l, Terms& t) {
   t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * ((q + o) + (k + v));
 }
 
-void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
+void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   if (!md.is_moe() || t.ep <= 1) return;
   // Dispatch and combine forward, their conjugates backward; each TP rank moves its 1/tp share.
@@ -561,7 +562,7 @@ void EpTerms(const Model& ctx, const Layout& l, Terms& t) {
 
 }  // namespace
 
-void ComputeTerms(const Model& ctx, const Layout& l, Terms& t) {
+void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const spec::TrainSpec& train = ctx.train();
   const CostParams& p = ctx.params();

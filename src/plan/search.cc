@@ -70,7 +70,7 @@ struct Worker {
 };
 
 struct Context {
-  const cost::Model& cost;  // built once per search: the allocation-free EstimateLayout path
+  const cost::Context& cost;  // built once per search: the allocation-free EstimateLayout path
   const SearchOptions& options;
   const Space& space;
 };
@@ -243,7 +243,7 @@ core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::Clus
   if (options.top_k < 1) return core::Status::Error("plan: --top must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   const Space space(model, cluster, train, options.space);
-  const cost::Model cost_model(model, cluster, train, options.cost);
+  const cost::Context cost_model(model, cluster, train, options.cost);
   const Context ctx{cost_model, options, space};
   const auto& meshes = space.meshes();
   int threads =

@@ -42,8 +42,8 @@ void Trainer::InitPipeline() {
   pipeline_ =
       std::make_unique<PipelineExecutor>(PipelineSpec(config_), mesh_->pp(), chunks, alloc_);
   // What this rank holds is its own stage's memory (the estimate's is the most loaded stage's).
-  const cost::Model ctx(config_.model, HostCluster(config_), config_.train,
-                        EngineCostParams(config_));
+  const cost::Context ctx(config_.model, HostCluster(config_), config_.train,
+                          EngineCostParams(config_));
   predicted_.memory = cost::MemoryForStage(ctx, config_.run.layout, mesh_->pp().rank());
 }
 

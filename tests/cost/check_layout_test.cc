@@ -66,7 +66,7 @@ TEST(CheckLayout, AgreesWithValidate) {
     const spec::ModelSpec m = *spec::LoadModel(name);
     const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 1024);
     const spec::TrainSpec t = *spec::LoadTrain(train);
-    const Model ctx(m, c, t);
+    const Context ctx(m, c, t);
     int ok = 0, bad = 0;
     for (const Layout& l : Grid()) {
       const bool valid = spec::Validate(m, c, t, l).empty();
@@ -82,7 +82,7 @@ TEST(CheckLayout, AgreesWithValidate) {
 
 TEST(CheckLayout, InvalidLayoutCostsNothingAndExplains) {
   const spec::ModelSpec m = *spec::LoadModel("llama3-70b");
-  const Model ctx(m, *spec::LoadCluster("h100-sxm", 64), *spec::LoadTrain("pretrain-4k"));
+  const Context ctx(m, *spec::LoadCluster("h100-sxm", 64), *spec::LoadTrain("pretrain-4k"));
   const Layout l{.dp = 3, .tp = 8};
   EXPECT_EQ(CheckLayout(ctx, l), Rule::kGpuCount);
   const Estimate quiet = EstimateLayout(ctx, l, false);
@@ -95,7 +95,7 @@ TEST(CheckLayout, InvalidLayoutCostsNothingAndExplains) {
 
 TEST(EstimateLayout, NoAllocationWithoutExplain) {
   const spec::ModelSpec m = *spec::LoadModel("meridianfin-72b");
-  const Model ctx(m, *spec::LoadCluster("h100-sxm", 1024), *spec::LoadTrain("meridian-128k"));
+  const Context ctx(m, *spec::LoadCluster("h100-sxm", 1024), *spec::LoadTrain("meridian-128k"));
   const std::vector<Layout> grid = Grid();
   double sink = 0;
   const int64_t before = g_allocations.load();
@@ -123,7 +123,7 @@ TEST(EstimateLayout, NoAllocationWithMlaAndWindows) {
   spec::ModelSpec m = *spec::LoadModel("deepseek-v3-like");
   m.sliding_window = 1024;
   m.global_every = 4;
-  const Model ctx(m, *spec::LoadCluster("h100-sxm", 1024), *spec::LoadTrain("pretrain-4k-16m"));
+  const Context ctx(m, *spec::LoadCluster("h100-sxm", 1024), *spec::LoadTrain("pretrain-4k-16m"));
   double sink = 0;
   int64_t evaluated = 0;
   const std::vector<Layout> grid = Grid();

@@ -175,7 +175,7 @@ TEST(Pipeline, MicrobatchesInFlightPerSchedule) {
   // copies (4096 B) outweigh its bf16 stash (one / 2 / 128 tokens), so each further layer B walks
   // adds the difference. Stage 0 (r = 0) has no micro-batch waiting for W; stage 1 has r = 1,
   // whose W copies include the head's 4(h + vocab) (x: final norm output, dy: logits grad).
-  const Model ctx(m, testing::H100Cluster(2), testing::Train(128, 8), CostParams{});
+  const Context ctx(m, testing::H100Cluster(2), testing::Train(128, 8), CostParams{});
   const Layout zb{.pp = 2, .schedule = spec::Schedule::kZeroBubble};
   const Layout f1b{.pp = 2, .schedule = spec::Schedule::kOneFOneB};
   const double walk = 128.0 * 3072 + (4096.0 * 128 - one / 2);  // 2 layers per stage
@@ -227,7 +227,7 @@ TEST(Pipeline, ValidateAcceptsTheLlama3SplitAndCostsTheFullStage) {
   const spec::TrainSpec t = *spec::LoadTrain("llama3-405b-8k");
   const spec::Layout l{.dp = 128, .tp = 8, .pp = 16, .zero = 1};
   EXPECT_TRUE(spec::Validate(m, c, t, l).empty());
-  const Model ctx(m, c, t);
+  const Context ctx(m, c, t);
   // Stage 0 has 7 layers + embedding, stage 1 the full 8: the critical stage is a middle one.
   const Estimate e = EstimateLayout(ctx, l);
   EXPECT_EQ(e.critical_stage, 1);

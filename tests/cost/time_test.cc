@@ -99,7 +99,7 @@ TEST(CommBytes, TensorParallelPerLayer) {
   // all-reduce of the 2 * 4 + 1 norm weight grads (bf16 grads here).
   const spec::ModelSpec m = testing::GptTiny();
   const Layout l{.tp = 4};
-  const Model ctx(m, testing::H100Cluster(4), testing::Train(128, 1));
+  const Context ctx(m, testing::H100Cluster(4), testing::Train(128, 1));
   const CommBytes b = CommBytesForStage(ctx, l, 0);
   const double n = 128.0 * 64 * 2, g = 3.0 / 4;
   const double ce = 3 * 2 * g * 4 * 128;
@@ -124,7 +124,7 @@ TEST(CommBytes, DataParallelPerZeroStage) {
   const double p = CountParams(m).total, g = 7.0 / 8;
   const auto dp_bytes = [&](int zero) {
     const Layout l{.dp = 8, .zero = zero};
-    const Model ctx(m, testing::H100Cluster(8), testing::Train(128, 16));  // m = 2 micro-batches
+    const Context ctx(m, testing::H100Cluster(8), testing::Train(128, 16));  // m = 2 micro-batches
     return CommBytesForStage(ctx, l, 0).dp;
   };
   EXPECT_DOUBLE_EQ(dp_bytes(0), 2 * g * 2 * p);                    // ring all-reduce of bf16 grads
@@ -137,7 +137,7 @@ TEST(CommBytes, PipelineContextAndExpert) {
   const spec::ModelSpec m = testing::MoeTiny();
   // pp = 2, cp = 2 (ring), ep = 2 separate: 8 GPUs; 4 sequences -> dp*ep = 2 data ranks, m = 2.
   const Layout l{.pp = 2, .cp = 2, .ep = 2};
-  const Model ctx(m, testing::H100Cluster(8), testing::Train(256, 4));
+  const Context ctx(m, testing::H100Cluster(8), testing::Train(256, 4));
   const double T = 256.0 / 2;  // tokens per rank
   const CommBytes first = CommBytesForStage(ctx, l, 0);
   const CommBytes last = CommBytesForStage(ctx, l, 1);
@@ -220,7 +220,7 @@ TEST(Links, DataParallelAllReduceAcrossTwoNodes) {
 TEST(Links, TensorParallelInsideANode) {
   spec::ModelSpec m = testing::GptTiny();
   CostParams p;
-  const Model ctx(m, testing::H100Cluster(8), testing::Train(128, 1), p);
+  const Context ctx(m, testing::H100Cluster(8), testing::Train(128, 1), p);
   const Estimate e = EstimateLayout(ctx, spec::Layout{.tp = 8});
   const double n = 128.0 * 64 * 2, ag = 7 * 3e-6 + 7.0 / 8 * n / (450e9 * 0.8);
   const double ce = 2 * 7 * 3e-6 + 2 * 7.0 / 8 * 4 * 128 / (450e9 * 0.8);

@@ -68,7 +68,7 @@ double PredictedCpBytes(int cp, spec::CpKind kind) {
   t.precision = spec::Precision::kFp32;
   spec::Layout l;
   l.cp = cp, l.mbs = kBatch, l.cp_kind = kind;
-  const cost::Model ctx(m, *spec::LoadCluster("h100-sxm", cp), t);
+  const cost::Context ctx(m, *spec::LoadCluster("h100-sxm", cp), t);
   EXPECT_EQ(cost::CheckLayout(ctx, l), cost::Rule::kOk);
   EXPECT_EQ(spec::MicroBatches(t, l), 1);
   return cost::CommBytesForStage(ctx, l, 0).cp;

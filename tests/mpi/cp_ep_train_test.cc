@@ -95,7 +95,7 @@ const Reference& SingleProcess() {
 void CheckStepOne(const Trainer& t, const StepStats& s, const RunConfig& config,
                   const Reference& ref, int pp_rank) {
   const spec::Layout& l = config.run.layout;
-  const cost::Model ctx(config.model, HostCluster(config), config.train, EngineCostParams());
+  const cost::Context ctx(config.model, HostCluster(config), config.train, EngineCostParams());
   const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, pp_rank);
   const auto wire = [&](const char* group) {
     return s.comm_bytes.at(group).at("bytes_wire").get<double>();

@@ -91,7 +91,7 @@ TEST(DistTrain, MatchesSingleProcess) {
     EXPECT_NEAR(s.grad_norm, want_norm, LossTolerance() * want_norm) << "step " << i + 1;
     if (i != 0) continue;
     // Communication: measured wire bytes per group == the cost model's, exactly.
-    const cost::Model ctx(config.model, HostCluster(config), config.train, [] {
+    const cost::Context ctx(config.model, HostCluster(config), config.train, [] {
       cost::CostParams p;
       p.grad_bytes = 4;
       return p;

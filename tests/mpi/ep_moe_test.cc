@@ -92,7 +92,7 @@ double PredictedEpBytes(int ep) {
   l.ep = ep, l.mbs = 1, l.ep_placement = spec::EpPlacement::kSeparate;
   cost::CostParams params;
   params.moe_imbalance = 1.0;  // the balanced router: every expert gets the mean
-  const cost::Model ctx(m, *spec::LoadCluster("h100-sxm", ep), t, params);
+  const cost::Context ctx(m, *spec::LoadCluster("h100-sxm", ep), t, params);
   EXPECT_EQ(cost::CheckLayout(ctx, l), cost::Rule::kOk);
   EXPECT_EQ(spec::MicroBatches(t, l), 1);
   return cost::CommBytesForStage(ctx, l, 0).ep;

@@ -164,7 +164,7 @@ double RelativeError(core::Tensor a, const std::vector<float>& b) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-cost::Model CostModel(int gpus) {
+cost::Context CostModel(int gpus) {
   spec::TrainSpec train{.name = "pipe-test",
                         .seq_len = kSeq,
                         .global_batch_tokens = kSeqs * kSeq,
@@ -184,7 +184,7 @@ cost::Model CostModel(int gpus) {
   p.framework_bytes = 0;
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;
-  return cost::Model(PipeModel(), cluster, train, p);
+  return cost::Context(PipeModel(), cluster, train, p);
 }
 
 spec::Layout LayoutOf(const schedule::ScheduleSpec& spec) {
@@ -224,7 +224,7 @@ void CheckSchedule(const std::string& kind, int m) {
   pp.all_reduce(&total, 1, core::Dtype::kI64);
   EXPECT_EQ(total, static_cast<int64_t>(ref.weights.size())) << kind;
   // PP bytes sent per step: the cost model's prediction for this rank's stage.
-  const cost::Model ctx = CostModel(spec.pp);
+  const cost::Context ctx = CostModel(spec.pp);
   const spec::Layout layout = LayoutOf(spec);
   // The cost model's Layout has no ZB-V (V = 2 is interleaved-only there).
   if (!spec.v_shape()) {

@@ -90,15 +90,15 @@ const Reference& SingleProcess() {
   return ref;
 }
 
-cost::Model CostContext(const RunConfig& config) {
-  return cost::Model(config.model, HostCluster(config), config.train, EngineCostParams());
+cost::Context CostContext(const RunConfig& config) {
+  return cost::Context(config.model, HostCluster(config), config.train, EngineCostParams());
 }
 
 void CheckFirstStep(const Trainer& t, const StepStats& s, const mesh::Mesh& mesh,
                     const RunConfig& config) {
   const spec::Layout& l = config.run.layout;
   const int64_t stage = mesh.pp().rank();
-  const cost::Model ctx = CostContext(config);
+  const cost::Context ctx = CostContext(config);
   ASSERT_EQ(cost::CheckLayout(ctx, l), cost::Rule::kOk)
       << cost::RuleName(cost::CheckLayout(ctx, l));
   const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, stage);

@@ -106,7 +106,7 @@ TEST(Search, PruningPropertiesHoldOnEveryLayout) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const Space space(c.model, c.cluster, c.train, {});
-    const cost::Model ctx(c.model, c.cluster, c.train, testing::TestCostParams());
+    const cost::Context ctx(c.model, c.cluster, c.train, testing::TestCostParams());
     const auto& recomputes = space.recomputes();
     ASSERT_EQ(recomputes[1], spec::Recompute::kSelective);
     ASSERT_EQ(recomputes[2], spec::Recompute::kNone);
