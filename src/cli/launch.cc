@@ -30,17 +30,66 @@ struct ImportArgs {
   bool json = false;
 };
 
-int RunImport(const ImportArgs& a) {
+// --engine, --gpus, --model and --seq-len as the importer's options.
+core::Result<launch::ImportOptions> ImportOptionsOf(const ImportArgs& a) {
   launch::ImportOptions o;
   if (!a.engine.empty()) {
-    auto e = launch::ParseEngine("--engine", a.engine);
-    if (!e.ok()) return Fail(e.status().message());
-    o.engine = *e;
+    PM_ASSIGN_OR_RETURN(o.engine, launch::ParseEngine("--engine", a.engine));
   }
   o.gpus = a.gpus;
   if (!a.model.empty()) o.model = a.model;
   o.seq_len = a.seq_len;
-  auto imported = launch::ImportConfig(a.file, o);
+  return o;
+}
+
+// The model line: shape, then experts, MLA and the attention window where the model has them.
+void PrintImportedModel(const spec::ModelSpec& m) {
+  const spec::MlaSpec& mla = m.mla;
+  fmt::print("model: {} layers, hidden {}, heads {}/{} kv, FFN {}, vocab {}{}{}{}\n", m.layers,
+             m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
+             m.is_moe() ? fmt::format(", {} experts top-{} (FFN {})", m.moe.experts, m.moe.top_k,
+                                      m.moe.expert_ffn_hidden)
+                        : std::string(),
+             m.is_mla() ? fmt::format(", MLA q/kv rank {}/{}, qk {}+{}, v {}", mla.q_lora_rank,
+                                      mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim,
+                                      mla.v_head_dim)
+                        : std::string(),
+             m.sliding_window > 0
+                 ? fmt::format(", window {} (global every {})", m.sliding_window, m.global_every)
+                 : std::string());
+}
+
+// The text report: the file's model, batch and layout, the estimate and the rules it breaks.
+void PrintImport(const ImportArgs& a, const launch::Imported& im, const spec::TrainSpec& train,
+                 const spec::ClusterSpec& cluster, const cost::Estimate& e) {
+  const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
+  fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
+  for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
+  PrintImportedModel(im.model);
+  fmt::print("batch: seq {}, {} sequences ({} tokens) per step, {} GPUs of {}\n", train.seq_len,
+             train.global_batch_seqs(), train.global_batch_tokens, cluster.gpus(), cluster.name);
+  fmt::print("--layout \"{}\"\n", spec::FormatLayout(im.layout));
+  if (e.microbatches > 0) {
+    fmt::print(
+        "estimate: memory {:.2f} GB of {:.2f} GB, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%, "
+        "fits: {}\n",
+        e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s, 100 * e.mfu,
+        e.fits ? "yes" : "no");
+  }
+  for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
+  for (const auto* r : engine_rules) {
+    fmt::print("  engine rule {}: {}\n", r->id, r->message);
+  }
+  fmt::print(
+      "compare with the planner: pentamesh plan --model <model> --train <train> "
+      "--cluster {} --gpus {} --engine {} --baseline {}\n",
+      a.cluster, cluster.gpus(), launch::ToString(im.engine), a.file);
+}
+
+int RunImport(const ImportArgs& a) {
+  auto o = ImportOptionsOf(a);
+  if (!o.ok()) return Fail(o.status().message());
+  auto imported = launch::ImportConfig(a.file, *o);
   if (!imported.ok()) return Fail(imported.status().message());
   const launch::Imported& im = *imported;
   auto cluster = spec::LoadCluster(a.cluster, im.gpus);
@@ -55,7 +104,6 @@ int RunImport(const ImportArgs& a) {
   }
   const cost::Estimate e =
       cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
-  const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
   if (a.json) {
     nlohmann::json j = {{"engine", launch::ToString(im.engine)},
                         {"gpus", cluster->gpus()},
@@ -66,41 +114,7 @@ int RunImport(const ImportArgs& a) {
                         {"estimate", EstimateJson(e)}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
-    for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
-    const spec::MlaSpec& mla = im.model.mla;
-    fmt::print(
-        "model: {} layers, hidden {}, heads {}/{} kv, FFN {}, vocab {}{}{}{}\n", im.model.layers,
-        im.model.hidden, im.model.heads, im.model.kv_heads, im.model.ffn_hidden, im.model.vocab,
-        im.model.is_moe() ? fmt::format(", {} experts top-{} (FFN {})", im.model.moe.experts,
-                                        im.model.moe.top_k, im.model.moe.expert_ffn_hidden)
-                          : std::string(),
-        im.model.is_mla() ? fmt::format(", MLA q/kv rank {}/{}, qk {}+{}, v {}", mla.q_lora_rank,
-                                        mla.kv_lora_rank, mla.qk_nope_head_dim,
-                                        mla.qk_rope_head_dim, mla.v_head_dim)
-                          : std::string(),
-        im.model.sliding_window > 0 ? fmt::format(", window {} (global every {})",
-                                                  im.model.sliding_window, im.model.global_every)
-                                    : std::string());
-    fmt::print("batch: seq {}, {} sequences ({} tokens) per step, {} GPUs of {}\n", train.seq_len,
-               train.global_batch_seqs(), train.global_batch_tokens, cluster->gpus(),
-               cluster->name);
-    fmt::print("--layout \"{}\"\n", spec::FormatLayout(im.layout));
-    if (e.microbatches > 0) {
-      fmt::print(
-          "estimate: memory {:.2f} GB of {:.2f} GB, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%, "
-          "fits: {}\n",
-          e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s, 100 * e.mfu,
-          e.fits ? "yes" : "no");
-    }
-    for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
-    for (const auto* r : engine_rules) {
-      fmt::print("  engine rule {}: {}\n", r->id, r->message);
-    }
-    fmt::print(
-        "compare with the planner: pentamesh plan --model <model> --train <train> "
-        "--cluster {} --gpus {} --engine {} --baseline {}\n",
-        a.cluster, cluster->gpus(), launch::ToString(im.engine), a.file);
+    PrintImport(a, im, train, *cluster, e);
   }
   if (!invalid.empty()) {
     for (const auto& v : invalid) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());

@@ -246,6 +246,16 @@ struct FlagReader {
     }
     return it->second.values.front();
   }
+  core::Result<std::string> StrOr(const std::string& f, const std::string& def) const {
+    if (!Has(f)) return def;
+    return Str(f);
+  }
+  // Reads the flag into v when it is given, else leaves v.
+  core::Status RealIfGiven(const std::string& f, double& v) const {
+    if (!Has(f)) return core::Status::Ok();
+    PM_ASSIGN_OR_RETURN(v, Real(f));
+    return core::Status::Ok();
+  }
   core::Result<double> Real(const std::string& f) const {
     PM_ASSIGN_OR_RETURN(std::string s, Str(f));
     try {
@@ -361,128 +371,201 @@ std::optional<int64_t> TokenizerVocab(const std::string& type) {
   return std::nullopt;
 }
 
-}  // namespace
+// An integer flag read into a field of Spec, in table order (the order of the checks).
+template <typename Spec>
+struct IntFlag {
+  const char* flag;
+  int64_t Spec::*field;
+  std::optional<int64_t> def = std::nullopt;  // the value when the flag is missing; none: required
+  bool positive = true;
+  const char* ds_flag = nullptr;  // Megatron-DeepSpeed's name, where it differs
+};
 
-core::Status ReadMegatronFlags(const std::string& name,
-                               const std::map<std::string, FlagValue>& flags, bool ds,
-                               const ImportOptions& options, Imported& out) {
-  const FlagReader r{name, flags};
-  spec::ModelSpec& m = out.model;
-  spec::TrainSpec& t = out.train;
-  spec::Layout& l = out.layout;
-  if (options.model) {
-    PM_ASSIGN_OR_RETURN(m, spec::LoadModel(*options.model));
-  } else {
-    m.name = "imported";
-    PM_ASSIGN_OR_RETURN(m.layers, r.Int("--num-layers"));
-    PM_ASSIGN_OR_RETURN(m.hidden, r.Int("--hidden-size"));
-    PM_ASSIGN_OR_RETURN(m.heads, r.Int("--num-attention-heads"));
+template <typename Spec, size_t N>
+core::Status ReadInts(const FlagReader& r, bool ds, const IntFlag<Spec> (&table)[N], Spec& s) {
+  for (const IntFlag<Spec>& f : table) {
+    PM_ASSIGN_OR_RETURN(s.*f.field, r.Int(ds && f.ds_flag ? f.ds_flag : f.flag, f.def, f.positive));
+  }
+  return core::Status::Ok();
+}
+
+constexpr IntFlag<spec::ModelSpec> kShapeFlags[] = {
+    {.flag = "--num-layers", .field = &spec::ModelSpec::layers},
+    {.flag = "--hidden-size", .field = &spec::ModelSpec::hidden},
+    {.flag = "--num-attention-heads", .field = &spec::ModelSpec::heads}};
+
+constexpr IntFlag<spec::MlaSpec> kMlaFlags[] = {
+    {.flag = "--q-lora-rank", .field = &spec::MlaSpec::q_lora_rank, .def = 0, .positive = false},
+    {.flag = "--kv-lora-rank", .field = &spec::MlaSpec::kv_lora_rank},
+    {.flag = "--qk-head-dim", .field = &spec::MlaSpec::qk_nope_head_dim},
+    {.flag = "--qk-pos-emb-head-dim", .field = &spec::MlaSpec::qk_rope_head_dim},
+    {.flag = "--v-head-dim", .field = &spec::MlaSpec::v_head_dim}};
+
+constexpr IntFlag<spec::Layout> kDegreeFlags[] = {
+    {.flag = "--micro-batch-size", .field = &spec::Layout::mbs},
+    {.flag = "--tensor-model-parallel-size", .field = &spec::Layout::tp, .def = 1},
+    {.flag = "--pipeline-model-parallel-size", .field = &spec::Layout::pp, .def = 1},
+    {.flag = "--context-parallel-size",
+     .field = &spec::Layout::cp,
+     .def = 1,
+     .ds_flag = "--ds-sequence-parallel-size"},
+    {.flag = "--expert-model-parallel-size",
+     .field = &spec::Layout::ep,
+     .def = 1,
+     .ds_flag = "--moe-expert-parallel-size"}};
+
+// The flag values that name a choice, and the choice each names.
+struct CpCommType {
+  const char* name;
+  spec::CpKind kind;
+};
+constexpr CpCommType kCpCommTypes[] = {{"p2p", spec::CpKind::kRing},
+                                       {"all_gather", spec::CpKind::kRing},
+                                       {"a2a", spec::CpKind::kUlysses}};
+
+struct ShardingStrategy {
+  const char* name;
+  int zero;
+};
+constexpr ShardingStrategy kShardingStrategies[] = {
+    {"optim_grads_params", 3}, {"optim_grads", 2}, {"optim", 1}, {"no_shard", 0}};
+
+struct RecomputeGranularity {
+  const char* name;
+  spec::Recompute recompute;
+};
+constexpr RecomputeGranularity kRecomputeGranularities[] = {
+    {"selective", spec::Recompute::kSelective}, {"full", spec::Recompute::kFull}};
+
+// The entry of table named name, or nullptr.
+template <typename Entry, size_t N>
+const Entry* FindByName(const Entry (&table)[N], const std::string& name) {
+  for (const Entry& e : table) {
+    if (name == e.name) return &e;
+  }
+  return nullptr;
+}
+
+// Layers, hidden and heads; query groups (GQA), head and FFN sizes; MLA's ranks and dims.
+core::Status ReadAttentionShape(const FlagReader& r, bool ds, spec::ModelSpec& m) {
+  PM_RETURN_IF_ERROR(ReadInts(r, ds, kShapeFlags, m));
+  m.kv_heads = m.heads;
+  if (ds) {
+    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-key-value-heads", m.heads));
+  } else if (r.Has("--group-query-attention") || r.Has("--num-query-groups")) {
+    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups"));
+  }
+  PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
+  PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
+  if (r.Has("--multi-latent-attention")) {
     m.kv_heads = m.heads;
-    if (ds) {
-      PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-key-value-heads", m.heads));
-    } else if (r.Has("--group-query-attention") || r.Has("--num-query-groups")) {
-      PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups"));
-    }
-    PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
-    PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
-    if (r.Has("--multi-latent-attention")) {
-      m.kv_heads = m.heads;
-      PM_ASSIGN_OR_RETURN(m.mla.q_lora_rank, r.Int("--q-lora-rank", 0, false));
-      PM_ASSIGN_OR_RETURN(m.mla.kv_lora_rank, r.Int("--kv-lora-rank"));
-      PM_ASSIGN_OR_RETURN(m.mla.qk_nope_head_dim, r.Int("--qk-head-dim"));
-      PM_ASSIGN_OR_RETURN(m.mla.qk_rope_head_dim, r.Int("--qk-pos-emb-head-dim"));
-      PM_ASSIGN_OR_RETURN(m.mla.v_head_dim, r.Int("--v-head-dim"));
-    }
-    if (r.Has("--window-size")) PM_RETURN_IF_ERROR(ReadWindow(r, m));
-    if (r.Has("--vocab-size")) {
-      PM_ASSIGN_OR_RETURN(m.vocab, r.Int("--vocab-size"));
-    } else {
-      std::string type = "NullTokenizer";
-      if (r.Has("--tokenizer-type")) {
-        PM_ASSIGN_OR_RETURN(type, r.Str("--tokenizer-type"));
-      }
-      const auto v = TokenizerVocab(type);
-      if (!v) {
-        return core::Status::Error(fmt::format(
-            "{}: no --vocab-size, and the vocabulary of --tokenizer-type {} is not known (pass "
-            "--model)",
-            name, type));
-      }
-      m.vocab = *v;
-      out.notes.push_back(fmt::format("vocabulary {} from --tokenizer-type {}", *v, type));
-    }
-    PM_ASSIGN_OR_RETURN(m.max_seq_len, r.Int("--max-position-embeddings", 0, false));
-    m.activation = r.Has("--swiglu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
-    m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
-    const char* eps = ds ? "--layernorm-epsilon" : "--norm-epsilon";
-    if (r.Has(eps)) {
-      PM_ASSIGN_OR_RETURN(m.norm_eps, r.Real(eps));
-    }
-    const char* theta = ds ? "--rope-theta" : "--rotary-base";
-    if (r.Has(theta)) {
-      PM_ASSIGN_OR_RETURN(m.rope_theta, r.Real(theta));
-    }
-    if (r.Has("--num-experts")) {
-      PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
-      if (ds) {
-        PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--topk", 1));
-        PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq, r.Int("--expert-interval", 1));
-        m.moe.expert_ffn_hidden = m.ffn_hidden;
-      } else {
-        PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--moe-router-topk", 2));
-        PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
-        PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
-        if (r.Has("--moe-shared-expert-intermediate-size")) {
-          PM_ASSIGN_OR_RETURN(int64_t shared, r.Int("--moe-shared-expert-intermediate-size"));
-          if (shared % m.moe.expert_ffn_hidden != 0) {
-            return core::Status::Error(fmt::format(
-                "{}: --moe-shared-expert-intermediate-size {} is not a multiple of "
-                "--moe-ffn-hidden-size {}",
-                r.Where("--moe-shared-expert-intermediate-size"), shared, m.moe.expert_ffn_hidden));
-          }
-          m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
-        }
-      }
-      m.moe.capacity_factor = 0;  // Megatron's default: dropless
-      if (r.Has("--moe-expert-capacity-factor")) {
-        PM_ASSIGN_OR_RETURN(m.moe.capacity_factor, r.Real("--moe-expert-capacity-factor"));
-      }
-    }
+    PM_RETURN_IF_ERROR(ReadInts(r, ds, kMlaFlags, m.mla));
   }
-  PM_ASSIGN_OR_RETURN(t.seq_len, r.Int("--seq-length", options.seq_len));
-  if (m.max_seq_len == 0) m.max_seq_len = t.seq_len;
-  PM_ASSIGN_OR_RETURN(l.mbs, r.Int("--micro-batch-size"));
-  PM_ASSIGN_OR_RETURN(l.tp, r.Int("--tensor-model-parallel-size", 1));
-  PM_ASSIGN_OR_RETURN(l.pp, r.Int("--pipeline-model-parallel-size", 1));
-  PM_ASSIGN_OR_RETURN(l.cp,
-                      r.Int(ds ? "--ds-sequence-parallel-size" : "--context-parallel-size", 1));
-  PM_ASSIGN_OR_RETURN(l.ep,
-                      r.Int(ds ? "--moe-expert-parallel-size" : "--expert-model-parallel-size", 1));
-  if (!ds && r.Has("--expert-tensor-parallel-size")) {
-    PM_ASSIGN_OR_RETURN(int64_t etp, r.Int("--expert-tensor-parallel-size"));
-    if (etp != l.tp && etp != 1) {
-      return core::Status::Error(fmt::format(
-          "{}: --expert-tensor-parallel-size {} is neither 1 nor --tensor-model-parallel-size {}: "
-          "pentamesh's layouts split experts over tp or keep them whole",
-          r.Where("--expert-tensor-parallel-size"), etp, l.tp));
-    }
-    l.etp = etp == l.tp ? 0 : etp;
+  return core::Status::Ok();
+}
+
+// --vocab-size, else the vocabulary of a known --tokenizer-type (with a note saying so).
+core::Status ReadVocab(const FlagReader& r, Imported& out) {
+  if (r.Has("--vocab-size")) {
+    PM_ASSIGN_OR_RETURN(out.model.vocab, r.Int("--vocab-size"));
+    return core::Status::Ok();
   }
-  l.sp = l.tp == 1 || r.Has("--sequence-parallel");
+  PM_ASSIGN_OR_RETURN(const std::string type, r.StrOr("--tokenizer-type", "NullTokenizer"));
+  const auto v = TokenizerVocab(type);
+  if (!v) {
+    return core::Status::Error(fmt::format(
+        "{}: no --vocab-size, and the vocabulary of --tokenizer-type {} is not known (pass "
+        "--model)",
+        r.name, type));
+  }
+  out.model.vocab = *v;
+  out.notes.push_back(fmt::format("vocabulary {} from --tokenizer-type {}", *v, type));
+  return core::Status::Ok();
+}
+
+// --moe-shared-expert-intermediate-size, a multiple of the expert size -> shared_experts.
+core::Status ReadSharedExperts(const FlagReader& r, spec::ModelSpec& m) {
+  const std::string flag = "--moe-shared-expert-intermediate-size";
+  if (!r.Has(flag)) return core::Status::Ok();
+  PM_ASSIGN_OR_RETURN(int64_t shared, r.Int(flag));
+  if (shared % m.moe.expert_ffn_hidden != 0) {
+    return core::Status::Error(
+        fmt::format("{}: {} {} is not a multiple of --moe-ffn-hidden-size {}", r.Where(flag), flag,
+                    shared, m.moe.expert_ffn_hidden));
+  }
+  m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
+  return core::Status::Ok();
+}
+
+// The MoE flags, given --num-experts; Megatron-DeepSpeed's experts are FFN-sized.
+core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
+  PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
+  if (ds) {
+    PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--topk", 1));
+    PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq, r.Int("--expert-interval", 1));
+    m.moe.expert_ffn_hidden = m.ffn_hidden;
+  } else {
+    PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--moe-router-topk", 2));
+    PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
+    PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
+    PM_RETURN_IF_ERROR(ReadSharedExperts(r, m));
+  }
+  m.moe.capacity_factor = 0;  // Megatron's default: dropless
+  return r.RealIfGiven("--moe-expert-capacity-factor", m.moe.capacity_factor);
+}
+
+// The model from the flags (without --model).
+core::Status ReadMegatronModel(const FlagReader& r, bool ds, Imported& out) {
+  spec::ModelSpec& m = out.model;
+  m.name = "imported";
+  PM_RETURN_IF_ERROR(ReadAttentionShape(r, ds, m));
+  if (r.Has("--window-size")) PM_RETURN_IF_ERROR(ReadWindow(r, m));
+  PM_RETURN_IF_ERROR(ReadVocab(r, out));
+  PM_ASSIGN_OR_RETURN(m.max_seq_len, r.Int("--max-position-embeddings", 0, false));
+  m.activation = r.Has("--swiglu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
+  m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
+  PM_RETURN_IF_ERROR(r.RealIfGiven(ds ? "--layernorm-epsilon" : "--norm-epsilon", m.norm_eps));
+  PM_RETURN_IF_ERROR(r.RealIfGiven(ds ? "--rope-theta" : "--rotary-base", m.rope_theta));
+  if (r.Has("--num-experts")) PM_RETURN_IF_ERROR(ReadMoe(r, ds, m));
+  return core::Status::Ok();
+}
+
+// --expert-tensor-parallel-size: 1 or tp (Megatron only).
+core::Status ReadExpertTp(const FlagReader& r, bool ds, spec::Layout& l) {
+  if (ds || !r.Has("--expert-tensor-parallel-size")) return core::Status::Ok();
+  PM_ASSIGN_OR_RETURN(int64_t etp, r.Int("--expert-tensor-parallel-size"));
+  if (etp != l.tp && etp != 1) {
+    return core::Status::Error(fmt::format(
+        "{}: --expert-tensor-parallel-size {} is neither 1 nor --tensor-model-parallel-size {}: "
+        "pentamesh's layouts split experts over tp or keep them whole",
+        r.Where("--expert-tensor-parallel-size"), etp, l.tp));
+  }
+  l.etp = etp == l.tp ? 0 : etp;
+  return core::Status::Ok();
+}
+
+// The context-parallel kind: --cp-comm-type (Megatron); Ulysses for Megatron-DeepSpeed.
+core::Status ReadCpKind(const FlagReader& r, bool ds, spec::Layout& l) {
   l.cp_kind = spec::CpKind::kRing;
   if (!ds && r.Has("--cp-comm-type")) {
     PM_ASSIGN_OR_RETURN(std::string kind, r.Str("--cp-comm-type"));
-    if (kind == "a2a") {
-      l.cp_kind = spec::CpKind::kUlysses;
-    } else if (kind != "p2p" && kind != "all_gather") {
+    const CpCommType* type = FindByName(kCpCommTypes, kind);
+    if (type == nullptr) {
       return core::Status::Error(fmt::format(
           "{}: --cp-comm-type {} has no pentamesh equivalent (p2p = ring, a2a = Ulysses)",
           r.Where("--cp-comm-type"), kind));
     }
+    l.cp_kind = type->kind;
   } else if (ds && l.cp > 1) {
     l.cp_kind = spec::CpKind::kUlysses;
   }
   if (l.cp == 1) l.cp_kind = spec::CpKind::kRing;
+  return core::Status::Ok();
+}
+
+// Model chunks per pipeline rank, directly or from the layers per virtual stage; the schedule.
+core::Status ReadVirtualStages(const FlagReader& r, bool ds, const spec::ModelSpec& m,
+                               spec::Layout& l) {
   l.schedule = spec::Schedule::kOneFOneB;
   l.virtual_stages = 1;
   if (!ds && r.Has("--num-virtual-stages-per-pipeline-rank")) {
@@ -500,46 +583,52 @@ core::Status ReadMegatronFlags(const std::string& name,
     l.virtual_stages = total / (l.pp * per);
   }
   if (l.virtual_stages > 1) l.schedule = spec::Schedule::kInterleaved;
+  return core::Status::Ok();
+}
+
+// The ZeRO stage: --zero-stage (DeepSpeed), Megatron-FSDP's sharding strategy or the
+// distributed optimizer.
+core::Status ReadZero(const FlagReader& r, bool ds, spec::Layout& l) {
   if (ds) {
     PM_ASSIGN_OR_RETURN(int64_t z, r.Int("--zero-stage", 0, false));
     l.zero = static_cast<int>(z);
   } else if (r.Has("--use-megatron-fsdp") || r.Has("--use-torch-fsdp2")) {
-    std::string strategy = "optim_grads_params";
-    if (r.Has("--data-parallel-sharding-strategy")) {
-      PM_ASSIGN_OR_RETURN(strategy, r.Str("--data-parallel-sharding-strategy"));
-    }
-    if (strategy == "optim_grads_params") {
-      l.zero = 3;
-    } else if (strategy == "optim_grads") {
-      l.zero = 2;
-    } else if (strategy == "optim") {
-      l.zero = 1;
-    } else if (strategy == "no_shard") {
-      l.zero = 0;
-    } else {
+    PM_ASSIGN_OR_RETURN(const std::string strategy,
+                        r.StrOr("--data-parallel-sharding-strategy", "optim_grads_params"));
+    const ShardingStrategy* s = FindByName(kShardingStrategies, strategy);
+    if (s == nullptr) {
       return core::Status::Error(
           fmt::format("{}: --data-parallel-sharding-strategy '{}' is unknown",
                       r.Where("--data-parallel-sharding-strategy"), strategy));
     }
+    l.zero = s->zero;
   } else {
     l.zero = r.Has("--use-distributed-optimizer") ? 1 : 0;
   }
+  return core::Status::Ok();
+}
+
+// --recompute-granularity, else the older --recompute-activations / --checkpoint-activations.
+core::Status ReadRecompute(const FlagReader& r, bool ds, spec::Layout& l) {
   l.recompute = spec::Recompute::kNone;
   if (r.Has("--recompute-granularity")) {
     PM_ASSIGN_OR_RETURN(std::string g, r.Str("--recompute-granularity"));
-    if (g == "selective") {
-      l.recompute = spec::Recompute::kSelective;
-    } else if (g == "full") {
-      l.recompute = spec::Recompute::kFull;
-    } else {
+    const RecomputeGranularity* granularity = FindByName(kRecomputeGranularities, g);
+    if (granularity == nullptr) {
       return core::Status::Error(
           fmt::format("{}: --recompute-granularity '{}' is not full or "
                       "selective",
                       r.Where("--recompute-granularity"), g));
     }
+    l.recompute = granularity->recompute;
   } else if (r.Has("--recompute-activations") || r.Has("--checkpoint-activations")) {
     l.recompute = ds ? spec::Recompute::kFull : spec::Recompute::kSelective;
   }
+  return core::Status::Ok();
+}
+
+// Precision, global batch and run length (t.seq_len already read).
+core::Status ReadBatch(const FlagReader& r, spec::TrainSpec& t) {
   t.precision =
       r.Has("--fp8-format")
           ? spec::Precision::kFp8
@@ -552,6 +641,31 @@ core::Status ReadMegatronFlags(const std::string& name,
     PM_ASSIGN_OR_RETURN(int64_t iters, r.Int("--train-iters"));
     t.total_tokens = static_cast<double>(iters) * static_cast<double>(t.global_batch_tokens);
   }
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Status ReadMegatronFlags(const std::string& name,
+                               const std::map<std::string, FlagValue>& flags, bool ds,
+                               const ImportOptions& options, Imported& out) {
+  const FlagReader r{name, flags};
+  spec::Layout& l = out.layout;
+  if (options.model) {
+    PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
+  } else {
+    PM_RETURN_IF_ERROR(ReadMegatronModel(r, ds, out));
+  }
+  PM_ASSIGN_OR_RETURN(out.train.seq_len, r.Int("--seq-length", options.seq_len));
+  if (out.model.max_seq_len == 0) out.model.max_seq_len = out.train.seq_len;
+  PM_RETURN_IF_ERROR(ReadInts(r, ds, kDegreeFlags, l));
+  PM_RETURN_IF_ERROR(ReadExpertTp(r, ds, l));
+  l.sp = l.tp == 1 || r.Has("--sequence-parallel");
+  PM_RETURN_IF_ERROR(ReadCpKind(r, ds, l));
+  PM_RETURN_IF_ERROR(ReadVirtualStages(r, ds, out.model, l));
+  PM_RETURN_IF_ERROR(ReadZero(r, ds, l));
+  PM_RETURN_IF_ERROR(ReadRecompute(r, ds, l));
+  PM_RETURN_IF_ERROR(ReadBatch(r, out.train));
   l.ep_placement = l.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
   return core::Status::Ok();
 }

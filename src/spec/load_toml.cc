@@ -38,6 +38,96 @@ core::Result<const toml::table*> GetTable(const toml::table& root, const char* n
   return node->as_table();
 }
 
+// model.activation: swiglu (the default) or gelu.
+void ReadActivation(FieldReader& r, ModelSpec& m) {
+  std::string activation = "swiglu";
+  r.String("activation", activation);
+  if (activation == "swiglu") {
+    m.activation = Activation::kSwiGLU;
+  } else if (activation == "gelu") {
+    m.activation = Activation::kGeLU;
+  } else {
+    r.Error("activation", fmt::format("'{}' is not one of swiglu, gelu", activation));
+  }
+}
+
+// The sub-table `name` of [model], recorded in sub_tables; nullptr when absent or not a table
+// (an error).
+const toml::table* ModelSubTable(const toml::table& model, const char* name, FieldReader& r,
+                                 std::set<std::string>& sub_tables) {
+  const toml::node* node = model.get(name);
+  if (!node) return nullptr;
+  sub_tables.insert(name);
+  if (!node->is_table()) {
+    r.Error(name, "must be a table");
+    return nullptr;
+  }
+  return node->as_table();
+}
+
+// [model.mla]; MLA up-projects keys and values for every head, so kv_heads may only equal heads.
+void ReadMla(const toml::table& mla, const toml::table& model, FieldReader& r,
+             std::vector<std::string>& errors, ModelSpec& m) {
+  FieldReader ar(&mla, "model.mla", &errors);
+  ar.Int("q_lora_rank", m.mla.q_lora_rank, false, 0);
+  ar.Int("kv_lora_rank", m.mla.kv_lora_rank, true);
+  ar.Int("qk_nope_head_dim", m.mla.qk_nope_head_dim, true);
+  ar.Int("qk_rope_head_dim", m.mla.qk_rope_head_dim, true);
+  ar.Int("v_head_dim", m.mla.v_head_dim, true);
+  ar.RejectUnknown();
+  if (m.mla.qk_rope_head_dim % 2 != 0) {
+    ar.Error("qk_rope_head_dim",
+             fmt::format("{} must be even (RoPE rotates pairs)", m.mla.qk_rope_head_dim));
+  }
+  if (model.get("kv_heads") != nullptr && m.kv_heads != m.heads) {
+    r.Error("kv_heads", fmt::format("{} but MLA up-projects keys and values for every head "
+                                    "(kv_heads = heads = {}); leave kv_heads out",
+                                    m.kv_heads, m.heads));
+  }
+}
+
+void ReadMoe(const toml::table& moe, std::vector<std::string>& errors, ModelSpec& m) {
+  FieldReader mr(&moe, "model.moe", &errors);
+  mr.Int("experts", m.moe.experts, true);
+  mr.Int("top_k", m.moe.top_k, true);
+  mr.Int("expert_ffn_hidden", m.moe.expert_ffn_hidden, true);
+  mr.Int("moe_layer_freq", m.moe.moe_layer_freq, false);
+  mr.Int("first_dense_layers", m.moe.first_dense_layers, false, 0);
+  mr.Int("shared_experts", m.moe.shared_experts, false, 0);
+  mr.Double("capacity_factor", m.moe.capacity_factor, false, 0, false);
+  mr.RejectUnknown();
+  if (m.moe.top_k > m.moe.experts && m.moe.experts > 0) {
+    mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));
+  }
+  if (m.moe.first_dense_layers >= m.layers && m.layers > 0) {
+    mr.Error("first_dense_layers",
+             fmt::format("{} leaves no MoE layer (layers={})", m.moe.first_dense_layers, m.layers));
+  }
+}
+
+// kv_heads defaults to heads; head_dim to hidden / heads. One rule for the planner and the
+// engine: without an explicit head_dim the heads split hidden exactly (never a truncated or zero
+// head_dim).
+void CheckHeads(const toml::table& model, FieldReader& r, ModelSpec& m) {
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  const bool explicit_head_dim = model.get("head_dim") != nullptr;
+  if (!explicit_head_dim && m.heads > 0 && m.hidden > 0) {
+    if (m.hidden % m.heads != 0) {
+      r.Error("heads",
+              fmt::format("{} does not divide hidden={} (set model.head_dim)", m.heads, m.hidden));
+    } else {
+      m.head_dim = m.hidden / m.heads;
+    }
+  }
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
+    r.Error("kv_heads",
+            fmt::format("heads={} must be divisible by kv_heads={}", m.heads, m.kv_heads));
+  }
+  if (m.kv_heads > m.heads) {
+    r.Error("kv_heads", fmt::format("{} exceeds heads={}", m.kv_heads, m.heads));
+  }
+}
+
 }  // namespace
 
 core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::string& source) {
@@ -56,15 +146,7 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
   r.Int("ffn_hidden", m.ffn_hidden, true);
   r.Int("vocab", m.vocab, true);
   r.Int("max_seq_len", m.max_seq_len, true);
-  std::string activation = "swiglu";
-  r.String("activation", activation);
-  if (activation == "swiglu") {
-    m.activation = Activation::kSwiGLU;
-  } else if (activation == "gelu") {
-    m.activation = Activation::kGeLU;
-  } else {
-    r.Error("activation", fmt::format("'{}' is not one of swiglu, gelu", activation));
-  }
+  ReadActivation(r, m);
   r.Bool("tied_embeddings", m.tied_embeddings);
   r.Double("norm_eps", m.norm_eps, false);
   r.Double("rope_theta", m.rope_theta, false);
@@ -76,72 +158,12 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
     r.Error("global_every", "needs sliding_window (without a window every layer is global)");
   }
   std::set<std::string> sub_tables;
-  if (const toml::node* mla_node = t->get("mla")) {
-    sub_tables.insert("mla");
-    if (!mla_node->is_table()) {
-      r.Error("mla", "must be a table");
-    } else {
-      FieldReader ar(mla_node->as_table(), "model.mla", &errors);
-      ar.Int("q_lora_rank", m.mla.q_lora_rank, false, 0);
-      ar.Int("kv_lora_rank", m.mla.kv_lora_rank, true);
-      ar.Int("qk_nope_head_dim", m.mla.qk_nope_head_dim, true);
-      ar.Int("qk_rope_head_dim", m.mla.qk_rope_head_dim, true);
-      ar.Int("v_head_dim", m.mla.v_head_dim, true);
-      ar.RejectUnknown();
-      if (m.mla.qk_rope_head_dim % 2 != 0) {
-        ar.Error("qk_rope_head_dim",
-                 fmt::format("{} must be even (RoPE rotates pairs)", m.mla.qk_rope_head_dim));
-      }
-      if (t->get("kv_heads") != nullptr && m.kv_heads != m.heads) {
-        r.Error("kv_heads", fmt::format("{} but MLA up-projects keys and values for every head "
-                                        "(kv_heads = heads = {}); leave kv_heads out",
-                                        m.kv_heads, m.heads));
-      }
-    }
+  if (const toml::table* mla = ModelSubTable(*t, "mla", r, sub_tables)) {
+    ReadMla(*mla, *t, r, errors, m);
   }
-  if (const toml::node* moe_node = t->get("moe")) {
-    sub_tables.insert("moe");
-    if (!moe_node->is_table()) {
-      r.Error("moe", "must be a table");
-    } else {
-      FieldReader mr(moe_node->as_table(), "model.moe", &errors);
-      mr.Int("experts", m.moe.experts, true);
-      mr.Int("top_k", m.moe.top_k, true);
-      mr.Int("expert_ffn_hidden", m.moe.expert_ffn_hidden, true);
-      mr.Int("moe_layer_freq", m.moe.moe_layer_freq, false);
-      mr.Int("first_dense_layers", m.moe.first_dense_layers, false, 0);
-      mr.Int("shared_experts", m.moe.shared_experts, false, 0);
-      mr.Double("capacity_factor", m.moe.capacity_factor, false, 0, false);
-      mr.RejectUnknown();
-      if (m.moe.top_k > m.moe.experts && m.moe.experts > 0) {
-        mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));
-      }
-      if (m.moe.first_dense_layers >= m.layers && m.layers > 0) {
-        mr.Error("first_dense_layers", fmt::format("{} leaves no MoE layer (layers={})",
-                                                   m.moe.first_dense_layers, m.layers));
-      }
-    }
-  }
+  if (const toml::table* moe = ModelSubTable(*t, "moe", r, sub_tables)) ReadMoe(*moe, errors, m);
   r.RejectUnknown(sub_tables);
-  if (m.kv_heads == 0) m.kv_heads = m.heads;
-  // One rule for the planner and the engine: without an explicit head_dim the heads split hidden
-  // exactly (never a truncated or zero head_dim).
-  const bool explicit_head_dim = t->get("head_dim") != nullptr;
-  if (!explicit_head_dim && m.heads > 0 && m.hidden > 0) {
-    if (m.hidden % m.heads != 0) {
-      r.Error("heads",
-              fmt::format("{} does not divide hidden={} (set model.head_dim)", m.heads, m.hidden));
-    } else {
-      m.head_dim = m.hidden / m.heads;
-    }
-  }
-  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
-    r.Error("kv_heads",
-            fmt::format("heads={} must be divisible by kv_heads={}", m.heads, m.kv_heads));
-  }
-  if (m.kv_heads > m.heads) {
-    r.Error("kv_heads", fmt::format("{} exceeds heads={}", m.kv_heads, m.heads));
-  }
+  CheckHeads(*t, r, m);
   PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (m.name.empty()) m.name = source;
   return m;
