@@ -16,9 +16,9 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
-#include "train/checkpoint_state.h"
 #include "cli/commands.h"
 #include "data/dataset.h"
+#include "train/checkpoint_state.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
