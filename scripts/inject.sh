@@ -95,10 +95,10 @@ emit memory_cap \
 # 3. Divergence: the learning rate x100 (3e-3 -> 0.3).
 dir="$tmp/lr"
 run lr "$bin" train --config "$root/configs/tiny-dense.toml" "${data_sets[@]}" --set optim.lr=0.3 \
-  --set optim.min_lr=0.03 --set optim.warmup_steps=2 --set run.steps=24 --set run.spike_window=8 \
+  --set optim.min_lr=0.03 --set optim.warmup_steps=10 --set run.steps=24 --set run.spike_window=8 --set run.spike_factor=1.5 \
   --set "run.out_dir=\"$dir\""
 emit divergence \
-  "pentamesh train --config configs/tiny-dense.toml --set optim.lr=0.3 --set optim.warmup_steps=2 --set run.steps=24 --set run.spike_window=8" \
+  "pentamesh train --config configs/tiny-dense.toml --set optim.lr=0.3 --set optim.warmup_steps=10 --set run.steps=24 --set run.spike_window=8 --set run.spike_factor=1.5" \
   "exit $rc; $(jq -r '"\(.steps) steps, \(.loss_spikes) loss spikes (steps \(.spike_steps)), \(.skipped_steps) skipped non-finite steps; loss \(.first_loss*1000|round/1000) -> max \(.max_loss*1000|round/1000) -> \(.last_loss*1000|round/1000)"' "$dir/summary.json")$( [ "$rc" = 0 ] || echo "; $(error_line "$tmp/lr.err")")" \
   "$(jq -c --argjson rc "$rc" '. + {exit_status: $rc}' "$dir/summary.json")"
 
