@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages pentamesh builds and tests with. Idempotent; needs root (or sudo).
 set -euo pipefail
 PKGS=(
-  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev jq
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin

@@ -1,5 +1,8 @@
 // `pentamesh estimate`: costs one layout of one model on one cluster with the cost model and
 // prints memory by component, step-time terms, MFU/HFU, throughput, days and cost (table or JSON).
+// A layout breaking a rule exits 2 naming it; when the only broken rule is "tp must divide
+// gpus_per_node", it also prints what the layout would cost with TP across nodes
+// (cost::EstimateTpAcrossNodes; JSON "tp_across_nodes").
 // Invariant: thin: parse, call cost::EstimateLayout, print; no formula lives here.
 #include <fmt/format.h>
 
@@ -79,6 +82,19 @@ void PrintTable(const cost::Context& ctx, const cost::Estimate& e,
   for (const auto& v : e.violations) fmt::print("  violation: {}\n", v);
 }
 
+// The cost of the refused layout with its tp group spanning nodes (not a valid layout).
+void PrintTpAcrossNodes(const cost::Context& ctx, const cost::Estimate& e) {
+  const int64_t gpn = ctx.cluster().gpus_per_node;
+  fmt::print(
+      "\nwhat the rule prevents: tp={} across {} nodes of {} GPUs (TP collectives on the "
+      "inter-node link, {} GB/s x {} NICs per node):\n",
+      e.layout.tp, (e.layout.tp + gpn - 1) / gpn, gpn, ctx.cluster().inter_node_gbps,
+      ctx.cluster().nics_per_node);
+  const cost::Time& t = e.time;
+  fmt::print("  tp term {:.4g} s of a {:.4g} s step ({:.1f}%); MFU {:.1f}%\n", t.tp, t.step,
+             100.0 * t.tp / t.step, 100.0 * e.mfu);
+}
+
 int RunEstimate(const EstimateArgs& a) {
   if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
   Inputs in;
@@ -102,15 +118,20 @@ int RunEstimate(const EstimateArgs& a) {
   const cost::Estimate e = cost::EstimateLayout(ctx, *layout, /*explain=*/true);
   const std::vector<std::string> warnings = cost::CheckStatedParams(*model);
   const bool structural = e.microbatches == 0 && !e.violations.empty();
+  // Refused only for TP leaving a node: what that would cost (cost::EstimateTpAcrossNodes).
+  const std::optional<cost::Estimate> across =
+      structural ? cost::EstimateTpAcrossNodes(ctx, *layout) : std::nullopt;
   if (a.json) {
     nlohmann::json j = ToJson(ctx, e, warnings);
     j["stack"] = in.stack.name;
     if (!structural) j["interval"] = IntervalJson(in, e.tokens_per_s);
+    if (across) j["tp_across_nodes"] = EstimateJson(*across);
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(ctx, e, warnings);
     if (!structural)
       fmt::print("stack {}: {}\n", in.stack.name, ThroughputWithInterval(in, e.tokens_per_s));
+    if (across) PrintTpAcrossNodes(ctx, *across);
   }
   if (structural) {
     for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());

@@ -1,5 +1,8 @@
 #include "core/allocator.h"
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -29,6 +32,7 @@ const char* MemTagName(MemTag tag) {
 void* Allocator::Allocate(int64_t bytes, MemTag tag) {
   PM_CHECK(bytes >= 0) << "bytes=" << bytes;
   if (bytes == 0) return nullptr;
+  if (limit_bytes_ > 0 && live_total_ + bytes > limit_bytes_) RefuseOverLimit(bytes, tag);
   const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   PM_CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes for "
@@ -49,6 +53,34 @@ void Allocator::Free(void* ptr, int64_t bytes, MemTag tag) {
   live_[i] -= bytes;
   live_total_ -= bytes;
   std::free(ptr);
+}
+
+void Allocator::set_limit_bytes(int64_t limit_bytes) {
+  PM_CHECK(limit_bytes >= 0) << "limit_bytes=" << limit_bytes;
+  limit_bytes_ = limit_bytes;
+}
+
+void Allocator::DefaultLimitHandler(const std::string& message) {
+  std::fprintf(stderr, "pentamesh: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::_Exit(2);  // no unwinding: the caller holds no state worth saving, and MPI peers see it
+}
+
+void Allocator::RefuseOverLimit(int64_t bytes, MemTag tag) const {
+  std::string live;
+  for (int i = 0; i < kMemTagCount; ++i) {
+    if (live_[i] == 0) continue;
+    live += fmt::format("{}{} {}", live.empty() ? "" : ", ", MemTagName(static_cast<MemTag>(i)),
+                        live_[i]);
+  }
+  const std::string message = fmt::format(
+      "run.memory_limit_bytes={}: allocating {} bytes of {} would bring the live total to {} bytes "
+      "(live now: {}{})",
+      limit_bytes_, bytes, MemTagName(tag), live_total_ + bytes, live_total_,
+      live.empty() ? "" : " = " + live);
+  if (on_limit_) on_limit_(message);
+  DefaultLimitHandler(message);
 }
 
 void Allocator::ResetPeaks() {

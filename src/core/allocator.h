@@ -1,12 +1,20 @@
 // Allocator and Buffer: every Buffer the engine allocates is tagged with the planner's memory
 // category, and the allocator keeps the live and peak bytes of each tag (and of their sum).
+// Optionally it enforces a cap on the live total (set_limit_bytes: run.memory_limit_bytes): an
+// allocation that would take the live total above the cap is refused before any memory is taken,
+// with a message naming the tag, the request, the live bytes per tag and the cap, passed to the
+// limit handler (default: print it as "pentamesh: error: ..." on stderr and exit with status 2,
+// so an over-budget run ends with a clear error instead of an OOM kill).
 // Invariant: live(tag) is exactly the sum of the sizes of the Buffers of that tag now alive;
-// peak(tag) is the maximum live(tag) has reached since construction or the last ResetPeaks().
+// peak(tag) is the maximum live(tag) has reached since construction or the last ResetPeaks();
+// with a cap set, live total <= cap always.
 // Not thread-safe: one Allocator per process/rank, used from the training thread.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "core/mem_tag.h"
 #include "core/tensor.h"
@@ -29,12 +37,25 @@ class Allocator {
   // Peaks restart from the bytes live now (e.g. per step).
   void ResetPeaks();
 
+  // Cap on the live total in bytes; 0 = none. REQUIRES: limit_bytes >= 0.
+  void set_limit_bytes(int64_t limit_bytes);
+  int64_t limit_bytes() const { return limit_bytes_; }
+  // Called with the message when an allocation would cross the cap; it must not return normally
+  // (exit or throw). Default: DefaultLimitHandler.
+  using LimitHandler = std::function<void(const std::string& message)>;
+  void set_limit_handler(LimitHandler handler) { on_limit_ = std::move(handler); }
+  // Prints "pentamesh: error: <message>" on stderr and exits with status 2.
+  [[noreturn]] static void DefaultLimitHandler(const std::string& message);
+
  private:
+  void RefuseOverLimit(int64_t bytes, MemTag tag) const;
   static int Index(MemTag tag) { return static_cast<int>(tag); }
   std::array<int64_t, kMemTagCount> live_{};
   std::array<int64_t, kMemTagCount> peak_{};
   int64_t live_total_ = 0;
   int64_t peak_total_ = 0;
+  int64_t limit_bytes_ = 0;
+  LimitHandler on_limit_;
 };
 
 // Owning RAII memory of one tag; movable, not copyable.

@@ -340,6 +340,13 @@ double Mfu(double model_flops_per_token, double tokens_per_s, const spec::Cluste
 // false it never allocates; a structurally invalid layout returns fits = false and zero terms.
 Estimate EstimateLayout(const Context& ctx, const spec::Layout& layout, bool explain = false);
 
+// What spec's kTpInNode rule ("tp must divide gpus_per_node") keeps out: the layout costed as if
+// its tp group could span nodes, its TP collectives priced on the inter-node link a group wider
+// than a node gets (NIC share per rank; terms.cc MakeLink), every other term as EstimateLayout's.
+// fits is false and violations holds the rule's message. nullopt unless kTpInNode is the only
+// rule the layout breaks. For `pentamesh estimate` to show the cost of the layout it refuses.
+std::optional<Estimate> EstimateTpAcrossNodes(const Context& ctx, const spec::Layout& layout);
+
 // Convenience: builds a Context and explains (allocates; for the CLI and tests).
 Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                         const spec::TrainSpec& train, const spec::Layout& layout,

@@ -175,14 +175,11 @@ double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches
   return fraction / (1.0 - fraction);
 }
 
-Estimate EstimateLayout(const Context& ctx, const spec::Layout& l, bool explain) {
-  Estimate est;
-  est.layout = l;
-  const Rule rule = CheckLayout(ctx, l);
-  if (rule != Rule::kOk) {
-    if (explain) est.violations = spec::Validate(ctx.model(), ctx.cluster(), ctx.train(), l);
-    return est;
-  }
+namespace {
+
+// EstimateLayout past its rule check. REQUIRES: every rule but kTpInNode holds (ComputeTerms
+// prices a tp group wider than a node on the inter-node link: MakeLink).
+void EstimateValid(const Context& ctx, const spec::Layout& l, bool explain, Estimate& est) {
   Terms t;
   internal::ComputeTerms(ctx, l, t);
   est.microbatches = static_cast<int64_t>(t.m);
@@ -231,6 +228,33 @@ Estimate EstimateLayout(const Context& ctx, const spec::Layout& l, bool explain)
   Rates(ctx, l, est);
   est.fits = est.memory.total <= est.memory.capacity;
   if (explain) Explain(ctx, l, est);
+}
+
+}  // namespace
+
+Estimate EstimateLayout(const Context& ctx, const spec::Layout& l, bool explain) {
+  Estimate est;
+  est.layout = l;
+  const Rule rule = CheckLayout(ctx, l);
+  if (rule != Rule::kOk) {
+    if (explain) est.violations = spec::Validate(ctx.model(), ctx.cluster(), ctx.train(), l);
+    return est;
+  }
+  EstimateValid(ctx, l, explain, est);
+  return est;
+}
+
+std::optional<Estimate> EstimateTpAcrossNodes(const Context& ctx, const spec::Layout& l) {
+  const std::vector<spec::Violation> broken =
+      spec::Violations(ctx.model(), ctx.cluster(), ctx.train(), l);
+  if (broken.empty()) return std::nullopt;
+  for (const spec::Violation& v : broken)
+    if (v.rule != Rule::kTpInNode) return std::nullopt;
+  Estimate est;
+  est.layout = l;
+  EstimateValid(ctx, l, /*explain=*/false, est);
+  est.fits = false;  // not a layout the planner accepts
+  est.violations.push_back(broken.front().message);
   return est;
 }
 

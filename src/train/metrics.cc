@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -42,6 +43,13 @@ std::string StepStatsToJson(const StepStats& s, const cost::Estimate* predicted,
     j["expert_collapse_share"] =
         cost::ExpertCollapseShare(static_cast<int64_t>(s.moe.routed.size()), s.moe_top_k);
     j["expert_collapse"] = s.moe.CollapseWarning(s.moe_top_k);  // max share above that
+  }
+  if (s.bubble) {
+    j["bubble"] = s.bubble->measured;
+    j["bubble_simulated"] = s.bubble->simulated;
+    j["microbatches"] = s.bubble->microbatches;
+    j["pipeline_action_s"] = {
+        {"F", s.bubble->time_f_s}, {"B", s.bubble->time_b_s}, {"W", s.bubble->time_w_s}};
   }
   if (s.eval_loss) j["eval_loss"] = *s.eval_loss;
   if (!s.comm_bytes.empty()) j["comm_bytes"] = s.comm_bytes;  // per mesh group (distributed runs)
@@ -92,6 +100,69 @@ std::string SkippedStepToJson(const StepStats& s) {
   return j.dump();
 }
 
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Mean(std::vector<double>::const_iterator begin, std::vector<double>::const_iterator end) {
+  double sum = 0;
+  for (auto it = begin; it != end; ++it) sum += *it;
+  return begin == end ? 0 : sum / static_cast<double>(end - begin);
+}
+
+}  // namespace
+
+void RunOutcome::AddStep(const StepStats& s) {
+  ++steps_;
+  losses_.push_back(s.loss);
+  if (s.loss_spike) spike_steps_.push_back(s.step);
+  if (s.bubble) {
+    microbatches_ = s.bubble->microbatches;
+    bubble_.push_back(s.bubble->measured);
+    bubble_simulated_.push_back(s.bubble->simulated);
+  }
+  if (!s.moe.routed.empty()) {
+    imbalance_.push_back(s.moe.LoadImbalance());
+    max_expert_share_last_ = s.moe.MaxExpertShare();
+    collapse_steps_ += s.moe.CollapseWarning(s.moe_top_k) ? 1 : 0;
+  }
+}
+
+nlohmann::ordered_json RunOutcome::ToJson() const {
+  nlohmann::ordered_json j;
+  j["steps"] = steps_;
+  j["skipped_steps"] = skipped_;
+  j["loss_spikes"] = static_cast<int64_t>(spike_steps_.size());
+  j["spike_steps"] = spike_steps_;
+  if (!losses_.empty()) {
+    j["first_loss"] = losses_.front();
+    j["last_loss"] = losses_.back();
+    j["max_loss"] = *std::max_element(losses_.begin(), losses_.end());
+  }
+  if (!bubble_.empty()) {
+    const size_t skip = bubble_.size() > 1 ? 1 : 0;  // the first step's allocations
+    j["bubble"] = {
+        {"steps", bubble_.size() - skip},
+        {"microbatches", microbatches_},
+        {"measured", Median({bubble_.begin() + static_cast<std::ptrdiff_t>(skip), bubble_.end()})},
+        {"simulated", Median({bubble_simulated_.begin() + static_cast<std::ptrdiff_t>(skip),
+                              bubble_simulated_.end()})}};
+  }
+  if (!imbalance_.empty()) {
+    const auto quarter = static_cast<std::ptrdiff_t>(std::max<size_t>(1, imbalance_.size() / 4));
+    j["moe"] = {{"imbalance_early", Mean(imbalance_.begin(), imbalance_.begin() + quarter)},
+                {"imbalance_late", Mean(imbalance_.end() - quarter, imbalance_.end())},
+                {"max_expert_share_last", max_expert_share_last_},
+                {"collapse_steps", collapse_steps_}};
+  }
+  return j;
+}
+
 core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir, bool append) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -105,15 +176,26 @@ core::Result<MetricsWriter> MetricsWriter::Open(const std::string& dir, bool app
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (file_) std::fclose(file_);
+  if (!file_) return;
+  std::fclose(file_);
+  // Best effort: a destructor cannot report; metrics.jsonl holds everything it summarises.
+  const std::string summary =
+      (std::filesystem::path(path_).parent_path() / "summary.json").string();
+  if (std::FILE* f = std::fopen(summary.c_str(), "w")) {
+    const std::string text = outcome_.ToJson().dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
 }
 
 core::Status MetricsWriter::Write(const StepStats& s, const cost::Estimate* predicted,
                                   double flops_per_token) {
+  outcome_.AddStep(s);
   return WriteLine(StepStatsToJson(s, predicted, flops_per_token) + "\n");
 }
 
 core::Status MetricsWriter::WriteSkipped(const StepStats& s) {
+  outcome_.AddSkipped();
   return WriteLine(SkippedStepToJson(s) + "\n");
 }
 

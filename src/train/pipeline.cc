@@ -111,49 +111,52 @@ void PipelineExecutor::BeginStep(const std::vector<model::MicroBatch>& mbs, int6
 PipelineStepResult PipelineExecutor::Run(const std::vector<model::MicroBatch>& mbs,
                                          int64_t hidden) {
   BeginStep(mbs, hidden);
-  const int S = topology_.stages(), rank = pp_.rank();
   PipelineStepResult result;
-  for (const schedule::Action& a : program_) {
-    const int s = topology_.Stage(rank, a.chunk), mb = a.microbatch;
-    model::Stage& stage = *chunks_[static_cast<size_t>(a.chunk)];
-    const model::MicroBatch& batch = mbs[static_cast<size_t>(mb)];
-    const std::string name = schedule::ToString(a, spec_.virtual_stages > 1);
-    if (a.kind == schedule::ActionKind::kForward) {
-      core::Buffer x_in, x_out;
-      if (s > 0) Receive(x_in, /*gradient=*/false, mb, s - 1, a.chunk);
-      if (s < S - 1)
-        x_out = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
-      const double start = tracing_ ? NowUs() : 0.0;
-      const model::StageForward f = stage.Forward(mb, batch, x_in.view(), x_out.view());
-      Record(name, "F", start, mb, a.chunk, 0);
-      result.loss_sum += f.loss_sum;
-      result.valid_tokens += f.valid_tokens;
-      result.moe.Add(f.moe);
-      if (s < S - 1) Send(x_out, /*gradient=*/false, mb, s, a.chunk);
-    } else if (a.kind == schedule::ActionKind::kBackward) {
-      core::Buffer dy, dx;
-      if (s < S - 1) Receive(dy, /*gradient=*/true, mb, s + 1, a.chunk);
-      if (s > 0)
-        dx = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
-      const double start = tracing_ ? NowUs() : 0.0;
-      if (split_[a.chunk][mb]) {
-        stage.BackwardInput(mb, dy.view(), dx.view());
-      } else {
-        stage.Backward(mb, dy.view(), dx.view());
-      }
-      Record(name, "B", start, mb, a.chunk, 0);
-      if (s > 0) Send(dx, /*gradient=*/true, mb, s, a.chunk);
-    } else {
-      const double start = tracing_ ? NowUs() : 0.0;
-      stage.BackwardWeight(mb);
-      Record(name, "W", start, mb, a.chunk, 0);
-    }
-  }
-  const double start = tracing_ ? NowUs() : 0.0;
+  result.timing.start_us = NowUs();
+  for (const schedule::Action& a : program_) RunAction(a, mbs, result);
+  result.timing.end_us = NowUs();
+  const double start = result.timing.end_us;
   if (pp_.size() > 1) pp_.wait_sends();
   Record("wait sends", "p2p", start, 0, 0, 0);
   PM_CHECK(local_.empty()) << "unconsumed local hand-overs";
   return result;
+}
+
+void PipelineExecutor::RunAction(const schedule::Action& a,
+                                 const std::vector<model::MicroBatch>& mbs,
+                                 PipelineStepResult& result) {
+  const int S = topology_.stages();
+  const int s = topology_.Stage(pp_.rank(), a.chunk), mb = a.microbatch;
+  model::Stage& stage = *chunks_[static_cast<size_t>(a.chunk)];
+  const std::string name = schedule::ToString(a, spec_.virtual_stages > 1);
+  const auto kind = static_cast<size_t>(a.kind == schedule::ActionKind::kForward    ? 0
+                                        : a.kind == schedule::ActionKind::kBackward ? 1
+                                                                                    : 2);
+  core::Buffer in, out;  // F: activation in/out; B: gradient in (dy) / out (dx)
+  const bool forward = kind == 0, backward = kind == 1;
+  if (forward && s > 0) Receive(in, /*gradient=*/false, mb, s - 1, a.chunk);
+  if (backward && s < S - 1) Receive(in, /*gradient=*/true, mb, s + 1, a.chunk);
+  if ((forward && s < S - 1) || (backward && s > 0))
+    out = core::Buffer(alloc_, core::MemTag::kComm, core::Dtype::kF32, {tokens_, hidden_});
+  const double start = NowUs();
+  if (forward) {
+    const model::StageForward f =
+        stage.Forward(mb, mbs[static_cast<size_t>(mb)], in.view(), out.view());
+    result.loss_sum += f.loss_sum;
+    result.valid_tokens += f.valid_tokens;
+    result.moe.Add(f.moe);
+  } else if (backward && split_[a.chunk][mb]) {
+    stage.BackwardInput(mb, in.view(), out.view());
+  } else if (backward) {
+    stage.Backward(mb, in.view(), out.view());
+  } else {
+    stage.BackwardWeight(mb);
+  }
+  result.timing.busy_us[kind] += NowUs() - start;
+  ++result.timing.count[kind];
+  Record(name, forward ? "F" : backward ? "B" : "W", start, mb, a.chunk, 0);
+  if (forward && s < S - 1) Send(out, /*gradient=*/false, mb, s, a.chunk);
+  if (backward && s > 0) Send(out, /*gradient=*/true, mb, s, a.chunk);
 }
 
 PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch>& mbs,
@@ -183,6 +186,79 @@ PipelineStepResult PipelineExecutor::Forward(const std::vector<model::MicroBatch
   if (pp_.size() > 1) pp_.wait_sends();
   PM_CHECK(local_.empty()) << "unconsumed local hand-overs";
   return result;
+}
+
+namespace {
+
+// Every rank's values of `mine` (the same count on each), in rank order: the doubles' bit
+// patterns all-gathered as i64 (the communicator reduces no fp64).
+std::vector<double> GatherDoubles(comm::Communicator& group, const std::vector<double>& mine) {
+  const size_t k = mine.size();
+  std::vector<double> all(k * static_cast<size_t>(group.size()));
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * group.rank()));
+  double* base = all.data();
+  group.all_gather(base, base + k * static_cast<size_t>(group.rank()), static_cast<int64_t>(k),
+                   core::Dtype::kI64);
+  return all;
+}
+
+}  // namespace
+
+PipelineBubble MeasureBubble(comm::Communicator& world, int pp_rank,
+                             const schedule::ScheduleSpec& spec, const ActionTiming& t) {
+  constexpr size_t kValues = 9;  // pp rank, start, end, busy F/B/W, count F/B/W
+  const std::vector<double> all =
+      GatherDoubles(world, {static_cast<double>(pp_rank), t.start_us, t.end_us, t.busy_us[0],
+                            t.busy_us[1], t.busy_us[2], static_cast<double>(t.count[0]),
+                            static_cast<double>(t.count[1]), static_cast<double>(t.count[2])});
+  // Per pp rank: sums over its replicas of every value, and the replica count.
+  std::vector<std::array<double, kValues>> per(static_cast<size_t>(spec.pp));
+  std::vector<double> replicas(static_cast<size_t>(spec.pp), 0);
+  for (size_t r = 0; r < all.size() / kValues; ++r) {
+    const auto p = static_cast<size_t>(all[r * kValues]);
+    PM_CHECK(p < per.size()) << "pp rank " << p << " of " << spec.pp;
+    for (size_t v = 1; v < kValues; ++v) per[p][v] += all[r * kValues + v];
+    replicas[p] += 1;
+  }
+  double first = 0, last = 0;
+  std::array<double, 3> busy_all{}, count_all{};
+  schedule::Costs costs;
+  costs.per_stage.assign(static_cast<size_t>(spec.topology().stages()), {});
+  std::vector<schedule::ActionCosts> rank_costs(per.size());
+  for (size_t p = 0; p < per.size(); ++p) {
+    PM_CHECK(replicas[p] > 0) << "no rank reported pp rank " << p;
+    const double start = per[p][1] / replicas[p], end = per[p][2] / replicas[p];
+    first = p == 0 ? start : std::min(first, start);
+    last = p == 0 ? end : std::max(last, end);
+    auto mean = [&](size_t k) { return per[p][6 + k] > 0 ? per[p][3 + k] / per[p][6 + k] : 0.0; };
+    rank_costs[p] = {
+        .time_f_s = mean(0) * 1e-6, .time_b_s = mean(1) * 1e-6, .time_w_s = mean(2) * 1e-6};
+    for (size_t k = 0; k < 3; ++k) {
+      busy_all[k] += per[p][3 + k];
+      count_all[k] += per[p][6 + k];
+    }
+  }
+  PipelineBubble b{.microbatches = spec.microbatches};
+  const double makespan = last - first;
+  for (size_t p = 0; p < per.size(); ++p) {
+    const double busy = (per[p][3] + per[p][4] + per[p][5]) / replicas[p];
+    b.measured += makespan > 0 ? (makespan - busy) / makespan / static_cast<double>(spec.pp) : 0;
+  }
+  auto overall = [&](size_t k) {
+    return count_all[k] > 0 ? busy_all[k] / count_all[k] * 1e-6 : 0.0;
+  };
+  b.time_f_s = overall(0);
+  b.time_b_s = overall(1);
+  b.time_w_s = overall(2);
+  const schedule::Topology topo = spec.topology();
+  for (int s = 0; s < topo.stages(); ++s)
+    costs.per_stage[static_cast<size_t>(s)] = rank_costs[static_cast<size_t>(topo.RankOf(s))];
+  auto programs = schedule::MakeAll(spec);
+  PM_CHECK(programs.ok()) << programs.status().message();
+  auto sim = schedule::Simulate(*programs, topo, costs);
+  PM_CHECK(sim.ok() && sim->complete) << (sim.ok() ? sim->deadlock : sim.status().message());
+  b.simulated = sim->bubble_fraction;
+  return b;
 }
 
 std::string GatherChromeTrace(comm::Communicator& group, const std::vector<TraceEvent>& events) {

@@ -14,6 +14,7 @@
 // every send completed, and the grads hold the sum over the step's micro-batches.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -38,11 +39,42 @@ struct TraceEvent {
   int64_t bytes = 0;  // p2p payload
 };
 
+// Wall-clock timing of one Run on this rank (steady clock, microseconds), kept whether or not
+// tracing is on: the step's span and the compute time of its F, B and W actions.
+struct ActionTiming {
+  double start_us = 0;              // before the first action (its receive included)
+  double end_us = 0;                // after the last action (before waiting for outstanding sends)
+  std::array<double, 3> busy_us{};  // F, B, W compute, summed (receives and sends excluded)
+  std::array<int64_t, 3> count{};   // F, B, W actions run
+};
+
 struct PipelineStepResult {
   double loss_sum = 0;  // summed cross-entropy of the last stage's micro-batches (0 elsewhere)
   int64_t valid_tokens = 0;
   model::MoeStats moe;  // summed over this rank's chunks
+  ActionTiming timing;  // Run only
 };
+
+// The measured pipeline bubble of one step next to the simulator's (metrics.jsonl "bubble",
+// "bubble_simulated", "pipeline_action_s"). measured: with every rank's ActionTiming averaged per
+// pp rank (over its dp/cp/tp replicas), makespan = latest end - earliest start over the pp ranks,
+// and the bubble = mean over pp ranks of (makespan - busy) / makespan: idle time includes waiting
+// for receives, the p2p copies and the warm-up and cool-down gaps. simulated: schedule::Simulate of
+// the same programs, each stage's F, B and W costing its rank's measured mean durations, with no
+// p2p latency (the copies are what the measured bubble has on top). Both are fractions of the
+// pipeline's makespan, idle / makespan, as schedule::SimResult::bubble_fraction.
+struct PipelineBubble {
+  int microbatches = 0;
+  double measured = 0;
+  double simulated = 0;
+  double time_f_s = 0, time_b_s = 0, time_w_s = 0;  // mean action durations over all ranks
+};
+
+// Collective over `world` (every rank calls it with its pp rank and its Run's timing; the world
+// is not a mesh group, so this is not in comm_bytes): the step's PipelineBubble, the same on
+// every rank. REQUIRES: ValidateSchedule(spec).ok().
+PipelineBubble MeasureBubble(comm::Communicator& world, int pp_rank,
+                             const schedule::ScheduleSpec& spec, const ActionTiming& mine);
 
 class PipelineExecutor {
  public:
@@ -77,6 +109,9 @@ class PipelineExecutor {
   void Send(const core::Buffer& from, bool gradient, int microbatch, int stage, int chunk);
   void Record(const std::string& name, const std::string& cat, double start_us, int mb, int chunk,
               int64_t bytes);
+  // Runs one F, B or W action of the program (with its receive and send).
+  void RunAction(const schedule::Action& a, const std::vector<model::MicroBatch>& mbs,
+                 PipelineStepResult& result);
 
   schedule::ScheduleSpec spec_;
   schedule::Topology topology_;

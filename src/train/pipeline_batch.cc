@@ -42,9 +42,7 @@ void Trainer::InitPipeline() {
   pipeline_ =
       std::make_unique<PipelineExecutor>(PipelineSpec(config_), mesh_->pp(), chunks, alloc_);
   // What this rank holds is its own stage's memory (the estimate's is the most loaded stage's).
-  const cost::Context ctx(config_.model, HostCluster(config_), config_.train,
-                          EngineCostParams(config_));
-  predicted_.memory = cost::MemoryForStage(ctx, config_.run.layout, mesh_->pp().rank());
+  predicted_.memory = PredictRankMemory(config_, mesh_->pp().rank());
 }
 
 double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::MoeStats* moe,
@@ -54,6 +52,7 @@ double Trainer::RunPipelineBatch(const data::Batch& batch, bool train, model::Mo
   const PipelineStepResult r =
       train ? pipeline_->Run(mbatches, hidden) : pipeline_->Forward(mbatches, hidden);
   if (moe) moe->Add(r.moe);  // this rank's chunks; Step sums them over the world
+  if (train) bubble_ = MeasureBubble(*world_, mesh_->pp().rank(), PipelineSpec(config_), r.timing);
   // The cross-entropy is summed on the last stage's ranks only (0 elsewhere): the world sum holds
   // every replica's loss once per tp rank.
   return SumOverGroup(*world_, r.loss_sum) / static_cast<double>(mesh_->layout().tp);

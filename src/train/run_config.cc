@@ -79,6 +79,7 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
       o.mem_gbps = host->mem_gbps;
     }
   }
+  r.Int("memory_limit_bytes", o.memory_limit_bytes, false, 0, std::numeric_limits<int64_t>::max());
   r.Int("max_nonfinite_in_row", o.max_nonfinite_in_row, false, 0);
   r.Double("spike_factor", o.spike_factor, false, 0, false);
   r.Int("spike_window", o.spike_window, false, 1);

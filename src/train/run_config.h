@@ -11,8 +11,9 @@
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
 //            host_profile (a measured host: `pentamesh calibrate --host`),
-//            max_nonfinite_in_row, spike_factor, spike_window, debug_nan_step, debug_nan_count,
-//            debug_kill_step, debug_kill_rank (faults)
+//            memory_limit_bytes (per rank; 0 = none), max_nonfinite_in_row, spike_factor,
+//            spike_window, debug_nan_step, debug_nan_count, debug_kill_step, debug_kill_rank
+//            (faults)
 //   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
@@ -69,6 +70,10 @@ struct RunOptions {
   // Ranks sharing this host's peak and bandwidth (not a TOML key: `pentamesh train` sets it from
   // MPI; 0 = every rank of the layout, all on one host).
   int ranks_per_host = 0;
+  // Memory cap per rank in bytes (0 = none). Trainer::Create refuses a run whose predicted memory
+  // (the cost model's categories for this rank's stage) exceeds it, before allocating anything;
+  // at run time the allocator enforces it (core::Allocator::set_limit_bytes).
+  int64_t memory_limit_bytes = 0;
   // A step whose loss or grad norm is not finite is skipped (no update); more than this many in
   // a row stop the run.
   int64_t max_nonfinite_in_row = 5;

@@ -16,6 +16,36 @@
 
 namespace pentamesh::train {
 
+cost::Memory PredictRankMemory(const RunConfig& c, int64_t pp_rank) {
+  if (c.run.layout.pp == 1) return PredictRun(c).memory;
+  const cost::Context ctx(c.model, HostCluster(c), c.train, EngineCostParams(c));
+  return cost::MemoryForStage(ctx, c.run.layout, pp_rank);
+}
+
+core::Status CheckMemoryLimit(const RunConfig& c, const cost::Memory& predicted) {
+  const int64_t limit = c.run.memory_limit_bytes;
+  if (limit == 0 || predicted.total <= static_cast<double>(limit)) return core::Status::Ok();
+  std::string sum;
+  double cumulative = 0;
+  for (const cost::MemoryCategory& category : cost::kMemoryCategories) {
+    const double bytes = predicted.*category.field;
+    if (bytes == 0) continue;
+    cumulative += bytes;
+    sum += fmt::format("{}{} {:.0f}", sum.empty() ? "" : " + ", category.name, bytes);
+    if (cumulative <= static_cast<double>(limit)) continue;
+    return core::Status::Error(fmt::format(
+        "run.memory_limit_bytes: {} bytes per rank cannot hold layout '{}': {} does not fit "
+        "(cost model, in category order: {} = {:.0f} > {} bytes; the rank needs {:.0f} bytes)",
+        limit, spec::ShortLayout(c.run.layout), category.name, sum, cumulative, limit,
+        predicted.total));
+  }
+  // The categories sum to the total; rounding aside, this is not reached.
+  return core::Status::Error(fmt::format(
+      "run.memory_limit_bytes: {} bytes per rank is below the predicted {:.0f} bytes of layout "
+      "'{}'",
+      limit, predicted.total, spec::ShortLayout(c.run.layout)));
+}
+
 core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t vocab) {
   namespace fs = std::filesystem;
   if (!fs::exists(fs::path(c.dataset) / data::kManifestFile)) {
@@ -127,6 +157,9 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
     shard.ep_rank = dist.mesh->coords().ep;
   }
   PM_RETURN_IF_ERROR(model::CheckSupported(config.model));
+  // Before anything is allocated (the dataset's reader buffers are not the allocator's).
+  const int64_t pp_rank = dist.mesh ? dist.mesh->pp().rank() : 0;
+  PM_RETURN_IF_ERROR(CheckMemoryLimit(config, PredictRankMemory(config, pp_rank)));
   PM_ASSIGN_OR_RETURN(data::Dataset dataset, OpenOrBuildDataset(config.data, config.model.vocab));
   if (dataset.vocab_size() != config.model.vocab) {
     return core::Status::Error(
@@ -263,6 +296,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   // returning large blocks to the OS (each fresh mmap costs page faults on every step).
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  alloc_.set_limit_bytes(c.run.memory_limit_bytes);  // from the first allocation on
   kernels::SetBlasThreads(c.run.threads);
   const model::StageConfig base{.model = c.model,
                                 .shard = Shard(),
@@ -346,6 +380,7 @@ StepStats Trainer::Step() {
   StepStats s;
   int64_t valid = 0;
   const double ce = RunBatch(batch_, /*train=*/true, &s.moe, &valid);
+  if (pipeline_) s.bubble = bubble_;
   SumMoeStats(s.moe);
   s.moe_top_k = config_.model.moe.top_k;
   model_->ReduceSequenceParallelGrads();  // SP: every chunk's norm grads summed over tp

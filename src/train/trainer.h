@@ -70,6 +70,8 @@ struct StepStats {
   // A good step whose loss exceeded run.spike_factor x loss_median (train/divergence.h).
   bool loss_spike = false;
   double loss_median = 0;
+  // pp > 1: the step's measured pipeline bubble next to the simulator's (train/pipeline.h).
+  std::optional<PipelineBubble> bubble;
   // Mesh groups' counters during the step: {"tp": comm::ToJson(...), ...}; empty on one process.
   nlohmann::json comm_bytes = nlohmann::json::object();
 };
@@ -159,6 +161,7 @@ class Trainer {
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1 only
+  PipelineBubble bubble_;                       // of the last training RunPipelineBatch
   std::vector<comm::CommEvent> comm_events_;    // --trace
   bool tracing_ = false;
   std::unique_ptr<ZeroOptimizer> optimizer_;
@@ -185,6 +188,15 @@ cost::CostParams EngineCostParams(const RunConfig& config);
 // The cost model's estimate for the run with EngineCostParams (memory: the most loaded stage; a
 // pp > 1 Trainer's predicted() holds its own stage's memory instead).
 cost::Estimate PredictRun(const RunConfig& config);
+
+// The cost model's memory per category of one rank of pp stage `pp_rank` of the run's layout
+// (PredictRun's memory when pp = 1). REQUIRES: the layout passes CheckEngineLayout.
+cost::Memory PredictRankMemory(const RunConfig& config, int64_t pp_rank);
+// run.memory_limit_bytes against `predicted` (PredictRankMemory): OK when the cap is 0 or the
+// total fits; else an error naming the field and the first category (cost::kMemoryCategories
+// order) at which the running sum crosses the cap, with the bytes summed so far. Trainer::Create
+// calls it before allocating anything.
+core::Status CheckMemoryLimit(const RunConfig& config, const cost::Memory& predicted);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of
 // `vocab` tokens and tokenizes the corpus into it first (prints what it does).
