@@ -1,5 +1,5 @@
 // `pentamesh tune --config run.toml --np N [--top K] [--steps S] [--allow CLAUSES] [--out-dir DIR]
-// [--json] [--html OUT] [--plan-only]`: plans the run for this host, then measures the top K
+// [--json] [--json-out FILE] [--html OUT] [--injections FILE] [--host-profile FILE] [--plan-only]`: plans the run for this host, then measures the top K
 // layouts, the FSDP baseline and the single-process run under mpirun (tune::Tune) and prints the
 // table, the rank agreement and the measured best. Thin: parse, call tune, print.
 #include <fmt/format.h>
@@ -21,6 +21,7 @@ struct TuneArgs {
   bool json = false;
   bool plan_only = false;
   std::string html;
+  std::string json_out;
 };
 
 // One line per run on stderr: a live line on a terminal, a plain line otherwise.
@@ -49,6 +50,11 @@ int RunTune(TuneArgs& a) {
     std::ofstream file(a.html);
     file << tune::Html(*result);
     if (!file) return Fail(fmt::format("--html: writing '{}' failed", a.html));
+  }
+  if (!a.json_out.empty()) {
+    std::ofstream file(a.json_out);
+    file << tune::ToJson(*result).dump(2) << "\n";
+    if (!file) return Fail(fmt::format("--json-out: writing '{}' failed", a.json_out));
   }
   if (a.json) {
     fmt::print("{}\n", tune::ToJson(*result).dump(2));
@@ -92,6 +98,10 @@ RunFn AddTuneCommand(CLI::App& app) {
   cmd->add_flag("--no-fsdp", [&o](int64_t) { o.fsdp = false; }, "Skip the FSDP baseline");
   cmd->add_flag("--plan-only", args->plan_only, "Print the candidates and predictions; run none");
   cmd->add_flag("--json", args->json, "Print JSON instead of the table");
+  cmd->add_option("--json-out", args->json_out, "Also write the JSON to this file")
+      ->check(OutputFile());
+  cmd->add_option("--injections", o.injections,
+                  "Failure injections' outcomes to show on the page (scripts/inject.sh --out)");
   cmd->add_option("--html", args->html, "Write the comparison page (one self-contained file)")
       ->check(OutputFile());
   return [args] { return RunTune(*args); };

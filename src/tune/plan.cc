@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "plan/allow.h"
 #include "plan/baseline.h"
@@ -56,6 +58,27 @@ core::Result<Search> SearchHost(const train::RunConfig& config, int ranks,
     e = cost::EstimateLayout(config.model, cluster, config.train, e.layout, options.cost, true);
   }
   return Search{std::move(r.top), r.counts.space, r.counts.fit};
+}
+
+// The injections' outcomes file: a JSON array of objects with string name, command and outcome.
+core::Result<nlohmann::json> ReadInjections(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return core::Status::Error(fmt::format("--injections: cannot read '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_array()) {
+    return core::Status::Error(fmt::format("--injections: {}: not a JSON array", path));
+  }
+  for (size_t i = 0; i < j.size(); ++i) {
+    for (const char* key : {"name", "command", "outcome"}) {
+      if (!j[i].is_object() || !j[i].contains(key) || !j[i][key].is_string()) {
+        return core::Status::Error(
+            fmt::format("--injections: {}: entry {}: '{}' must be a string", path, i, key));
+      }
+    }
+  }
+  return j;
 }
 
 bool IsFsdp(const spec::Layout& l, int ranks) {
@@ -113,6 +136,9 @@ core::Result<Result> Plan(const Options& options) {
   result.options = options;
   result.model_name = config.model.name;
   result.host_profile = config.run.host_profile;
+  if (!options.injections.empty()) {
+    PM_ASSIGN_OR_RETURN(result.injections, ReadInjections(options.injections));
+  }
   PM_ASSIGN_OR_RETURN(Search n, SearchHost(config, options.np, options.allow));
   result.space = n.space;
   result.runnable = n.runnable;

@@ -45,6 +45,9 @@ struct Options {
   bool single = true;              // also run the single-process layout
   bool fsdp = true;                // also run the FSDP baseline
   double timeout_s = 0;            // per run; 0 = from the prediction (generous)
+  // The failure injections' outcomes (`scripts/inject.sh --out FILE`: a JSON array of {name,
+  // command, outcome, numbers}) to show on the page; "" = none.
+  std::string injections;
 };
 
 enum class Kind { kPlanned, kFsdp, kSingle };
@@ -94,6 +97,7 @@ struct Result {
   int64_t space = 0, runnable = 0;  // layouts the planner costed; those the engine runs
   std::vector<Row> rows;
   Summary summary;
+  nlohmann::json injections;  // Options::injections, read and checked by Plan
 };
 
 // The overrides every run and the plan use: options.sets, then run.host_profile when given.

@@ -135,6 +135,7 @@ TEST(TuneCli, BadInputExitsTwoNamingTheReason) {
            {base + " --np 2 --set optim.learning_rate=1", "optim.learning_rate: unknown key"},
            {base + " --np 2 --mpirun /nonexistent/mpirun --out-dir " + dir, "--mpirun"},
            {base + " --np 2 --html /nonexistent/dir/t.html", "--html"},
+           {base + " --np 2 --plan-only --injections /nonexistent.json", "--injections"},
        }) {
     const testing::CliRun r = testing::Pentamesh(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out << r.err;
