@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "report/chart.h"
 #include "report/svg.h"
@@ -21,11 +22,22 @@ namespace {
 using report::Escape;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// "#2 dp2 z1 mbs8": the row's number and the layout fields that differ from the defaults.
+// A layout without its degree-1 axes and default schedule: "dp4 ep4f z2 mbs4 none".
+std::string Compact(const spec::Layout& layout) {
+  std::string out;
+  std::istringstream words(spec::ShortLayout(layout));
+  for (std::string w; words >> w;) {
+    if (w == "tp1" || w == "pp1" || w == "cp1" || w == "ep1" || (w == "1f1b" && layout.pp == 1)) {
+      continue;
+    }
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return out;
+}
+
+// "#2 dp2 z1 mbs8 none": the row's number and its compact layout.
 std::string Label(const Result& r, size_t i) {
-  const Row& row = r.rows[i];
-  std::string layout = spec::ShortLayout(row.layout);
-  return fmt::format("#{} {}{}", i + 1, row.kind == Kind::kSingle ? "1 rank " : "", layout);
+  return fmt::format("#{} {}", i + 1, Compact(r.rows[i].layout));
 }
 
 std::string Cell(double v, const char* format_spec) {
@@ -45,7 +57,7 @@ std::string TableHtml(const Result& r) {
     const double mib = 1 << 20;
     t += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4f}</td>",
                      static_cast<int>(i) == r.summary.best_measured ? " class=\"best-row\"" : "",
-                     i + 1, KindName(row.kind), Escape(spec::ShortLayout(row.layout)),
+                     i + 1, KindName(row.kind), Escape(Compact(row.layout)),
                      row.kind == Kind::kSingle ? "-" : std::to_string(row.predicted_rank),
                      row.predicted.time.step);
     if (m == nullptr) {
@@ -83,7 +95,7 @@ std::string SummaryHtml(const Result& r) {
 
 std::string ThroughputChart(const Result& r, const std::vector<std::string>& labels) {
   report::BarChart c("tune-throughput", "layout", labels,
-                     report::ChartAxis("tokens/s (all ranks)", report::kFormatSi));
+                     report::ChartAxis("tokens/s (all ranks)", ".3~s"));
   std::vector<double> predicted, measured;
   for (const Row& row : r.rows) {
     predicted.push_back(row.predicted.tokens_per_s);
@@ -99,7 +111,7 @@ std::string ThroughputChart(const Result& r, const std::vector<std::string>& lab
 std::string TimeChart(const Result& r, const std::vector<std::string>& labels) {
   std::vector<std::string> parts;
   for (const cost::TimeTerm& t : cost::kTimeTerms) parts.emplace_back(t.name);
-  report::StackedBarChart c("tune-time", "layout", parts, report::ChartAxis("seconds per step"));
+  report::StackedBarChart c("tune-time", "layout", parts, report::ChartAxis("seconds per step", ".3~f"));
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
     std::vector<double> predicted, measured;
@@ -131,7 +143,7 @@ std::string MemoryChart(const Result& r, const std::vector<std::string>& labels)
     parts.emplace_back(core::MemTagName(static_cast<core::MemTag>(t)));
   }
   report::StackedBarChart c("tune-memory", "layout", parts,
-                            report::ChartAxis("peak bytes per rank", report::kFormatSi));
+                            report::ChartAxis("peak bytes per rank", ".3~s"));
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
     const auto by_tag = row.predicted.memory.ByTag();
@@ -174,7 +186,7 @@ std::string ExpertChart(const Result& r, const std::vector<std::string>& labels)
   }
   if (cats.empty()) return "<p>Dense model: no expert load.</p>\n";
   report::BarChart c("tune-experts", "layout", cats,
-                     report::ChartAxis("max / mean tokens per expert (1 = balanced)"));
+                     report::ChartAxis("max / mean tokens per expert (1 = balanced)", ".3~f"));
   c.series.emplace_back("expert load imbalance", imbalance);
   report::BarChart s("tune-expert-share", "layout", cats,
                      report::ChartAxis("busiest expert's share of assignments",
@@ -202,7 +214,7 @@ std::string Html(const Result& r) {
   std::string page = "<!doctype html><html><head><meta charset=\"utf-8\"><title>pentamesh tune: " +
                      Escape(r.model_name) + "</title>\n" + report::kPageStyle +
                      "<style>.best{background:#eef4fb;padding:10px;border-left:4px solid "
-                     "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}</style>\n" +
+                     "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}td.layout{white-space:nowrap}</style>\n" +
                      report::ChartLibraryScript() + "</head><body>\n";
   page += fmt::format("<h1>pentamesh tune: {}</h1>\n<p>{}; {} steps per run, the first quarter "
                       "warm-up; {} layouts costed, {} the CPU engine runs.</p>\n",

@@ -3,7 +3,8 @@
 // to its metrics.jsonl (the planner and the engine predict the same layout the same way), the
 // measured step time is the median of the run's own post-warm-up steps, and the page is written.
 // A layout that fails mid-tune (a rank killed by run.debug_kill_step) is a row with its error and
-// the other runs go on.
+// the other runs go on. The first test measures the host itself (`calibrate --host --np 2`), the
+// second is given a profile.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,9 +58,13 @@ TEST(TuneCli, MeasuresThePlannedLayoutsTheBaselineAndOneProcess) {
 
 TEST(TuneCli, AFailedLayoutIsARowAndTheOthersGoOn) {
   const std::string dir = testing::MakeTempDir("tune_fail");
+  const testing::CliRun host =
+      testing::Pentamesh(fmt::format("calibrate --host --threads 1 --out {}/host.toml", dir));
+  ASSERT_EQ(host.exit_code, 0) << host.out << host.err;
   // Rank 1 kills itself after step 2: every 2-rank run fails, the one-process run (rank 0) not.
-  const testing::CliRun r = testing::Shell(TuneCommand(
-      dir, "--top 1 --no-fsdp --steps 4 --set run.debug_kill_step=2 --set run.debug_kill_rank=1"));
+  const testing::CliRun r = testing::Shell(
+      TuneCommand(dir, "--top 1 --no-fsdp --steps 4 --set run.debug_kill_step=2 --set "
+                       "run.debug_kill_rank=1 --host-profile " + dir + "/host.toml"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("FAILED"), std::string::npos) << r.err;  // the progress line
