@@ -331,6 +331,18 @@ Json BarTooltip(const std::string& group_title, const ChartAxis& y) {
                                  ExprString(y.title.empty() ? "value" : y.title), HoverFormat(y))}};
 }
 
+// The group axis labels every category (no overlap hiding), slanted when there are many.
+Json BarAxes(size_t groups, const std::string& group_title, const ChartAxis& y_axis) {
+  Json group = AxisJson("bottom", "g", ChartAxis(group_title), false);
+  group["labelOverlap"] = false;
+  group["labelLimit"] = 180;
+  if (groups > 6) {
+    group["labelAngle"] = -25;
+    group["labelAlign"] = "right";
+  }
+  return Json::array({group, AxisJson("left", "y", y_axis, true)});
+}
+
 // The group's rows of kind k, from the facet "segs".
 Json GroupRows(const std::string& name, const std::string& k) {
   return {{"name", name},
@@ -358,9 +370,7 @@ Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& 
                                  {"nice", true},
                                  {"zero", true}},
                                 Legend(parts, colors)});
-  const ChartAxis group_axis(group_title);
-  spec["axes"] = Json::array(
-      {AxisJson("bottom", "g", group_axis, false), AxisJson("left", "y", y_axis, true)});
+  spec["axes"] = BarAxes(r.groups.size(), group_title, y_axis);
   Json rect = {{"x", {{"scale", "b"}, {"field", "b"}}},
                {"width", {{"scale", "b"}, {"band", 1}}},
                {"y", {{"scale", "y"}, {"field", "y1"}}},
