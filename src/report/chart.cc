@@ -19,6 +19,7 @@ using Json = nlohmann::json;
 
 constexpr int kWidthPx = 1040;                 // plot width; pages are 1200 px wide at most
 constexpr const char* kHoverFormat = ",.6~g";  // hover values when the axis has no format
+constexpr const char* kLabelFormat = ",.4~g";  // values printed on bars, likewise
 
 // Loads the embedded Vega packages as CommonJS modules (Debian's UMD files, used as globals,
 // would each overwrite window.vega), registers the transforms as Vega's own bundle does, and
@@ -377,7 +378,7 @@ Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& 
                {"y2", {{"scale", "y"}, {"field", "y0"}}},
                {"fill", {{"scale", "color"}, {"field", "part"}}},
                {"tooltip", BarTooltip(group_title, y_axis)}};
-  const std::string fmt_expr = HoverFormat(y_axis);
+  const std::string fmt_expr = ExprString(y_axis.format.empty() ? kLabelFormat : y_axis.format);
   const std::string text = stacked_labels ? fmt::format("[datum.b, format(datum.t, {})]", fmt_expr)
                                           : fmt::format("format(datum.t, {})", fmt_expr);
   Json label = {{"x", {{"scale", "b"}, {"field", "b"}, {"band", 0.5}}},
