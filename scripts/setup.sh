@@ -8,7 +8,7 @@ PKGS=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece
   python3 python3-torch python3-numpy python3-venv
-  chromium
+  chromium libjs-vega
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -7,69 +7,53 @@
 #include <cmath>
 #include <map>
 
+#include "report/chart.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
 namespace {
 
-const char* kStackColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-
+// Predicted against measured tokens/s per GPU on log-log axes: one point series per stack
+// (hover: the run), the equality line and +-20% dashed.
 std::string Scatter(const calib::Validation& v) {
-  const double w = 640, h = 560, left = 70, right = 160, top = 20, bottom = 50;
-  double lo = 1e300, hi = 0;
+  XyChart chart("calib-scatter", ChartAxis("measured tokens/s per GPU", kFormatSi),
+                ChartAxis("predicted tokens/s per GPU", kFormatSi), 520);
+  chart.x.log = chart.y.log = true;
+  std::map<std::string, size_t> series_of_stack;
+  double lo = 0, hi = 0;
   for (const auto& r : v.rows) {
+    const std::string& stack = r.run->stack;
+    if (!series_of_stack.contains(stack)) {
+      series_of_stack[stack] = chart.series.size();
+      chart.series.emplace_back(stack, std::vector<std::pair<double, double>>{},
+                                SeriesStyle::kPoints);
+    }
+    XySeries& s = chart.series[series_of_stack[stack]];
+    s.points.emplace_back(r.run->tokens_per_s_gpu, r.shipped.tokens_per_s_gpu);
+    s.labels.push_back(fmt::format("{} ({:+.1f}%)", r.run->id, 100 * r.shipped.error));
     for (double x : {r.run->tokens_per_s_gpu, r.shipped.tokens_per_s_gpu}) {
-      if (x > 0) {
-        lo = std::min(lo, x);
-        hi = std::max(hi, x);
-      }
+      if (x > 0) lo = lo > 0 ? std::min(lo, x) : x, hi = std::max(hi, x);
     }
   }
   if (hi <= 0) return "";
-  const double llo = std::floor(std::log10(lo)), lhi = std::ceil(std::log10(hi));
-  auto px = [&](double x) {
-    return left + (std::log10(x) - llo) / (lhi - llo) * (w - left - right);
-  };
-  auto py = [&](double y) {
-    return h - bottom - (std::log10(y) - llo) / (lhi - llo) * (h - top - bottom);
-  };
-  Svg svg(w, h);
-  for (double d = llo; d <= lhi; d += 1) {
-    const double val = std::pow(10.0, d);
-    svg.Line(px(val), top, px(val), h - bottom, "#eee");
-    svg.Line(left, py(val), w - right, py(val), "#eee");
-    svg.Text(px(val), h - bottom + 16, TickLabel(val), 11, "middle");
-    svg.Text(left - 6, py(val) + 4, TickLabel(val), 11, "end");
-  }
-  const double a = std::pow(10.0, llo), b = std::pow(10.0, lhi);
-  svg.Line(px(a), py(a), px(b), py(b), "#888", 1, true);
-  svg.Line(px(a), py(a * 1.2), px(b / 1.2), py(b), "#ccc", 1, true);
-  svg.Line(px(a * 1.2), py(a), px(b), py(b / 1.2), "#ccc", 1, true);
-  std::map<std::string, std::string> colors;
-  for (const auto& r : v.rows) {
-    if (!colors.count(r.run->stack)) {
-      colors[r.run->stack] = kStackColors[colors.size() % std::size(kStackColors)];
-    }
-    svg.Circle(
-        px(r.run->tokens_per_s_gpu), py(r.shipped.tokens_per_s_gpu), 4, colors[r.run->stack],
-        fmt::format("{}: measured {:.0f}, predicted {:.0f} ({:+.1f}%)", r.run->id,
-                    r.run->tokens_per_s_gpu, r.shipped.tokens_per_s_gpu, 100 * r.shipped.error));
-  }
-  double y = top + 10;
-  for (const auto& [stack, color] : colors) {
-    svg.Circle(w - right + 16, y, 5, color);
-    svg.Text(w - right + 26, y + 4, stack, 12);
-    y += 18;
-  }
-  svg.Text((left + w - right) / 2, h - 10, "measured tokens/s per GPU", 12, "middle");
-  svg.Text(12, top + 8, "predicted", 12, "start");
-  return svg.Finish();
+  using Points = std::vector<std::pair<double, double>>;
+  chart.series.emplace_back("predicted = measured", Points{{lo, lo}, {hi, hi}},
+                            SeriesStyle::kDashed, "#888");
+  // The same name twice: one legend entry for both lines.
+  chart.series.emplace_back("+-20%", Points{{lo, lo * 1.2}, {hi / 1.2, hi}}, SeriesStyle::kDashed,
+                            "#ccc");
+  chart.series.emplace_back("+-20%", Points{{lo * 1.2, lo}, {hi, hi / 1.2}}, SeriesStyle::kDashed,
+                            "#ccc");
+  return XyChartHtml(chart);
 }
 
-std::string Bars(const std::vector<std::string>& cats, const std::vector<double>& signed_median,
-                 const std::vector<double>& abs_median, const std::string& y_label) {
-  return GroupedBars(cats, {{"median |error| %", "#1f77b4"}, {"signed median %", "#ff7f0e"}},
-                     {abs_median, signed_median}, y_label);
+std::string Bars(const std::string& id, const std::string& category_title,
+                 const std::vector<std::string>& cats, const std::vector<double>& signed_median,
+                 const std::vector<double>& abs_median) {
+  BarChart chart(id, category_title, cats, ChartAxis("error %"));
+  chart.series.emplace_back("median |error| %", abs_median, "#1f77b4");
+  chart.series.emplace_back("signed median %", signed_median, "#ff7f0e");
+  return BarChartHtml(chart);
 }
 
 }  // namespace
@@ -78,6 +62,7 @@ std::string CalibrationHtml(const calib::Validation& v, const std::string& runs_
   std::string out = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>pentamesh validate";
   out += "</title>";
   out += kPageStyle;
+  out += ChartLibraryScript();
   out += "</head><body>";
   out += fmt::format("<h1>pentamesh validate: {}</h1>", Escape(runs_path));
   out += fmt::format(
@@ -99,7 +84,8 @@ std::string CalibrationHtml(const calib::Validation& v, const std::string& runs_
     sgn.push_back(100 * g.shipped.median_signed);
     abs_err.push_back(100 * g.shipped.median_abs);
   }
-  out += "<h2>Error by source group</h2>" + Bars(cats, sgn, abs_err, "error %");
+  out +=
+      "<h2>Error by source group</h2>" + Bars("calib-groups", "source group", cats, sgn, abs_err);
   std::map<int64_t, std::vector<double>> by_gpus;
   for (const auto& r : v.rows) {
     const int64_t g = r.run->cluster.gpus();
@@ -116,7 +102,7 @@ std::string CalibrationHtml(const calib::Validation& v, const std::string& runs_
     sgn.push_back(100 * s.median_signed);
     abs_err.push_back(100 * s.median_abs);
   }
-  out += "<h2>Error by GPU count</h2>" + Bars(cats, sgn, abs_err, "error %");
+  out += "<h2>Error by GPU count</h2>" + Bars("calib-gpus", "GPUs", cats, sgn, abs_err);
   out +=
       "<h2>Runs</h2><table><tr><th>run</th><th>group</th><th>stack</th><th>GPU</th>"
       "<th>GPUs</th><th>layout</th><th>measured</th><th>predicted</th><th>error</th></tr>";

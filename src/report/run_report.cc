@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "report/chart.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -99,11 +100,6 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
   return s;
 }
 
-const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-
-std::string Color(size_t i) { return kPalette[i % std::size(kPalette)]; }
-
 // Finite (step, value) points from the steps that have the value.
 template <typename F>
 std::vector<std::pair<double, double>> Points(const RunMetrics& run, F&& value) {
@@ -133,13 +129,17 @@ std::string MemorySection(const RunMetrics& run) {
     if (tag != "total" && !measured.contains(tag)) categories.push_back(tag);
   }
   categories.push_back("total");
-  std::vector<std::vector<double>> values(predicted.empty() ? 1 : 2);
+  BarChart chart("memory", "allocator category", categories,
+                 ChartAxis("bytes per rank", kFormatSi));
+  chart.series.emplace_back("measured peak", std::vector<double>{});
+  if (!predicted.empty())
+    chart.series.emplace_back("predicted (cost model)", std::vector<double>{});
+  std::vector<std::vector<double>> values(chart.series.size());
   for (const std::string& c : categories) {
     values[0].push_back(measured.contains(c) ? measured[c] : kNaN);
     if (!predicted.empty()) values[1].push_back(predicted.contains(c) ? predicted[c] : kNaN);
   }
-  std::vector<std::pair<std::string, std::string>> names = {{"measured peak", Color(0)}};
-  if (!predicted.empty()) names.emplace_back("predicted (cost model)", Color(1));
+  for (size_t i = 0; i < values.size(); ++i) chart.series[i].values = values[i];
   std::string html = "<h2>Memory: measured vs predicted per category</h2>\n";
   if (predicted.empty()) html += "<p class=note>The run logged no prediction.</p>\n";
   html += "<table><tr><th>category</th><th>measured bytes</th><th>predicted bytes</th></tr>\n";
@@ -150,7 +150,7 @@ std::string MemorySection(const RunMetrics& run) {
                     std::isfinite(values[0][i]) ? fmt::format("{:.0f}", values[0][i]) : "-",
                     std::isfinite(p) ? fmt::format("{:.0f}", p) : "-");
   }
-  return html + "</table>\n" + GroupedBars(categories, names, values, "bytes per rank");
+  return html + "</table>\n" + BarChartHtml(chart);
 }
 
 // Whether the step tripped the expert-collapse warning: the engine's own flag when the line carries
@@ -243,26 +243,49 @@ std::string MoeSection(const RunMetrics& run) {
         collapsed > 20 ? " ..." : "");
     html += ExpertLoadHeatmap(run);
   }
-  std::vector<Series> lines = {{"load imbalance (max / mean)", Color(2), imbalance}};
+  XyChart lines("expert-imbalance", ChartAxis("step"), ChartAxis("imbalance"));
+  lines.series.emplace_back("load imbalance (max / mean)", imbalance, SeriesStyle::kLine,
+                            ChartColor(2));
   if (experts > 0 && !imbalance.empty() && share) {
     // max share > c  <=>  max / mean > c * E: the collapse threshold on the imbalance axis.
     const double level = *share * static_cast<double>(experts);
-    lines.push_back({fmt::format("collapse threshold ({:.1f}% share)", 100 * *share),
-                     Color(9),
-                     {{imbalance.front().first, level}, {imbalance.back().first, level}}});
+    lines.series.emplace_back(
+        fmt::format("collapse threshold ({:.1f}% share)", 100 * *share),
+        std::vector<std::pair<double, double>>{{imbalance.front().first, level},
+                                               {imbalance.back().first, level}},
+        SeriesStyle::kDashed, ChartColor(9));
   }
   html +=
       "<h2>MoE: expert load imbalance</h2>\n<p class=note>max over mean of tokens routed per "
       "expert (1 = perfectly balanced).</p>\n" +
-      LineChart(lines, "step", "imbalance");
-  std::vector<Series> other = {{"aux loss", Color(4), aux}};
-  html += "<h2>MoE: aux loss</h2>\n" + LineChart(other, "step", "aux loss", 1180, 260);
+      XyChartHtml(lines);
+  XyChart aux_chart("aux-loss", ChartAxis("step"), ChartAxis("aux loss"), 240);
+  aux_chart.series.emplace_back("aux loss", aux, SeriesStyle::kLine, ChartColor(4));
+  html += "<h2>MoE: aux loss</h2>\n" + XyChartHtml(aux_chart);
   if (!dropped.empty()) {
-    html += "<h2>MoE: dropped tokens</h2>\n" +
-            LineChart({{"dropped tokens (over capacity)", Color(5), dropped}}, "step", "tokens",
-                      1180, 260);
+    XyChart chart("dropped-tokens", ChartAxis("step"), ChartAxis("tokens", kFormatSi), 240);
+    chart.series.emplace_back("dropped tokens (over capacity)", dropped, SeriesStyle::kLine,
+                              ChartColor(5));
+    html += "<h2>MoE: dropped tokens</h2>\n" + XyChartHtml(chart);
   }
   return html;
+}
+
+// Loss (train and eval), learning rate and tokens/s against the step.
+std::string StepCharts(const RunMetrics& run) {
+  auto all = [&](double RunStep::*field) {
+    return Points(run, [field](const RunStep& s) { return std::optional<double>(s.*field); });
+  };
+  XyChart loss("loss", ChartAxis("step"), ChartAxis("loss (nats per token)"));
+  loss.series.emplace_back("train loss", all(&RunStep::loss));
+  loss.series.emplace_back("eval loss", Points(run, [](const RunStep& s) { return s.eval_loss; }));
+  XyChart lr("lr", ChartAxis("step"), ChartAxis("learning rate", ".2~e"), 220);
+  lr.series.emplace_back("lr", all(&RunStep::lr), SeriesStyle::kLine, ChartColor(6));
+  XyChart tps("throughput", ChartAxis("step"), ChartAxis("tokens/s", kFormatSi));
+  tps.series.emplace_back("tokens/s", all(&RunStep::tokens_per_s), SeriesStyle::kLine,
+                          ChartColor(3));
+  return "<h2>Loss</h2>\n" + XyChartHtml(loss) + "<h2>Learning rate</h2>\n" + XyChartHtml(lr) +
+         "<h2>Throughput</h2>\n" + XyChartHtml(tps);
 }
 
 std::string Summary(const RunMetrics& run) {
@@ -405,20 +428,10 @@ std::string TraceSection(const RunMetrics& run) {
 
 std::string RenderRunHtml(const RunMetrics& run) {
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh run: " +
-                     Escape(run.source) + "</title>\n" + kPageStyle + "</head><body>\n";
+                     Escape(run.source) + "</title>\n" + kPageStyle + ChartLibraryScript() +
+                     "</head><body>\n";
   html += "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
-  html += "<h2>Loss</h2>\n" +
-          LineChart(
-              {{"train loss", Color(0),
-                Points(run, [](const RunStep& s) { return std::optional<double>(s.loss); })},
-               {"eval loss", Color(1), Points(run, [](const RunStep& s) { return s.eval_loss; })}},
-              "step", "loss");
-  html +=
-      "<h2>Throughput</h2>\n" +
-      LineChart(
-          {{"tokens/s", Color(3),
-            Points(run, [](const RunStep& s) { return std::optional<double>(s.tokens_per_s); })}},
-          "step", "tokens/s");
+  html += StepCharts(run);
   html += MemorySection(run);
   html += MoeSection(run);
   html += TraceSection(run);

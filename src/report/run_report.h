@@ -1,6 +1,7 @@
 // The training run's report: parses the metrics.jsonl that `pentamesh train` writes (one JSON
-// object per step, see train/metrics.cc) and renders one self-contained HTML page (inline SVG, no
-// script, no network): loss and eval loss, throughput, measured vs predicted memory per category,
+// object per step, see train/metrics.cc) and renders one self-contained HTML page (charts by
+// report/chart.h, Vega inlined; nothing fetched): loss and eval loss, learning rate, throughput,
+// measured vs predicted memory per category,
 // and for MoE runs the expert load over time: a heatmap of each expert's share of the routed
 // tokens per step, the load imbalance (max/mean) with the expert-collapse threshold, dropped
 // tokens, and the steps that tripped the collapse warning; with a Chrome trace (LoadRunTrace,

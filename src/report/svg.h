@@ -1,5 +1,6 @@
 // A minimal SVG writer for report/'s HTML pages: rectangles, lines, polylines, circles and escaped
-// text, in user units; plus the pages' shared stylesheet and charts (LineChart, GroupedBars).
+// text, in user units; plus the pages' shared stylesheet. Charts with axes are report/chart.h's
+// (Vega); this writer draws what stays SVG: the plan page's charts, timelines, the expert heatmap.
 // Invariant: every string written is XML-escaped, so specs' names cannot break the page.
 #pragma once
 
@@ -43,24 +44,5 @@ class Svg {
   double width_, height_;
   std::string body_;
 };
-
-// One named curve of (x, y) points for LineChart.
-struct Series {
-  std::string name;
-  std::string color;
-  std::vector<std::pair<double, double>> points;
-};
-
-// A line chart with axes, tick labels and a legend, scaled to the data's range (y from 0 when all
-// values are non-negative). Series with no points are listed in the legend only.
-std::string LineChart(const std::vector<Series>& series, const std::string& x_label,
-                      const std::string& y_label, double width = 1180, double height = 320);
-
-// Grouped vertical bars: one group per category label, one bar per series value (NaN: no bar).
-// values[s][c] is series s in category c; each bar's value is printed above it.
-std::string GroupedBars(const std::vector<std::string>& categories,
-                        const std::vector<std::pair<std::string, std::string>>& series_names_colors,
-                        const std::vector<std::vector<double>>& values, const std::string& y_label,
-                        double width = 1180, double height = 340);
 
 }  // namespace pentamesh::report

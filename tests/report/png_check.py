@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """Prints 'width height colours' of a PNG (8-bit RGB/RGBA, any filter): the test checks that a
-screenshot is not blank. Standard library only (zlib + struct)."""
+screenshot is not blank. Each further pair of arguments, a box and a colour
+(png_check.py PNG [LEFT,TOP,WIDTH,HEIGHT #rrggbb]...), adds how many pixels inside the box have that
+colour (each channel within 24): the test checks that a chart's series were drawn where the chart
+is. Standard library only (zlib + struct)."""
 import struct
 import sys
 import zlib
 
 
-def main(path):
+def main(path, *queries):
     data = open(path, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, width, height, colour_type = 8, b"", 0, 0, 0
@@ -24,6 +27,9 @@ def main(path):
     stride = width * channels
     prev = bytearray(stride)
     colours = set()
+    boxes = [[int(v) for v in box.split(",")] for box in queries[0::2]]
+    wants = [bytes.fromhex(colour.lstrip("#")) for colour in queries[1::2]]
+    matches = [0] * len(boxes)
     for row in range(height):
         start = row * (stride + 1)
         kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
@@ -41,12 +47,18 @@ def main(path):
                 pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
                 pred = left if pa <= pb and pa <= pc else (up if pb <= pc else up_left)
                 line[i] = (line[i] + pred) & 255
+        for q, (left, top, box_w, box_h) in enumerate(boxes):
+            if top <= row < top + box_h:
+                want = wants[q]
+                for x in range(max(left, 0), min(left + box_w, width)):
+                    px = line[x * channels:x * channels + 3]
+                    matches[q] += all(abs(px[c] - want[c]) <= 24 for c in range(3))
         if row % 4 == 0:
             for i in range(0, stride, channels * 4):
                 colours.add(bytes(line[i:i + 3]))
         prev = line
-    print(width, height, len(colours))
+    print(width, height, len(colours), *matches)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

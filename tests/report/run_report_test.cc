@@ -1,6 +1,6 @@
 // The run report: a hand-written metrics.jsonl gives a self-contained page with every section and
 // the numbers from the file; malformed input is an error naming the file and line; the CLI's exit
-// codes; and the page renders in headless Chromium to a non-blank screenshot.
+// codes; and the page renders in headless Chromium to a non-blank screenshot whose charts ran.
 #include "report/run_report.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "report/chart.h"
 #include "testing/html_page.h"
 
 namespace pentamesh::report {
@@ -65,7 +66,7 @@ TEST(RunReport, PageHasEveryChartAndTheNumbers) {
                            "expert load imbalance",
                            "tokens per expert",
                            "expert 2",
-                           "<polyline",
+                           "pmChart(\"loss\")",
                            "<rect",
                            "final loss 3.0000",
                            "last eval loss 3.7500",
@@ -172,6 +173,23 @@ TEST(RunReport, RendersInHeadlessChromium) {
   ASSERT_NO_FATAL_FAILURE(testing::Screenshot(chromium, dir, html, png, &png_info));
   EXPECT_EQ(png_info.width, 1280);
   EXPECT_GT(png_info.colours, 20) << "the screenshot is blank or nearly so";
+  // The charts ran: every one rendered, with round ticks; the loss axis (losses 4.5 .. 3.0) is
+  // fitted, not from 0; the train loss's colour is drawn inside the loss chart.
+  auto charts = testing::RenderedCharts(chromium, dir, html);
+  for (const char* id : {"loss", "lr", "throughput", "memory", "expert-imbalance", "aux-loss"}) {
+    ASSERT_TRUE(charts.contains(id)) << id;
+    EXPECT_TRUE(charts[id].rendered) << id << ": " << charts[id].error;
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectRoundTicks(charts[id].y_ticks, std::string(id) + " y"));
+  }
+  const testing::RenderedChart& loss = charts["loss"];
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectRoundTicks(loss.x_ticks, "loss x"));
+  EXPECT_GE(testing::TickValue(loss.y_ticks.front()), 2.0) << "the loss axis starts at 0";
+  EXPECT_LE(testing::TickValue(loss.y_ticks.front()), 3.0);
+  EXPECT_GE(testing::TickValue(loss.y_ticks.back()), 4.5);
+  EXPECT_EQ(loss.lines, 2);
+  const std::vector<int> pixels = testing::ColourPixels(png, {{loss.box, ChartColor(0)}});
+  ASSERT_EQ(pixels.size(), 1u);
+  EXPECT_GT(pixels[0], 40) << "no train-loss pixels in the loss chart's box " << loss.box;
 }
 
 }  // namespace
