@@ -19,6 +19,7 @@ using Json = nlohmann::json;
 
 constexpr int kWidthPx = 1040;                 // plot width; pages are 1200 px wide at most
 constexpr const char* kHoverFormat = ",.6~g";  // hover values when the axis has no format
+constexpr const char* kLabelFormat = ",.4~g";  // values printed on bars, likewise
 
 // Loads the embedded Vega packages as CommonJS modules (Debian's UMD files, used as globals,
 // would each overwrite window.vega), registers the transforms as Vega's own bundle does, and
@@ -331,6 +332,18 @@ Json BarTooltip(const std::string& group_title, const ChartAxis& y) {
                                  ExprString(y.title.empty() ? "value" : y.title), HoverFormat(y))}};
 }
 
+// The group axis labels every category (no overlap hiding), slanted when there are many.
+Json BarAxes(size_t groups, const std::string& group_title, const ChartAxis& y_axis) {
+  Json group = AxisJson("bottom", "g", ChartAxis(group_title), false);
+  group["labelOverlap"] = false;
+  group["labelLimit"] = 180;
+  if (groups > 6) {
+    group["labelAngle"] = -25;
+    group["labelAlign"] = "right";
+  }
+  return Json::array({group, AxisJson("left", "y", y_axis, true)});
+}
+
 // The group's rows of kind k, from the facet "segs".
 Json GroupRows(const std::string& name, const std::string& k) {
   return {{"name", name},
@@ -358,16 +371,14 @@ Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& 
                                  {"nice", true},
                                  {"zero", true}},
                                 Legend(parts, colors)});
-  const ChartAxis group_axis(group_title);
-  spec["axes"] = Json::array(
-      {AxisJson("bottom", "g", group_axis, false), AxisJson("left", "y", y_axis, true)});
+  spec["axes"] = BarAxes(r.groups.size(), group_title, y_axis);
   Json rect = {{"x", {{"scale", "b"}, {"field", "b"}}},
                {"width", {{"scale", "b"}, {"band", 1}}},
                {"y", {{"scale", "y"}, {"field", "y1"}}},
                {"y2", {{"scale", "y"}, {"field", "y0"}}},
                {"fill", {{"scale", "color"}, {"field", "part"}}},
                {"tooltip", BarTooltip(group_title, y_axis)}};
-  const std::string fmt_expr = HoverFormat(y_axis);
+  const std::string fmt_expr = ExprString(y_axis.format.empty() ? kLabelFormat : y_axis.format);
   const std::string text = stacked_labels ? fmt::format("[datum.b, format(datum.t, {})]", fmt_expr)
                                           : fmt::format("format(datum.t, {})", fmt_expr);
   Json label = {{"x", {{"scale", "b"}, {"field", "b"}, {"band", 0.5}}},

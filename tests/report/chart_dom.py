@@ -2,7 +2,7 @@
 """Reads a page as Chromium rendered it (`chromium --headless --dump-dom`, after its scripts ran)
 and prints one JSON object per chart of report/chart.h, keyed by the chart's div id:
   rendered (data-rendered="1"), error (data-error), box [left, top, width, height] in page pixels,
-  x_ticks / y_ticks: the axis tick labels as Vega drew them (text, in order),
+  x_ticks / y_ticks: the visible axis tick labels as Vega drew them (text, in order),
   marks: {"line": n, "symbol": n, "rect": n}: SVG items drawn per mark type.
 Standard library only (html.parser). The test asserts on the numbers; this only extracts."""
 import json
@@ -15,6 +15,7 @@ class Charts(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.charts = {}
         self.stack = []  # (tag, chart id or None, axis or None, mark or None, in_label)
+        self.hidden = False  # the current <text> is hidden (Vega's labelOverlap sets opacity 0)
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -37,6 +38,8 @@ class Charts(HTMLParser):
                     mark = kind
         elif chart and mark and tag == "path":
             self.charts[chart]["marks"][mark] += 1
+        if tag == "text":
+            self.hidden = a.get("opacity") == "0"
         self.stack.append((tag, chart, axis, mark, label))
 
     def handle_endtag(self, tag):
@@ -48,7 +51,8 @@ class Charts(HTMLParser):
         if not self.stack:
             return
         tag, chart, axis, _, label = self.stack[-1]
-        if tag == "text" and chart and label and axis in ("x", "y") and data.strip():
+        if tag == "text" and chart and label and axis in ("x", "y") and data.strip() and \
+                not self.hidden:
             self.charts[chart][axis + "_ticks"].append(data.strip())
 
 

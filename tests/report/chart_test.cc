@@ -163,5 +163,33 @@ TEST(Chart, EveryKindRendersInHeadlessChromium) {
   }
 }
 
+// The mouse wheel zooms: a wheel event over the loss chart's centre narrows the x axis around the
+// pointer, and the ticks stay round.
+TEST(Chart, WheelZoomsInHeadlessChromium) {
+  const std::string chromium = pt::FindChromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  const std::string dir = ::testing::TempDir() + "/pm_chart_zoom_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  XyChart loss("loss", ChartAxis("step"), ChartAxis("loss (nats)"));
+  loss.series.emplace_back("train loss", LossCurve());
+  const std::string wheel =
+      "<script>setTimeout(function(){var s=document.querySelector('#loss svg'),"
+      "r=s.getBoundingClientRect();s.dispatchEvent(new WheelEvent('wheel',{deltaY:-400,"
+      "clientX:r.left+r.width/2,clientY:r.top+r.height/2,bubbles:true,cancelable:true}));},"
+      "500);</script>";
+  const std::string html = dir + "/zoom.html";
+  std::ofstream(html) << "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+                      << ChartLibraryScript() << "</head><body>" << XyChartHtml(loss) << wheel
+                      << "</body></html>\n";
+  auto charts = pt::RenderedCharts(chromium, dir, html);
+  ASSERT_TRUE(charts["loss"].rendered) << charts["loss"].error;
+  const std::vector<std::string>& x = charts["loss"].x_ticks;
+  ASSERT_NO_FATAL_FAILURE(pt::ExpectRoundTicks(x, "zoomed x"));
+  EXPECT_GT(pt::TickValue(x.front()), 1) << "the wheel did not zoom in";
+  EXPECT_LT(pt::TickValue(x.back()), 12) << "the wheel did not zoom in";
+  ASSERT_NO_FATAL_FAILURE(pt::ExpectRoundTicks(charts["loss"].y_ticks, "zoomed y"));
+}
+
 }  // namespace
 }  // namespace pentamesh::report

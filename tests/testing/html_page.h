@@ -157,8 +157,11 @@ inline std::map<std::string, RenderedChart> RenderedCharts(const std::string& ch
                                                            const std::string& dir,
                                                            const std::string& html) {
   const std::string dom = html + ".dom.html";
+  // The virtual time budget lets the page's timers and promises (Vega renders asynchronously)
+  // finish before the DOM is dumped.
   const std::string cmd = "cd " + dir + " && timeout 120 " + chromium + ChromiumFlags(dir) +
-                          "--dump-dom file://" + html + " >" + dom + " 2>/dev/null";
+                          "--virtual-time-budget=5000 --dump-dom file://" + html + " >" + dom +
+                          " 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string extract = "/usr/bin/python3 " PM_SOURCE_DIR "/tests/report/chart_dom.py " + dom;
   std::string text;
