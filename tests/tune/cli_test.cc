@@ -12,6 +12,7 @@
 
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
+#include "testing/html_page.h"
 
 namespace pentamesh {
 namespace {
@@ -52,8 +53,23 @@ TEST(TuneCli, MeasuresThePlannedLayoutsTheBaselineAndOneProcess) {
   }
   EXPECT_EQ(j.at("summary").at("measured_runs"), 4);
   EXPECT_GE(j.at("summary").at("best_predicted_rank").get<int>(), 1);
+  // The page: one self-contained file whose charts render in headless Chromium with round ticks,
+  // the comparison table listing the baseline.
   const std::string page = testing::ReadFile(dir + "/tune.html");
-  EXPECT_NE(page.find("fsdp"), std::string::npos);
+  EXPECT_NE(page.find("<td>fsdp</td>"), std::string::npos);
+  testing::ExpectSelfContained(page);
+  const std::string chromium = testing::FindChromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  testing::PngInfo png;
+  ASSERT_NO_FATAL_FAILURE(testing::Screenshot(chromium, dir, dir + "/tune.html", dir + "/tune.png",
+                                              &png));
+  EXPECT_GT(png.colours, 20) << "the screenshot is blank or nearly so";
+  auto charts = testing::RenderedCharts(chromium, dir, dir + "/tune.html");
+  for (const char* id : {"tune-throughput", "tune-time", "tune-memory"}) {
+    ASSERT_TRUE(charts.contains(id)) << id;
+    EXPECT_TRUE(charts[id].rendered) << id << ": " << charts[id].error;
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectRoundTicks(charts[id].y_ticks, std::string(id) + " y"));
+  }
 }
 
 TEST(TuneCli, AFailedLayoutIsARowAndTheOthersGoOn) {
