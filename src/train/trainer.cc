@@ -89,9 +89,10 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
                       .inter_node_gbps = 1};
   if (const auto& h = c.run.host) {
     // The peak stays the host's share (MFU is against the whole host); the rate a rank's GEMMs
-    // reach at its run.threads is the efficiency (above 1 when ranks on their own cores beat
-    // the all-threads BLAS).
-    s.gemm_efficiency = h->FormAt(RankCores(*h, c)).gflops / (h->peak_gflops * share);
+    // reach at its run.threads, at most that share (the ranks together never beat the
+    // all-threads measurement), is the efficiency.
+    s.gemm_efficiency =
+        std::min(1.0, h->FormAt(RankCores(*h, c)).gflops / (h->peak_gflops * share));
     if (const CommProfile* link = h->CommFor(static_cast<int>(per_host))) {
       s.intra_node_gbps = link->fit.bus_gbps;
       s.intra_node_latency_us = link->fit.latency_us;

@@ -176,7 +176,8 @@ class Trainer {
 // run.peak_gflops and run.mem_gbps (run.ranks_per_host ranks share them), so the cluster's total
 // peak is the host's and MFU is the same number predicted and measured. With a measured host
 // (run.host_profile): the rate of the GEMM form at the rank's run.threads (at most its share of
-// the cores; HostProfile::FormAt) is its gemm_efficiency against that share, and the host's
+// the cores; HostProfile::FormAt), capped at its share of the all-threads rate, is its
+// gemm_efficiency against that share, and the host's
 // [[comm]] entry for the run's ranks per host gives the intra-node link (intra_node_gbps,
 // intra_node_latency_us). Without a matching entry the link stays run.mem_gbps with no latency.
 spec::ClusterSpec HostCluster(const RunConfig& config);

@@ -183,12 +183,13 @@ TEST(HostProfile, RunConfigUsesIt) {
   EXPECT_DOUBLE_EQ(c->run.peak_gflops, 200);
   const spec::ClusterSpec hc = HostCluster(*c);
   EXPECT_DOUBLE_EQ(hc.peak_tflops * static_cast<double>(hc.gpus()), 0.2);  // MFU: the host's
-  // 4 ranks on 2 cores: each runs its GEMMs on half a core, at half the one-thread rate (60).
-  EXPECT_DOUBLE_EQ(hc.peak_tflops * 1e3 * hc.gemm_efficiency, 0.5 * 120);
+  // 4 ranks on 2 cores: each runs its GEMMs on half a core, at half the one-thread rate (60),
+  // capped at a quarter of the all-threads rate (50).
+  EXPECT_DOUBLE_EQ(hc.peak_tflops * 1e3 * hc.gemm_efficiency, 50);
   const cost::CostParams cp = EngineCostParams(*c);
   EXPECT_DOUBLE_EQ(cp.gemm_dim_overhead, 25);  // the one-thread form's
-  // ... and half a core's single-thread attention rate, over its 60 GFLOP/s of GEMM.
-  EXPECT_DOUBLE_EQ(cp.attention_relative, 10 * 0.5 / 60);
+  // ... and half a core's single-thread attention rate, over its 50 GFLOP/s of GEMM.
+  EXPECT_DOUBLE_EQ(cp.attention_relative, 10 * 0.5 / 50);
   EXPECT_DOUBLE_EQ(cp.hbm_efficiency, 4 * 0.5 / 5);  // a rank's half core of one-thread triad
   auto both = LoadRunConfig(base, {"run.host_profile=\"" + host + "\"", "run.peak_gflops=90"});
   ASSERT_FALSE(both.ok());
@@ -200,21 +201,29 @@ TEST(HostProfile, RunConfigUsesIt) {
   EXPECT_NE(missing.status().message().find("run.host_profile"), std::string::npos);
 }
 
-// A rank's GEMM form is the one at its run.threads, bounded by its share of the cores.
+// A rank's GEMM form is the one at its run.threads, bounded by its share of the cores, its rate
+// capped at its share of the all-threads rate.
 TEST(HostProfile, RankGemmRateFollowsThreads) {
-  const std::string host =
-      WriteTemp("host_threads.toml", HostProfileToml(Profile(200, 50, 20, 10, 4)));
   const std::string base = std::string(PM_SOURCE_DIR) + "/configs/tiny-dense.toml";
+  HostProfile slow_1t = Profile(200, 50, 20, 10, 4);
+  slow_1t.peak_gflops_1t = 80;  // two ranks on their own cores stay below the cap of 100 each
   const struct {
+    const HostProfile profile;
     const char* layout;
     int threads;
     double gflops, dim_overhead;  // per rank
   } cases[] = {
-      {"mbs=8", 1, 120, 25},      {"mbs=8", 2, 200, 50},          {"mbs=8", 0, 200, 50},
-      {"mbs=8 dp=2", 1, 120, 25}, {"mbs=8 dp=2", 2, 120, 25},     {"mbs=8 dp=2", 0, 120, 25},
-      {"mbs=4 dp=4", 1, 60, 25},  {"mbs=4 dp=2 tp=2", 0, 60, 25},
+      {Profile(200, 50, 20, 10, 4), "mbs=8", 1, 120, 25},
+      {Profile(200, 50, 20, 10, 4), "mbs=8", 2, 200, 50},
+      {Profile(200, 50, 20, 10, 4), "mbs=8", 0, 200, 50},
+      {Profile(200, 50, 20, 10, 4), "mbs=8 dp=2", 1, 100, 25},  // 120 capped at 200 / 2
+      {Profile(200, 50, 20, 10, 4), "mbs=8 dp=2", 2, 100, 25},  // one core each
+      {Profile(200, 50, 20, 10, 4), "mbs=4 dp=4", 1, 50, 25},   // half a core: 60, capped
+      {slow_1t, "mbs=8 dp=2", 1, 80, 25},
+      {slow_1t, "mbs=4 dp=2 tp=2", 0, 40, 25},
   };
   for (const auto& k : cases) {
+    const std::string host = WriteTemp("host_threads.toml", HostProfileToml(k.profile));
     auto c = LoadRunConfig(
         base, {"run.host_profile=\"" + host + "\"", fmt::format("run.layout=\"{}\"", k.layout),
                fmt::format("run.threads={}", k.threads)});
