@@ -2,12 +2,18 @@
 // profile's free parameters to a user's own measured runs (calib::Fit, Levenberg-Marquardt on log
 // throughput, pulled toward the stack's shipped values) and prints the in-sample and
 // leave-one-out errors, so the user sees whether the fit generalizes. The profile it writes is
-// usable as `--stack profile.toml` by estimate and plan. `calibrate --host --out host.toml`
-// measures this machine instead (train::MeasureHost) for run.host_profile. Thin: parse, call
-// calib or train, print.
+// usable as `--stack profile.toml` by estimate and plan. `calibrate --host [--np N ...] --out
+// host.toml` measures this machine instead (train::MeasureHost; with --np, the MPI collectives at
+// N ranks: `mpirun -np N` of this executable in the hidden --comm-worker mode, which runs
+// train::MeasureCollectives and writes one [[comm]] entry) for run.host_profile. Thin: parse,
+// call calib or train, print.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 
 #include "calib/fit.h"
@@ -16,6 +22,7 @@
 #include "calib/validate.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "comm/mpi_communicator.h"
 #include "spec/load_toml.h"
 #include "train/host_profile.h"
 
@@ -26,20 +33,106 @@ struct CalibrateArgs {
   std::string runs, stack, cluster, out, name;
   bool host = false;
   int threads = 0;
+  std::vector<int> np;  // --host: rank counts whose collectives to measure
+  int repetitions = 5;
+  int64_t comm_max_bytes = 16 << 20;
+  bool comm_worker = false;  // internal: one rank of the --np measurement
 };
 
-// --host: this machine measured for the engine's time prediction (train::MeasureHost).
+// --comm-worker, as one rank of `mpirun -np N`: times the collectives over the engine's own
+// communicator; rank 0 writes them, fitted, as one [[comm]] entry to --out.
+int RunCommWorker(const CalibrateArgs& a) {
+  auto world = comm::MpiWorld::Create();
+  if (!world.ok()) return Fail(world.status().message());
+  comm::Communicator& group = (*world)->world();
+  if (group.size() < 2) return Fail("--comm-worker: run under mpirun with at least 2 ranks");
+  train::CommProfile c;
+  c.ranks = group.size();
+  c.samples = train::MeasureCollectives(
+      group, {.max_bytes = a.comm_max_bytes, .repetitions = a.repetitions});
+  c.fit = train::FitCollectives(c.ranks, c.samples);
+  if (group.rank() == 0) {
+    std::ofstream file(a.out);
+    file << train::CommProfileToml(c);
+    if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+  }
+  return 0;
+}
+
+// Each collective's own fit and the joint one's residuals on it: how well one (latency,
+// bandwidth) pair, all the cost model's link has, describes them.
+void PrintCommFit(const train::CommProfile& c) {
+  fmt::print("\n  collectives at {} ranks (mpirun -np {}, shared memory), cost-model forms:\n",
+             c.ranks, c.ranks);
+  fmt::print("  {:<15} {:>11} {:>9}   {:>22}   {:>22}\n", "", "own fit", "", "own fit |err|",
+             "joint fit error");
+  fmt::print("  {:<15} {:>11} {:>9}   {:>7} {:>7} {:>6}   {:>7} {:>7} {:>6}\n", "collective",
+             "latency us", "GB/s", "median", "max", "bias", "median", "max", "bias");
+  std::vector<std::string> off;
+  for (cost::Collective op : cost::kCollectives) {
+    const train::CommFit own = train::FitCollectives(c.ranks, c.samples, op);
+    const train::FitResiduals r = train::Residuals(own, c.ranks, c.samples, op);
+    const train::FitResiduals j = train::Residuals(c.fit, c.ranks, c.samples, op);
+    fmt::print(
+        "  {:<15} {:>11.2f} {:>9.2f}   {:>6.0f}% {:>6.0f}% {:>+5.0f}%   {:>6.0f}% {:>6.0f}% "
+        "{:>+5.0f}%\n",
+        cost::CollectiveName(op), own.latency_us, own.bus_gbps, 100 * r.median_abs, 100 * r.max_abs,
+        100 * r.median, 100 * j.median_abs, 100 * j.max_abs, 100 * j.median);
+    if (std::fabs(j.median) > 0.3) off.push_back(cost::CollectiveName(op));
+  }
+  const train::FitResiduals all = train::Residuals(c.fit, c.ranks, c.samples);
+  fmt::print("  {:<15} {:>11.2f} {:>9.2f}   {:>6.0f}% {:>6.0f}% {:>+5.0f}%\n", "joint (stored)",
+             c.fit.latency_us, c.fit.bus_gbps, 100 * all.median_abs, 100 * all.max_abs,
+             100 * all.median);
+  if (!off.empty()) {
+    fmt::print("  note: the joint fit is off by more than 30% (median) on {}\n",
+               fmt::join(off, ", "));
+  }
+}
+
+// --host: this machine measured for the engine's time prediction (train::MeasureHost, and with
+// --np train::MeasureCommAtRanks per rank count).
 int RunCalibrateHost(const CalibrateArgs& a) {
+  train::HostProfile collectives;
+  if (!a.np.empty()) {
+    std::error_code ec;
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) return Fail(fmt::format("--np: cannot find this executable: {}", ec.message()));
+    const auto mpirun = train::FindMpirun();
+    if (!mpirun.ok()) return Fail(mpirun.status().message());
+    for (int np : std::set<int>(a.np.begin(), a.np.end())) {
+      fmt::print("pentamesh calibrate --host: timing collectives at {} ranks (mpirun -np {})...\n",
+                 np, np);
+      std::fflush(stdout);
+      auto c = train::MeasureCommAtRanks(
+          np, *mpirun, exe,
+          {"calibrate", "--comm-worker", "--repetitions", std::to_string(a.repetitions),
+           "--comm-max-bytes", std::to_string(a.comm_max_bytes), "--out"});
+      if (!c.ok()) return Fail(c.status().message());
+      PrintCommFit(*c);
+      collectives.comm.push_back(*c);
+    }
+  }
   fmt::print("pentamesh calibrate --host: timing sgemm shapes and a triad ({} threads)...\n",
              a.threads > 0 ? fmt::format("{}", a.threads) : "all");
-  const train::HostProfile p = train::MeasureHost(a.threads);
-  fmt::print("\n  {:>6} {:>6} {:>6} {:>12} {:>12}\n", "m", "n", "k", "GFLOP/s", "form");
-  for (const train::GemmSample& s : p.gemms) {
-    fmt::print("  {:>6} {:>6} {:>6} {:>12.1f} {:>12.1f}\n", s.m, s.n, s.k, s.gflops(),
-               2.0 * static_cast<double>(s.m * s.n * s.k) / p.Predict(s) / 1e9);
+  train::HostProfile p = train::MeasureHost(a.threads, a.repetitions);
+  p.comm = std::move(collectives.comm);
+  fmt::print("\n  {:>6} {:>6} {:>6} {:>12} {:>12} {:>12} {:>12}\n", "m", "n", "k", "GFLOP/s",
+             "form", "1 thread", "form");
+  for (size_t i = 0; i < p.gemms.size(); ++i) {
+    const train::GemmSample& s = p.gemms[i];
+    const train::GemmSample& s1 = p.gemms_1t.empty() ? s : p.gemms_1t[i];
+    const double flop = 2.0 * static_cast<double>(s.m * s.n * s.k);
+    fmt::print("  {:>6} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>12.1f} {:>12.1f}\n", s.m, s.n, s.k,
+               s.gflops(), flop / p.Form().Predict(s) / 1e9, s1.gflops(),
+               flop / p.Form1t().Predict(s1) / 1e9);
   }
-  fmt::print("\n  large-GEMM rate {:.1f} GFLOP/s, per-dimension overhead {:.1f} elements\n",
-             p.peak_gflops, p.gemm_dim_overhead);
+  fmt::print(
+      "\n  large-GEMM rate {:.1f} GFLOP/s, per-dimension overhead {:.1f} elements ({} "
+      "threads)\n",
+      p.peak_gflops, p.gemm_dim_overhead, p.threads);
+  fmt::print("  one thread: {:.1f} GFLOP/s, per-dimension overhead {:.1f} elements\n",
+             p.peak_gflops_1t, p.gemm_dim_overhead_1t);
   fmt::print("  triad bandwidth {:.1f} GB/s\n", p.mem_gbps);
   std::ofstream file(a.out);
   file << train::HostProfileToml(p);
@@ -151,7 +244,27 @@ calib::Profile FittedProfile(const CalibrateArgs& a, const calib::Profile& prese
   return out;
 }
 
+// The --np rules, checked before anything is measured.
+core::Status CheckNp(const CalibrateArgs& a) {
+  if (a.np.empty()) return core::Status::Ok();
+  if (!a.host) {
+    return core::Status::Error("--np: needs --host (it measures this host's MPI collectives)");
+  }
+  for (int np : a.np) {
+    if (np < 2) {
+      return core::Status::Error(fmt::format("--np: {} ranks; collectives need at least 2", np));
+    }
+    if (np > train::kMaxCommRanks) {
+      return core::Status::Error(fmt::format(
+          "--np: {} ranks is above the limit of {} ranks on one host", np, train::kMaxCommRanks));
+    }
+  }
+  return core::Status::Ok();
+}
+
 int RunCalibrate(const CalibrateArgs& a) {
+  if (a.comm_worker) return RunCommWorker(a);
+  if (core::Status st = CheckNp(a); !st.ok()) return Fail(st.message());
   if (a.host) return RunCalibrateHost(a);
   if (a.runs.empty()) return Fail("calibrate: give --runs FILE (measured runs) or --host");
   auto runs = LoadStrict(a);
@@ -196,6 +309,18 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   runs->excludes(host);
   sub->add_option("--threads", args->threads, "--host: BLAS and triad threads (0 = all)")
       ->check(CLI::Range(0, 1024));
+  sub->add_option("--np", args->np,
+                  fmt::format("--host: also time MPI collectives at N ranks (2..{}; repeatable, "
+                              "or N,M,...): mpirun -np N on this host, shared memory",
+                              train::kMaxCommRanks))
+      ->delimiter(',');
+  sub->add_option("--repetitions", args->repetitions,
+                  "--host: timed repetitions per shape and collective (the median is kept)")
+      ->check(CLI::Range(1, 100));
+  sub->add_option("--comm-max-bytes", args->comm_max_bytes,
+                  "--host --np: largest collective (sizes 4 KiB, 16 KiB, ... up to this)")
+      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 30));
+  sub->add_flag("--comm-worker", args->comm_worker)->group("");  // internal: a rank of --np
   sub->add_option("--stack", args->stack,
                   "the stack the runs used (a preset: megatron, torchtitan, maxtext, llm-foundry, "
                   "deepspeed); default: the runs' software");

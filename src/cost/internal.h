@@ -25,6 +25,9 @@ double AllGatherTime(const Link& link, double n_bytes);  // == ReduceScatterTime
 double AllReduceTime(const Link& link, double n_bytes);
 double AllToAllTime(const Link& link, double n_bytes);
 double P2pTime(const Link& link, double n_bytes);
+// The link of a group whose `size` members all sit in one node: bus_Bps for ring, p2p and
+// all-to-all alike, alpha_s per message.
+Link IntraNodeLink(double size, double bus_Bps, double alpha_s);
 
 // Layout-level quantities, per micro-batch of one GPU unless the name says otherwise.
 struct Terms {

@@ -38,18 +38,19 @@ Link MakeLink(const Context& ctx, double size, double per_node) {
   const spec::ClusterSpec& c = ctx.cluster();
   const CostParams& p = ctx.params();
   Link link;
-  link.size = size;
-  link.per_node = std::min(size, per_node);
-  link.intra = link.per_node >= size;
-  link.nvlink_Bps = c.intra_node_gbps * 1e9 * p.bus_efficiency_intra;
+  const double nvlink_Bps = c.intra_node_gbps * 1e9 * p.bus_efficiency_intra;
   const double gpn = static_cast<double>(std::max<int64_t>(1, c.gpus_per_node));
-  link.nic_Bps =
+  const double nic_Bps =
       static_cast<double>(c.nics_per_node) * c.inter_node_gbps * 1e9 / gpn * p.bus_efficiency_inter;
-  if (link.intra) {
-    link.ring_Bps = link.nvlink_Bps;
-    link.p2p_Bps = link.nvlink_Bps;
-    link.alpha_s = c.intra_node_latency_us * 1e-6;
+  if (per_node >= size) {
+    link = IntraNodeLink(size, nvlink_Bps, c.intra_node_latency_us * 1e-6);
+    link.nic_Bps = nic_Bps;
   } else {
+    link.size = size;
+    link.per_node = per_node;
+    link.intra = false;
+    link.nvlink_Bps = nvlink_Bps;
+    link.nic_Bps = nic_Bps;
     // A ring crosses each node boundary once per channel; the members in a node drive their own
     // NICs in parallel, so the crossing carries per_node NIC shares (capped by NVLink).
     link.ring_Bps = std::min(link.nvlink_Bps, link.per_node * link.nic_Bps);
@@ -289,6 +290,16 @@ double AllToAllTime(const Link& link, double n) {
 double P2pTime(const Link& link, double n) {
   if (link.size <= 1 || n <= 0) return 0;
   return link.alpha_s + n / link.p2p_Bps;
+}
+
+Link IntraNodeLink(double size, double bus_Bps, double alpha_s) {
+  Link link;
+  link.size = size;
+  link.per_node = size;
+  link.intra = true;
+  link.ring_Bps = link.p2p_Bps = link.nvlink_Bps = bus_Bps;
+  link.alpha_s = alpha_s;
+  return link;
 }
 
 namespace {

@@ -107,17 +107,32 @@ double AttentionGflops(int repetitions) {
 
 }  // namespace
 
-double HostProfile::Predict(const GemmSample& s) const {
+double GemmForm::Predict(const GemmSample& s) const {
   const double x = 1.0 / static_cast<double>(s.m) + 1.0 / static_cast<double>(s.n) +
                    1.0 / static_cast<double>(s.k);
-  return 2.0 * static_cast<double>(s.m * s.n * s.k) / (peak_gflops * 1e9) *
-         (1.0 + gemm_dim_overhead * x);
+  return 2.0 * static_cast<double>(s.m * s.n * s.k) / (gflops * 1e9) * (1.0 + dim_overhead * x);
 }
 
-void FitGemmForm(HostProfile& p) {
+GemmForm HostProfile::FormAt(double rank_cores) const {
+  const GemmForm one = Form1t(), all = Form();
+  if (rank_cores <= 1.0) return {one.gflops * rank_cores, one.dim_overhead};
+  if (threads <= 1 || rank_cores >= threads) return all;
+  const double w = (rank_cores - 1.0) / (threads - 1.0);
+  return {one.gflops + w * (all.gflops - one.gflops),
+          one.dim_overhead + w * (all.dim_overhead - one.dim_overhead)};
+}
+
+const CommProfile* HostProfile::CommFor(int ranks) const {
+  for (const CommProfile& c : comm) {
+    if (c.ranks == ranks) return &c;
+  }
+  return nullptr;
+}
+
+GemmForm FitGemmForm(const std::vector<GemmSample>& gemms) {
   // Minimise sum ((a + b x_i) / y_i - 1)^2: weighted linear least squares, weights 1 / y_i^2.
   double sw = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
-  for (const GemmSample& s : p.gemms) {
+  for (const GemmSample& s : gemms) {
     const double x = 1.0 / static_cast<double>(s.m) + 1.0 / static_cast<double>(s.n) +
                      1.0 / static_cast<double>(s.k);
     const double y = s.seconds / (2.0 * static_cast<double>(s.m * s.n * s.k));
@@ -134,46 +149,185 @@ void FitGemmForm(HostProfile& p) {
     b = 0;
     a = swy / sw;
   }
-  p.peak_gflops = 1.0 / a / 1e9;
-  p.gemm_dim_overhead = b / a;
+  return {.gflops = 1.0 / a / 1e9, .dim_overhead = b / a};
 }
 
-HostProfile MeasureHost(int threads, int repetitions) {
-  HostProfile p;
-  p.threads =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  kernels::SetBlasThreads(p.threads);
-  // Square GEMMs from small to large, and the skinny shapes of small models (one short dimension).
+namespace {
+
+// Square GEMMs from small to large, and the skinny shapes of small models (one short dimension).
+std::vector<GemmSample> TimeGemmShapes(int repetitions) {
   const int64_t shapes[][3] = {{128, 128, 128},    {256, 256, 256},    {512, 512, 512},
                                {1024, 1024, 1024}, {2048, 2048, 2048}, {1024, 128, 128},
                                {1024, 512, 128},   {1024, 128, 512},   {64, 1024, 1024},
                                {1024, 1024, 64},   {2048, 4096, 128}};
-  for (const auto& s : shapes) p.gemms.push_back(TimeGemm(s[0], s[1], s[2], repetitions));
-  FitGemmForm(p);
+  std::vector<GemmSample> out;
+  for (const auto& s : shapes) out.push_back(TimeGemm(s[0], s[1], s[2], repetitions));
+  return out;
+}
+
+}  // namespace
+
+HostProfile MeasureHost(int threads, int repetitions) {
+  HostProfile p;
+  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.threads = threads > 0 ? threads : p.cores;
+  kernels::SetBlasThreads(p.threads);
+  p.gemms = TimeGemmShapes(repetitions);
+  const GemmForm all = FitGemmForm(p.gemms);
+  p.peak_gflops = all.gflops, p.gemm_dim_overhead = all.dim_overhead;
+  GemmForm one = all;
+  if (p.threads > 1) {
+    kernels::SetBlasThreads(1);
+    p.gemms_1t = TimeGemmShapes(repetitions);
+    one = FitGemmForm(p.gemms_1t);
+    kernels::SetBlasThreads(p.threads);
+  }
+  p.peak_gflops_1t = one.gflops, p.gemm_dim_overhead_1t = one.dim_overhead;
   p.mem_gbps = TriadGbps(p.threads, repetitions);
   p.attention_gflops = AttentionGflops(repetitions);
   p.stream_1t_gbps = TriadGbps(1, repetitions);
   return p;
 }
 
-std::string HostProfileToml(const HostProfile& p) {
-  std::string out = fmt::format(
-      "# This host measured by `pentamesh calibrate --host` (train/host_profile.h): the engine's\n"
-      "# sgemm fitted to the cost model's GEMM form, and a triad's bandwidth. Use it in a run\n"
-      "# config as run.host_profile = \"<this file>\".\n"
-      "[host]\nthreads = {}\npeak_gflops = {:.6g}\ngemm_dim_overhead = {:.6g}\nmem_gbps = {:.6g}\n"
-      "attention_gflops = {:.6g}\nstream_1t_gbps = {:.6g}\n",
-      p.threads, p.peak_gflops, p.gemm_dim_overhead, p.mem_gbps, p.attention_gflops,
-      p.stream_1t_gbps);
-  for (const GemmSample& s : p.gemms) {
+namespace {
+
+std::string GemmSamplesToml(const char* table, const std::vector<GemmSample>& gemms,
+                            const GemmForm& form) {
+  std::string out;
+  for (const GemmSample& s : gemms) {
     out += fmt::format(
-        "\n[[host.gemm]]\nm = {}\nn = {}\nk = {}\nseconds = {:.6g}  # {:.1f} GFLOP/s, form "
-        "{:.1f}\n",
-        s.m, s.n, s.k, s.seconds, s.gflops(),
-        2.0 * static_cast<double>(s.m * s.n * s.k) / p.Predict(s) / 1e9);
+        "\n[[host.{}]]\nm = {}\nn = {}\nk = {}\nseconds = {:.6g}  # {:.1f} GFLOP/s, form {:.1f}\n",
+        table, s.m, s.n, s.k, s.seconds, s.gflops(),
+        2.0 * static_cast<double>(s.m * s.n * s.k) / form.Predict(s) / 1e9);
   }
   return out;
 }
+
+}  // namespace
+
+std::string CommProfileToml(const CommProfile& c) {
+  std::string out = fmt::format(
+      "\n[[comm]]  # collectives at {} ranks, fitted to the cost model's forms\n"
+      "ranks = {}\nlatency_us = {:.6g}\nbus_gbps = {:.6g}\n",
+      c.ranks, c.ranks, c.fit.latency_us, c.fit.bus_gbps);
+  for (const CommSample& s : c.samples) {
+    out += fmt::format(
+        "[[comm.sample]]\nop = \"{}\"\nbytes = {}\nseconds = {:.6g}  # fit {:+.0f}%\n",
+        cost::CollectiveName(s.op), s.bytes, s.seconds,
+        100.0 * (c.fit.Predict(s.op, c.ranks, static_cast<double>(s.bytes)) / s.seconds - 1.0));
+  }
+  return out;
+}
+
+std::string HostProfileToml(const HostProfile& p) {
+  std::string out = fmt::format(
+      "# This host measured by `pentamesh calibrate --host` (train/host_profile.h): the engine's\n"
+      "# sgemm fitted to the cost model's GEMM form at all threads and at one, a triad's\n"
+      "# bandwidth, and (with --np) MPI collectives fitted to the cost model's link. Use it in a\n"
+      "# run config as run.host_profile = \"<this file>\".\n"
+      "[host]\nthreads = {}\ncores = {}\npeak_gflops = {:.6g}\ngemm_dim_overhead = {:.6g}\n"
+      "peak_gflops_1t = {:.6g}\ngemm_dim_overhead_1t = {:.6g}\nmem_gbps = {:.6g}\n"
+      "attention_gflops = {:.6g}\nstream_1t_gbps = {:.6g}\n",
+      p.threads, p.cores, p.peak_gflops, p.gemm_dim_overhead, p.peak_gflops_1t,
+      p.gemm_dim_overhead_1t, p.mem_gbps, p.attention_gflops, p.stream_1t_gbps);
+  out += GemmSamplesToml("gemm", p.gemms, p.Form());
+  out += GemmSamplesToml("gemm_1t", p.gemms_1t, p.Form1t());
+  for (const CommProfile& c : p.comm) out += CommProfileToml(c);
+  return out;
+}
+
+namespace {
+
+// Collects every error of one file, each naming the file and the field.
+struct Errors {
+  const std::string& path;
+  std::vector<std::string> all;
+  void Add(const std::string& field, const std::string& reason) {
+    all.push_back(fmt::format("{}: {}: {}", path, field, reason));
+  }
+  // A number > 0 (or >= 0 when zero_ok), finite.
+  void Number(const toml::node_view<const toml::node>& node, const std::string& field, double& out,
+              bool zero_ok = false) {
+    const auto v = node.value<double>();
+    if (!v || !std::isfinite(*v) || *v < 0 || (!zero_ok && *v == 0)) {
+      Add(field, zero_ok ? "must be a number >= 0" : "must be a positive number");
+    } else {
+      out = *v;
+    }
+  }
+  core::Status Status() const {
+    if (all.empty()) return core::Status::Ok();
+    std::string text = all.front();
+    for (size_t i = 1; i < all.size(); ++i) text += "\n" + all[i];
+    return core::Status::Error(text);
+  }
+};
+
+CommSample ParseCommSample(const toml::table& t, const std::string& field, Errors& e) {
+  CommSample s;
+  const auto op = t["op"].value<std::string>();
+  if (!op || !cost::ParseCollective(*op)) {
+    e.Add(field + ".op", "must be one of p2p, all_reduce, all_gather, reduce_scatter, all_to_all");
+  } else {
+    s.op = *cost::ParseCollective(*op);
+  }
+  const auto bytes = t["bytes"].value<int64_t>();
+  if (!bytes || *bytes <= 0) {
+    e.Add(field + ".bytes", "must be a positive integer");
+  } else {
+    s.bytes = *bytes;
+  }
+  e.Number(t["seconds"], field + ".seconds", s.seconds);
+  return s;
+}
+
+// The [[comm]] entries of `root`: ranks an integer in [2, kMaxCommRanks], each at most once.
+std::vector<CommProfile> ParseComm(const toml::table& root, Errors& e) {
+  std::vector<CommProfile> out;
+  const toml::node* node = root.get("comm");
+  if (node == nullptr) return out;
+  const toml::array* entries = node->as_array();
+  if (entries == nullptr) {
+    e.Add("comm", "must be an array of tables ([[comm]])");
+    return out;
+  }
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const std::string field = fmt::format("comm[{}]", i);
+    const toml::table* t = (*entries)[i].as_table();
+    if (t == nullptr) {
+      e.Add(field, "must be a table");
+      continue;
+    }
+    CommProfile c;
+    const auto ranks = (*t)["ranks"].value<int64_t>();
+    if (!ranks || *ranks < 2 || *ranks > kMaxCommRanks) {
+      e.Add(field + ".ranks", fmt::format("must be an integer in [2, {}]", kMaxCommRanks));
+    } else if (std::any_of(out.begin(), out.end(),
+                           [&](const CommProfile& o) { return o.ranks == *ranks; })) {
+      e.Add(field + ".ranks", fmt::format("{} ranks measured twice; keep one entry", *ranks));
+    } else {
+      c.ranks = static_cast<int>(*ranks);
+    }
+    e.Number((*t)["latency_us"], field + ".latency_us", c.fit.latency_us, /*zero_ok=*/true);
+    e.Number((*t)["bus_gbps"], field + ".bus_gbps", c.fit.bus_gbps);
+    if (const toml::array* samples = (*t)["sample"].as_array()) {
+      for (size_t j = 0; j < samples->size(); ++j) {
+        const std::string sf = fmt::format("{}.sample[{}]", field, j);
+        if (const toml::table* st = (*samples)[j].as_table()) {
+          c.samples.push_back(ParseCommSample(*st, sf, e));
+        } else {
+          e.Add(sf, "must be a table");
+        }
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
+  return out;
+}
+
+}  // namespace
 
 core::Result<HostProfile> LoadHostProfile(const std::string& path) {
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
@@ -181,32 +335,34 @@ core::Result<HostProfile> LoadHostProfile(const std::string& path) {
   const toml::table* h = root["host"].as_table();
   if (h == nullptr) return core::Status::Error(fmt::format("{}: missing [host] table", path));
   HostProfile p;
-  std::vector<std::string> errors;
-  auto positive = [&](const char* key, double& out) {
-    const auto v = (*h)[key].value<double>();
-    if (!v || !(*v > 0) || !std::isfinite(*v)) {
-      errors.push_back(fmt::format("{}: host.{}: must be a positive number", path, key));
+  Errors e{path, {}};
+  e.Number((*h)["peak_gflops"], "host.peak_gflops", p.peak_gflops);
+  e.Number((*h)["peak_gflops_1t"], "host.peak_gflops_1t", p.peak_gflops_1t);
+  e.Number((*h)["mem_gbps"], "host.mem_gbps", p.mem_gbps);
+  e.Number((*h)["attention_gflops"], "host.attention_gflops", p.attention_gflops);
+  e.Number((*h)["stream_1t_gbps"], "host.stream_1t_gbps", p.stream_1t_gbps);
+  e.Number((*h)["gemm_dim_overhead"], "host.gemm_dim_overhead", p.gemm_dim_overhead, true);
+  e.Number((*h)["gemm_dim_overhead_1t"], "host.gemm_dim_overhead_1t", p.gemm_dim_overhead_1t, true);
+  for (auto [key, out] : {std::pair{"threads", &p.threads}, std::pair{"cores", &p.cores}}) {
+    const auto v = (*h)[key].value<int64_t>();
+    if (!v || *v < 1 || *v > 1 << 20) {
+      e.Add(fmt::format("host.{}", key), "must be a positive integer");
     } else {
-      out = *v;
+      *out = static_cast<int>(*v);
     }
-  };
-  positive("peak_gflops", p.peak_gflops);
-  positive("mem_gbps", p.mem_gbps);
-  positive("attention_gflops", p.attention_gflops);
-  positive("stream_1t_gbps", p.stream_1t_gbps);
-  const auto d = (*h)["gemm_dim_overhead"].value<double>();
-  if (!d || !(*d >= 0) || !std::isfinite(*d)) {
-    errors.push_back(fmt::format("{}: host.gemm_dim_overhead: must be a number >= 0", path));
-  } else {
-    p.gemm_dim_overhead = *d;
   }
-  p.threads = static_cast<int>((*h)["threads"].value<int64_t>().value_or(0));
-  if (!errors.empty()) {
-    std::string all = errors.front();
-    for (size_t i = 1; i < errors.size(); ++i) all += "\n" + errors[i];
-    return core::Status::Error(all);
-  }
+  p.comm = ParseComm(root, e);
+  PM_RETURN_IF_ERROR(e.Status());
   return p;
+}
+
+core::Result<std::vector<CommProfile>> LoadCommProfiles(const std::string& path) {
+  PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
+  PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, path));
+  Errors e{path, {}};
+  std::vector<CommProfile> out = ParseComm(root, e);
+  PM_RETURN_IF_ERROR(e.Status());
+  return out;
 }
 
 }  // namespace pentamesh::train

@@ -84,24 +84,51 @@ core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t voca
   return data::Dataset::Open(c.dataset);
 }
 
+namespace {
+
+// Ranks of the run sharing this host's cores and memory.
+int64_t RanksPerHost(const RunConfig& c) {
+  const int64_t ranks = c.run.layout.gpus();
+  return c.run.ranks_per_host > 0 ? std::min<int64_t>(c.run.ranks_per_host, ranks) : ranks;
+}
+
+// Cores a rank's BLAS runs on: its run.threads (0 = OpenBLAS's default, every core), at most its
+// share of the host's cores.
+double RankCores(const HostProfile& h, const RunConfig& c) {
+  const double cores = static_cast<double>(std::max(1, h.cores));
+  const double threads = c.run.threads > 0 ? static_cast<double>(c.run.threads) : cores;
+  return std::min(threads, cores / static_cast<double>(RanksPerHost(c)));
+}
+
+}  // namespace
+
 spec::ClusterSpec HostCluster(const RunConfig& c) {
   // Each rank is a "device" with its share of the host's peak and bandwidth.
   const int64_t ranks = c.run.layout.gpus();
-  const int64_t per_host =
-      c.run.ranks_per_host > 0 ? std::min<int64_t>(c.run.ranks_per_host, ranks) : ranks;
+  const int64_t per_host = RanksPerHost(c);
   const double share = 1.0 / static_cast<double>(per_host);
-  return {.name = "cpu-host",
-          .gpu = "cpu",
-          .peak_tflops = c.run.peak_gflops / 1e3 * share,
-          .hbm_gb = 1e3,
-          .hbm_gbps = c.run.mem_gbps * share,
-          .gpus_per_node = per_host,
-          .nodes = ranks % per_host == 0 ? ranks / per_host : 1,
-          .intra_node_gbps = c.run.mem_gbps,
-          .nics_per_node = 1,
-          .inter_node_gbps = 1,
-          // A measured host's peak is its large-GEMM rate: the efficiency is in the number.
-          .gemm_efficiency = c.run.host ? 1.0 : 0.0};
+  spec::ClusterSpec s{.name = "cpu-host",
+                      .gpu = "cpu",
+                      .peak_tflops = c.run.peak_gflops / 1e3 * share,
+                      .hbm_gb = 1e3,
+                      .hbm_gbps = c.run.mem_gbps * share,
+                      .gpus_per_node = per_host,
+                      .nodes = ranks % per_host == 0 ? ranks / per_host : 1,
+                      .intra_node_gbps = c.run.mem_gbps,
+                      .nics_per_node = 1,
+                      .inter_node_gbps = 1};
+  if (const auto& h = c.run.host) {
+    // The peak stays the host's share (MFU is against the whole host); the rate a rank's GEMMs
+    // reach at its run.threads, at most that share (the ranks together never beat the
+    // all-threads measurement), is the efficiency.
+    s.gemm_efficiency =
+        std::min(1.0, h->FormAt(RankCores(*h, c)).gflops / (h->peak_gflops * share));
+    if (const CommProfile* link = h->CommFor(static_cast<int>(per_host))) {
+      s.intra_node_gbps = link->fit.bus_gbps;
+      s.intra_node_latency_us = link->fit.latency_us;
+    }
+  }
+  return s;
 }
 
 cost::CostParams EngineCostParams() {
@@ -116,21 +143,25 @@ cost::CostParams EngineCostParams() {
   p.ulysses_stash_fp32 = true;
   p.moe_replicated_over_tp = true;
   p.pp_scatter_gather = false;  // each tp rank sends its full activation replica
+  p.dp_overlap = 0;             // ZeroOptimizer::Step reduces the gradients after the last backward
   return p;
 }
 
 cost::CostParams EngineCostParams(const RunConfig& c) {
   cost::CostParams p = EngineCostParams();
   if (const auto& h = c.run.host) {
-    // The measured GEMM form. The engine's attention and elementwise kernels run on one thread:
-    // a rank gets its single-thread rate, or its share of the cores when ranks outnumber them.
+    // The GEMM form at the rank's cores. The engine's attention and elementwise kernels run on
+    // one thread: a rank gets its single-thread rate, or its share of the cores when ranks
+    // outnumber them.
     const spec::ClusterSpec host = HostCluster(c);
     const double ranks = static_cast<double>(host.gpus_per_node);
-    const double cores = std::max(1.0, static_cast<double>(h->threads));
-    const double core_share = std::min(1.0, cores / ranks);
-    p.gemm_dim_overhead = h->gemm_dim_overhead;
-    p.attention_relative = h->attention_gflops * core_share / (host.peak_tflops * 1e3);
+    const double core_share = std::min(1.0, static_cast<double>(std::max(1, h->cores)) / ranks);
+    const double rank_gflops = host.peak_tflops * 1e3 * host.gemm_efficiency;
+    p.gemm_dim_overhead = h->FormAt(RankCores(*h, c)).dim_overhead;
+    p.attention_relative = h->attention_gflops * core_share / rank_gflops;
     p.hbm_efficiency = std::min(1.0, h->stream_1t_gbps * core_share / host.hbm_gbps);
+    // A measured link is the achieved bus bandwidth already.
+    if (h->CommFor(static_cast<int>(host.gpus_per_node))) p.bus_efficiency_intra = 1.0;
   }
   return p;
 }

@@ -177,13 +177,21 @@ class Trainer {
 
 // The host as a "cluster" of one device per rank for the cost model: each rank gets its share of
 // run.peak_gflops and run.mem_gbps (run.ranks_per_host ranks share them), so the cluster's total
-// peak is the host's and MFU is the same number predicted and measured.
+// peak is the host's and MFU is the same number predicted and measured. With a measured host
+// (run.host_profile): the rate of the GEMM form at the rank's run.threads (at most its share of
+// the cores; HostProfile::FormAt), capped at its share of the all-threads rate, is its
+// gemm_efficiency against that share, and the host's
+// [[comm]] entry for the run's ranks per host gives the intra-node link (intra_node_gbps,
+// intra_node_latency_us). Without a matching entry the link stays run.mem_gbps with no latency.
 spec::ClusterSpec HostCluster(const RunConfig& config);
 
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
-// and the engine's stash, MoE and pipeline policies (cost::CostParams documents each flag).
+// no DP overlap, and the engine's stash, MoE and pipeline policies (cost::CostParams documents
+// each flag).
 cost::CostParams EngineCostParams();
-// EngineCostParams with the run's measured host (run.host_profile), if any.
+// EngineCostParams with the run's measured host (run.host_profile), if any: the GEMM form's d at
+// the rank's cores, single-threaded attention and triad rates, and bus efficiency 1 when the
+// link was measured (its bandwidth is the achieved one).
 cost::CostParams EngineCostParams(const RunConfig& config);
 // The cost model's estimate for the run with EngineCostParams (memory: the most loaded stage; a
 // pp > 1 Trainer's predicted() holds its own stage's memory instead).

@@ -5,34 +5,20 @@
 //   mpirun --oversubscribe -np 8 build/tests/mpi/comm_bench 16777216
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "comm/timing.h"
 
 namespace pentamesh {
 namespace {
 
-// Seconds per call of fn, over enough repetitions to take ~0.2 s (at least 3), after a warmup.
-// Every rank runs the same number of repetitions (rank 0 decides).
-double TimePerCall(const std::function<void()>& fn) {
-  fn();
-  int reps = 1;
-  for (;;) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double elapsed_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    int again = elapsed_s < 0.2 && reps < 4096 ? 1 : 0;
-    MPI_Bcast(&again, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (!again) return elapsed_s / reps;
-    reps *= 4;
-  }
+// Seconds per call of fn: one batch of enough calls to take ~0.2 s, the same on every rank.
+double TimePerCall(comm::Communicator& world, const std::function<void()>& fn) {
+  return comm::MedianSecondsPerCall(world, fn, {.repetitions = 1, .min_batch_s = 0.2});
 }
 
 void Run(comm::Communicator& world, int64_t max_bytes) {
@@ -47,20 +33,20 @@ void Run(comm::Communicator& world, int64_t max_bytes) {
     std::vector<float> out(static_cast<size_t>(count) * static_cast<size_t>(g));
     world.reset_stats();
     const double t_ar =
-        TimePerCall([&] { world.all_reduce(buf.data(), count, core::Dtype::kF32); });
+        TimePerCall(world, [&] { world.all_reduce(buf.data(), count, core::Dtype::kF32); });
     const double wire_ar = world.stats()[comm::Op::kAllReduce].bytes_wire /
                            static_cast<double>(world.stats()[comm::Op::kAllReduce].calls);
-    const double t_mpi = TimePerCall([&] {
+    const double t_mpi = TimePerCall(world, [&] {
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                     MPI_COMM_WORLD);
     });
     const int64_t shard = count / g;
     world.reset_stats();
-    const double t_ag =
-        TimePerCall([&] { world.all_gather(out.data(), buf.data(), shard, core::Dtype::kF32); });
+    const double t_ag = TimePerCall(
+        world, [&] { world.all_gather(out.data(), buf.data(), shard, core::Dtype::kF32); });
     const double wire_ag = world.stats()[comm::Op::kAllGather].bytes_wire /
                            static_cast<double>(world.stats()[comm::Op::kAllGather].calls);
-    const double t_mpi_ag = TimePerCall([&] {
+    const double t_mpi_ag = TimePerCall(world, [&] {
       MPI_Allgather(buf.data(), static_cast<int>(shard), MPI_FLOAT, out.data(),
                     static_cast<int>(shard), MPI_FLOAT, MPI_COMM_WORLD);
     });
