@@ -22,17 +22,18 @@ for np in 2 4; do
     echo "== $model, $np ranks"
     "$bin" tune --config "configs/$model.toml" --np "$np" --top 6 --steps "$steps" \
       --host-profile "$out/host-np$np.toml" --out-dir "$out/$model-np$np" \
-      --html "$out/$model-np$np.html" --json-out "$out/$model-np$np.json" 2>/dev/null
+      --html "$out/$model-np$np.html" --json-out "$out/$model-np$np.json" 2>/dev/null |
+      tee "$out/$model-np$np.txt"
     summary+=("$(/usr/bin/python3 - "$out/$model-np$np.json" "$model" "$np" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 s = j["summary"]
 print(f"{sys.argv[2]:<11} N={sys.argv[3]}  runs {s['measured_runs']}  median |error| "
       f"{100 * s['median_abs_error']:.1f}%  Spearman {s['spearman']:.2f}  measured best = "
-      f"predicted #{s['best_predicted_rank']}")
+      f"predicted #{s['best_predicted_rank']} (#{s['best_tied_rank']} with ties)")
 PY
 )")
   done
 done
 echo "== summary"
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

@@ -65,6 +65,7 @@ Summary Summarize(const std::vector<Row>& rows) {
       best = r.measured->step_time_s;
       s.best_measured = static_cast<int>(i);
       s.best_predicted_rank = r.predicted_rank;
+      s.best_tied_rank = r.tied_rank;
     }
   }
   if (!errors.empty()) {
@@ -112,10 +113,12 @@ std::string Table(const Result& r) {
                      r.options.np, s.spearman);
   if (s.best_measured >= 0) {
     const Row& b = r.rows[static_cast<size_t>(s.best_measured)];
-    out += fmt::format("measured best: #{} {} ({:.4f} s/step), the planner's choice number {}{}\n",
-                       s.best_measured + 1, spec::ShortLayout(b.layout), b.measured->step_time_s,
-                       s.best_predicted_rank,
-                       s.best_predicted_rank <= 3 ? " (within its top 3)" : " (NOT in its top 3)");
+    out += fmt::format(
+        "measured best: #{} {} ({:.4f} s/step), the planner's choice number {} ({} counting "
+        "predictions within {:.0f}% as ties){}\n",
+        s.best_measured + 1, spec::ShortLayout(b.layout), b.measured->step_time_s,
+        s.best_predicted_rank, s.best_tied_rank, 100 * kTie,
+        s.best_tied_rank <= 3 ? ": within its top 3" : ": NOT in its top 3");
   }
   return out;
 }
@@ -128,6 +131,7 @@ nlohmann::ordered_json ToJson(const Result& r) {
     j["layout"] = spec::FormatLayout(row.layout);
     j["ranks"] = row.ranks;
     j["predicted_rank"] = row.predicted_rank;
+    j["tied_rank"] = row.tied_rank;
     nlohmann::ordered_json p, time, mem;
     for (const cost::TimeTerm& t : cost::kTimeTerms) time[t.name] = row.predicted.time.*t.field;
     time["step"] = row.predicted.time.step;
@@ -180,7 +184,8 @@ nlohmann::ordered_json ToJson(const Result& r) {
                     {"median_abs_error", s.median_abs_error},
                     {"spearman", s.spearman},
                     {"best_measured", s.best_measured >= 0 ? s.best_measured + 1 : 0},
-                    {"best_predicted_rank", s.best_predicted_rank}};
+                    {"best_predicted_rank", s.best_predicted_rank},
+                    {"best_tied_rank", s.best_tied_rank}};
   return out;
 }
 

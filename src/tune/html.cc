@@ -86,9 +86,11 @@ std::string SummaryHtml(const Result& r) {
   if (s.best_measured >= 0) {
     const Row& b = r.rows[static_cast<size_t>(s.best_measured)];
     out += fmt::format(
-        " Measured best: <b>#{} {}</b> at {:.4f} s/step, the planner's choice number {}{}.",
-        s.best_measured + 1, Escape(spec::ShortLayout(b.layout)), b.measured->step_time_s,
-        s.best_predicted_rank, s.best_predicted_rank <= 3 ? " (within its top 3)" : "");
+        " Measured best: <b>#{} {}</b> at {:.4f} s/step, the planner's choice number {} ({} "
+        "counting predictions within {:.0f}% as ties){}.",
+        s.best_measured + 1, Escape(Compact(b.layout)), b.measured->step_time_s,
+        s.best_predicted_rank, s.best_tied_rank, 100 * kTie,
+        s.best_tied_rank <= 3 ? ": within its top 3" : ": not in its top 3");
   }
   return out + "</p>\n";
 }

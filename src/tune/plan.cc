@@ -170,6 +170,10 @@ core::Result<Result> Plan(const Options& options) {
                                             return x.layout == e.layout;
                                           }) -
                              n.top.begin());
+    result.rows[i].tied_rank =
+        1 + static_cast<int>(std::count_if(n.top.begin(), n.top.end(), [&](const auto& x) {
+          return x.time.step < e.time.step * (1 - kTie);
+        }));
   }
   if (options.single) {
     PM_ASSIGN_OR_RETURN(Search one, SearchHost(config, 1, ""));

@@ -28,6 +28,9 @@ namespace pentamesh::tune {
 
 // Most ranks a tune launches on one host (oversubscribed ranks share the cores).
 inline constexpr int kMaxRanks = 64;
+// Predicted step times closer than this (relative) are a tie: the cost model does not separate
+// them, and on this host one layout's step time moves more than that from run to run.
+inline constexpr double kTie = 0.01;
 
 struct Options {
   std::string config;              // run TOML (`pentamesh train --config`)
@@ -70,7 +73,9 @@ struct Measured {
 
 struct Row {
   Kind kind = Kind::kPlanned;
-  int predicted_rank = 0;  // 1-based among the N-rank runs by predicted step time; 0 = single
+  int predicted_rank = 0;  // 1-based in the planner's list of N-rank layouts; 0 = single
+  // 1 + the layouts the planner predicts faster by more than kTie: equal predictions share a rank.
+  int tied_rank = 0;
   int ranks = 1;
   spec::Layout layout;
   cost::Estimate predicted;
@@ -87,6 +92,7 @@ struct Summary {
   double spearman = 0;          // rank agreement of predicted and measured step time, N-rank runs
   int best_measured = -1;       // index into rows of the fastest measured N-rank run
   int best_predicted_rank = 0;  // its predicted rank (1 = the planner's first choice)
+  int best_tied_rank = 0;       // the same with ties (Row::tied_rank)
 };
 
 struct Result {

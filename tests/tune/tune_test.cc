@@ -100,6 +100,11 @@ TEST(TunePlan, CandidatesAreRunnableAndPredictedByTheCostModel) {
     if (row.kind != Kind::kSingle && ranked < o.top_k) {
       ++ranked;  // the first top_k rows are the planner's top K, in its order
       EXPECT_EQ(row.predicted_rank, ranked) << spec::ShortLayout(row.layout);
+      // Ties: predictions within kTie of the first choice share its rank.
+      EXPECT_LE(row.tied_rank, row.predicted_rank);
+      if (row.predicted.time.step < r->rows[0].predicted.time.step * (1 + kTie)) {
+        EXPECT_EQ(row.tied_rank, 1) << spec::ShortLayout(row.layout);
+      }
     }
     if (row.kind == Kind::kFsdp) {
       ++fsdp;
