@@ -1,7 +1,8 @@
 // `pentamesh tune --config run.toml --np N [--top K] [--steps S] [--allow CLAUSES] [--out-dir DIR]
-// [--json] [--json-out FILE] [--html OUT] [--injections FILE] [--host-profile FILE] [--plan-only]`: plans the run for this host, then measures the top K
-// layouts, the FSDP baseline and the single-process run under mpirun (tune::Tune) and prints the
-// table, the rank agreement and the measured best. Thin: parse, call tune, print.
+// [--json] [--json-out FILE] [--html OUT] [--injections FILE] [--host-profile FILE] [--plan-only]`:
+// plans the run for this host, then measures the top K layouts, the FSDP baseline and the
+// single-process run under mpirun (tune::Tune) and prints the table, the rank agreement and the
+// measured best. Thin: parse, call tune, print.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -27,9 +28,9 @@ struct TuneArgs {
 // One line per run on stderr: a live line on a terminal, a plain line otherwise.
 void PrintProgress(const tune::Row& row, int index, int total, bool done) {
   const bool tty = isatty(STDERR_FILENO) != 0;
-  const std::string what = fmt::format("[{}/{}] {} {} ({} rank{})", index + 1, total,
-                                       tune::KindName(row.kind), spec::ShortLayout(row.layout),
-                                       row.ranks, row.ranks > 1 ? "s" : "");
+  const std::string what =
+      fmt::format("[{}/{}] {} {} ({} rank{})", index + 1, total, tune::KindName(row.kind),
+                  spec::ShortLayout(row.layout), row.ranks, row.ranks > 1 ? "s" : "");
   if (!done) {
     if (tty) fmt::print(stderr, "\r\033[K{} running...", what);
     return;
@@ -70,8 +71,9 @@ int RunTune(TuneArgs& a) {
 RunFn AddTuneCommand(CLI::App& app) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "tune", "Plan a run for this host, then measure the top layouts, the FSDP baseline and one "
-              "process under mpirun, predicted next to measured");
+      "tune",
+      "Plan a run for this host, then measure the top layouts, the FSDP baseline and one "
+      "process under mpirun, predicted next to measured");
   tune::Options& o = args->options;
   cmd->add_option("--config", o.config, "Run TOML (as for `pentamesh train`)")
       ->required()
@@ -82,8 +84,9 @@ RunFn AddTuneCommand(CLI::App& app) {
       ->transform(IntIn(2, tune::kMaxRanks));
   cmd->add_option("--top", o.top_k, "Planned layouts measured (default 5)")
       ->transform(IntIn(1, 64));
-  cmd->add_option("--steps", o.steps, "Optimizer steps per run (default 20; the first quarter "
-                                      "is warm-up)")
+  cmd->add_option("--steps", o.steps,
+                  "Optimizer steps per run (default 20; the first quarter "
+                  "is warm-up)")
       ->transform(IntIn(4, 100000));
   cmd->add_option("--allow", o.allow, "Restrict the candidates, e.g. \"pp>=2 zero<=1\"");
   cmd->add_option("--out-dir", o.work_dir, "Directory of the runs (default out/tune)");
@@ -91,11 +94,14 @@ RunFn AddTuneCommand(CLI::App& app) {
                   "A measured host (`calibrate --host`); default: run.host_profile, else measure")
       ->check(CLI::ExistingFile);
   cmd->add_option("--mpirun", o.mpirun, "The launcher (default mpirun, from PATH)");
-  cmd->add_option("--timeout", o.timeout_s, "Seconds per run before it is killed (default: from "
-                                            "the prediction, at least 300)")
+  cmd->add_option("--timeout", o.timeout_s,
+                  "Seconds per run before it is killed (default: from "
+                  "the prediction, at least 300)")
       ->transform(NumberIn(1));
-  cmd->add_flag("--no-single", [&o](int64_t) { o.single = false; }, "Skip the one-process run");
-  cmd->add_flag("--no-fsdp", [&o](int64_t) { o.fsdp = false; }, "Skip the FSDP baseline");
+  cmd->add_flag(
+      "--no-single", [&o](int64_t) { o.single = false; }, "Skip the one-process run");
+  cmd->add_flag(
+      "--no-fsdp", [&o](int64_t) { o.fsdp = false; }, "Skip the FSDP baseline");
   cmd->add_flag("--plan-only", args->plan_only, "Print the candidates and predictions; run none");
   cmd->add_flag("--json", args->json, "Print JSON instead of the table");
   cmd->add_option("--json-out", args->json_out, "Also write the JSON to this file")

@@ -86,10 +86,10 @@ std::string Table(const Result& r) {
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
     const std::string rank = row.kind == Kind::kSingle ? "-" : std::to_string(row.predicted_rank);
-    const std::string layout = fmt::format("{}{}", row.ranks > 1 ? "" : "1 rank: ",
-                                           spec::ShortLayout(row.layout));
-    std::string line = fmt::format("{:>2} {:<7} {:<34} {:>5} {:>9.4f} ", i + 1,
-                                   KindName(row.kind), layout, rank, row.predicted.time.step);
+    const std::string layout =
+        fmt::format("{}{}", row.ranks > 1 ? "" : "1 rank: ", spec::ShortLayout(row.layout));
+    std::string line = fmt::format("{:>2} {:<7} {:<34} {:>5} {:>9.4f} ", i + 1, KindName(row.kind),
+                                   layout, rank, row.predicted.time.step);
     if (row.measured) {
       const Measured& m = *row.measured;
       line += fmt::format("{:>9.4f} {:>7} {:>8.0f} {:>6.3f} {:>6.3f} {:>8} {:>8}", m.step_time_s,
@@ -108,9 +108,10 @@ std::string Table(const Result& r) {
   const Summary& s = r.summary;
   out += fmt::format("median |predicted - measured| / measured step time: {:.1f}% over {} runs\n",
                      100 * s.median_abs_error, s.measured_runs);
-  out += fmt::format("rank agreement of predicted and measured step time (Spearman, {}-rank runs): "
-                     "{:.2f}\n",
-                     r.options.np, s.spearman);
+  out += fmt::format(
+      "rank agreement of predicted and measured step time (Spearman, {}-rank runs): "
+      "{:.2f}\n",
+      r.options.np, s.spearman);
   if (s.best_measured >= 0) {
     const Row& b = r.rows[static_cast<size_t>(s.best_measured)];
     out += fmt::format(

@@ -55,11 +55,12 @@ std::string TableHtml(const Result& r) {
     const Row& row = r.rows[i];
     const Measured* m = row.measured ? &*row.measured : nullptr;
     const double mib = 1 << 20;
-    t += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4f}</td>",
-                     static_cast<int>(i) == r.summary.best_measured ? " class=\"best-row\"" : "",
-                     i + 1, KindName(row.kind), Escape(Compact(row.layout)),
-                     row.kind == Kind::kSingle ? "-" : std::to_string(row.predicted_rank),
-                     row.predicted.time.step);
+    t += fmt::format(
+        "<tr{}><td>{}</td><td>{}</td><td class=\"layout\">{}</td><td>{}</td><td>{:.4f}</td>",
+        static_cast<int>(i) == r.summary.best_measured ? " class=\"best-row\"" : "", i + 1,
+        KindName(row.kind), Escape(Compact(row.layout)),
+        row.kind == Kind::kSingle ? "-" : std::to_string(row.predicted_rank),
+        row.predicted.time.step);
     if (m == nullptr) {
       t += fmt::format("<td colspan=\"10\">FAILED: {}</td></tr>\n", Escape(row.error));
       continue;
@@ -113,7 +114,8 @@ std::string ThroughputChart(const Result& r, const std::vector<std::string>& lab
 std::string TimeChart(const Result& r, const std::vector<std::string>& labels) {
   std::vector<std::string> parts;
   for (const cost::TimeTerm& t : cost::kTimeTerms) parts.emplace_back(t.name);
-  report::StackedBarChart c("tune-time", "layout", parts, report::ChartAxis("seconds per step", ".3~f"));
+  report::StackedBarChart c("tune-time", "layout", parts,
+                            report::ChartAxis("seconds per step", ".3~f"));
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
     std::vector<double> predicted, measured;
@@ -190,16 +192,17 @@ std::string ExpertChart(const Result& r, const std::vector<std::string>& labels)
   report::BarChart c("tune-experts", "layout", cats,
                      report::ChartAxis("max / mean tokens per expert (1 = balanced)", ".3~f"));
   c.series.emplace_back("expert load imbalance", imbalance);
-  report::BarChart s("tune-expert-share", "layout", cats,
-                     report::ChartAxis("busiest expert's share of assignments",
-                                       report::kFormatPercent));
+  report::BarChart s(
+      "tune-expert-share", "layout", cats,
+      report::ChartAxis("busiest expert's share of assignments", report::kFormatPercent));
   s.series.emplace_back("max expert share", share);
   return report::BarChartHtml(c) + report::BarChartHtml(s);
 }
 
 std::string InjectionsHtml(const nlohmann::json& outcomes) {
-  std::string t = "<h2>Failure injections</h2>\n<table><tr><th>injection</th><th>outcome</th>"
-                  "<th>command</th></tr>\n";
+  std::string t =
+      "<h2>Failure injections</h2>\n<table><tr><th>injection</th><th>outcome</th>"
+      "<th>command</th></tr>\n";
   for (const nlohmann::json& o : outcomes) {
     t += fmt::format("<tr><td>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
                      Escape(o.value("name", "")), Escape(o.value("outcome", "")),
@@ -216,16 +219,19 @@ std::string Html(const Result& r) {
   std::string page = "<!doctype html><html><head><meta charset=\"utf-8\"><title>pentamesh tune: " +
                      Escape(r.model_name) + "</title>\n" + report::kPageStyle +
                      "<style>.best{background:#eef4fb;padding:10px;border-left:4px solid "
-                     "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}td.layout{white-space:nowrap}</style>\n" +
+                     "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}td.layout{white-space:"
+                     "nowrap}</style>\n" +
                      report::ChartLibraryScript() + "</head><body>\n";
-  page += fmt::format("<h1>pentamesh tune: {}</h1>\n<p>{}; {} steps per run, the first quarter "
-                      "warm-up; {} layouts costed, {} the CPU engine runs.</p>\n",
-                      Escape(r.model_name), Escape(r.host), r.options.steps, r.space, r.runnable);
+  page += fmt::format(
+      "<h1>pentamesh tune: {}</h1>\n<p>{}; {} steps per run, the first quarter "
+      "warm-up; {} layouts costed, {} the CPU engine runs.</p>\n",
+      Escape(r.model_name), Escape(r.host), r.options.steps, r.space, r.runnable);
   page += SummaryHtml(r) + TableHtml(r);
   page += "<h2>Throughput</h2>\n" + ThroughputChart(r, labels);
-  page += "<h2>Step time by term</h2>\n<p>Measured: each term's collective time as the engine "
-          "timed it, the bubble where measured, the rest of the step as compute.</p>\n" +
-          TimeChart(r, labels);
+  page +=
+      "<h2>Step time by term</h2>\n<p>Measured: each term's collective time as the engine "
+      "timed it, the bubble where measured, the rest of the step as compute.</p>\n" +
+      TimeChart(r, labels);
   page += "<h2>Memory per rank by category</h2>\n" + MemoryChart(r, labels);
   page += "<h2>Pipeline bubble</h2>\n" + BubbleChart(r, labels);
   page += "<h2>Expert load</h2>\n" + ExpertChart(r, labels);

@@ -131,7 +131,8 @@ core::Result<Result> Plan(const Options& options) {
   }
   if (options.top_k < 1) return core::Status::Error("--top: must be at least 1");
   if (options.steps < 4) return core::Status::Error("--steps: must be at least 4");
-  PM_ASSIGN_OR_RETURN(train::RunConfig config, train::LoadRunConfig(options.config, RunSets(options)));
+  PM_ASSIGN_OR_RETURN(train::RunConfig config,
+                      train::LoadRunConfig(options.config, RunSets(options)));
   Result result;
   result.options = options;
   result.model_name = config.model.name;
@@ -142,7 +143,8 @@ core::Result<Result> Plan(const Options& options) {
   PM_ASSIGN_OR_RETURN(Search n, SearchHost(config, options.np, options.allow));
   result.space = n.space;
   result.runnable = n.runnable;
-  const spec::ClusterSpec host = train::HostCluster(WithLayout(config, plan::FsdpLayout(options.np)));
+  const spec::ClusterSpec host =
+      train::HostCluster(WithLayout(config, plan::FsdpLayout(options.np)));
   result.host = fmt::format("{} ranks on one host, {:.1f} GFLOP/s and {:.1f} GB/s per rank ({})",
                             options.np, host.peak_tflops * 1e3, host.hbm_gbps,
                             config.run.host ? "measured: " + config.run.host_profile
@@ -154,9 +156,8 @@ core::Result<Result> Plan(const Options& options) {
   if (options.fsdp) {
     auto it = std::find_if(n.top.begin(), n.top.end(),
                            [&](const cost::Estimate& e) { return IsFsdp(e.layout, options.np); });
-    const bool listed = std::any_of(result.rows.begin(), result.rows.end(), [&](const Row& r) {
-      return IsFsdp(r.layout, options.np);
-    });
+    const bool listed = std::any_of(result.rows.begin(), result.rows.end(),
+                                    [&](const Row& r) { return IsFsdp(r.layout, options.np); });
     if (it != n.top.end() && !listed) result.rows.push_back(MakeRow(Kind::kFsdp, options.np, *it));
     for (Row& r : result.rows) {
       if (IsFsdp(r.layout, options.np)) r.kind = Kind::kFsdp;
@@ -164,12 +165,11 @@ core::Result<Result> Plan(const Options& options) {
   }
   for (size_t i = 0; i < result.rows.size(); ++i) {
     const cost::Estimate& e = result.rows[i].predicted;
-    result.rows[i].predicted_rank =
-        1 + static_cast<int>(std::find_if(n.top.begin(), n.top.end(),
-                                          [&](const cost::Estimate& x) {
-                                            return x.layout == e.layout;
-                                          }) -
-                             n.top.begin());
+    result.rows[i].predicted_rank = 1 + static_cast<int>(std::find_if(n.top.begin(), n.top.end(),
+                                                                      [&](const cost::Estimate& x) {
+                                                                        return x.layout == e.layout;
+                                                                      }) -
+                                                         n.top.begin());
     result.rows[i].tied_rank =
         1 + static_cast<int>(std::count_if(n.top.begin(), n.top.end(), [&](const auto& x) {
           return x.time.step < e.time.step * (1 - kTie);

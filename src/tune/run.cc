@@ -49,8 +49,8 @@ std::vector<std::string> Command(const Options& o, const std::string& exe,
                                  const std::string& mpirun, const Row& row) {
   std::vector<std::string> argv;
   if (row.ranks > 1) {
-    argv = {mpirun, "-np", std::to_string(row.ranks), "--oversubscribe", "--mca", "btl",
-            "self,vader"};
+    argv = {mpirun, "-np",       std::to_string(row.ranks), "--oversubscribe", "--mca",
+            "btl",  "self,vader"};
   }
   argv.insert(argv.end(), {exe, "train", "--config", o.config});
   for (const std::string& s : RunSets(o)) argv.insert(argv.end(), {"--set", s});
@@ -209,8 +209,8 @@ core::Result<Options> WithHostProfile(const Options& options, const std::string&
     if (config.run.host) return o;
     o.host_profile = (fs::path(o.work_dir) / "host.toml").string();
     const std::string log = (fs::path(o.work_dir) / "calibrate.log").string();
-    const std::vector<std::string> argv = {exe,    "calibrate", "--host", "--np",
-                                           std::to_string(o.np), "--out", o.host_profile};
+    const std::vector<std::string> argv = {
+        exe, "calibrate", "--host", "--np", std::to_string(o.np), "--out", o.host_profile};
     if (const std::string failed = RunLogged(argv, log, 600); !failed.empty()) {
       return core::Status::Error(fmt::format("measuring the host ({}) failed: {}: {}",
                                              fmt::join(argv, " "), failed, LogReason(log)));
@@ -224,9 +224,9 @@ core::Result<Result> Tune(const Options& given, const Progress& progress) {
   const Options& options = given;
   const std::string mpirun = FindOnPath(options.mpirun);
   if (mpirun.empty()) {
-    return core::Status::Error(fmt::format(
-        "--mpirun: '{}' is not on PATH (install Open MPI: apt-get install openmpi-bin)",
-        options.mpirun));
+    return core::Status::Error(
+        fmt::format("--mpirun: '{}' is not on PATH (install Open MPI: apt-get install openmpi-bin)",
+                    options.mpirun));
   }
   std::error_code ec;
   const std::string exe =

@@ -33,21 +33,21 @@ inline constexpr int kMaxRanks = 64;
 inline constexpr double kTie = 0.01;
 
 struct Options {
-  std::string config;              // run TOML (`pentamesh train --config`)
-  std::vector<std::string> sets;   // "table.key=value" overrides, applied to every run
-  int np = 2;                      // ranks of the candidates and the baseline
-  int top_k = 5;                   // planned layouts launched
-  int steps = 20;                  // optimizer steps per run
-  std::string allow;               // plan::Constraints clauses restricting the candidates
-  std::string work_dir;            // runs go to work_dir/<index>-<name>; REQUIRED
-  std::string exe;                 // the pentamesh binary to launch; "" = this process's
-  std::string mpirun = "mpirun";   // launcher (looked up on PATH)
+  std::string config;             // run TOML (`pentamesh train --config`)
+  std::vector<std::string> sets;  // "table.key=value" overrides, applied to every run
+  int np = 2;                     // ranks of the candidates and the baseline
+  int top_k = 5;                  // planned layouts launched
+  int steps = 20;                 // optimizer steps per run
+  std::string allow;              // plan::Constraints clauses restricting the candidates
+  std::string work_dir;           // runs go to work_dir/<index>-<name>; REQUIRED
+  std::string exe;                // the pentamesh binary to launch; "" = this process's
+  std::string mpirun = "mpirun";  // launcher (looked up on PATH)
   // A measured host (`pentamesh calibrate --host`). "" = the config's run.host_profile, else Tune
   // measures this host first (`calibrate --host --np N` into work_dir/host.toml).
   std::string host_profile;
-  bool single = true;              // also run the single-process layout
-  bool fsdp = true;                // also run the FSDP baseline
-  double timeout_s = 0;            // per run; 0 = from the prediction (generous)
+  bool single = true;    // also run the single-process layout
+  bool fsdp = true;      // also run the FSDP baseline
+  double timeout_s = 0;  // per run; 0 = from the prediction (generous)
   // The failure injections' outcomes (`scripts/inject.sh --out FILE`: a JSON array of {name,
   // command, outcome, numbers}) to show on the page; "" = none.
   std::string injections;
@@ -98,7 +98,7 @@ struct Summary {
 struct Result {
   Options options;
   std::string model_name;
-  std::string host;  // the host cluster's one-line description
+  std::string host;          // the host cluster's one-line description
   std::string host_profile;  // the measured host the predictions use ("" = run.peak_gflops etc.)
   int64_t space = 0, runnable = 0;  // layouts the planner costed; those the engine runs
   std::vector<Row> rows;
@@ -117,8 +117,9 @@ using Progress = std::function<void(const Row& row, int index, int total, bool d
 // unreadable or invalid config, np outside [2, kMaxRanks], a config the planner cannot place on
 // np ranks (with the planner's explanation), no layout the engine runs.
 core::Result<Result> Plan(const Options& options);
-// Plans (measuring the host first when no profile is given), then runs every candidate in order. Errors: those of Plan, and a launcher that is not
-// on PATH or a missing binary; a failed run is only a row's error.
+// Plans (measuring the host first when no profile is given), then runs every candidate in order.
+// Errors: those of Plan, and a launcher that is not on PATH or a missing binary; a failed run is
+// only a row's error.
 core::Result<Result> Tune(const Options& options, const Progress& progress = {});
 // Fills rows[i].measured from the metrics.jsonl in rows[i].dir (the runs' parsing; for tests).
 core::Status ReadMeasured(Row& row, int steps);

@@ -61,8 +61,8 @@ TEST(TuneCli, MeasuresThePlannedLayoutsTheBaselineAndOneProcess) {
   const std::string chromium = testing::FindChromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
   testing::PngInfo png;
-  ASSERT_NO_FATAL_FAILURE(testing::Screenshot(chromium, dir, dir + "/tune.html", dir + "/tune.png",
-                                              &png));
+  ASSERT_NO_FATAL_FAILURE(
+      testing::Screenshot(chromium, dir, dir + "/tune.html", dir + "/tune.png", &png));
   EXPECT_GT(png.colours, 20) << "the screenshot is blank or nearly so";
   auto charts = testing::RenderedCharts(chromium, dir, dir + "/tune.html");
   for (const char* id : {"tune-throughput", "tune-time", "tune-memory"}) {
@@ -78,9 +78,11 @@ TEST(TuneCli, AFailedLayoutIsARowAndTheOthersGoOn) {
       testing::Pentamesh(fmt::format("calibrate --host --threads 1 --out {}/host.toml", dir));
   ASSERT_EQ(host.exit_code, 0) << host.out << host.err;
   // Rank 1 kills itself after step 2: every 2-rank run fails, the one-process run (rank 0) not.
-  const testing::CliRun r = testing::Shell(
-      TuneCommand(dir, "--top 1 --no-fsdp --steps 4 --set run.debug_kill_step=2 --set "
-                       "run.debug_kill_rank=1 --host-profile " + dir + "/host.toml"));
+  const testing::CliRun r =
+      testing::Shell(TuneCommand(dir,
+                                 "--top 1 --no-fsdp --steps 4 --set run.debug_kill_step=2 --set "
+                                 "run.debug_kill_rank=1 --host-profile " +
+                                     dir + "/host.toml"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("FAILED"), std::string::npos) << r.err;  // the progress line

@@ -147,9 +147,8 @@ TEST(TuneCli, BadInputExitsTwoNamingTheReason) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
   }
   // mpirun missing from PATH: refused before any run starts.
-  const testing::CliRun r =
-      testing::Shell(fmt::format("env PATH=/nonexistent {} {} --np 2 --out-dir {}", PM_BINARY,
-                                 base, dir + "/nopath"));
+  const testing::CliRun r = testing::Shell(fmt::format(
+      "env PATH=/nonexistent {} {} --np 2 --out-dir {}", PM_BINARY, base, dir + "/nopath"));
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("'mpirun' is not on PATH"), std::string::npos) << r.err;
 }
