@@ -28,6 +28,7 @@ RunFn AddImportCommand(CLI::App& app);        // cli/export.cc: import --hf
 RunFn AddImportConfigCommand(CLI::App& app);  // cli/launch.cc: import-config FILE
 RunFn AddValidateCommand(CLI::App& app);      // cli/validate.cc
 RunFn AddCalibrateCommand(CLI::App& app);     // cli/calibrate.cc
+RunFn AddTuneCommand(CLI::App& app);          // cli/tune.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(AddImportConfigCommand);
   add(AddValidateCommand);
   add(AddCalibrateCommand);
+  add(AddTuneCommand);
   SetCommandLine(argc, argv);
   return Dispatch(app, commands, argc, argv);
 }

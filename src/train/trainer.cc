@@ -138,12 +138,18 @@ cost::CostParams EngineCostParams() {
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;
   p.fp32_logits_only = true;  // the engine's stash policy (cost::CostParams documents each)
+  // The engine's memory-bound work moves each byte kEngineElementwiseTraffic times over what the
+  // cost model counts: unfused kernels, a double-precision exp per logit in the loss, zeroing.
+  p.elementwise_traffic = kEngineElementwiseTraffic;
   p.selective_recomputes_qkv = true;
   p.moe_regathers_input = true;
   p.ulysses_stash_fp32 = true;
   p.moe_replicated_over_tp = true;
   p.pp_scatter_gather = false;  // each tp rank sends its full activation replica
   p.dp_overlap = 0;             // ZeroOptimizer::Step reduces the gradients after the last backward
+  // The CP ring posts its sends before computing, but Open MPI's shared-memory transport moves
+  // the bytes only inside MPI calls of both ranks, so with one thread per rank nothing overlaps.
+  p.cp_overlap = 0;
   return p;
 }
 

@@ -188,6 +188,11 @@ spec::ClusterSpec HostCluster(const RunConfig& config);
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
 // no DP overlap, and the engine's stash, MoE and pipeline policies (cost::CostParams documents
 // each flag).
+// The engine stack's one fitted time parameter (cost::CostParams::elementwise_traffic): fitted
+// on single-process runs of tiny-dense (mbs 4, 8, 16) on the CI-class 2-core host, measured step
+// time = the host profile's prediction; held out: every tune run at 2 and 4 ranks and tiny-moe
+// (docs/COST_MODEL.md "This host", docs/tune.md).
+inline constexpr double kEngineElementwiseTraffic = 3.9;
 cost::CostParams EngineCostParams();
 // EngineCostParams with the run's measured host (run.host_profile), if any: the GEMM form's d at
 // the rank's cores, single-threaded attention and triad rates, and bus efficiency 1 when the

@@ -1,0 +1,272 @@
+// tune::Tune: launches each candidate as `pentamesh train` (under `mpirun -np N` for N ranks) in
+// its own process group, output to <dir>/log.txt, killed after its time limit; then reads the
+// run's metrics.jsonl (ReadMeasured) and summarizes (Summarize).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "spec/layout.h"
+#include "tune/tune.h"
+
+extern char** environ;
+
+namespace pentamesh::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The executable `name` resolves to on PATH ("" when none); a name with a '/' is taken as is.
+std::string FindOnPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate;
+  }
+  return "";
+}
+
+// The command line of one run.
+std::vector<std::string> Command(const Options& o, const std::string& exe,
+                                 const std::string& mpirun, const Row& row) {
+  std::vector<std::string> argv;
+  if (row.ranks > 1) {
+    argv = {mpirun, "-np",       std::to_string(row.ranks), "--oversubscribe", "--mca",
+            "btl",  "self,vader"};
+  }
+  argv.insert(argv.end(), {exe, "train", "--config", o.config});
+  for (const std::string& s : RunSets(o)) argv.insert(argv.end(), {"--set", s});
+  argv.insert(argv.end(), {"--layout", spec::FormatLayout(row.layout)});
+  argv.insert(argv.end(), {"--set", fmt::format("run.out_dir=\"{}\"", row.dir)});
+  return argv;
+}
+
+// Runs argv with stdout and stderr to `log`, in a new process group killed after `timeout_s`.
+// Returns "" on exit status 0, else what went wrong.
+std::string RunLogged(const std::vector<std::string>& argv, const std::string& log,
+                      double timeout_s) {
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &files, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return fmt::format("cannot start {}: {}", argv[0], std::strerror(rc));
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s) {
+      kill(-pid, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return fmt::format("killed after the time limit of {:.0f} s", timeout_s);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  return WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                           : fmt::format("killed by signal {}", WTERMSIG(status));
+}
+
+// What the log says failed, for the table: the first line naming an error with the indented
+// lines under it (a config's field list), else the last line.
+std::string LogReason(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, error, last;
+  bool in_error = false;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (in_error && line[0] == ' ') {
+      error += " " + line.substr(line.find_first_not_of(' '));
+      continue;
+    }
+    in_error = false;
+    if (line.find("error") != std::string::npos && error.empty()) {
+      error = line;
+      in_error = true;
+    }
+    last = line;
+  }
+  return error.empty() ? last : error;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+double Row::Error() const {
+  if (!measured || measured->step_time_s <= 0) return 0;
+  return (predicted.time.step - measured->step_time_s) / measured->step_time_s;
+}
+
+core::Status ReadMeasured(Row& row, int steps) {
+  const std::string path = (fs::path(row.dir) / "metrics.jsonl").string();
+  std::ifstream in(path);
+  if (!in) return core::Status::Error(fmt::format("{}: no metrics (the run wrote none)", path));
+  std::vector<nlohmann::json> good;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      return core::Status::Error(fmt::format("{}:{}: not a JSON object", path, n));
+    }
+    if (!j.value("skipped", false) && j.contains("step_time_s")) good.push_back(std::move(j));
+  }
+  // The first quarter of the steps (at least one) warms caches, pools and the BLAS threads.
+  const size_t warm = static_cast<size_t>(std::max(1, steps / 4));
+  if (good.size() <= warm) {
+    return core::Status::Error(
+        fmt::format("{}: {} steps, fewer than the {} warm-up steps + 1", path, good.size(), warm));
+  }
+  Measured m;
+  std::vector<double> time, tps, mfu, imbalance, share, bubble;
+  std::map<std::string, std::vector<double>> comm;
+  for (size_t i = warm; i < good.size(); ++i) {
+    const nlohmann::json& j = good[i];
+    time.push_back(j.value("step_time_s", 0.0));
+    tps.push_back(j.value("tokens_per_s", 0.0));
+    mfu.push_back(j.value("mfu", 0.0));
+    if (j.contains("expert_load_imbalance")) imbalance.push_back(j["expert_load_imbalance"]);
+    if (j.contains("max_expert_share")) share.push_back(j["max_expert_share"]);
+    if (j.contains("bubble") && j["bubble"].is_number()) bubble.push_back(j["bubble"]);
+    if (j.contains("comm_time_s")) {
+      for (const auto& [k, v] : j["comm_time_s"].items()) comm[k].push_back(v.get<double>());
+    }
+  }
+  for (const nlohmann::json& j : good) {
+    const nlohmann::json& peak = j.value("peak_bytes", nlohmann::json::object());
+    for (int t = 0; t < core::kMemTagCount; ++t) {
+      const char* tag = core::MemTagName(static_cast<core::MemTag>(t));
+      m.peak_bytes[static_cast<size_t>(t)] =
+          std::max(m.peak_bytes[static_cast<size_t>(t)], peak.value(tag, 0.0));
+    }
+    m.peak_total = std::max(m.peak_total, peak.value("total", 0.0));
+  }
+  m.step_time_s = Median(time);
+  m.tokens_per_s = Median(tps);
+  m.mfu = Median(mfu);
+  if (!imbalance.empty()) m.expert_imbalance = Mean(imbalance);
+  if (!share.empty()) m.max_expert_share = Mean(share);
+  if (!bubble.empty()) m.bubble = Median(bubble);
+  for (const auto& [k, v] : comm) m.comm_time_s[k] = Mean(v);
+  m.final_loss = good.back().value("loss", 0.0);
+  m.steps_measured = static_cast<int>(time.size());
+  row.measured = m;
+  return core::Status::Ok();
+}
+
+// The options with run.host_profile set: the given profile, the config's own, or this host
+// measured now by `pentamesh calibrate --host --np N` (its output in work_dir/calibrate.log).
+core::Result<Options> WithHostProfile(const Options& options, const std::string& exe) {
+  Options o = options;
+  if (o.host_profile.empty()) {
+    PM_ASSIGN_OR_RETURN(train::RunConfig config, train::LoadRunConfig(o.config, RunSets(o)));
+    if (config.run.host) return o;
+    o.host_profile = (fs::path(o.work_dir) / "host.toml").string();
+    const std::string log = (fs::path(o.work_dir) / "calibrate.log").string();
+    const std::vector<std::string> argv = {
+        exe, "calibrate", "--host", "--np", std::to_string(o.np), "--out", o.host_profile};
+    if (const std::string failed = RunLogged(argv, log, 600); !failed.empty()) {
+      return core::Status::Error(fmt::format("measuring the host ({}) failed: {}: {}",
+                                             fmt::join(argv, " "), failed, LogReason(log)));
+    }
+  }
+  return o;
+}
+
+core::Result<Result> Tune(const Options& given, const Progress& progress) {
+  PM_RETURN_IF_ERROR(Plan(given).status());  // bad input fails before anything runs
+  const Options& options = given;
+  const std::string mpirun = FindOnPath(options.mpirun);
+  if (mpirun.empty()) {
+    return core::Status::Error(
+        fmt::format("--mpirun: '{}' is not on PATH (install Open MPI: apt-get install openmpi-bin)",
+                    options.mpirun));
+  }
+  std::error_code ec;
+  const std::string exe =
+      options.exe.empty() ? fs::read_symlink("/proc/self/exe", ec).string() : options.exe;
+  if (exe.empty() || access(exe.c_str(), X_OK) != 0) {
+    return core::Status::Error(fmt::format("--exe: cannot run '{}'", exe));
+  }
+  fs::create_directories(options.work_dir, ec);
+  if (ec) {
+    return core::Status::Error(
+        fmt::format("--out-dir: cannot create {}: {}", options.work_dir, ec.message()));
+  }
+  PM_ASSIGN_OR_RETURN(const Options measured, WithHostProfile(given, exe));
+  PM_ASSIGN_OR_RETURN(Result result, Plan(measured));
+  const int total = static_cast<int>(result.rows.size());
+  for (int i = 0; i < total; ++i) {
+    Row& row = result.rows[static_cast<size_t>(i)];
+    row.dir = (fs::path(options.work_dir) /
+               fmt::format("{:02d}-{}-{}", i + 1, KindName(row.kind), row.ranks))
+                  .string();
+    fs::remove_all(row.dir, ec);
+    fs::create_directories(row.dir, ec);
+    if (progress) progress(row, i, total, false);
+    const double limit = options.timeout_s > 0
+                             ? options.timeout_s
+                             : 300.0 + 50.0 * options.steps * row.predicted.time.step;
+    const auto start = std::chrono::steady_clock::now();
+    const std::string log = (fs::path(row.dir) / "log.txt").string();
+    const std::string failed = RunLogged(Command(measured, exe, mpirun, row), log, limit);
+    row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!failed.empty()) {
+      const std::string reason = LogReason(log);
+      row.error = reason.empty() ? failed : fmt::format("{}: {}", failed, reason);
+    } else if (core::Status s = ReadMeasured(row, options.steps); !s.ok()) {
+      row.error = s.message();
+    }
+    if (progress) progress(row, i, total, true);
+  }
+  result.summary = Summarize(result.rows);
+  return result;
+}
+
+}  // namespace pentamesh::tune
