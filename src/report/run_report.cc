@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "cost/cost.h"
 #include "report/chart.h"
 #include "report/svg.h"
 
@@ -59,6 +60,20 @@ core::Result<std::map<std::string, double>> Bytes(const Json& j, const std::stri
   return out;
 }
 
+// An object of finite, non-negative seconds per key.
+core::Result<std::map<std::string, double>> Seconds(const Json& j, const std::string& key,
+                                                    const Where& where) {
+  if (!j.is_object()) return where.Error(fmt::format("'{}' must be an object", key));
+  std::map<std::string, double> out;
+  for (const auto& [name, value] : j.items()) {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+      return where.Error(fmt::format("'{}.{}' must be a non-negative number", key, name));
+    }
+    out[name] = value.get<double>();
+  }
+  return out;
+}
+
 core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
   if (!j.is_object()) return where.Error("a metrics line must be a JSON object");
   RunStep s;
@@ -96,7 +111,14 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
       return where.Error("'predicted' must be an object with 'peak_bytes'");
     PM_ASSIGN_OR_RETURN(s.predicted_peak_bytes,
                         Bytes(p["peak_bytes"], "predicted.peak_bytes", where));
+    if (p.contains("time_s")) {
+      PM_ASSIGN_OR_RETURN(s.predicted_time_s, Seconds(p["time_s"], "predicted.time_s", where));
+    }
   }
+  if (j.contains("comm_time_s")) {
+    PM_ASSIGN_OR_RETURN(s.comm_time_s, Seconds(j["comm_time_s"], "comm_time_s", where));
+  }
+  PM_ASSIGN_OR_RETURN(s.bubble, OptionalNumber(j, "bubble", where));
   return s;
 }
 
@@ -151,6 +173,65 @@ std::string MemorySection(const RunMetrics& run) {
                     std::isfinite(p) ? fmt::format("{:.0f}", p) : "-");
   }
   return html + "</table>\n" + BarChartHtml(chart);
+}
+
+// Step time by term, the cost model's prediction next to the measurement (medians over the steps
+// after the first quarter): each communication term's measured collective time, the measured bubble
+// (fraction x step time) when the run has one, and the rest of the measured step as compute.
+std::string TimeSection(const RunMetrics& run) {
+  std::vector<const RunStep*> steps;
+  for (size_t i = run.steps.size() / 4; i < run.steps.size(); ++i) {
+    if (!run.steps[i].predicted_time_s.empty()) steps.push_back(&run.steps[i]);
+  }
+  std::string html = "<h2>Step time: predicted vs measured per term</h2>\n";
+  if (steps.empty()) return html + "<p class=note>The run logged no time prediction.</p>\n";
+  auto median = [&](auto&& value) {
+    std::vector<double> v;
+    for (const RunStep* s : steps) v.push_back(value(*s));
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  std::vector<std::string> terms;
+  std::vector<double> predicted, measured;
+  double accounted = 0;
+  auto get = [](const std::map<std::string, double>& m, const std::string& key) {
+    const auto it = m.find(key);
+    return it == m.end() ? 0.0 : it->second;
+  };
+  for (const cost::TimeTerm& t : cost::kTimeTerms) {  // the terms in report order
+    const std::string term = t.name;
+    if (!steps.back()->predicted_time_s.contains(term)) continue;
+    terms.push_back(term);
+    predicted.push_back(median([&](const RunStep& s) { return get(s.predicted_time_s, term); }));
+    double m = 0;
+    if (steps.back()->comm_time_s.contains(term)) {
+      m = median([&](const RunStep& s) { return get(s.comm_time_s, term); });
+    } else if (term == "bubble" && steps.back()->bubble) {
+      m = median([](const RunStep& s) { return s.bubble.value_or(0) * s.step_time_s; });
+    }
+    measured.push_back(m);
+    accounted += m;
+  }
+  const double step = median([](const RunStep& s) { return s.step_time_s; });
+  const auto compute = std::find(terms.begin(), terms.end(), "compute");
+  if (compute != terms.end()) {
+    measured[static_cast<size_t>(compute - terms.begin())] = std::max(0.0, step - accounted);
+  }
+  StackedBarChart chart("time", "", terms, ChartAxis("seconds per step", ".3~f"));
+  chart.bars.emplace_back("step", "predicted", predicted);
+  chart.bars.emplace_back("step", "measured", measured);
+  html += fmt::format(
+      "<p>Median over steps {}-{}: measured {:.4f} s, predicted {:.4f} s. Measured: each "
+      "communication term's collective time as the engine timed it (including the wait for the "
+      "slowest rank), the bubble where the run measured it, the rest of the step as compute.</p>\n",
+      steps.front()->step, steps.back()->step, step,
+      median([&](const RunStep& s) { return get(s.predicted_time_s, "step"); }));
+  html += "<table><tr><th>term</th><th>predicted s</th><th>measured s</th></tr>\n";
+  for (size_t i = 0; i < terms.size(); ++i) {
+    html += fmt::format("<tr><td class=l>{}</td><td>{:.4f}</td><td>{:.4f}</td></tr>\n",
+                        Escape(terms[i]), predicted[i], measured[i]);
+  }
+  return html + "</table>\n" + StackedBarChartHtml(chart);
 }
 
 // Whether the step tripped the expert-collapse warning: the engine's own flag when the line carries
@@ -433,6 +514,7 @@ std::string RenderRunHtml(const RunMetrics& run) {
   html += "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
   html += StepCharts(run);
   html += MemorySection(run);
+  html += TimeSection(run);
   html += MoeSection(run);
   html += TraceSection(run);
   return html + "</body></html>\n";

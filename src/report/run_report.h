@@ -37,6 +37,12 @@ struct RunStep {
   std::optional<bool> expert_collapse;          // the engine's warning, when the line carries it
   std::optional<double> expert_collapse_share;  // the warning's threshold (max expert share)
   std::map<std::string, double> predicted_peak_bytes;  // empty when the line has no prediction
+  // predicted.time_s: every cost::kTimeTerms term and "step" (empty without a prediction);
+  // comm_time_s: the measured collective seconds of each communication term's mesh groups;
+  // bubble: the measured pipeline bubble fraction (pp > 1).
+  std::map<std::string, double> predicted_time_s;
+  std::map<std::string, double> comm_time_s;
+  std::optional<double> bubble;
 };
 
 struct RunMetrics {

@@ -45,6 +45,41 @@ std::string Metrics(bool moe) {
   return text;
 }
 
+// Step time by term: the prediction's terms next to the measured collectives, the rest as compute
+// (medians over steps 2-4: the first quarter of 4 steps is step 1).
+TEST(RunReport, StepTimePredictedNextToMeasuredPerTerm) {
+  std::string text;
+  for (int step = 1; step <= 4; ++step) {
+    std::string line = Line(step, 4.0, 1000, false, false);
+    line.replace(line.find("\"time_s\":{"), 10,
+                 "\"time_s\":{\"dp\":0.02,\"tp\":0.03,\"bubble\":0.0,");
+    line.insert(line.rfind('}'),
+                fmt::format(",\"comm_time_s\":{{\"dp\":{},\"tp\":0.04}}", step == 1 ? 0.2 : 0.05));
+    text += line;
+  }
+  auto run = ParseRunMetrics(text, "metrics.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::string html = RenderRunHtml(*run);
+  for (const char* part :
+       {"Step time: predicted vs measured per term", "Median over steps 2-4",
+        "<td class=l>compute</td><td>0.1000</td><td>0.1600</td>",
+        "<td class=l>tp</td><td>0.0300</td><td>0.0400</td>",
+        "<td class=l>dp</td><td>0.0200</td><td>0.0500</td>", "pmChart(\"time\")"}) {
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  }
+  // compute, tp, dp, bubble, optimizer in cost::kTimeTerms order.
+  EXPECT_LT(html.find("<td class=l>compute</td>"), html.find("<td class=l>tp</td>"));
+  EXPECT_LT(html.find("<td class=l>tp</td>"), html.find("<td class=l>dp</td>"));
+  std::string bad = text;
+  bad.replace(bad.find("\"dp\":0.2"), 8, "\"dp\":-1.0");
+  auto error = ParseRunMetrics(bad, "metrics.jsonl");
+  ASSERT_FALSE(error.ok());
+  EXPECT_NE(error.status().message().find("metrics.jsonl:1: 'comm_time_s.dp' must be a "
+                                          "non-negative number"),
+            std::string::npos)
+      << error.status().message();
+}
+
 TEST(RunReport, PageHasEveryChartAndTheNumbers) {
   auto run = ParseRunMetrics(Metrics(/*moe=*/true), "run/<metrics>.jsonl");
   ASSERT_TRUE(run.ok()) << run.status().message();
@@ -176,7 +211,8 @@ TEST(RunReport, RendersInHeadlessChromium) {
   // The charts ran: every one rendered, with round ticks; the loss axis (losses 4.5 .. 3.0) is
   // fitted, not from 0; the train loss's colour is drawn inside the loss chart.
   auto charts = testing::RenderedCharts(chromium, dir, html);
-  for (const char* id : {"loss", "lr", "throughput", "memory", "expert-imbalance", "aux-loss"}) {
+  for (const char* id :
+       {"loss", "lr", "throughput", "memory", "time", "expert-imbalance", "aux-loss"}) {
     ASSERT_TRUE(charts.contains(id)) << id;
     EXPECT_TRUE(charts[id].rendered) << id << ": " << charts[id].error;
     ASSERT_NO_FATAL_FAILURE(testing::ExpectRoundTicks(charts[id].y_ticks, std::string(id) + " y"));

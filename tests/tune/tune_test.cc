@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
@@ -121,6 +122,29 @@ TEST(TunePlan, CandidatesAreRunnableAndPredictedByTheCostModel) {
   EXPECT_EQ(ranked, o.top_k);
   EXPECT_EQ(fsdp, 1);
   EXPECT_EQ(single, 1);
+}
+
+// --injections: scripts/inject.sh's outcomes are read, checked and shown on the page.
+TEST(TunePlan, InjectionOutcomesReachThePage) {
+  const std::string dir = testing::MakeTempDir("tune_inject");
+  std::ofstream(dir + "/ok.json")
+      << R"([{"name": "memory cap", "command": "pentamesh train --set run.memory_limit_bytes=1",)"
+      << R"( "outcome": "refused: <optimizer> does not fit", "numbers": {}}])";
+  Options o;
+  o.config = std::string(PM_SOURCE_DIR) + "/configs/tiny-dense.toml";
+  o.sets = Sets();
+  o.injections = dir + "/ok.json";
+  auto r = Plan(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string page = Html(*r);
+  EXPECT_NE(page.find("<h2>Failure injections</h2>"), std::string::npos);
+  EXPECT_NE(page.find("refused: &lt;optimizer&gt; does not fit"), std::string::npos);
+  std::ofstream(dir + "/bad.json") << R"([{"name": "x", "command": "y"}])";
+  o.injections = dir + "/bad.json";
+  auto bad = Plan(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("entry 0: 'outcome' must be a string"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(TuneCli, BadInputExitsTwoNamingTheReason) {
