@@ -31,6 +31,7 @@ echo "== 4 MPI ranks: data parallel x tensor + sequence parallel, ZeRO-3"
   --set run.eval_every=20 --set run.out_dir=out/runs/demo-dp2-tp2-zero3
 
 echo "== 8 MPI ranks: pipeline (zero-bubble) x data x tensor parallel, with a Chrome trace"
+mkdir -p out/runs/demo-pp2-dp2-tp2  # --trace writes into it; the run creates it only later
 "${mpi[@]}" -np 8 $pm train --config configs/tiny-dense.toml \
   --layout "mbs=2 dp=2 pp=2 tp=2 schedule=zb zero=1 sp=off" --set run.steps=20 \
   --set optim.warmup_steps=5 --set run.eval_every=20 --set run.out_dir=out/runs/demo-pp2-dp2-tp2 \
