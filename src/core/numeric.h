@@ -1,12 +1,14 @@
 // Overflow-safe integer helpers shared by every reader of user numbers (TOML fields, CLI flags,
 // layout strings): exact conversion from double, and products that report overflow instead of
-// wrapping.
+// wrapping; and the median that measurements (timings, errors) are summarized by.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 namespace pentamesh {
 
@@ -35,6 +37,14 @@ inline std::optional<int64_t> CheckedProduct(std::initializer_list<int64_t> fact
     out = *next;
   }
   return out;
+}
+
+// The median of `v` (the mean of the middle two for an even count); 0 for none.
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace pentamesh

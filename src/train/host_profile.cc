@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/numeric.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "spec/load_toml.h"
@@ -18,12 +19,6 @@ namespace {
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
 GemmSample TimeGemm(int64_t m, int64_t n, int64_t k, int repetitions) {

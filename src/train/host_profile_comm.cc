@@ -15,6 +15,8 @@
 
 #include "comm/timing.h"
 #include "core/check.h"
+#include "core/find_on_path.h"
+#include "core/numeric.h"
 #include "train/host_profile.h"
 
 extern char** environ;
@@ -32,28 +34,6 @@ std::pair<double, double> Coefficients(const CommSample& s, int ranks) {
   const double g = static_cast<double>(ranks), n = static_cast<double>(s.bytes);
   return {cost::IntraNodeCollectiveTime(s.op, g, 1.0, std::numeric_limits<double>::infinity(), n),
           cost::IntraNodeCollectiveTime(s.op, g, 0.0, 1.0, n)};
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
-// The first existing executable `name` in the directories of $PATH, or "".
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return "";
-  std::string dirs = path;
-  size_t begin = 0;
-  while (begin <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', begin), dirs.size());
-    const std::string dir = dirs.substr(begin, end - begin);
-    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    begin = end + 1;
-  }
-  return "";
 }
 
 // Runs argv[0] with argv (no shell) and waits: its exit status, or -1 when it could not start.
@@ -168,7 +148,7 @@ std::vector<CommSample> MeasureCollectives(comm::Communicator& group, const Comm
 }
 
 core::Result<std::string> FindMpirun() {
-  std::string mpirun = FindOnPath("mpirun");
+  std::string mpirun = core::FindOnPath("mpirun");
   if (mpirun.empty()) {
     return core::Status::Error(
         "--np: mpirun is not on PATH (install Open MPI, or put its bin directory on PATH)");

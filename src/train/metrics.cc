@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/numeric.h"
 #include "cost/expert_balance.h"
 
 namespace pentamesh::train {
@@ -101,13 +102,6 @@ std::string SkippedStepToJson(const StepStats& s) {
 }
 
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double Mean(std::vector<double>::const_iterator begin, std::vector<double>::const_iterator end) {
   double sum = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/numeric.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -68,11 +69,7 @@ Summary Summarize(const std::vector<Row>& rows) {
       s.best_tied_rank = r.tied_rank;
     }
   }
-  if (!errors.empty()) {
-    std::sort(errors.begin(), errors.end());
-    const size_t n = errors.size();
-    s.median_abs_error = n % 2 == 1 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-  }
+  s.median_abs_error = Median(errors);
   s.spearman = Spearman(predicted, measured);
   return s;
 }

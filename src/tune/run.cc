@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/find_on_path.h"
+#include "core/numeric.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -30,19 +32,6 @@ namespace pentamesh::tune {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The executable `name` resolves to on PATH ("" when none); a name with a '/' is taken as is.
-std::string FindOnPath(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate;
-  }
-  return "";
-}
 
 // The command line of one run.
 std::vector<std::string> Command(const Options& o, const std::string& exe,
@@ -122,13 +111,6 @@ std::string LogReason(const std::string& log) {
     last = line;
   }
   return error.empty() ? last : error;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double Mean(const std::vector<double>& v) {
@@ -222,7 +204,7 @@ core::Result<Options> WithHostProfile(const Options& options, const std::string&
 core::Result<Result> Tune(const Options& given, const Progress& progress) {
   PM_RETURN_IF_ERROR(Plan(given).status());  // bad input fails before anything runs
   const Options& options = given;
-  const std::string mpirun = FindOnPath(options.mpirun);
+  const std::string mpirun = core::FindOnPath(options.mpirun);
   if (mpirun.empty()) {
     return core::Status::Error(
         fmt::format("--mpirun: '{}' is not on PATH (install Open MPI: apt-get install openmpi-bin)",
