@@ -144,19 +144,41 @@ const char* GroupName(GroupKind kind) {
   return "?";
 }
 
-core::Result<LayoutGrid> LayoutGrid::Create(const Degrees& degrees, spec::EpPlacement placement) {
+core::Result<LayoutGrid> LayoutGrid::Create(const Degrees& degrees, spec::EpPlacement placement,
+                                            int expert_tp) {
   PM_ASSIGN_OR_RETURN(RankGrid full, RankGrid::Create(degrees));
-  if (placement == spec::EpPlacement::kSeparate) return LayoutGrid(full, full, placement);
-  const int dp_cp = degrees.dp * degrees.cp;
-  if (dp_cp % degrees.ep != 0) {
+  if (expert_tp == 0) expert_tp = degrees.tp;
+  if (expert_tp != degrees.tp && expert_tp != 1) {
     return core::Status::Error(
-        fmt::format("mesh: ep={} must divide dp*cp={} when ep_placement=folded (dp={}, cp={})",
-                    degrees.ep, dp_cp, degrees.dp, degrees.cp));
+        fmt::format("mesh: etp={} must be 1 or tp={}", expert_tp, degrees.tp));
+  }
+  if (placement == spec::EpPlacement::kSeparate) {
+    if (expert_tp != degrees.tp) {
+      return core::Status::Error(fmt::format(
+          "mesh: etp={} (experts not split over tp) needs ep_placement=folded", expert_tp));
+    }
+    return LayoutGrid(full, full, placement);
+  }
+  // The ranks of one pipeline stage that the experts re-split: dp x cp, or dp x cp x tp when
+  // the experts are whole (etp = 1) and ep may take the tp ranks too.
+  const int span = degrees.dp * degrees.cp * (expert_tp == 1 ? degrees.tp : 1);
+  if (span % degrees.ep != 0) {
+    return core::Status::Error(
+        expert_tp == 1 && degrees.tp > 1
+            ? fmt::format("mesh: ep={} must divide dp*cp*tp={} when ep_placement=folded and etp=1 "
+                          "(dp={}, cp={}, tp={})",
+                          degrees.ep, span, degrees.dp, degrees.cp, degrees.tp)
+            : fmt::format(
+                  "mesh: ep={} must divide dp*cp={} when ep_placement=folded (dp={}, cp={})",
+                  degrees.ep, span, degrees.dp, degrees.cp));
   }
   Degrees dense = degrees;
   dense.ep = 1;
-  const Degrees expert{
-      .pp = degrees.pp, .dp = dp_cp / degrees.ep, .ep = degrees.ep, .cp = 1, .tp = degrees.tp};
+  const Degrees expert{.pp = degrees.pp,
+                       .dp = span / degrees.ep,
+                       .ep = degrees.ep,
+                       .cp = 1,
+                       .tp = expert_tp == 1 ? 1 : degrees.tp};
   PM_ASSIGN_OR_RETURN(RankGrid dense_grid, RankGrid::Create(dense));
   PM_ASSIGN_OR_RETURN(RankGrid expert_grid, RankGrid::Create(expert));
   return LayoutGrid(dense_grid, expert_grid, placement);
@@ -183,7 +205,7 @@ core::Result<LayoutGrid> LayoutGrid::FromLayout(const spec::Layout& layout) {
     return core::Status::Error(
         fmt::format("mesh: layout '{}' spans more than 2^24 ranks", spec::ShortLayout(layout)));
   }
-  return Create(degrees, layout.ep_placement);
+  return Create(degrees, layout.ep_placement, static_cast<int>(layout.expert_tp()));
 }
 
 MeshCoords LayoutGrid::coords(int rank) const {

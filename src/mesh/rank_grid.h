@@ -27,6 +27,15 @@
 //   Example {dp=2, cp=2, tp=2, ep=2, folded}: 8 ranks, dense cp groups {0,2} {1,3} {4,6} {5,7},
 //   dense dp groups {0,4} {1,5} {2,6} {3,7}; ep groups {0,2} {1,3} {4,6} {5,7} (ep takes the cp
 //   ranks first), expert-dp groups {0,4} {1,5} {2,6} {3,7}.
+//   kFolded with etp = 1 (whole experts, "MoE parallel folding" over tp too): the stage's
+//              dp x cp x tp ranks are re-split, tp innermost: with j = (dp_i * cp + cp_i) * tp +
+//              tp_i, ep_i = j % ep, expert_dp_i = j / ep; the expert grid is
+//              {pp, dp = dp*cp*tp/ep, ep, cp = 1, tp = 1} (Megatron-Core's expert generator with
+//              etp = 1, order "tp-ep-dp-pp" with expert-tp 1).
+//   Example {pp=2, dp=2, tp=2, ep=4, etp=1, folded}: 8 ranks (rank = (pp*2 + dp)*2 + tp), tp
+//   groups {0,1} {2,3} {4,5} {6,7}; ep groups {0,1,2,3} {4,5,6,7} (one stage's dp x tp ranks),
+//   expert-dp groups {0} .. {7} (each expert held once per stage). With dp=4, tp=2, ep=4, etp=1:
+//   ep groups {0,1,2,3} {4,5,6,7}, expert-dp groups {0,4} {1,5} {2,6} {3,7}.
 //
 // Groups the layers need (GroupKind), all built from these two grids:
 //   tp, cp, dp, pp      dense grid, one axis each
@@ -133,8 +142,11 @@ struct MeshCoords {
 // The dense grid and the expert grid of one layout.
 class LayoutGrid {
  public:
-  // Errors: a degree < 1, or under kFolded ep not dividing dp*cp; each names the field.
-  static core::Result<LayoutGrid> Create(const Degrees& degrees, spec::EpPlacement placement);
+  // expert_tp: the experts' tensor-parallel degree, tp (0 means tp) or 1 (kFolded only).
+  // Errors: a degree < 1, etp neither 1 nor tp, etp = 1 under kSeparate with tp > 1, or under
+  // kFolded ep not dividing dp*cp (etp = tp) or dp*cp*tp (etp = 1); each names the field.
+  static core::Result<LayoutGrid> Create(const Degrees& degrees, spec::EpPlacement placement,
+                                         int expert_tp = 0);
   static core::Result<LayoutGrid> FromLayout(const spec::Layout& layout);
 
   int world_size() const { return dense_.world_size(); }

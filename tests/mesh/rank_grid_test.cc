@@ -14,8 +14,8 @@ namespace {
 using Groups = std::vector<std::vector<int>>;
 using spec::EpPlacement;
 
-LayoutGrid MakeGrid(Degrees d, EpPlacement placement = EpPlacement::kSeparate) {
-  auto grid = LayoutGrid::Create(d, placement);
+LayoutGrid MakeGrid(Degrees d, EpPlacement placement = EpPlacement::kSeparate, int etp = 0) {
+  auto grid = LayoutGrid::Create(d, placement, etp);
   EXPECT_TRUE(grid.ok()) << grid.status().message();
   return *grid;
 }
@@ -106,6 +106,33 @@ TEST(RankGrid, FoldedWithPpAndTp) {
   EXPECT_EQ(g.groups(GroupKind::kPp), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
+TEST(RankGrid, FoldedWholeExpertsSpanTp) {
+  // {pp=2, dp=2, tp=2, ep=4, etp=1} folded: rank = (pp*2 + dp)*2 + tp; j = dp*2 + tp inside a
+  // stage, ep = j % 4: one stage's four dp x tp ranks are one ep group, each expert held once.
+  const LayoutGrid g =
+      MakeGrid({.pp = 2, .dp = 2, .ep = 4, .tp = 2}, EpPlacement::kFolded, /*etp=*/1);
+  EXPECT_EQ(g.world_size(), 8);
+  EXPECT_EQ(g.groups(GroupKind::kEp), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(g.groups(GroupKind::kExpertDp), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(g.groups(GroupKind::kTp), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(g.groups(GroupKind::kDpCp), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(g.coords(6).ep, 2);
+  // {dp=4, tp=2, ep=4, etp=1}: j = rank, ep = j % 4, expert_dp = j / 4.
+  const LayoutGrid h = MakeGrid({.dp = 4, .ep = 4, .tp = 2}, EpPlacement::kFolded, /*etp=*/1);
+  EXPECT_EQ(h.groups(GroupKind::kEp), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(h.groups(GroupKind::kExpertDp), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(h.coords(5).expert_dp, 1);
+  // etp = tp keeps the old grid: ep over dp only.
+  const LayoutGrid same = MakeGrid({.dp = 4, .ep = 4, .tp = 2}, EpPlacement::kFolded, /*etp=*/2);
+  EXPECT_EQ(same.groups(GroupKind::kEp), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  // The planner's Layout reaches the same grid.
+  auto layout = spec::ParseLayout("dp=4 tp=2 ep=4 etp=1 ep_placement=folded");
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  auto from_layout = LayoutGrid::FromLayout(*layout);
+  ASSERT_TRUE(from_layout.ok()) << from_layout.status().message();
+  EXPECT_EQ(from_layout->groups(GroupKind::kEp), h.groups(GroupKind::kEp));
+}
+
 TEST(RankGrid, RejectsBadDegrees) {
   auto zero = LayoutGrid::Create({.dp = 0}, EpPlacement::kSeparate);
   ASSERT_FALSE(zero.ok());
@@ -113,6 +140,15 @@ TEST(RankGrid, RejectsBadDegrees) {
   auto folded = LayoutGrid::Create({.dp = 2, .ep = 4, .cp = 1}, EpPlacement::kFolded);
   ASSERT_FALSE(folded.ok());
   EXPECT_NE(folded.status().message().find("ep=4 must divide dp*cp=2"), std::string::npos);
+  auto whole = LayoutGrid::Create({.dp = 2, .ep = 8, .tp = 2}, EpPlacement::kFolded, 1);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("ep=8 must divide dp*cp*tp=4"), std::string::npos);
+  auto separate = LayoutGrid::Create({.dp = 2, .ep = 2, .tp = 2}, EpPlacement::kSeparate, 1);
+  ASSERT_FALSE(separate.ok());
+  EXPECT_NE(separate.status().message().find("needs ep_placement=folded"), std::string::npos);
+  auto three = LayoutGrid::Create({.dp = 2, .tp = 4}, EpPlacement::kFolded, 2);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("etp=2 must be 1 or tp=4"), std::string::npos);
   spec::Layout big;
   big.tp = -3;
   auto from_layout = LayoutGrid::FromLayout(big);
@@ -138,6 +174,7 @@ TEST(RankGrid, FromLayoutMatchesGpus) {
 // Properties over every mesh of up to 32 ranks with degrees in {1, 2, 3, 4}.
 void CheckProperties(const LayoutGrid& g) {
   const int world = g.world_size();
+  const bool whole_experts = g.expert().degrees().tp != g.dense().degrees().tp;
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(g.dense().rank(g.dense().coords(r)), r);
     ASSERT_EQ(g.expert().rank(g.expert().coords(r)), r);
@@ -153,9 +190,11 @@ void CheckProperties(const LayoutGrid& g) {
     ASSERT_EQ(position(GroupKind::kPp), c.dense.pp);
     ASSERT_EQ(position(GroupKind::kEp), c.ep);
     ASSERT_EQ(position(GroupKind::kExpertDp), c.expert_dp);
-    // Expert shards (ep) times expert replicas (expert_dp) tile the dense replicas (dp_cp):
-    // both lie inside the rank's dp_cp group and meet only in the rank itself.
-    const std::vector<int> dense = g.group(GroupKind::kDpCp, r);
+    // Expert shards (ep) times expert replicas (expert_dp) tile the ranks the experts re-split:
+    // the dense replicas (dp_cp), and with whole experts (etp = 1) the tp ranks too (the stage's
+    // dp x cp x tp ranks); both lie inside them and meet only in the rank itself.
+    std::vector<int> dense = g.group(GroupKind::kDpCp, r);
+    if (whole_experts) dense = g.dense().group({Axis::kDp, Axis::kEp, Axis::kCp, Axis::kTp}, r);
     const std::vector<int> ep = g.group(GroupKind::kEp, r);
     const std::vector<int> edp = g.group(GroupKind::kExpertDp, r);
     ASSERT_TRUE(std::includes(dense.begin(), dense.end(), ep.begin(), ep.end()));
@@ -191,8 +230,12 @@ void CheckProperties(const LayoutGrid& g) {
   for (const auto& group : g.groups(GroupKind::kTp)) {
     EXPECT_EQ(group.back() - group.front() + 1, static_cast<int>(group.size()));
   }
-  // Expert shards times expert replicas cover each (pp, tp) slice: ep * expert_dp = dp*ep*cp.
-  EXPECT_EQ(e.ep * e.dp * e.cp, d.dp * d.ep * d.cp);
+  // Expert shards times expert replicas cover each (pp, tp) slice: ep * expert_dp = dp*ep*cp
+  // (each pp slice with whole experts: times tp).
+  EXPECT_EQ(e.ep * e.dp * e.cp * e.tp, d.dp * d.ep * d.cp * d.tp);
+  if (!whole_experts) {
+    EXPECT_EQ(e.tp, d.tp);
+  }
 }
 
 TEST(RankGrid, PropertiesOverManyMeshes) {
@@ -209,6 +252,10 @@ TEST(RankGrid, PropertiesOverManyMeshes) {
             }
             if ((dp * cp) % ep == 0 && pp * dp * cp * tp <= 64) {
               CheckProperties(MakeGrid(d, EpPlacement::kFolded));
+              ++checked;
+            }
+            if (tp > 1 && (dp * cp * tp) % ep == 0 && pp * dp * cp * tp <= 64) {
+              CheckProperties(MakeGrid(d, EpPlacement::kFolded, /*etp=*/1));
               ++checked;
             }
             if (HasFatalFailure()) return;
