@@ -126,7 +126,8 @@ void Rates(const Context& ctx, const spec::Layout& l, Estimate& est) {
 
 // Payload of a stage's once-per-step sequence-parallel norm-grad all-reduce (0 without SP).
 double SpNormGradBytes(const Terms& t, const Stage& s) {
-  return s.layers * t.sp_norm_grad_bytes_layer + (s.last ? t.sp_norm_grad_bytes_head : 0.0);
+  return s.layers * t.sp_norm_grad_bytes_layer + s.moe_layers * t.sp_router_grad_bytes +
+         (s.last ? t.sp_norm_grad_bytes_head : 0.0);
 }
 
 // How often that all-reduce runs per step: once, or with ZeRO-2/3 once per micro-batch (the

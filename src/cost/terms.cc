@@ -198,7 +198,7 @@ double MoeStashPerToken(const Context& ctx, const Layout& l, const Terms& t, dou
   const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
   const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
   const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
-  const double tp_routed = p.moe_replicated_over_tp ? 1.0 : tp;
+  const double tp_routed = RoutedTokenSplit(p, t);
   const double per_expert_token =
       inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
   return mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
@@ -233,7 +233,7 @@ double BackwardWorkspace(const Context& ctx, const Terms& t) {
   const double mats = md.activation == spec::Activation::kSwiGLU ? 3.0 : 2.0;
   double ffn = mats * static_cast<double>(md.ffn_hidden) / t.tp;
   if (md.is_moe()) {
-    const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
+    const double tp_routed = RoutedTokenSplit(ctx.params(), t);
     const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
     ffn = std::max(ffn, copies * mats * static_cast<double>(md.moe.expert_ffn_hidden) / tp_routed);
   }
@@ -510,6 +510,8 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
     t.sp_norm_grad_bytes_layer =
         2.0 * hb + (ctx.attn_params_rep + ctx.attention().norm_params) * t.grad_bytes;
     t.sp_norm_grad_bytes_head = hb;
+    if (md.is_moe() && RouterSeesRankRows(ctx.params(), l, t))
+      t.sp_router_grad_bytes = ctx.router_params_layer * t.grad_bytes;
   } else {
     t.tp_embed_s = AllReduceTime(t.tp_link, n);
     t.tp_bytes_embed = 2.0 * g * n;
@@ -557,9 +559,9 @@ void CpTerms(const Context& ctx, const Layout& l, Terms& t) {
 void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   if (!md.is_moe() || t.ep <= 1) return;
-  // Dispatch and combine forward, their conjugates backward; each TP rank moves its 1/tp share.
-  // (moe_replicated_over_tp: every tp rank moves all the rows.)
-  const double tp_routed = ctx.params().moe_replicated_over_tp ? 1.0 : t.tp;
+  // Dispatch and combine forward, their conjugates backward; each TP rank moves its 1/tp share
+  // (moe_replicated_over_tp with etp = tp: every tp rank moves all the rows).
+  const double tp_routed = RoutedTokenSplit(ctx.params(), t);
   const double n = t.tokens / tp_routed * static_cast<double>(md.moe.top_k) * t.moe_factor *
                    static_cast<double>(md.hidden) * t.elem_bytes;
   const double count = l.recompute == spec::Recompute::kFull ? 6.0 : 4.0;
@@ -572,6 +574,14 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
 }
 
 }  // namespace
+
+double RoutedTokenSplit(const CostParams& p, const Terms& t) {
+  return p.moe_replicated_over_tp && t.etp > 1 ? 1.0 : t.tp;
+}
+
+bool RouterSeesRankRows(const CostParams& p, const Layout& l, const Terms& t) {
+  return l.sp && t.tp > 1 && RoutedTokenSplit(p, t) > 1;
+}
 
 void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
