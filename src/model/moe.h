@@ -101,6 +101,7 @@ class Moe {
   // Restores the bias (a checkpoint); `bias` has E entries.
   void set_bias(const std::vector<float>& bias);
   bool expert_parallel() const { return config_.ep != nullptr && config_.ep->size() > 1; }
+  ParamId router_weight() const { return router_; }
 
  private:
   void Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,

@@ -107,6 +107,8 @@ Stage::Stage(const StageConfig& c, ParamSet& params, core::Allocator& alloc)
   sequence_parallel_ = cs.shard.sequence_parallel && cs.shard.tp_size > 1;
   for (const auto& block : blocks_) {
     for (ParamId id : block->norm_weights()) norm_weights_.push_back(id);
+    if (sequence_parallel_ && cs.moe_routes_rank_rows && block->moe() != nullptr)
+      norm_weights_.push_back(block->moe()->router_weight());
   }
   if (head_) norm_weights_.push_back(head_->norm_weight());
 }

@@ -35,6 +35,10 @@ struct StageConfig {
   spec::CpKind cp_kind = spec::CpKind::kRing;
   // Expert parallel: the mesh's ep group, of size shard.ep_size (null when ep_size is 1).
   comm::Communicator* ep = nullptr;
+  // etp = 1 under sequence parallelism (tp > 1): every tp rank routes its own T/tp rows to whole
+  // experts over an ep group spanning the tp ranks (mesh/rank_grid.h), so each MoE layer's
+  // router, replicated over tp, gets partial grads summed over tp like a norm's.
+  bool moe_routes_rank_rows = false;
   double bias_update_rate = 0;  // aux-loss-free balancing step of every MoE layer (0 = off)
   spec::Recompute recompute = spec::Recompute::kNone;
   bool bf16 = false;  // bf16 weights and activations, fp32 master weights and grads

@@ -40,22 +40,17 @@ const Row kEngineRows[] = {
            schedule::FromLayout(c.run.layout, spec::MicroBatches(c.train, c.run.layout));
        return fmt::format("run.layout: {}", spec.status().message());
      }},
-    {EngineRule::kExpertTp,
-     [](const RunConfig& c) { return c.run.layout.expert_tp() != c.run.layout.tp; },
-     [](const RunConfig& c) {
-       return fmt::format(
-           "run.layout: etp={} (expert parallel spanning the tp ranks) is costed by the planner "
-           "but not run by the CPU engine yet; use etp=tp (the default)",
-           c.run.layout.expert_tp());
-     }},
-    // The router and routed experts are tp-replicated; under sp each tp rank would route only its
-    // sequence shard and their grads would need a tp reduction the engine does not do.
+    // With etp = tp the router and routed experts are tp-replicated and every tp rank routes all
+    // T rows; under sp each rank holds only T/tp of them. (etp = 1 routes each rank's own rows.)
     {EngineRule::kMoeSp,
-     [](const RunConfig& c) { return c.model.is_moe() && c.run.layout.tp > 1 && c.run.layout.sp; },
+     [](const RunConfig& c) {
+       const spec::Layout& l = c.run.layout;
+       return c.model.is_moe() && l.tp > 1 && l.sp && l.expert_tp() == l.tp;
+     },
      [](const RunConfig& c) {
        return fmt::format(
-           "run.layout: sp=on with an MoE model and tp={} is not implemented by the engine yet "
-           "(use sp=off)",
+           "run.layout: sp=on with an MoE model, tp={} and etp=tp is not implemented by the engine "
+           "yet (use sp=off, or etp=1 with ep_placement=folded)",
            c.run.layout.tp);
      }},
     // ZeRO-3's sharded weights keep one dp x cp slice of every layer; a MoE layer's routed
@@ -84,10 +79,8 @@ const char* EngineRuleName(EngineRule rule) {
       return "pp > 1 with tied embeddings";
     case EngineRule::kSchedule:
       return "a pipeline program for the schedule and micro-batches";
-    case EngineRule::kExpertTp:
-      return "etp = tp";
     case EngineRule::kMoeSp:
-      return "MoE with tp > 1 needs sp=off";
+      return "MoE with tp > 1 and etp = tp needs sp=off";
     case EngineRule::kZero3Ep:
       return "ZeRO-3 with ep > 1";
     case EngineRule::kVocabTp:

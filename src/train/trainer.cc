@@ -221,7 +221,9 @@ core::Result<std::unique_ptr<Trainer>> Trainer::Create(const RunConfig& config,
   PM_ASSIGN_OR_RETURN(
       t->optimizer_,
       ZeroOptimizer::Create(t->params(), t->alloc_, grad_group, *t->world_, shard.tp_rank,
-                            {.stage = config.run.layout.zero, .expert_grad_group = expert_group},
+                            {.stage = config.run.layout.zero,
+                             .expert_grad_group = expert_group,
+                             .experts_span_tp = t->moe_routes_rank_rows()},
                             t->config_.optim.adamw));
   // Every chunk of this rank (pp > 1: its virtual stages): the pipeline executor's F and B
   // actions then gather (ZeRO-3) and reduce-scatter each layer's grads per micro-batch, in
@@ -243,6 +245,16 @@ model::ShardConfig Trainer::Shard() const {
 
 int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
 
+bool Trainer::moe_routes_rank_rows() const {
+  return mesh_ && mesh_->layout().expert_tp() == 1 && mesh_->layout().tp > 1;
+}
+int64_t Trainer::route_copies() const {
+  return mesh_ && !moe_routes_rank_rows() ? mesh_->layout().tp : 1;
+}
+int64_t Trainer::route_shards() const {
+  return cp_size() * (moe_routes_rank_rows() ? mesh_->layout().tp : 1);
+}
+
 int64_t Trainer::dp_rank() const {
   if (!mesh_) return 0;
   // Data ranks are the dense grid's dp x ep ranks (ep is 1 there under the folded placement).
@@ -253,23 +265,23 @@ int64_t Trainer::dp_rank() const {
 void Trainer::SumMoeStats(model::MoeStats& moe) {
   if (!mesh_ || !config_.model.is_moe()) return;
   // Every rank holds its own tokens' stats of its own stage's MoE layers (a pp stage without MoE
-  // layers holds zeros): the world sum counts every (token, layer) once per tp rank (tp ranks
-  // route alike). The world is not a mesh group, so this is not in comm_bytes.
+  // layers holds zeros): the world sum counts every (token, layer) once per route copy (tp ranks
+  // route alike, unless etp = 1). The world is not a mesh group, so this is not in comm_bytes.
   const auto E = static_cast<size_t>(config_.model.moe.experts);
   moe.routed.resize(E, 0);
   moe.kept.resize(E, 0);
-  const int64_t tp = mesh_->layout().tp;
+  const int64_t copies = route_copies();
   std::vector<int64_t> counts = moe.routed;
   counts.insert(counts.end(), moe.kept.begin(), moe.kept.end());
   counts.push_back(moe.dropped);
   world_->all_reduce(counts.data(), static_cast<int64_t>(counts.size()), core::Dtype::kI64);
   for (size_t e = 0; e < E; ++e) {
-    moe.routed[e] = counts[e] / tp;
-    moe.kept[e] = counts[E + e] / tp;
+    moe.routed[e] = counts[e] / copies;
+    moe.kept[e] = counts[E + e] / copies;
   }
-  moe.dropped = counts[2 * E] / tp;
-  moe.aux_loss = SumOverGroup(*world_, moe.aux_loss) / static_cast<double>(tp);
-  moe.z_loss = SumOverGroup(*world_, moe.z_loss) / static_cast<double>(tp);
+  moe.dropped = counts[2 * E] / copies;
+  moe.aux_loss = SumOverGroup(*world_, moe.aux_loss) / static_cast<double>(copies);
+  moe.z_loss = SumOverGroup(*world_, moe.z_loss) / static_cast<double>(copies);
 }
 
 void Trainer::UpdateMoeBias() {
@@ -277,7 +289,8 @@ void Trainer::UpdateMoeBias() {
   // Every chunk of this rank (pp > 1: its stage's layers only). The counts of every layer are
   // summed over all ranks holding that layer (every dp, ep and cp rank of its pp stage) in one
   // world all-reduce of a (layers x E) table indexed by global layer, other stages' layers
-  // contributing zeros; tp ranks route alike, so the sum is divided by tp. Every rank holding a
+  // contributing zeros; tp ranks route alike (unless etp = 1), so the sum is divided by
+  // route_copies(). Every rank holding a
   // layer then applies the same update, the one process's.
   std::vector<std::vector<std::vector<int64_t>>> routed(model_->chunks());
   for (size_t c = 0; c < model_->chunks(); ++c)
@@ -296,11 +309,11 @@ void Trainer::UpdateMoeBias() {
       }
     }
     world_->all_reduce(table.data(), static_cast<int64_t>(table.size()), core::Dtype::kI64);
-    const int64_t tp = mesh_->layout().tp;
+    const int64_t copies = route_copies();
     for (size_t c = 0; c < routed.size(); ++c) {
       for (size_t i = 0; i < routed[c].size(); ++i) {
         if (routed[c][i].empty()) continue;
-        for (size_t e = 0; e < E; ++e) routed[c][i][e] = table[slot(c, i) + e] / tp;
+        for (size_t e = 0; e < E; ++e) routed[c][i][e] = table[slot(c, i) + e] / copies;
       }
     }
   }
@@ -340,6 +353,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                                 .cp = mesh_ ? &mesh_->cp() : nullptr,
                                 .cp_kind = c.run.layout.cp_kind,
                                 .ep = mesh_ ? &mesh_->ep() : nullptr,
+                                .moe_routes_rank_rows = moe_routes_rank_rows(),
                                 .bias_update_rate = c.optim.bias_update_rate,
                                 .recompute = c.run.layout.recompute,
                                 .bf16 = c.train.precision == spec::Precision::kBf16,
@@ -373,15 +387,16 @@ std::vector<model::MicroBatch> Trainer::SplitBatch(const data::Batch& batch,
   std::vector<model::MicroBatch> out;
   for (int64_t first = 0; first < G * S; first += mbs * S) {
     const int64_t T = mbs * S;
-    out.push_back(
-        {.tokens = core::ConstTensor(core::Tensor(const_cast<int32_t*>(batch.tokens.data()) + first,
-                                                  core::Dtype::kI32, {T})),
-         .targets = core::ConstTensor(core::Tensor(
-             const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
-         .dims = {.batch = mbs, .seq = S},
-         .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(*valid_tokens, 1)),
-         // Per-token aux terms (z-loss) are means over this rank's tokens: 1 / cp of a sequence.
-         .aux_scale = static_cast<float>(mbs) / static_cast<float>(G * dp_size() * cp_size())});
+    out.push_back({.tokens = core::ConstTensor(core::Tensor(
+                       const_cast<int32_t*>(batch.tokens.data()) + first, core::Dtype::kI32, {T})),
+                   .targets = core::ConstTensor(core::Tensor(
+                       const_cast<int32_t*>(batch.targets.data()) + first, core::Dtype::kI32, {T})),
+                   .dims = {.batch = mbs, .seq = S},
+                   .loss_scale = 1.0f / static_cast<float>(std::max<int64_t>(*valid_tokens, 1)),
+                   // Per-token aux terms (z-loss) are means over this rank's routed rows: 1 / cp of
+                   // a sequence (and 1 / tp of those with etp = 1).
+                   .aux_scale = static_cast<float>(mbs) /
+                                static_cast<float>(G * dp_size() * route_shards())});
   }
   return out;
 }

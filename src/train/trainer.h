@@ -134,6 +134,12 @@ class Trainer {
   int64_t dp_rank() const;
   int64_t cp_size() const { return mesh_ ? mesh_->layout().cp : 1; }
   int64_t cp_rank() const { return mesh_ ? mesh_->coords().dense.cp : 0; }
+  // MoE routing: ranks that route the same rows (tp: the tp ranks route alike, except with
+  // etp = 1 where each routes its own T/tp rows: 1), and ranks whose routed rows together make
+  // one micro-batch (cp, times tp with etp = 1).
+  bool moe_routes_rank_rows() const;
+  int64_t route_copies() const;
+  int64_t route_shards() const;
   // MoE statistics of a step summed over the data, cp and pp ranks (every rank: global counts).
   void SumMoeStats(model::MoeStats& moe);
   // Aux-loss-free balancing: every MoE layer's bias from its routed counts of the step, summed

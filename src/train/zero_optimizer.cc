@@ -342,9 +342,11 @@ comm::Communicator& ZeroOptimizer::GradGroupOf(const model::ParamInfo& p) const 
 }
 
 bool ZeroOptimizer::CountsParam(const model::ParamInfo& p) const {
-  // TP-replicated parameters (norms, and anything not sharded over tp) count on tp rank 0.
+  // TP-replicated parameters (norms, and anything not sharded over tp) count on tp rank 0;
+  // experts whose ep group spans the tp ranks (etp = 1) are not replicated over tp.
   const bool tp_sharded = p.sharding.axis == model::MeshAxis::kTp && p.sharding.size > 1;
-  if (!tp_sharded && tp_rank_ != 0) return false;
+  const bool expert = p.sharding.axis == model::MeshAxis::kEp && p.sharding.size > 1;
+  if (!tp_sharded && !(expert && zero_.experts_span_tp) && tp_rank_ != 0) return false;
   // Stage 0: every member of a param's grad group holds the same reduced grad; its rank 0 counts.
   return zero_.stage > 0 || GradGroupOf(p).rank() == 0;
 }

@@ -57,6 +57,9 @@ struct ZeroConfig {
   // group's params into one buffer, ZeRO-2 each unit's, sharded over that group; see
   // ZeroOptimizer::PackedGroup). ZeRO-3 with it is refused.
   comm::Communicator* expert_grad_group = nullptr;
+  // etp = 1: the expert shards are distinct across the tp ranks too (ep spans them), so they
+  // count in the norm on every tp rank; otherwise experts are replicated over tp like a norm.
+  bool experts_span_tp = false;
 };
 
 // Sum of `value` over the group's ranks, in rank order (an all-gather of the fp64 values): the

@@ -194,9 +194,10 @@ TEST(EngineRules, PlannerRulesThenTheEnginesOwnRows) {
     std::string want;
   } cases[] = {
       {"mbs=2 dp=2 ep=2 zero=3", {}, "zero=3 with ep=2 is not implemented by the engine"},
-      {"mbs=4 tp=2 ep=2", {}, "sp=on with an MoE model and tp=2"},
+      {"mbs=4 tp=2 ep=2", {}, "sp=on with an MoE model, tp=2 and etp=tp"},
       {"mbs=2 dp=2 tp=2 ep=2 sp=off", {}, ""},
-      {"mbs=4 dp=2 tp=2 ep=2 etp=1 ep_placement=folded", {}, "etp=1 (expert parallel spanning"},
+      {"mbs=4 dp=2 tp=2 ep=2 etp=1 ep_placement=folded", {}, ""},  // ep spans the tp ranks
+      {"mbs=4 dp=2 tp=2 ep=4 etp=1 ep_placement=folded", {}, ""},
       {"mbs=4 tp=2 sp=off", {"model.vocab=511"}, "model.vocab: 511 must be divisible by tp=2"},
       {"mbs=2 pp=2", {"model.tied_embeddings=true"}, "pp=2 with model.tied_embeddings=true"},
   };
