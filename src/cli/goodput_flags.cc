@@ -77,8 +77,6 @@ void Take(const std::optional<double>& value, double& field, const char* name,
   }
 }
 
-nlohmann::json Finite(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
-
 nlohmann::json RatesJson(const std::array<double, 3>& rates) {
   nlohmann::json j = nlohmann::json::object();
   for (cost::FailureKind kind : cost::kFailureKinds) {
@@ -172,25 +170,28 @@ nlohmann::json GoodputInputsJson(const GoodputInputs& in) {
 }
 
 nlohmann::json GoodputJson(const cost::Goodput& g) {
-  return {{"checkpoint_bytes_rank", g.checkpoint_bytes_rank},
-          {"checkpoint_bytes_total", g.checkpoint_bytes_total},
-          {"write_s", g.write_s},
-          {"stall_s", g.stall_s},
-          {"read_s", g.read_s},
-          {"failures_per_day", g.failures_per_day},
-          {"mtbf_s", Finite(g.mtbf_s)},
-          {"interval_rule", "Young 1974: sqrt(2 * stall_s * mtbf_s), at least write_s"},
-          {"young_interval_s", Finite(g.young_interval_s)},
-          {"interval_s", Finite(g.interval_s)},
-          {"lag_s", g.lag_s},
-          {"lost_per_failure_s", g.lost_per_failure_s},
-          {"lost_to_failures_per_day_s", g.lost_to_failures_per_day_s},
-          {"stalls_per_day_s", g.stalls_per_day_s},
-          {"goodput", g.goodput},
-          {"progresses", g.progresses},
-          {"days", Finite(g.days)},
-          {"days_lost", Finite(g.days_lost)},
-          {"cost_usd", Finite(g.cost_usd)}};
+  nlohmann::json j = {{"checkpoint_bytes_rank", g.checkpoint_bytes_rank},
+                      {"checkpoint_bytes_total", g.checkpoint_bytes_total},
+                      {"write_s", g.write_s},
+                      {"stall_s", g.stall_s},
+                      {"read_s", g.read_s},
+                      {"failures_per_day", g.failures_per_day},
+                      {"interval_rule", "Young 1974: sqrt(2 * stall_s * mtbf_s), at least write_s"},
+                      {"lag_s", g.lag_s},
+                      {"lost_per_failure_s", g.lost_per_failure_s},
+                      {"lost_to_failures_per_day_s", g.lost_to_failures_per_day_s},
+                      {"stalls_per_day_s", g.stalls_per_day_s},
+                      {"goodput", g.goodput},
+                      {"progresses", g.progresses}};
+  // Infinite when nothing fails (the intervals) or nothing progresses (days, cost): left out.
+  const std::pair<const char*, double> maybe_infinite[] = {
+      {"mtbf_s", g.mtbf_s},         {"young_interval_s", g.young_interval_s},
+      {"interval_s", g.interval_s}, {"days", g.days},
+      {"days_lost", g.days_lost},   {"cost_usd", g.cost_usd}};
+  for (const auto& [key, value] : maybe_infinite) {
+    if (std::isfinite(value)) j[key] = value;
+  }
+  return j;
 }
 
 void PrintGoodput(const GoodputInputs& in, const cost::Estimate& e, const cost::Goodput& g,

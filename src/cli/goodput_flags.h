@@ -40,8 +40,8 @@ core::Result<GoodputInputs> MakeGoodputInputs(const GoodputArgs& args,
 
 // The inputs with their values, the list of defaults and the rates' source.
 nlohmann::json GoodputInputsJson(const GoodputInputs& in);
-// Every field of a cost::Goodput (infinite values, when nothing fails or nothing progresses, are
-// null).
+// Every field of a cost::Goodput; the infinite ones (mtbf_s and the intervals when nothing fails;
+// days, days_lost and cost_usd when nothing progresses) are left out, so the JSON holds no null.
 nlohmann::json GoodputJson(const cost::Goodput& g);
 
 // The text block: checkpoint, stall, failures, interval, time lost, goodput, days and cost.
