@@ -40,7 +40,7 @@ void CheckParams(const spec::ClusterSpec& cluster, const Estimate& e, const Good
   PM_CHECK(p.storage_write_gbps > 0 && p.storage_read_gbps > 0 && p.host_copy_gbps > 0)
       << "bandwidths must be positive";
   PM_CHECK(p.restart_s >= 0) << "restart_s " << p.restart_s;
-  PM_CHECK(cluster.gpus() > 0 && e.days > 0) << "goodput of an estimate that does not run";
+  PM_CHECK(cluster.gpus() > 0 && e.days >= 0) << "goodput of an estimate that does not run";
   PM_CHECK(p.mode != CheckpointMode::kMemory || cluster.nodes >= 2)
       << "in-memory checkpoints need a partner on another node";
 }
