@@ -2,7 +2,9 @@
 // prints memory by component, step-time terms, MFU/HFU, throughput, days and cost (table or JSON).
 // A layout breaking a rule exits 2 naming it; when the only broken rule is "tp must divide
 // gpus_per_node", it also prints what the layout would cost with TP across nodes
-// (cost::EstimateTpAcrossNodes; JSON "tp_across_nodes").
+// (cost::EstimateTpAcrossNodes; JSON "tp_across_nodes"). A layout that runs also gets its goodput
+// under failures and checkpoints (cost/goodput.h; the flags of cli/goodput_flags.h, JSON
+// "goodput" with the inputs and which of them are defaults).
 // Invariant: thin: parse, call cost::EstimateLayout, print; no formula lives here.
 #include <fmt/format.h>
 
@@ -12,9 +14,11 @@
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
 #include "cli/flags.h"
+#include "cli/goodput_flags.h"
 #include "cli/launch_cli.h"
 #include "cli/plan_common.h"
 #include "cost/cost.h"
+#include "cost/goodput.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::cli {
@@ -27,6 +31,7 @@ struct EstimateArgs {
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
   std::string stack = "megatron";
+  GoodputArgs goodput;
   EmitArgs emit;
 };
 
@@ -114,6 +119,8 @@ int RunEstimate(const EstimateArgs& a) {
   cost::CostParams params = in.params;
   params.materialize_scores = params.materialize_scores || a.materialize_scores;
   params.moe_imbalance = a.moe_imbalance;
+  auto goodput_in = MakeGoodputInputs(a.goodput, in.cluster);
+  if (!goodput_in.ok()) return Fail(goodput_in.status().message());
   const cost::Context ctx(in.model, in.cluster, in.train, params);
   const cost::Estimate e = cost::EstimateLayout(ctx, *layout, /*explain=*/true);
   const std::vector<std::string> warnings = cost::CheckStatedParams(*model);
@@ -121,16 +128,28 @@ int RunEstimate(const EstimateArgs& a) {
   // Refused only for TP leaving a node: what that would cost (cost::EstimateTpAcrossNodes).
   const std::optional<cost::Estimate> across =
       structural ? cost::EstimateTpAcrossNodes(ctx, *layout) : std::nullopt;
+  // Days with failures: only for a layout that runs (fits, so it has days).
+  const std::optional<cost::Goodput> goodput =
+      e.fits ? std::optional(cost::EstimateGoodput(in.cluster, e, goodput_in->params))
+             : std::nullopt;
   if (a.json) {
     nlohmann::json j = ToJson(ctx, e, warnings);
     j["stack"] = in.stack.name;
     if (!structural) j["interval"] = IntervalJson(in, e.tokens_per_s);
+    if (goodput) {
+      j["goodput"] = GoodputJson(*goodput);
+      j["goodput"]["inputs"] = GoodputInputsJson(*goodput_in);
+    }
     if (across) j["tp_across_nodes"] = EstimateJson(*across);
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(ctx, e, warnings);
     if (!structural)
       fmt::print("stack {}: {}\n", in.stack.name, ThroughputWithInterval(in, e.tokens_per_s));
+    if (goodput) {
+      fmt::print("\n");
+      PrintGoodput(*goodput_in, e, *goodput, "");
+    }
     if (across) PrintTpAcrossNodes(ctx, *across);
   }
   if (structural) {
@@ -168,6 +187,7 @@ RunFn AddEstimateCommand(CLI::App& app) {
                   "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
                   "or a profile TOML from `pentamesh calibrate`")
       ->capture_default_str();
+  AddGoodputOptions(*sub, args->goodput);
   AddEmitOptions(*sub, args->emit);
   return [args]() { return RunEstimate(*args); };
 }

@@ -1,6 +1,8 @@
 // `pentamesh plan`: searches every 5D layout for a model on a cluster, prints the best K with
 // their memory and time breakdowns, optionally the Pareto front, the FSDP baseline and an HTML
-// report. Exits non-zero with the nearest miss when no layout fits.
+// report. Exits non-zero with the nearest miss when no layout fits. Every listed layout also gets
+// its goodput under failures and checkpoints (cost/goodput.h, cli/goodput_flags.h); `--rank
+// goodput` orders the search by tokens/s x goodput instead of tokens/s.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/goodput_flags.h"
 #include "cli/launch_cli.h"
 #include "cli/plan_common.h"
 #include "plan/baseline.h"
@@ -28,8 +31,29 @@ struct PlanArgs {
   bool distinct = false;
   std::string baseline;
   std::string engine;
+  std::string rank = "throughput";
+  GoodputArgs goodput;
   EmitArgs emit;
 };
+
+// What the plan adds to each estimate it lists: its goodput under failures and checkpoints.
+struct Failures {
+  GoodputInputs inputs;
+  const spec::ClusterSpec& cluster;
+  plan::Rank rank;
+  cost::Goodput Of(const cost::Estimate& e) const {
+    return cost::EstimateGoodput(cluster, e, inputs.params);
+  }
+};
+
+// The last column of the table: why a layout ranks below the best.
+std::string RankGap(const Failures& f, const cost::Estimate& e, const cost::Estimate& best) {
+  if (f.rank == plan::Rank::kGoodput && e.time.step < best.time.step) {
+    return fmt::format("faster step, goodput {:.1f}% vs {:.1f}%", 100 * f.Of(e).goodput,
+                       100 * f.Of(best).goodput);
+  }
+  return plan::ExplainGap(e, best);
+}
 
 void PrintBreakdown(const cost::Estimate& e) {
   const cost::Memory& m = e.memory;
@@ -63,15 +87,17 @@ void PrintReasons(const plan::Counts& c) {
   }
 }
 
-void PrintTable(const std::vector<cost::Estimate>& list, const cost::Estimate& best) {
-  fmt::print("  {:>3}  {:<46} {:>7} {:>8} {:>11} {:>6} {:>7} {:>6}  {}\n", "#", "layout", "mem GB",
-             "step s", "tokens/s", "MFU", "bubble", "days", "vs best");
+void PrintTable(const std::vector<cost::Estimate>& list, const cost::Estimate& best,
+                const Failures& failures) {
+  fmt::print("  {:>3}  {:<46} {:>7} {:>8} {:>11} {:>6} {:>7} {:>6} {:>8}  {}\n", "#", "layout",
+             "mem GB", "step s", "tokens/s", "MFU", "bubble", "days", "w/ fail", "vs best");
   for (size_t i = 0; i < list.size(); ++i) {
     const cost::Estimate& e = list[i];
-    fmt::print("  {:>3}  {:<46} {:>7.1f} {:>8.3f} {:>11.0f} {:>5.1f}% {:>6.1f}% {:>6.1f}  {}\n",
-               i + 1, spec::ShortLayout(e.layout), e.memory.total / kGB, e.time.step,
-               e.tokens_per_s, 100 * e.mfu, 100 * e.bubble_fraction, e.days,
-               &e == &best || e.layout == best.layout ? "best" : plan::ExplainGap(e, best));
+    fmt::print(
+        "  {:>3}  {:<46} {:>7.1f} {:>8.3f} {:>11.0f} {:>5.1f}% {:>6.1f}% {:>6.1f} {:>8.1f}  {}\n",
+        i + 1, spec::ShortLayout(e.layout), e.memory.total / kGB, e.time.step, e.tokens_per_s,
+        100 * e.mfu, 100 * e.bubble_fraction, e.days, failures.Of(e).days,
+        &e == &best || e.layout == best.layout ? "best" : RankGap(failures, e, best));
   }
 }
 
@@ -138,7 +164,7 @@ nlohmann::json BaselineJson(const plan::BaselineComparison& b) {
 // seeds' sweep grid.
 core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::SearchOptions& options,
                            const plan::SearchResult& result,
-                           const plan::BaselineComparison& baseline) {
+                           const plan::BaselineComparison& baseline, const Failures& failures) {
   report::PlanReport r{.model = in.model.name,
                        .cluster = in.cluster.name,
                        .train = in.train.name,
@@ -148,7 +174,9 @@ core::Status WritePlanHtml(const PlanArgs& a, const Inputs& in, const plan::Sear
                        .search_seconds = result.seconds,
                        .baseline = baseline,
                        .scale = {},
-                       .sweep = std::nullopt};
+                       .sweep = std::nullopt,
+                       .goodput = {}};
+  for (const cost::Estimate& e : result.top) r.goodput.push_back(failures.Of(e));
   std::vector<int64_t> counts;
   for (int64_t div : {8, 4, 2, 1}) {
     const int64_t g = in.cluster.gpus() / div;
@@ -265,7 +293,7 @@ struct PlanBaselines {
 };
 
 void PrintPlanJson(const PlanArgs& a, const Inputs& in, const plan::SearchResult& result,
-                   const PlanBaselines& baselines) {
+                   const PlanBaselines& baselines, const Failures& failures) {
   const cost::Estimate& best = result.top.front();
   nlohmann::json j = {{"model", in.model.name},
                       {"cluster", in.cluster.name},
@@ -275,8 +303,13 @@ void PrintPlanJson(const PlanArgs& a, const Inputs& in, const plan::SearchResult
                       {"counts", CountsJson(result.counts)},
                       {"top", nlohmann::json::array()},
                       {"stack", in.stack.name},
-                      {"interval", IntervalJson(in, best.tokens_per_s)}};
-  for (const auto& e : result.top) j["top"].push_back(EstimateJson(e));
+                      {"interval", IntervalJson(in, best.tokens_per_s)},
+                      {"rank", a.rank},
+                      {"goodput_inputs", GoodputInputsJson(failures.inputs)}};
+  for (const auto& e : result.top) {
+    j["top"].push_back(EstimateJson(e));
+    j["top"].back()["goodput"] = GoodputJson(failures.Of(e));
+  }
   if (a.pareto) {
     j["pareto"] = nlohmann::json::array();
     for (const auto& e : result.pareto) j["pareto"].push_back(EstimateJson(e));
@@ -290,7 +323,7 @@ void PrintPlanJson(const PlanArgs& a, const Inputs& in, const plan::SearchResult
 }
 
 void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult& result,
-                   const PlanBaselines& baselines) {
+                   const PlanBaselines& baselines, const Failures& failures) {
   const cost::Estimate& best = result.top.front();
   const plan::Counts& c = result.counts;
   fmt::print("pentamesh plan: {} on {} x {} ({}: seq {}, {} tokens/step)\n", in.model.name,
@@ -305,12 +338,14 @@ void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult
   fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
   PrintBreakdown(best);
   fmt::print("  {}\n", ThroughputWithInterval(in, best.tokens_per_s));
-  fmt::print("\ntop {}:\n", result.top.size());
-  PrintTable(result.top, best);
+  PrintGoodput(failures.inputs, best, failures.Of(best), "  ");
+  fmt::print("\ntop {}{}:\n", result.top.size(),
+             failures.rank == plan::Rank::kGoodput ? ", by tokens/s x goodput" : "");
+  PrintTable(result.top, best, failures);
   if (a.pareto) {
     fmt::print("\nPareto front (no other layout is both faster and smaller), {} layouts:\n",
                result.pareto.size());
-    PrintTable(result.pareto, best);
+    PrintTable(result.pareto, best, failures);
   }
   if (baselines.file) {
     PrintFileBaseline(a.baseline, *baselines.file, best);
@@ -327,6 +362,11 @@ int RunPlan(const PlanArgs& a) {
   if (!options.ok()) return Fail(options.status().message());
   options->pareto = a.pareto;
   options->one_per_mesh = a.distinct;
+  auto goodput = MakeGoodputInputs(a.goodput, in->cluster);
+  if (!goodput.ok()) return Fail(goodput.status().message());
+  options->goodput = goodput->params;
+  options->rank = a.rank == "goodput" ? plan::Rank::kGoodput : plan::Rank::kThroughput;
+  const Failures failures{*goodput, in->cluster, options->rank};
   if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
   auto engine = RestrictToNamedEngine(a, *in, *options);
   if (!engine.ok()) return Fail(engine.status().message());
@@ -351,13 +391,13 @@ int RunPlan(const PlanArgs& a) {
     baselines.fsdp = std::move(*b);
   }
   if (!a.search.html.empty()) {
-    auto status = WritePlanHtml(a, *in, *options, *result, *baselines.fsdp);
+    auto status = WritePlanHtml(a, *in, *options, *result, *baselines.fsdp, failures);
     if (!status.ok()) return Fail(status.message());
   }
   if (a.search.json) {
-    PrintPlanJson(a, *in, *result, baselines);
+    PrintPlanJson(a, *in, *result, baselines, failures);
   } else {
-    PrintPlanText(a, *in, *result, baselines);
+    PrintPlanText(a, *in, *result, baselines, failures);
   }
   return EmitBest(a, *in, best);
 }
@@ -377,6 +417,12 @@ RunFn AddPlanCommand(CLI::App& app) {
                   "compare with a baseline: fsdp, or an engine config file (import-config)");
   sub->add_option("--engine", args->engine,
                   "search only layouts this engine can run: megatron, torchtitan, deepspeed");
+  sub->add_option("--rank", args->rank,
+                  "order layouts by throughput (tokens/s) or goodput (tokens/s x goodput under "
+                  "failures and checkpoints)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"throughput", "goodput"}));
+  AddGoodputOptions(*sub, args->goodput);
   AddEmitOptions(*sub, args->emit);
   sub->add_flag("--distinct", args->distinct,
                 "list only the best layout of each mesh (dp, tp, pp, cp, ep, placement)");

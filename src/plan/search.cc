@@ -49,15 +49,24 @@ void OfferPareto(std::vector<Estimate>& front, const Estimate& e) {
   front.insert(pos, e);
 }
 
+// The search's order (RankedBefore) as a comparator.
+struct Ranker {
+  const SearchOptions& options;
+  const spec::ClusterSpec& cluster;
+  bool operator()(const Estimate& a, const Estimate& b) const {
+    return RankedBefore(options, cluster, a, b);
+  }
+};
+
 // Keeps the best `k` in a heap whose front is the worst kept.
-void OfferTop(std::vector<Estimate>& heap, size_t k, const Estimate& e) {
+void OfferTop(std::vector<Estimate>& heap, size_t k, const Estimate& e, const Ranker& better) {
   if (heap.size() < k) {
     heap.push_back(e);
-    std::push_heap(heap.begin(), heap.end(), Better);
-  } else if (Better(e, heap.front())) {
-    std::pop_heap(heap.begin(), heap.end(), Better);
+    std::push_heap(heap.begin(), heap.end(), better);
+  } else if (better(e, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), better);
     heap.back() = e;
-    std::push_heap(heap.begin(), heap.end(), Better);
+    std::push_heap(heap.begin(), heap.end(), better);
   }
 }
 
@@ -73,6 +82,7 @@ struct Context {
   const cost::Context& cost;  // built once per search: the allocation-free EstimateLayout path
   const SearchOptions& options;
   const Space& space;
+  Ranker ranker;
 };
 
 void Record(const Context& ctx, Worker& w, const Estimate& e) {
@@ -80,9 +90,9 @@ void Record(const Context& ctx, Worker& w, const Estimate& e) {
   if (e.fits) {
     ++w.counts.fit;
     if (ctx.options.one_per_mesh) {
-      OfferTop(w.mesh_top, 1, e);
+      OfferTop(w.mesh_top, 1, e, ctx.ranker);
     } else {
-      OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e);
+      OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e, ctx.ranker);
     }
     if (ctx.options.pareto) OfferPareto(w.front, e);
     return;
@@ -164,12 +174,16 @@ void SearchMeshBranches(const Context& ctx, Worker& w, const Mesh& mesh) {
 
 void SearchMesh(const Context& ctx, Worker& w, const Mesh& mesh) {
   SearchMeshBranches(ctx, w, mesh);
-  for (const Estimate& e : w.mesh_top) OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e);
+  for (const Estimate& e : w.mesh_top) {
+    OfferTop(w.top, static_cast<size_t>(ctx.options.top_k), e, ctx.ranker);
+  }
   w.mesh_top.clear();
 }
 
-void Merge(Worker& into, Worker& from, const SearchOptions& options) {
-  for (const Estimate& e : from.top) OfferTop(into.top, static_cast<size_t>(options.top_k), e);
+void Merge(Worker& into, Worker& from, const SearchOptions& options, const Ranker& ranker) {
+  for (const Estimate& e : from.top) {
+    OfferTop(into.top, static_cast<size_t>(options.top_k), e, ranker);
+  }
   for (const Estimate& e : from.front) OfferPareto(into.front, e);
   into.counts += from.counts;
   if (from.nearest) {
@@ -232,6 +246,16 @@ bool Better(const Estimate& a, const Estimate& b) {
   return LayoutKey(a.layout) < LayoutKey(b.layout);
 }
 
+bool RankedBefore(const SearchOptions& options, const spec::ClusterSpec& cluster, const Estimate& a,
+                  const Estimate& b) {
+  if (options.rank == Rank::kGoodput) {
+    const double ga = cost::GoodputTokensPerS(cluster, a, options.goodput);
+    const double gb = cost::GoodputTokensPerS(cluster, b, options.goodput);
+    if (ga != gb) return ga > gb;
+  }
+  return Better(a, b);
+}
+
 bool Dominates(const Estimate& a, const Estimate& b) {
   if (a.time.step > b.time.step || a.memory.total > b.memory.total) return false;
   if (a.time.step < b.time.step || a.memory.total < b.memory.total) return true;
@@ -244,7 +268,7 @@ core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::Clus
   const auto start = std::chrono::steady_clock::now();
   const Space space(model, cluster, train, options.space);
   const cost::Context cost_model(model, cluster, train, options.cost);
-  const Context ctx{cost_model, options, space};
+  const Context ctx{cost_model, options, space, Ranker{options, cluster}};
   const auto& meshes = space.meshes();
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -258,13 +282,13 @@ core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::Clus
   for (size_t t = 1; t < workers.size(); ++t) pool.emplace_back(run, std::ref(workers[t]));
   run(workers[0]);
   for (auto& thread : pool) thread.join();
-  for (size_t t = 1; t < workers.size(); ++t) Merge(workers[0], workers[t], options);
+  for (size_t t = 1; t < workers.size(); ++t) Merge(workers[0], workers[t], options, ctx.ranker);
 
   Worker& all = workers[0];
   SearchResult result;
   result.counts = all.counts;
   result.counts.space = all.counts.evaluated + all.counts.pruned;
-  std::sort(all.top.begin(), all.top.end(), Better);
+  std::sort(all.top.begin(), all.top.end(), ctx.ranker);
   result.top = std::move(all.top);
   result.pareto = std::move(all.front);
   if (result.top.empty() && all.nearest) {

@@ -17,7 +17,8 @@
 // Only layouts over capacity are ever pruned, so the set of fitting layouts, the top K and the
 // Pareto front are those of brute force (the test compares them on small spaces).
 //
-// Ranking: tokens/s descending, then memory ascending, then the layout's fields, so the order is
+// Ranking: tokens/s descending (or, with Rank::kGoodput, tokens/s x goodput under failures and
+// checkpoints, cost/goodput.h), then memory ascending, then the layout's fields, so the order is
 // total and the result does not depend on the thread count.
 #pragma once
 
@@ -29,6 +30,7 @@
 
 #include "core/status.h"
 #include "cost/cost.h"
+#include "cost/goodput.h"
 #include "plan/space.h"
 
 namespace pentamesh::plan {
@@ -62,6 +64,10 @@ struct Counts {
   Counts& operator+=(const Counts& other);
 };
 
+// What the search ranks by: the step's throughput, or the throughput left after failures and
+// checkpoints (cost::GoodputTokensPerS with SearchOptions::goodput).
+enum class Rank { kThroughput, kGoodput };
+
 struct SearchOptions {
   SpaceOptions space;
   int top_k = 10;
@@ -72,6 +78,8 @@ struct SearchOptions {
   bool prune = true;  // false = cost every layout (brute force, for tests)
   int threads = 0;    // 0 = hardware concurrency
   cost::CostParams cost;
+  Rank rank = Rank::kThroughput;
+  cost::GoodputParams goodput;  // for Rank::kGoodput
 };
 
 struct SearchResult {
@@ -89,8 +97,12 @@ struct SearchResult {
 core::Result<SearchResult> Search(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                                   const spec::TrainSpec& train, const SearchOptions& options);
 
-// True when a comes before b in the ranking.
+// True when a comes before b in the throughput ranking.
 bool Better(const cost::Estimate& a, const cost::Estimate& b);
+// True when a comes before b in the ranking `options.rank` asks for (Better for kThroughput).
+// REQUIRES for kGoodput: both fit (cost::EstimateGoodput's requirements).
+bool RankedBefore(const SearchOptions& options, const spec::ClusterSpec& cluster,
+                  const cost::Estimate& a, const cost::Estimate& b);
 // True when a beats b on both step time and memory (ties broken by the ranking's total order).
 bool Dominates(const cost::Estimate& a, const cost::Estimate& b);
 

@@ -220,18 +220,28 @@ std::string SweepChart(const plan::SweepResult& sweep) {
   return svg.Finish();
 }
 
-std::string TopTable(const std::vector<cost::Estimate>& top) {
-  std::string html =
+// Days and cost with failures (cost::Goodput): "58.1 days, USD 5.7e+07", or why there are none.
+std::string WithFailures(const cost::Goodput& g) {
+  if (!g.progresses) return "never finishes";
+  return fmt::format("{:.1f} ({} goodput)", g.days, Pct(g.goodput));
+}
+
+std::string TopTable(const std::vector<cost::Estimate>& top,
+                     const std::vector<cost::Goodput>& goodput) {
+  const bool failures = goodput.size() == top.size();
+  std::string html = fmt::format(
       "<table><tr><th>#</th><th>layout</th><th>memory GB</th><th>step s</th><th>tokens/s</th>"
-      "<th>MFU</th><th>bubble</th><th>days</th><th>cost USD</th><th>why it ranks below #1</th>"
-      "</tr>\n";
+      "<th>MFU</th><th>bubble</th><th>days</th>{}<th>cost USD</th><th>why it ranks below #1</th>"
+      "</tr>\n",
+      failures ? "<th>days with failures</th>" : "");
   for (size_t i = 0; i < top.size(); ++i) {
     const cost::Estimate& e = top[i];
     html += fmt::format(
         "<tr><td>{}</td><td class=l>{}</td><td>{:.1f}</td><td>{:.3f}</td><td>{:.0f}</td>"
-        "<td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.3g}</td><td class=l>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{:.1f}</td>{}<td>{:.3g}</td><td class=l>{}</td></tr>\n",
         i + 1, Escape(spec::ShortLayout(e.layout)), e.memory.total / kGB, e.time.step,
-        e.tokens_per_s, Pct(e.mfu), Pct(e.bubble_fraction), e.days, e.cost_usd,
+        e.tokens_per_s, Pct(e.mfu), Pct(e.bubble_fraction), e.days,
+        failures ? "<td>" + WithFailures(goodput[i]) + "</td>" : "", e.cost_usd,
         i == 0 ? "best" : Escape(plan::ExplainGap(e, top.front())));
   }
   return html + "</table>\n";
@@ -286,14 +296,24 @@ constexpr const char* kBestStyle =
     "<style>.best{font-size:16px;background:#eef4fb;padding:10px;border-left:4px solid "
     "#4e79a7}</style>";
 
-std::string BestBox(const cost::Estimate& e) {
+std::string BestBox(const cost::Estimate& e, const cost::Goodput* g) {
+  std::string failures;
+  if (g != nullptr && g->progresses) {
+    failures = fmt::format(
+        "<br>with failures: {:.1f} days ({:.1f} lost), USD {:.3g}; goodput {}, checkpoint every "
+        "{:.0f} s, {:.0f} s lost per failure, {:.2f} failures a day",
+        g->days, g->days_lost, g->cost_usd, Pct(g->goodput), g->interval_s, g->lost_per_failure_s,
+        g->failures_per_day);
+  } else if (g != nullptr) {
+    failures = "<br>with failures: never finishes (failures outpace checkpoint and restart)";
+  }
   return fmt::format(
       "<div class=best><b>Best layout:</b> {}<br>memory {:.1f} GB of {:.1f} GB capacity, step "
       "{:.3f} s, {:.0f} tokens/s, MFU {} (causal-half convention {}), HFU {}, bubble {}, "
-      "{:.1f} days, USD {:.3g}</div>\n",
+      "{:.1f} days, USD {:.3g} without failures{}</div>\n",
       Escape(spec::FormatLayout(e.layout)), e.memory.total / kGB, e.memory.capacity / kGB,
       e.time.step, e.tokens_per_s, Pct(e.mfu), Pct(e.mfu_causal), Pct(e.hfu),
-      Pct(e.bubble_fraction), e.days, e.cost_usd);
+      Pct(e.bubble_fraction), e.days, e.cost_usd, failures);
 }
 
 // The best layout's pipeline schedule, simulated by schedule/ with the cost model's per-micro-batch
@@ -332,7 +352,9 @@ std::string RenderHtml(const PlanReport& r) {
   }
   std::vector<Bar> bars;
   if (!r.top.empty()) {
-    html += "<h2>Best layout and runners-up</h2>\n" + BestBox(r.top.front()) + TopTable(r.top);
+    const cost::Goodput* best_goodput = r.goodput.empty() ? nullptr : &r.goodput.front();
+    html += "<h2>Best layout and runners-up</h2>\n" + BestBox(r.top.front(), best_goodput) +
+            TopTable(r.top, r.goodput);
     for (size_t i = 0; i < r.top.size() && i < 6; ++i) {
       bars.push_back({fmt::format("#{} {}", i + 1, spec::ShortLayout(r.top[i].layout)), &r.top[i]});
     }

@@ -1,5 +1,6 @@
 // The planner's report as one self-contained HTML page: inline CSS and SVG, no script, no network.
-// Sections (each only when its data is present): the best layout and runners-up; memory per GPU by
+// Sections (each only when its data is present): the best layout and runners-up (days with and
+// without failures when goodput is given, cost/goodput.h); memory per GPU by
 // component against capacity; step time by term; the best layout's pipeline timeline
 // (report/timeline.h); the FSDP comparison; the scaling curve; the sweep heatmap.
 // Invariant: the page only presents numbers computed elsewhere (cost/, plan/, and schedule/'s
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cost/cost.h"
+#include "cost/goodput.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
 #include "plan/search.h"
@@ -28,6 +30,7 @@ struct PlanReport {
   std::optional<plan::BaselineComparison> baseline;
   std::vector<plan::ScalePoint> scale;
   std::optional<plan::SweepResult> sweep;
+  std::vector<cost::Goodput> goodput;  // of each `top` entry, same order; empty = not computed
 };
 
 std::string RenderHtml(const PlanReport& report);

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
+#include "cost/goodput.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
 #include "testing/html_page.h"
@@ -53,6 +56,28 @@ TEST(Html, SelfContainedWithEverySection) {
   }
   EXPECT_EQ(html.find("tiny-moe <&>"), std::string::npos);
   pt::ExpectSelfContained(html);
+}
+
+// With the plan's goodput, the best box and the table show days with and without failures.
+TEST(Html, DaysWithAndWithoutFailures) {
+  PlanReport r = TinyReport();
+  const std::string without = RenderHtml(r);
+  EXPECT_EQ(without.find("days with failures"), std::string::npos);
+  cost::GoodputParams p;
+  p.rates.per_gpu_day[static_cast<size_t>(cost::FailureKind::kHardware)] = 0.5;
+  const spec::ClusterSpec cluster = pt::PlannerCluster(4, 4, pt::kHbmGbMoe);
+  for (const cost::Estimate& e : r.top) r.goodput.push_back(cost::EstimateGoodput(cluster, e, p));
+  const cost::Goodput& g = r.goodput.front();
+  ASSERT_TRUE(g.progresses);
+  ASSERT_GT(g.days, r.top.front().days);
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("<th>days with failures</th>"), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("{:.1f} days, USD {:.3g} without failures", r.top.front().days,
+                                  r.top.front().cost_usd)),
+            std::string::npos);
+  EXPECT_NE(html.find(fmt::format("with failures: {:.1f} days ({:.1f} lost)", g.days, g.days_lost)),
+            std::string::npos)
+      << html;
 }
 
 TEST(Html, WriteErrorNamesThePath) {
