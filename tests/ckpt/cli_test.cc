@@ -382,13 +382,13 @@ void ExpectResumeBitwise(const std::string& ckpt, const std::map<int64_t, double
     EXPECT_EQ(loss, want.at(step)) << layout << " (same layout) step " << step;
 }
 
-// ZeRO-1/2 with expert parallel: the dense optimizer state is sharded over dp x cp and the routed
-// experts' over the expert data-parallel group, each packed per group; every rank writes the
-// boxes of the global tensors its packed ranges cover. Saved at dp=2 ep=2 zero=1 and zero=2,
-// resumed at one process, at zero=0 and (bitwise) at the saved layout.
+// ZeRO-1/2/3 with expert parallel: the dense optimizer state (ZeRO-3: and weights) is sharded
+// over dp x cp and the routed experts' over the expert data-parallel group, each packed per group;
+// every rank writes the boxes of the global tensors its packed ranges cover. Saved at dp=2 ep=2
+// zero=1, 2 and 3, resumed at one process, at zero=0 and (bitwise) at the saved layout.
 TEST(CkptMultiRank, ExpertParallelZeroReshards) {
   const std::string bias = "--set optim.bias_update_rate=0.05";
-  for (const int zero : {1, 2}) {
+  for (const int zero : {1, 2, 3}) {
     const std::string layout = fmt::format("dp=2 ep=2 zero={} mbs=1", zero);
     const std::string a = WriteRun("ckpt_mr_ep_zero");
     AppendMoe(a);
