@@ -1,6 +1,7 @@
 #include "model/param_set.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -96,11 +97,25 @@ void ParamSet::Finalize(const ParamLayout& layout) {
         << "sharded weights need sharded grads and a sharded optimizer";
     PM_CHECK(layout.shard_rank >= 0 && layout.shard_rank < layout.pad_multiple)
         << "shard_rank " << layout.shard_rank;
-    int64_t local = 0;
-    for (const ParamUnit& u : units_) {
-      unit_shard_offset_.push_back(local);
-      local += u.numel_padded / layout.pad_multiple;
+    PM_CHECK(
+        layout.expert_pad_multiple == 0 ||
+        (layout.expert_shard_rank >= 0 && layout.expert_shard_rank < layout.expert_pad_multiple))
+        << "expert_shard_rank " << layout.expert_shard_rank;
+    const ShardPlan plan =
+        PlanShards(*this, /*per_unit=*/true, {layout.pad_multiple, layout.shard_rank},
+                   {layout.expert_pad_multiple, layout.expert_shard_rank});
+    unit_shard_offset_.assign(units_.size(), 0);
+    unit_shard_numel_.assign(units_.size(), 0);
+    int64_t local = 0;  // units without params have an empty slice
+    for (size_t u = 0; u < units_.size(); ++u) {
+      unit_shard_offset_[u] = local;
+      for (const ShardGroup& g : plan.groups) {
+        if (g.unit == static_cast<int32_t>(u)) unit_shard_numel_[u] += g.shard;
+      }
+      local += unit_shard_numel_[u];
     }
+    PM_CHECK(local == plan.numel) << "slice " << local << " vs plan " << plan.numel;
+    weight_pieces_ = plan.pieces;
     weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {local});
   } else {
     weights_ = core::Buffer(alloc_, core::MemTag::kWeights, weight_dtype_, {n});
@@ -135,7 +150,12 @@ Tensor ParamSet::unit_weight_shard(int32_t unit) const {
   char* base = static_cast<char*>(weights_.view().data());
   return Tensor(
       base + unit_shard_offset_.at(u) * static_cast<int64_t>(core::DtypeSize(weight_dtype_)),
-      weight_dtype_, {units_[u].numel_padded / layout_.pad_multiple});
+      weight_dtype_, {unit_shard_numel_.at(u)});
+}
+
+Tensor ParamSet::weight_slice() const {
+  PM_CHECK(layout_.sharded_weights) << "weight_slice without sharded weights";
+  return weights_.view();
 }
 
 void ParamSet::BindUnitWeights(int32_t unit, void* weights) {
@@ -164,6 +184,64 @@ Tensor ParamSet::flat_master() const {
   PM_CHECK((weight_dtype_ == core::Dtype::kF32 && !layout_.sharded_weights) || !master_.empty())
       << "no master weights here";
   return weight_dtype_ == core::Dtype::kF32 ? weights_.view() : master_.view();
+}
+
+bool IsRoutedExpert(const ParamInfo& p) {
+  return p.sharding.axis == MeshAxis::kEp && p.sharding.size > 1;
+}
+
+namespace {
+
+// Cuts group g's packed range of `rank` into the flat pieces of the runs it covers.
+void AppendPieces(const ShardGroup& g, std::vector<ShardPiece>& pieces) {
+  const int64_t lo = g.shard * g.rank, hi = lo + g.shard;
+  int64_t packed_at = 0;
+  for (const auto& [begin, end] : g.runs) {
+    const int64_t a = std::max(lo, packed_at), b = std::min(hi, packed_at + end - begin);
+    if (a < b)
+      pieces.push_back(
+          {.flat_begin = begin + (a - packed_at), .n = b - a, .local = g.local + (a - lo)});
+    packed_at += end - begin;
+  }
+}
+
+}  // namespace
+
+ShardPlan PlanShards(const ParamSet& params, bool per_unit, GroupShape dense, GroupShape expert) {
+  PM_CHECK(dense.size >= 1 && expert.size >= 0) << dense.size << " " << expert.size;
+  // Group 2u is unit u's dense params, 2u + 1 its experts' (u = 0: the whole buffer).
+  const size_t units = per_unit ? params.units().size() : 1;
+  std::vector<ShardGroup> groups(2 * units);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    groups[i].expert = i % 2 == 1;
+    groups[i].unit = per_unit ? static_cast<int32_t>(i / 2) : -1;
+    groups[i].rank = groups[i].expert ? expert.rank : dense.rank;
+  }
+  for (ParamId id = 0; id < params.size(); ++id) {
+    const ParamInfo& p = params.info(id);
+    const size_t unit = per_unit ? static_cast<size_t>(params.unit_of(id)) : 0;
+    ShardGroup& g = groups[2 * unit + (expert.size > 0 && IsRoutedExpert(p) ? 1 : 0)];
+    if (!g.runs.empty() && g.runs.back().second == p.offset) {
+      g.runs.back().second += p.numel();
+    } else {
+      g.runs.emplace_back(p.offset, p.offset + p.numel());
+    }
+    g.numel += p.numel();
+  }
+  std::erase_if(groups, [](const ShardGroup& g) { return g.numel == 0; });
+  ShardPlan plan;
+  for (ShardGroup& g : groups) {
+    const int64_t size = g.expert ? expert.size : dense.size;
+    g.padded = (g.numel + size - 1) / size * size;
+    g.shard = g.padded / size;
+    g.local = plan.numel;
+    plan.numel += g.shard;
+    AppendPieces(g, plan.pieces);
+  }
+  std::sort(plan.pieces.begin(), plan.pieces.end(),
+            [](const ShardPiece& x, const ShardPiece& y) { return x.flat_begin < y.flat_begin; });
+  plan.groups = std::move(groups);
+  return plan;
 }
 
 int64_t GlobalIndex(const ParamInfo& info, int64_t local_index) {
@@ -213,17 +291,16 @@ void ParamSet::InitValues(uint64_t seed, int64_t begin, int64_t n, float* out) c
 void ParamSet::Init(uint64_t seed) {
   PM_CHECK(finalized_) << "Init before Finalize";
   seed_ = seed;
-  if (layout_.sharded_weights) {  // this rank's slice of every unit
-    for (size_t u = 0; u < units_.size(); ++u) {
-      const int64_t n = units_[u].numel_padded / layout_.pad_multiple;
-      std::vector<float> values(static_cast<size_t>(n));
-      InitValues(seed, units_[u].offset + layout_.shard_rank * n, n, values.data());
-      Tensor shard = unit_weight_shard(static_cast<int32_t>(u));
-      if (weight_dtype_ == core::Dtype::kF32) {
-        std::copy(values.begin(), values.end(), shard.f32());
-      } else {
-        core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), values.data(), n);
-      }
+  if (layout_.sharded_weights) {  // this rank's slice of every unit (padding stays 0)
+    Tensor slice = weights_.view();
+    std::vector<float> values(static_cast<size_t>(slice.numel()), 0.0f);
+    for (const ShardPiece& piece : weight_pieces_) {
+      InitValues(seed, piece.flat_begin, piece.n, values.data() + piece.local);
+    }
+    if (weight_dtype_ == core::Dtype::kF32) {
+      std::copy(values.begin(), values.end(), slice.f32());
+    } else {
+      core::Bf16FromFloat(static_cast<uint16_t*>(slice.data()), values.data(), slice.numel());
     }
   } else if (weight_dtype_ == core::Dtype::kF32 || !master_.empty()) {
     InitValues(seed, 0, numel_padded_, flat_master().f32());

@@ -24,6 +24,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -86,8 +87,12 @@ using ParamId = int32_t;
 // sharded optimizer (train/zero_optimizer.h) keeps only its own range of them.
 // unit_pad: pad every unit (not only the whole) to pad_multiple. sharded_grads: no full fp32 grad
 // buffer (ZeRO-2): grads exist only per bound unit. sharded_weights (ZeRO-3): the weights buffer
-// holds only slice shard_rank of pad_multiple of every unit, concatenated in unit order; a unit's
-// full weights exist only while bound (BindUnitWeights).
+// holds only this rank's slice of every unit, concatenated in unit order (without an expert
+// group: slice shard_rank of pad_multiple of the unit); a unit's full weights exist only while
+// bound (BindUnitWeights). expert_pad_multiple > 0 (ZeRO-3 with
+// expert parallel): a unit's routed-expert params (IsRoutedExpert) are packed and sliced over
+// expert_pad_multiple ranks (this rank: expert_shard_rank), apart from its other params, which
+// are packed and sliced over pad_multiple (PlanShards).
 struct ParamLayout {
   int64_t pad_multiple = 1;
   bool optimizer_state = true;
@@ -95,6 +100,8 @@ struct ParamLayout {
   bool sharded_grads = false;
   bool sharded_weights = false;
   int64_t shard_rank = 0;
+  int64_t expert_pad_multiple = 0;
+  int64_t expert_shard_rank = 0;
 };
 
 // A unit's parameters [first, last) and its range [offset, offset + numel_padded) of the flat
@@ -103,6 +110,43 @@ struct ParamUnit {
   int32_t first = 0, last = 0;
   int64_t offset = 0, numel_padded = 0;
 };
+
+// A routed expert's parameter: sharded over ep (size > 1). With ep > 1 its grads reduce over the
+// expert-data-parallel group, not over dp x cp (docs/zero-ep.md).
+bool IsRoutedExpert(const ParamInfo& p);
+
+// Sharding of the flat buffers over a data-parallel group pair (ZeRO, docs/zero-ep.md): the
+// params of one kind (dense, or routed-expert when the expert group has size > 0) of one unit
+// (per_unit) or of the whole buffer form a ShardGroup, packed in flat order (`runs`) and padded
+// to a multiple of the group size (`padded`); rank r of the group owns packed elements
+// [r * shard, (r + 1) * shard), stored at [local, local + shard) of this rank's slice buffers
+// (the groups' shards concatenated in order: unit by unit, dense before expert). Empty groups
+// are dropped. Example: one unit of 6 dense and 4 expert elements, dense group of 4 ranks (rank
+// 1), expert group of 2 (rank 0): dense padded 8, shard 2, local 0, owns flat [2, 4); expert
+// padded 4, shard 2, local 2, owns flat [6, 8) (its first packed elements).
+struct GroupShape {
+  int64_t size = 1, rank = 0;
+};
+struct ShardGroup {
+  bool expert = false;
+  int32_t unit = -1;                              // -1: the whole buffer
+  std::vector<std::pair<int64_t, int64_t>> runs;  // flat [begin, end), ascending
+  int64_t numel = 0, padded = 0, shard = 0, local = 0;
+  int64_t rank = 0;  // this rank in the group
+};
+// A piece of this rank's slice: flat elements [flat_begin, flat_begin + n) are elements
+// [local, local + n) of the slice buffers.
+struct ShardPiece {
+  int64_t flat_begin = 0, n = 0, local = 0;
+};
+struct ShardPlan {
+  std::vector<ShardGroup> groups;
+  std::vector<ShardPiece> pieces;  // ascending flat_begin; padding belongs to none
+  int64_t numel = 0;               // length of the slice buffers (the groups' shards)
+};
+class ParamSet;
+// REQUIRES: params finalized (offsets known). expert.size == 0: every param is dense.
+ShardPlan PlanShards(const ParamSet& params, bool per_unit, GroupShape dense, GroupShape expert);
 
 // Around each layer a Stage calls Acquire before the layer runs and Release after it, for the
 // units the layer reads (forward) or reads and accumulates grads into (backward). ZeRO-2/3
@@ -175,6 +219,8 @@ class ParamSet {
   // sharded_weights layouts: this rank's slice of a unit's weights (numel_padded / pad_multiple
   // elements in the compute dtype), and binding of the unit's gathered full weights.
   Tensor unit_weight_shard(int32_t unit) const;
+  // sharded_weights layouts: this rank's whole slice (every unit's, PlanShards' local order).
+  Tensor weight_slice() const;
   void BindUnitWeights(int32_t unit, void* weights);
   void UnbindUnitWeights(int32_t unit);
 
@@ -202,6 +248,8 @@ class ParamSet {
   std::vector<float*> unit_grads_;          // sharded_grads: bound grad buffer per unit (or null)
   std::vector<void*> unit_weights_;         // sharded_weights: bound gathered weights per unit
   std::vector<int64_t> unit_shard_offset_;  // sharded_weights: the unit's slice in weights_
+  std::vector<int64_t> unit_shard_numel_;   // sharded_weights: the unit's slice length
+  std::vector<ShardPiece> weight_pieces_;   // sharded_weights: the flat pieces of the slice
   bool finalized_ = false;
   core::Buffer weights_, grads_, adam_m_, adam_v_, master_;
 };

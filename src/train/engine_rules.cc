@@ -53,15 +53,6 @@ const Row kEngineRows[] = {
            "yet (use sp=off, or etp=1 with ep_placement=folded)",
            c.run.layout.tp);
      }},
-    // ZeRO-3's sharded weights keep one dp x cp slice of every layer; a MoE layer's routed
-    // experts would need their own slice and gather over expert_dp.
-    {EngineRule::kZero3Ep,
-     [](const RunConfig& c) { return c.run.layout.ep > 1 && c.run.layout.zero > 2; },
-     [](const RunConfig& c) {
-       return fmt::format(
-           "run.layout: zero={} with ep={} is not implemented by the engine yet (use zero<=2)",
-           c.run.layout.zero, c.run.layout.ep);
-     }},
     {EngineRule::kVocabTp, [](const RunConfig& c) { return c.model.vocab % c.run.layout.tp != 0; },
      [](const RunConfig& c) {
        return fmt::format(
@@ -81,8 +72,6 @@ const char* EngineRuleName(EngineRule rule) {
       return "a pipeline program for the schedule and micro-batches";
     case EngineRule::kMoeSp:
       return "MoE with tp > 1 and etp = tp needs sp=off";
-    case EngineRule::kZero3Ep:
-      return "ZeRO-3 with ep > 1";
     case EngineRule::kVocabTp:
       return "vocab divisible by tp";
   }

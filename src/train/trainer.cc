@@ -359,8 +359,12 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                                 .bf16 = c.train.precision == spec::Precision::kBf16,
                                 .aux_loss_coef = c.optim.aux_loss_coef,
                                 .z_loss_coef = c.optim.z_loss_coef};
+  // ep > 1: the routed experts' slice is over expert_dp (as the optimizer's expert group).
+  const bool expert_group = mesh_ && c.run.layout.ep > 1;
   const model::ParamLayout param_layout = ZeroOptimizer::ParamLayoutFor(
-      c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1, mesh_ ? mesh_->dp_cp().rank() : 0);
+      c.run.layout.zero, mesh_ ? mesh_->dp_cp().size() : 1, mesh_ ? mesh_->dp_cp().rank() : 0,
+      expert_group ? model::GroupShape{mesh_->expert_dp().size(), mesh_->expert_dp().rank()}
+                   : model::GroupShape{.size = 0, .rank = 0});
   if (pp_size() > 1) {
     model_ = std::make_unique<model::Model>(PipelineChunks(base), alloc_, param_layout);
   } else {

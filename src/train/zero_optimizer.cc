@@ -26,14 +26,17 @@ double SumOverGroup(comm::Communicator& group, double value) {
 }
 
 model::ParamLayout ZeroOptimizer::ParamLayoutFor(int stage, int64_t grad_group_size,
-                                                 int64_t grad_group_rank) {
+                                                 int64_t grad_group_rank,
+                                                 model::GroupShape expert_group) {
   if (stage == 0) return {};
   return {.pad_multiple = grad_group_size,
           .optimizer_state = false,
           .unit_pad = stage >= 2,
           .sharded_grads = stage >= 2,
           .sharded_weights = stage >= 3,
-          .shard_rank = stage >= 3 ? grad_group_rank : 0};
+          .shard_rank = stage >= 3 ? grad_group_rank : 0,
+          .expert_pad_multiple = stage >= 3 ? expert_group.size : 0,
+          .expert_shard_rank = stage >= 3 ? expert_group.rank : 0};
 }
 
 core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
@@ -45,19 +48,20 @@ core::Result<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
         fmt::format("layout.zero: {} is not a ZeRO stage (0, 1, 2 or 3)", zero.stage));
   }
   if (zero.bucket_elems <= 0) return core::Status::Error("zero.bucket_elems: must be positive");
-  if (zero.expert_grad_group != nullptr && zero.stage > 2) {
-    return core::Status::Error(fmt::format(
-        "layout.zero: {} with ep > 1 is not implemented by the engine yet (the sharded weights "
-        "hold one slice of each layer; ZeRO-0/1/2 handle the dense and the expert group)",
-        zero.stage));
-  }
   PM_CHECK(params.finalized()) << "ZeroOptimizer before ParamSet::Finalize";
-  const model::ParamLayout want = ParamLayoutFor(zero.stage, grad_group.size(), grad_group.rank());
+  const comm::Communicator* expert = zero.expert_grad_group;
+  const model::ParamLayout want =
+      ParamLayoutFor(zero.stage, grad_group.size(), grad_group.rank(),
+                     expert ? model::GroupShape{expert->size(), expert->rank()}
+                            : model::GroupShape{.size = 0, .rank = 0});
   const model::ParamLayout& got = params.layout();
   PM_CHECK(got.optimizer_state == want.optimizer_state && got.unit_pad == want.unit_pad &&
            got.sharded_grads == want.sharded_grads && got.sharded_weights == want.sharded_weights &&
            got.shard_rank == want.shard_rank && params.numel_padded() % want.pad_multiple == 0)
       << "ParamSet not laid out for ZeRO-" << zero.stage;
+  PM_CHECK(got.expert_pad_multiple == want.expert_pad_multiple &&
+           got.expert_shard_rank == want.expert_shard_rank)
+      << "ParamSet's expert slice does not match the expert group (ZeRO-" << zero.stage << ")";
   return std::unique_ptr<ZeroOptimizer>(
       new ZeroOptimizer(params, alloc, grad_group, norm_group, tp_rank, zero, adamw));
 }
@@ -97,6 +101,9 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
     unit_weights_.resize(params.units().size());
   }
   for (const Segment& seg : segs_) shard_numel_ = std::max(shard_numel_, seg.local + seg.n);
+  PM_CHECK(zero.stage < 3 || params.weight_slice().numel() == shard_numel_)
+      << "ZeRO-3: the ParamSet's weight slice (" << params.weight_slice().numel()
+      << ") is not this rank's shard (" << shard_numel_ << ")";
   const int64_t n = shard_numel_;
   // ZeRO-1 reduce-scatters the full grads into a communication buffer; ZeRO-2 accumulates the
   // micro-batches' reduced gradients in it, so it is the (sharded) gradient memory.
@@ -116,49 +123,19 @@ ZeroOptimizer::ZeroOptimizer(model::ParamSet& params, core::Allocator& alloc,
 }
 
 void ZeroOptimizer::BuildPackedGroups(bool per_unit) {
-  // Group 2u is unit u's dense params, 2u + 1 its experts' (one unit, the whole buffer, at
-  // ZeRO-1); empty groups are dropped.
-  const size_t units = per_unit ? params_.units().size() : 1;
-  packed_.resize(2 * units);
-  for (size_t i = 0; i < packed_.size(); ++i) {
-    packed_[i].comm = i % 2 == 0 ? &grad_ : zero_.expert_grad_group;
-    packed_[i].unit = per_unit ? static_cast<int32_t>(i / 2) : -1;
+  // The same plan as a ZeRO-3 ParamSet's weight slice (ParamSet::Finalize), so that segment
+  // `local` offsets index that slice too.
+  comm::Communicator& expert = *zero_.expert_grad_group;
+  const model::ShardPlan plan = model::PlanShards(params_, per_unit, {grad_.size(), grad_.rank()},
+                                                  {expert.size(), expert.rank()});
+  for (const model::ShardGroup& g : plan.groups) {
+    packed_.push_back({g, g.expert ? &expert : &grad_});
   }
-  for (model::ParamId id = 0; id < params_.size(); ++id) {
-    const model::ParamInfo& p = params_.info(id);
-    const size_t unit = per_unit ? static_cast<size_t>(params_.unit_of(id)) : 0;
-    PackedGroup& pg = packed_[2 * unit + (&GradGroupOf(p) == &grad_ ? 0 : 1)];
-    if (!pg.runs.empty() && pg.runs.back().second == p.offset) {
-      pg.runs.back().second += p.numel();
-    } else {
-      pg.runs.emplace_back(p.offset, p.offset + p.numel());
-    }
-    pg.numel += p.numel();
+  for (const model::ShardPiece& piece : plan.pieces) {
+    segs_.push_back({.flat_begin = piece.flat_begin, .n = piece.n, .local = piece.local});
   }
-  std::erase_if(packed_, [](const PackedGroup& pg) { return pg.numel == 0; });
-  int64_t local = 0;
-  for (PackedGroup& pg : packed_) {
-    const int64_t g = pg.comm->size();
-    pg.padded = (pg.numel + g - 1) / g * g;
-    pg.shard = pg.padded / g;
-    pg.local = local;
-    local += pg.shard;
-    // This rank's packed range [lo, hi), cut into the flat pieces of the runs it covers.
-    const int64_t lo = pg.shard * pg.comm->rank(), hi = lo + pg.shard;
-    int64_t packed_at = 0;
-    for (const auto& [begin, end] : pg.runs) {
-      const int64_t a = std::max(lo, packed_at), b = std::min(hi, packed_at + end - begin);
-      if (a < b) {
-        segs_.push_back(
-            {.flat_begin = begin + (a - packed_at), .n = b - a, .local = pg.local + (a - lo)});
-      }
-      packed_at += end - begin;
-    }
-  }
-  std::sort(segs_.begin(), segs_.end(),
-            [](const Segment& x, const Segment& y) { return x.flat_begin < y.flat_begin; });
   // The sharded buffers hold every group's shard (padding included), and segs_ may be empty.
-  shard_numel_ = local;
+  shard_numel_ = plan.numel;
   if (segs_.empty()) segs_.push_back({.flat_begin = 0, .n = 0, .local = 0});
 }
 
@@ -193,10 +170,40 @@ void ZeroOptimizer::AllGatherPacked(void* flat, core::Dtype dtype) {
                   static_cast<size_t>(seg.n * elem));
     }
     pg.comm->all_gather(out, mine, pg.shard, dtype);
-    for (const auto& [begin, end] : pg.runs) {
-      std::memcpy(base + begin * elem, out, static_cast<size_t>((end - begin) * elem));
-      out += (end - begin) * elem;
-    }
+    Unpack(pg, out, base, 0, elem);
+  }
+}
+
+void ZeroOptimizer::Unpack(const PackedGroup& pg, const char* packed, char* flat,
+                           int64_t flat_first, int64_t elem) {
+  for (const auto& [begin, end] : pg.runs) {
+    std::memcpy(flat + (begin - flat_first) * elem, packed,
+                static_cast<size_t>((end - begin) * elem));
+    packed += (end - begin) * elem;
+  }
+}
+
+void ZeroOptimizer::GatherUnitWeights(int32_t unit) {
+  const auto u = static_cast<size_t>(unit);
+  const model::ParamUnit& pu = params_.units()[u];
+  const core::Dtype dtype = params_.weight_dtype();
+  unit_weights_[u] = core::Buffer(alloc_, core::MemTag::kComm, dtype, {pu.numel_padded});
+  char* full = static_cast<char*>(unit_weights_[u].view().data());
+  if (packed_.empty()) {  // the unit's slices are its flat range in rank order
+    const core::Tensor shard = params_.unit_weight_shard(unit);
+    grad_.all_gather(full, shard.data(), shard.numel(), dtype);
+    return;
+  }
+  // ep > 1: the unit's dense and expert params, each gathered over its group and unpacked.
+  const auto elem = static_cast<int64_t>(core::DtypeSize(dtype));
+  std::memset(full, 0, static_cast<size_t>(pu.numel_padded * elem));  // the unit's padding
+  const char* slice = static_cast<const char*>(params_.weight_slice().data());
+  for (const PackedGroup& pg : packed_) {
+    if (pg.unit != unit) continue;
+    core::Buffer packed(alloc_, core::MemTag::kComm, dtype, {pg.padded});
+    char* out = static_cast<char*>(packed.view().data());
+    pg.comm->all_gather(out, slice + pg.local * elem, pg.shard, dtype);
+    Unpack(pg, out, full, pu.offset, elem);
   }
 }
 
@@ -205,10 +212,7 @@ void ZeroOptimizer::Acquire(int32_t unit, model::Pass pass) {
   const int64_t n = params_.units()[u].numel_padded;
   if (n == 0) return;
   if (zero_.stage >= 3 && gathered_[u]++ == 0) {  // gather the layer's full weights
-    const core::Dtype dtype = params_.weight_dtype();
-    unit_weights_[u] = core::Buffer(alloc_, core::MemTag::kComm, dtype, {n});
-    const core::Tensor shard = params_.unit_weight_shard(unit);
-    grad_.all_gather(unit_weights_[u].view().data(), shard.data(), shard.numel(), dtype);
+    GatherUnitWeights(unit);
     params_.BindUnitWeights(unit, unit_weights_[u].view().data());
   }
   if (pass != model::Pass::kBackward || acquired_[u]++ > 0) return;
@@ -337,15 +341,15 @@ void ZeroOptimizer::PoisonGrads() {
 }
 
 comm::Communicator& ZeroOptimizer::GradGroupOf(const model::ParamInfo& p) const {
-  const bool expert = p.sharding.axis == model::MeshAxis::kEp && p.sharding.size > 1;
-  return expert && zero_.expert_grad_group != nullptr ? *zero_.expert_grad_group : grad_;
+  return model::IsRoutedExpert(p) && zero_.expert_grad_group != nullptr ? *zero_.expert_grad_group
+                                                                        : grad_;
 }
 
 bool ZeroOptimizer::CountsParam(const model::ParamInfo& p) const {
   // TP-replicated parameters (norms, and anything not sharded over tp) count on tp rank 0;
   // experts whose ep group spans the tp ranks (etp = 1) are not replicated over tp.
   const bool tp_sharded = p.sharding.axis == model::MeshAxis::kTp && p.sharding.size > 1;
-  const bool expert = p.sharding.axis == model::MeshAxis::kEp && p.sharding.size > 1;
+  const bool expert = model::IsRoutedExpert(p);
   if (!tp_sharded && !(expert && zero_.experts_span_tp) && tp_rank_ != 0) return false;
   // Stage 0: every member of a param's grad group holds the same reduced grad; its rank 0 counts.
   return zero_.stage > 0 || GradGroupOf(p).rank() == 0;
@@ -386,7 +390,7 @@ double ZeroOptimizer::OwnedSquares(const float* g, int64_t begin, int64_t n) con
 
 float* ZeroOptimizer::MasterAt(const Segment& seg) {
   if (!master_.empty()) return master_.f32() + seg.local;
-  if (zero_.stage >= 3) return static_cast<float*>(params_.unit_weight_shard(0).data()) + seg.local;
+  if (zero_.stage >= 3) return params_.weight_slice().f32() + seg.local;
   return params_.flat_master().f32() + seg.flat_begin;
 }
 
@@ -421,10 +425,8 @@ void ZeroOptimizer::GatherWeights() {
   const core::Dtype dtype = params_.weight_dtype();
   if (zero_.stage >= 3) {  // the slice is the weights: round the bf16 copy, gather nothing
     if (dtype != core::Dtype::kBF16) return;
-    for (size_t u = 0; u < segs_.size(); ++u) {
-      const core::Tensor shard = params_.unit_weight_shard(static_cast<int32_t>(u));
-      core::Bf16FromFloat(static_cast<uint16_t*>(shard.data()), MasterAt(segs_[u]), shard.numel());
-    }
+    auto* slice = static_cast<uint16_t*>(params_.weight_slice().data());
+    for (const Segment& seg : segs_) core::Bf16FromFloat(slice + seg.local, MasterAt(seg), seg.n);
     return;
   }
   const size_t elem = core::DtypeSize(dtype);

@@ -18,10 +18,11 @@
 //      no all-gather at the step's end. Per micro-batch and layer: forward all-gather, backward
 //      all-gather, reduce-scatter (cost::CommBytesForStage). A tied embedding is gathered twice
 //      in forward (embedding, head), which the cost model does not count.
-// Expert parallel (ZeroConfig::expert_grad_group, stages 1 and 2): the dense params shard over
+// Expert parallel (ZeroConfig::expert_grad_group, stages 1 to 3): the dense params shard over
 // grad_group (dp x cp) and the routed experts' over expert-dp; each group's params are packed
 // (the whole buffer at ZeRO-1, each unit at ZeRO-2) and reduce-scattered / all-gathered on their
-// own group (PackedGroup; docs/zero-ep.md). ZeRO-3 with ep is refused.
+// own group (PackedGroup; docs/zero-ep.md). At ZeRO-3 the ParamSet's weight slice holds the same
+// packed shards, and each unit's dense and expert params are all-gathered over their own group.
 // bf16 (stages >= 1): the fp32 master weights of this rank's slice live here (MemTag::kOptimizer);
 // after the update they are rounded to bf16 into the slice of the bf16 weights, which are then
 // all-gathered (2 bytes per element on the wire); the gradients stay fp32.
@@ -53,9 +54,8 @@ struct ZeroConfig {
   // Expert parallel (ep > 1): the expert-data-parallel group (mesh expert_dp). The experts'
   // params (sharded over ep) then form a second param group whose grads reduce over it, while
   // the dense params reduce over grad_group; each group's elements count once in the norm (on
-  // its group's rank 0). Null: every param is dense. Stages 0, 1 and 2 (ZeRO-1 packs each
-  // group's params into one buffer, ZeRO-2 each unit's, sharded over that group; see
-  // ZeroOptimizer::PackedGroup). ZeRO-3 with it is refused.
+  // its group's rank 0). Null: every param is dense. ZeRO-1 packs each group's params into one
+  // buffer, ZeRO-2 and 3 each unit's, sharded over that group (ZeroOptimizer::PackedGroup).
   comm::Communicator* expert_grad_group = nullptr;
   // etp = 1: the expert shards are distinct across the tp ranks too (ep spans them), so they
   // count in the norm on every tp rank; otherwise experts are replicated over tp like a norm.
@@ -70,8 +70,11 @@ class ZeroOptimizer : public model::ParamHooks {
  public:
   // The ParamSet layout a stage needs (pad to the dp size and no Adam state in the ParamSet for
   // stages >= 1), to pass to model::Model before Finalize.
+  // expert_group (size 0: none): the expert-dp group, whose slice of the routed experts a ZeRO-3
+  // ParamSet keeps.
   static model::ParamLayout ParamLayoutFor(int stage, int64_t grad_group_size,
-                                           int64_t grad_group_rank = 0);
+                                           int64_t grad_group_rank = 0,
+                                           model::GroupShape expert_group = {.size = 0, .rank = 0});
   // Errors name layout.zero. REQUIRES: params finalized with
   // ParamLayoutFor(stage, grad.size(), grad.rank()) and initialised (ParamSet::Init: the bf16
   // masters of the slice are recomputed from its seed).
@@ -89,7 +92,7 @@ class ZeroOptimizer : public model::ParamHooks {
   // (ZeRO-1: one contiguous range; ZeRO-2: the first unit's slice.)
   int64_t shard_begin() const { return segs_.front().flat_begin; }
   int64_t shard_end() const { return segs_.front().flat_begin + segs_.front().n; }
-  // The hooks a Stage must call (ZeRO-2), or null.
+  // The hooks a Stage must call (ZeRO-2 and 3), or null.
   model::ParamHooks* hooks() { return zero_.stage >= 2 ? this : nullptr; }
   void Acquire(int32_t unit, model::Pass pass) override;
   void Release(int32_t unit, model::Pass pass) override;
@@ -127,20 +130,25 @@ class ZeroOptimizer : public model::ParamHooks {
   struct Segment {
     int64_t flat_begin = 0, n = 0, local = 0;
   };
-  // ZeRO-1/2 with an expert group: the params reducing over one group (dense: grad_group, routed
+  // With an expert group: the params reducing over one group (dense: grad_group, routed
   // experts: expert_grad_group), in flat order, packed into `padded` elements (numel rounded up
   // to the group size). Rank r of the group owns packed elements [r * shard, (r + 1) * shard),
-  // which are elements [local, local + shard) of the sharded buffers; the segments of this rank
-  // are the flat pieces of that range.
-  struct PackedGroup {
+  // which are elements [local, local + shard) of the sharded buffers (and at ZeRO-3 of the
+  // ParamSet's weight slice); the segments of this rank are the flat pieces of that range
+  // (model::PlanShards). unit: the ParamSet unit (-1 at ZeRO-1: the whole buffer).
+  struct PackedGroup : model::ShardGroup {
     comm::Communicator* comm = nullptr;
-    int32_t unit = -1;  // ZeRO-2: the ParamSet unit (-1 at ZeRO-1: the whole buffer)
-    std::vector<std::pair<int64_t, int64_t>> runs;  // flat [begin, end), ascending
-    int64_t numel = 0, padded = 0, shard = 0, local = 0;
   };
-  // ZeRO-1: one dense and one expert group over the whole buffer; ZeRO-2 (per_unit): the two
+  // ZeRO-1: one dense and one expert group over the whole buffer; ZeRO-2/3 (per_unit): the two
   // of every ParamSet unit. Fills packed_, segs_ and shard_numel_.
   void BuildPackedGroups(bool per_unit);
+  // Copies pg's packed elements (pg.numel, dtype size elem) to their runs in `flat`, whose
+  // element 0 is flat index flat_first.
+  static void Unpack(const PackedGroup& pg, const char* packed, char* flat, int64_t flat_first,
+                     int64_t elem);
+  // ZeRO-3: all-gathers a unit's full weights into unit_weights_[unit] (dense and expert params
+  // over their groups with ep > 1).
+  void GatherUnitWeights(int32_t unit);
   // ZeRO-1: packs the runs' grads, reduce-scatters each group into its part of grad_shard_.
   void ReduceScatterPacked();
   // Packs pg's runs of `grads` (flat elements from grads_first on) and reduce-scatters them into

@@ -382,28 +382,36 @@ void ExpectResumeBitwise(const std::string& ckpt, const std::map<int64_t, double
     EXPECT_EQ(loss, want.at(step)) << layout << " (same layout) step " << step;
 }
 
-// ZeRO-1/2 with expert parallel: the dense optimizer state is sharded over dp x cp and the routed
-// experts' over the expert data-parallel group, each packed per group; every rank writes the
-// boxes of the global tensors its packed ranges cover. Saved at dp=2 ep=2 zero=1 and zero=2,
-// resumed at one process, at zero=0 and (bitwise) at the saved layout.
-TEST(CkptMultiRank, ExpertParallelZeroReshards) {
+// ZeRO-1/2/3 with expert parallel: the dense optimizer state (ZeRO-3: and weights) is sharded
+// over dp x cp and the routed experts' over the expert data-parallel group, each packed per group;
+// every rank writes the boxes of the global tensors its packed ranges cover. Saved at dp=2 ep=2
+// zero=`zero`, resumed at one process, at zero=0 and (bitwise) at the saved layout.
+void ExpectExpertParallelZeroReshards(int zero) {
   const std::string bias = "--set optim.bias_update_rate=0.05";
+  const std::string layout = fmt::format("dp=2 ep=2 zero={} mbs=1", zero);
+  const std::string a = WriteRun(fmt::format("ckpt_mr_ep_zero{}", zero));
+  AppendMoe(a);
+  std::map<int64_t, double> want;
+  ASSERT_NO_FATAL_FAILURE(TrainStraight(a, 4, bias + " --layout '" + layout + "'", &want));
+  const std::string ckpt = a + "/ckpt/step-00000004";
+  const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
+  EXPECT_EQ(manifest["files"].size(), 4u) << layout;  // every rank holds a shard
+  // The routed experts are not replicated: their state is written by both ep ranks.
+  EXPECT_GE(manifest["tensors"]["layers.0.moe.experts.w1.adam_m"]["slices"].size(), 2u);
+  ExpectResumeMatches(ckpt, want, 1, "mbs=1", bias, true);
+  ExpectResumeMatches(ckpt, want, 4, "dp=2 ep=2 zero=0 mbs=1", bias, true);
+  ExpectResumeBitwise(ckpt, want, 4, layout, bias, true);
+}
+
+TEST(CkptMultiRank, ExpertParallelZeroReshards) {
   for (const int zero : {1, 2}) {
-    const std::string layout = fmt::format("dp=2 ep=2 zero={} mbs=1", zero);
-    const std::string a = WriteRun("ckpt_mr_ep_zero");
-    AppendMoe(a);
-    std::map<int64_t, double> want;
-    ASSERT_NO_FATAL_FAILURE(TrainStraight(a, 4, bias + " --layout '" + layout + "'", &want));
-    const std::string ckpt = a + "/ckpt/step-00000004";
-    const nlohmann::json manifest = nlohmann::json::parse(ReadFile(ckpt + "/manifest.json"));
-    EXPECT_EQ(manifest["files"].size(), 4u) << layout;  // every rank holds a shard
-    // The routed experts are not replicated: their state is written by both ep ranks.
-    EXPECT_GE(manifest["tensors"]["layers.0.moe.experts.w1.adam_m"]["slices"].size(), 2u);
-    ExpectResumeMatches(ckpt, want, 1, "mbs=1", bias, true);
-    ExpectResumeMatches(ckpt, want, 4, "dp=2 ep=2 zero=0 mbs=1", bias, true);
-    ExpectResumeBitwise(ckpt, want, 4, layout, bias, true);
+    SCOPED_TRACE(zero);
+    ExpectExpertParallelZeroReshards(zero);
   }
 }
+
+// ZeRO-3: each layer's dense weights sliced over dp x cp, its experts' over expert-dp.
+TEST(CkptMultiRank, ExpertParallelZero3Reshards) { ExpectExpertParallelZeroReshards(3); }
 
 // ZeRO-2/3 with pipeline parallel (gradients, and at ZeRO-3 the parameters, sharded over each
 // stage's dp group): saved at pp=2 dp=2 zero=2 and zero=3, resumed at one process, at

@@ -449,5 +449,60 @@ TEST(ParamSet, Bf16KeepsMasterAndRoundsWeights) {
   }
 }
 
+// ZeRO-3 with ep: a unit's dense params slice over the dense group, its routed experts over the
+// expert group (the example of model/param_set.h: 6 dense and 4 expert elements, groups of 4
+// and 2). Every param element lies in exactly one rank's slice of its group, and each slice
+// holds the same initial values as the unsharded ParamSet at those flat indices.
+TEST(ParamSet, ShardedWeightsSliceDenseAndExpertParamsOverTheirGroups) {
+  core::Allocator alloc;
+  const auto add = [](ParamSet& p) {
+    p.BeginUnit();
+    p.Add("d", {6}, {}, {}, true);
+    p.Add("e", {8}, {.dim = 0, .axis = MeshAxis::kEp, .size = 2, .rank = 1}, {}, true);
+  };
+  ParamSet full(alloc, core::Dtype::kF32);
+  add(full);
+  full.Finalize({.pad_multiple = 4, .unit_pad = true});
+  full.Init(3);
+  std::vector<int> owners(10, 0);
+  for (int64_t dense_rank = 0; dense_rank < 4; ++dense_rank) {
+    for (int64_t expert_rank = 0; expert_rank < 2; ++expert_rank) {
+      ParamSet p(alloc, core::Dtype::kF32);
+      add(p);
+      p.Finalize({.pad_multiple = 4,
+                  .optimizer_state = false,
+                  .unit_pad = true,
+                  .sharded_grads = true,
+                  .sharded_weights = true,
+                  .shard_rank = dense_rank,
+                  .expert_pad_multiple = 2,
+                  .expert_shard_rank = expert_rank});
+      p.Init(3);
+      const ShardPlan plan = PlanShards(p, true, {4, dense_rank}, {2, expert_rank});
+      ASSERT_EQ(plan.groups.size(), 2u);
+      EXPECT_EQ(plan.groups[0].padded, 8);  // dense: 6 elements padded to 4 ranks
+      EXPECT_EQ(plan.groups[1].padded, 4);  // expert: 4 elements over 2 ranks
+      EXPECT_EQ(plan.numel, 2 + 2);
+      EXPECT_EQ(p.weight_slice().numel(), plan.numel);
+      if (dense_rank == 1 && expert_rank == 0) {
+        ASSERT_EQ(plan.pieces.size(), 2u);
+        EXPECT_EQ(plan.pieces[0].flat_begin, 2);
+        EXPECT_EQ(plan.pieces[1].flat_begin, 6);
+        EXPECT_EQ(plan.pieces[1].local, 2);
+      }
+      for (const ShardPiece& piece : plan.pieces) {
+        for (int64_t i = 0; i < piece.n; ++i) {
+          const int64_t f = piece.flat_begin + i;
+          // Count each dense element once (expert_rank 0) and each expert one once (dense_rank 0).
+          if ((f < 6 && expert_rank == 0) || (f >= 6 && dense_rank == 0))
+            ++owners[static_cast<size_t>(f)];
+          EXPECT_EQ(p.weight_slice().f32()[piece.local + i], full.flat_master().f32()[f]) << f;
+        }
+      }
+    }
+  }
+  for (int f = 0; f < 10; ++f) EXPECT_EQ(owners[static_cast<size_t>(f)], 1) << "flat element " << f;
+}
+
 }  // namespace
 }  // namespace pentamesh::model
