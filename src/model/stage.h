@@ -35,6 +35,10 @@ struct StageConfig {
   spec::CpKind cp_kind = spec::CpKind::kRing;
   // Expert parallel: the mesh's ep group, of size shard.ep_size (null when ep_size is 1).
   comm::Communicator* ep = nullptr;
+  // The ranks whose tokens together form a micro-batch's load-balancing statistics (MoeConfig::
+  // balance): the cp group, or dp x cp under model.moe.aux_loss_scope = "global"; null = this
+  // rank's tokens alone.
+  comm::Communicator* balance = nullptr;
   double bias_update_rate = 0;  // aux-loss-free balancing step of every MoE layer (0 = off)
   spec::Recompute recompute = spec::Recompute::kNone;
   bool bf16 = false;  // bf16 weights and activations, fp32 master weights and grads

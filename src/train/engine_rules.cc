@@ -48,16 +48,6 @@ const Row kEngineRows[] = {
            "but not run by the CPU engine yet; use etp=tp (the default)",
            c.run.layout.expert_tp());
      }},
-    // The router and routed experts are tp-replicated; under sp each tp rank would route only its
-    // sequence shard and their grads would need a tp reduction the engine does not do.
-    {EngineRule::kMoeSp,
-     [](const RunConfig& c) { return c.model.is_moe() && c.run.layout.tp > 1 && c.run.layout.sp; },
-     [](const RunConfig& c) {
-       return fmt::format(
-           "run.layout: sp=on with an MoE model and tp={} is not implemented by the engine yet "
-           "(use sp=off)",
-           c.run.layout.tp);
-     }},
     // ZeRO-3's sharded weights keep one dp x cp slice of every layer; a MoE layer's routed
     // experts would need their own slice and gather over expert_dp.
     {EngineRule::kZero3Ep,
@@ -86,8 +76,6 @@ const char* EngineRuleName(EngineRule rule) {
       return "a pipeline program for the schedule and micro-batches";
     case EngineRule::kExpertTp:
       return "etp = tp";
-    case EngineRule::kMoeSp:
-      return "MoE with tp > 1 needs sp=off";
     case EngineRule::kZero3Ep:
       return "ZeRO-3 with ep > 1";
     case EngineRule::kVocabTp:

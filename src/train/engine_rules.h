@@ -16,7 +16,6 @@ enum class EngineRule {
   kTiedPipeline,  // pp > 1 with tied embeddings
   kSchedule,      // the executor has no program for the layout's schedule and micro-batches
   kExpertTp,      // etp != tp (EP spanning the tp ranks)
-  kMoeSp,         // MoE with tp > 1 and sp = on
   kZero3Ep,       // ZeRO-3 with ep > 1
   kVocabTp,       // vocab % tp (the vocab-parallel embedding and head)
 };

@@ -241,6 +241,12 @@ model::ShardConfig Trainer::Shard() const {
           .sequence_parallel = mesh_->layout().sp && mesh_->layout().tp > 1};
 }
 
+comm::Communicator* Trainer::BalanceGroup() const {
+  if (!mesh_) return nullptr;
+  return config_.model.moe.aux_loss_scope == spec::AuxLossScope::kGlobal ? &mesh_->dp_cp()
+                                                                         : &mesh_->cp();
+}
+
 int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
 
 int64_t Trainer::dp_rank() const {
@@ -340,6 +346,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                                 .cp = mesh_ ? &mesh_->cp() : nullptr,
                                 .cp_kind = c.run.layout.cp_kind,
                                 .ep = mesh_ ? &mesh_->ep() : nullptr,
+                                .balance = BalanceGroup(),
                                 .bias_update_rate = c.optim.bias_update_rate,
                                 .recompute = c.run.layout.recompute,
                                 .bf16 = c.train.precision == spec::Precision::kBf16,
