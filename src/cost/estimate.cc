@@ -147,6 +147,8 @@ CommBytes StageCommBytes(const spec::Layout& l, const Terms& t, const Stage& s) 
   b.pp = t.pp > 1 ? t.m * s.sends * t.pp_bytes_send : 0.0;
   double time_unused = 0;
   internal::DpCommunication(l, t, s, b.dp, time_unused);
+  (t.balance_over_dp ? b.dp : b.cp) += t.m * s.moe_layers * t.balance_bytes_moe_layer;
+  b.tp += t.m * s.moe_layers * t.balance_tp_bytes_moe_layer;
   return b;
 }
 

@@ -76,6 +76,11 @@ struct Terms {
   // Bytes sent per layer and micro-batch, per group.
   double tp_bytes_dense_layer = 0, tp_bytes_moe_layer = 0, cp_bytes_layer = 0;
   double ep_bytes_layer = 0, tp_bytes_embed = 0, tp_bytes_head = 0, pp_bytes_send = 0;
+  // The MoE load-balancing statistics' all-gather per MoE layer and micro-batch (model/moe.cc),
+  // on the cp group, or on the dp x cp group when balance_over_dp (aux_loss_scope = global).
+  double balance_bytes_moe_layer = 0;
+  double balance_tp_bytes_moe_layer = 0;  // the tp ranks' sum when each routes its own rows
+  bool balance_over_dp = false;
   // Sequence parallel, once per STEP: the RMSNorm weight grads (2 per layer, the final norm on the
   // last stage) are partial sums over tp and get one all-reduce; payload bytes of the buffer.
   // A MoE layer adds its router when the router sees only the rank's rows (RouterSeesRankRows).

@@ -4,6 +4,7 @@
 // Invariant: only arithmetic on doubles; no allocation (EstimateLayout's hot path).
 #include <algorithm>
 
+#include "core/collective_bytes.h"
 #include "cost/internal.h"
 #include "spec/validate.h"
 
@@ -201,8 +202,11 @@ double MoeStashPerToken(const Context& ctx, const Layout& l, const Terms& t, dou
   const double tp_routed = RoutedTokenSplit(p, t);
   const double per_expert_token =
       inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
-  return mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep  // fp32 router probs
-         + copies * per_expert_token +
+  // The router's fp32 probabilities: of all T rows when every tp rank routes all of them
+  // (RoutedTokenSplit 1: the engine with etp = tp, under SP too), else of the rank's rows.
+  const double rep_router = tp_routed > 1 ? rep : 1.0;
+  return mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep_router +
+         copies * per_expert_token +
          static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
 }
 
@@ -467,6 +471,21 @@ void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& 
   }
 }
 
+// Under SP an MoE layer whose router and routed experts are replicated over tp (model/moe.h) runs
+// them on all T rows: forward an all-gather of the input, backward an all-gather of the output
+// grad and of the input again (the stash keeps the T/tp-row shard); the routed outputs and input
+// grads are alike on every tp rank, each keeps its rows. Shared experts add the reduce-scatter of
+// their partial output forward and of their partial input grad backward. Full recomputation
+// repeats the forward ones. Each transfer is (t-1)/t * n.
+void MoeReplicatedSp(const Terms& t, const Layout& l, bool shared, double n, double& time_s,
+                     double& bytes) {
+  if (t.tp <= 1) return;
+  const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
+  const double transfers = (3.0 + rec) + (shared ? 2.0 + rec : 0.0);
+  time_s += transfers * AllGatherTime(t.tp_link, n);
+  bytes += transfers * (t.tp - 1) / t.tp * n;
+}
+
 void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   const double n = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes;
@@ -474,10 +493,14 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
   double time_attn = 0, bytes_attn = 0, time_mlp = 0, bytes_mlp = 0, time_moe = 0, bytes_moe = 0;
   TpBlock(t, l, n, time_attn, bytes_attn);
   TpBlock(t, l, n, time_mlp, bytes_mlp);
-  if (md.is_moe() && ctx.params().moe_replicated_over_tp) {
+  // The engine's routed experts replicated over tp with etp = tp (RoutedTokenSplit 1).
+  const bool replicated = md.is_moe() && ctx.params().moe_replicated_over_tp && t.etp > 1;
+  if (replicated && !l.sp) {
     // Routed experts replicated over tp need no tp collective; only the shared experts (an MLP
     // sharded over tp like the dense one) all-reduce their output over the layer's T rows.
     if (md.moe.shared_experts > 0) TpBlock(t, l, n, time_moe, bytes_moe);
+  } else if (replicated) {
+    MoeReplicatedSp(t, l, md.moe.shared_experts > 0, n, time_moe, bytes_moe);
   } else if (md.is_moe() && t.etp > 1) {
     TpBlock(t, l, n * static_cast<double>(md.moe.top_k) * t.moe_factor, time_moe, bytes_moe);
   } else if (md.is_moe() && md.moe.shared_experts > 0) {
@@ -556,6 +579,27 @@ void CpTerms(const Context& ctx, const Layout& l, Terms& t) {
   t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * ((q + o) + (k + v));
 }
 
+// The load-balancing statistics (model/moe.cc Route): each MoE layer's forward all-gathers 2E+1
+// doubles per rank (routed counts, router probability sums, tokens) over the ranks whose tokens
+// form the micro-batch: cp, or with aux_loss_scope = global every data rank too (the dense
+// grid's dp x ep x cp: g_dense), then tp when each tp rank routes its own rows (a second
+// all-gather over tp). Full recomputation runs the forward twice.
+void BalanceTerms(const Context& ctx, const Layout& l, Terms& t) {
+  const spec::ModelSpec& md = ctx.model();
+  if (!md.is_moe()) return;
+  t.balance_over_dp = md.moe.aux_loss_scope == spec::AuxLossScope::kGlobal;
+  const double group = t.balance_over_dp ? t.g_dense : t.cp;
+  const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
+  const double per_rank = (2.0 * static_cast<double>(md.moe.experts) + 1.0) * 8.0;
+  t.balance_bytes_moe_layer =
+      forwards * core::AllGatherWireBytes(group * per_rank, static_cast<int64_t>(group));
+  // Routers that see only the rank's rows (RouterSeesRankRows) sum the statistics over tp next.
+  if (RouterSeesRankRows(ctx.params(), l, t)) {
+    t.balance_tp_bytes_moe_layer =
+        forwards * core::AllGatherWireBytes(t.tp * per_rank, static_cast<int64_t>(t.tp));
+  }
+}
+
 void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const spec::ModelSpec& md = ctx.model();
   if (!md.is_moe() || t.ep <= 1) return;
@@ -624,6 +668,7 @@ void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   TpTerms(ctx, l, t);
   CpTerms(ctx, l, t);
   EpTerms(ctx, l, t);
+  BalanceTerms(ctx, l, t);
   // The activation (or its gradient) between stages: sequence-sharded over tp under SP or with
   // Megatron's scatter/gather, else every tp rank sends its full replica (CostParams).
   const bool split = l.sp || ctx.params().pp_scatter_gather;

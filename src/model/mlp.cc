@@ -48,18 +48,31 @@ Mlp::Mlp(ParamSet& params, const std::string& prefix, int64_t hidden, int64_t ff
   w2_ = params.Add(prefix + ".w2", {hidden, ffn_hidden}, row, {.std = std_out}, true);
 }
 
-void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x_rows, const LayerContext& ctx,
-                  core::MemTag tag) const {
-  core::Buffer gathered, partial;
-  const ConstTensor x = ends_.Gather(ctx, x_rows, gathered);
+void Mlp::ForwardPartial(Tensor y_partial, Saved& saved, ConstTensor x, const LayerContext& ctx,
+                         core::MemTag tag) const {
   const int64_t T = x.dim(0);
   saved.h1 = NewBuffer(ctx, tag, {T, ffn_local_});
   saved.h3 = NewBuffer(ctx, tag, {T, ffn_local_});
   saved.g = NewBuffer(ctx, tag, {T, ffn_local_});
+  SwiGluFfnForward(y_partial, saved.h1.view(), saved.h3.view(), saved.g.view(), x,
+                   params_.weight(w1_), params_.weight(w3_), params_.weight(w2_), ctx);
+}
+
+void Mlp::Forward(Tensor y, Saved& saved, ConstTensor x_rows, const LayerContext& ctx,
+                  core::MemTag tag) const {
+  core::Buffer gathered, partial;
+  const ConstTensor x = ends_.Gather(ctx, x_rows, gathered);
   const Tensor y_full = ends_.PartialFor(ctx, y, partial);
-  SwiGluFfnForward(y_full, saved.h1.view(), saved.h3.view(), saved.g.view(), x, params_.weight(w1_),
-                   params_.weight(w3_), params_.weight(w2_), ctx);
+  ForwardPartial(y_full, saved, x, ctx, tag);
   ends_.Sum(y, y_full);
+}
+
+void Mlp::BackwardPartial(Tensor dx_partial, ConstTensor dy, ConstTensor x, Saved& saved,
+                          const LayerContext& ctx) const {
+  SwiGluFfnBackward(dx_partial, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
+                    saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
+                    params_.weight(w3_), params_.weight(w2_), ctx);
+  saved = Saved();
 }
 
 void Mlp::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Saved& saved,
@@ -76,12 +89,9 @@ void Mlp::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Saved& sa
     dx_block = scratch.view();
   }
   const Tensor dx_full = ends_.PartialFor(ctx, dx_block, partial);
-  SwiGluFfnBackward(dx_full, params_.grad(w1_), params_.grad(w3_), params_.grad(w2_), dy, x,
-                    saved.h1.view(), saved.h3.view(), saved.g.view(), params_.weight(w1_),
-                    params_.weight(w3_), params_.weight(w2_), ctx);
+  BackwardPartial(dx_full, dy, x, saved, ctx);
   ends_.Sum(dx_block, dx_full);
   if (accumulate_dx) kernels::add_inplace(dx, dx_block);
-  saved = Saved();
 }
 
 }  // namespace pentamesh::model

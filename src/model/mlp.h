@@ -34,6 +34,13 @@ class Mlp {
                core::MemTag tag = core::MemTag::kActivations) const;
   void Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, const LayerContext& ctx,
                 bool accumulate_dx = false) const;
+  // The block without its tp ends, for a caller that gathers and sums itself (the MoE's shared
+  // experts under SP): x (T, H) all rows in, this rank's partial sum of y (T, H) out; backward
+  // writes this rank's partial dx (T, H) from all rows of dy and x. No communication.
+  void ForwardPartial(Tensor y_partial, Saved& saved, ConstTensor x, const LayerContext& ctx,
+                      core::MemTag tag) const;
+  void BackwardPartial(Tensor dx_partial, ConstTensor dy, ConstTensor x, Saved& saved,
+                       const LayerContext& ctx) const;
 
  private:
   ParamSet& params_;

@@ -1,11 +1,13 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
+#include "model/regions.h"
 
 namespace pentamesh::model {
 
@@ -101,20 +103,62 @@ std::vector<std::vector<int32_t>> KeepWithinCapacity(const std::vector<int32_t>&
   return per_expert;
 }
 
-// sum_e f_e P_e of the load-balancing loss (f: share of assignments routed to e, P: mean router
-// probability of e); stores each f_e in `fraction`.
-double LoadBalanceSum(const float* p, const std::vector<int64_t>& routed, int64_t T, int64_t E,
-                      int64_t k, std::vector<float>& fraction) {
-  fraction.assign(static_cast<size_t>(E), 0.0f);
-  double aux = 0;
+// What the load-balancing loss averages over, summed over the balance group: assignments routed
+// to each expert (before capacity), each expert's router probability summed over tokens, tokens.
+struct BalanceTotals {
+  std::vector<double> routed, prob_sum;  // (E)
+  double tokens = 0;
+};
+
+BalanceTotals LocalTotals(const float* p, const std::vector<int64_t>& routed, int64_t T,
+                          int64_t E) {
+  BalanceTotals b{.routed = std::vector<double>(static_cast<size_t>(E)),
+                  .prob_sum = std::vector<double>(static_cast<size_t>(E), 0.0),
+                  .tokens = static_cast<double>(T)};
   for (int64_t e = 0; e < E; ++e) {
-    const double f =
-        static_cast<double>(routed[static_cast<size_t>(e)]) / static_cast<double>(T * k);
-    double mean_p = 0;
-    for (int64_t t = 0; t < T; ++t) mean_p += p[t * E + e];
-    mean_p /= static_cast<double>(T);
-    fraction[static_cast<size_t>(e)] = static_cast<float>(f);
-    aux += f * mean_p;
+    b.routed[static_cast<size_t>(e)] = static_cast<double>(routed[static_cast<size_t>(e)]);
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) sum += p[t * E + e];
+    b.prob_sum[static_cast<size_t>(e)] = sum;
+  }
+  return b;
+}
+
+// The group's totals on every rank: one all_gather of each rank's 2E+1 doubles (sent as their
+// bit patterns: a gather copies, never rounds), summed in rank order, so every rank holds
+// bit-identical totals (an all-reduce's summation order may differ between ranks).
+void SumOverGroup(comm::Communicator* group, BalanceTotals& b) {
+  if (group == nullptr || group->size() == 1) return;
+  const size_t E = b.routed.size(), width = 2 * E + 1;
+  std::vector<int64_t> mine(width), all(width * static_cast<size_t>(group->size()));
+  for (size_t e = 0; e < E; ++e) {
+    mine[e] = std::bit_cast<int64_t>(b.routed[e]);
+    mine[E + e] = std::bit_cast<int64_t>(b.prob_sum[e]);
+  }
+  mine[2 * E] = std::bit_cast<int64_t>(b.tokens);
+  group->all_gather(all.data(), mine.data(), static_cast<int64_t>(width), core::Dtype::kI64);
+  std::fill(b.routed.begin(), b.routed.end(), 0.0);
+  std::fill(b.prob_sum.begin(), b.prob_sum.end(), 0.0);
+  b.tokens = 0;
+  for (int r = 0; r < group->size(); ++r) {
+    const int64_t* row = all.data() + static_cast<size_t>(r) * width;
+    for (size_t e = 0; e < E; ++e) {
+      b.routed[e] += std::bit_cast<double>(row[e]);
+      b.prob_sum[e] += std::bit_cast<double>(row[E + e]);
+    }
+    b.tokens += std::bit_cast<double>(row[2 * E]);
+  }
+}
+
+// sum_e f_e P_e of the load-balancing loss (f: share of assignments routed to e, P: mean router
+// probability of e) over the totals; stores each f_e in `fraction`.
+double LoadBalanceSum(const BalanceTotals& b, int64_t k, std::vector<float>& fraction) {
+  fraction.assign(b.routed.size(), 0.0f);
+  double aux = 0;
+  for (size_t e = 0; e < b.routed.size(); ++e) {
+    const double f = b.routed[e] / (b.tokens * static_cast<double>(k));
+    fraction[e] = static_cast<float>(f);
+    aux += f * (b.prob_sum[e] / b.tokens);
   }
   return aux;
 }
@@ -156,42 +200,86 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
     }
     s.offsets.push_back(static_cast<int64_t>(s.token.size()));
   }
-  // Load-balancing loss alpha * E * sum f_i P_i and router z-loss beta * mean lse^2.
-  const double aux = LoadBalanceSum(p, stats.routed, T, E, k, s.fraction);
-  s.aux_scale = ctx.aux_scale;
+  // Load-balancing loss alpha * E * sum f_i P_i over the balance group's tokens (the same value
+  // on each of its ranks) and router z-loss beta * mean lse^2. ctx.aux_scale is this rank's share
+  // of the micro-batch's weight w: w / (ranks in the balance group), because every one of them
+  // reports the loss and the trainer sums the reports; so w / T_global = ranks * aux_scale /
+  // T_global scales both gradients, and this rank's z-loss share is its lse^2 sum over T_global.
+  BalanceTotals totals = LocalTotals(p, stats.routed, T, E);
+  SumOverGroup(config_.balance, totals);
+  comm::Communicator* tp_rows = config_.routes_rank_rows ? config_.shard.tp_comm : nullptr;
+  SumOverGroup(tp_rows, totals);
+  const double ranks = (config_.balance != nullptr ? config_.balance->size() : 1) *
+                       (tp_rows != nullptr ? tp_rows->size() : 1);
+  const double aux = LoadBalanceSum(totals, k, s.fraction);
+  s.token_weight = ctx.aux_scale * ranks / totals.tokens;
   stats.aux_loss = ctx.aux_scale * config_.aux_loss_coef * static_cast<double>(E) * aux;
-  stats.z_loss = ctx.aux_scale * config_.z_loss_coef * z_sum / static_cast<double>(T);
+  stats.z_loss = s.token_weight * config_.z_loss_coef * z_sum;
 }
 
-void Moe::Forward(Tensor y, Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats* stats,
-                  core::MemTag tag) const {
+void Moe::ExpertsForwardLocal(Saved& s, ConstTensor x, const LayerContext& ctx,
+                              core::MemTag tag) const {
   const int64_t H = config_.hidden, Fe = config_.expert_ffn;
-  MoeStats local;
-  Route(s, x, ctx, local, tag);
   const int64_t N = static_cast<int64_t>(s.token.size());
   const core::MemTag rounded = ctx.RoundedStashTag(tag);
+  s.h1 = NewBuffer(ctx, rounded, {N, Fe});
+  s.h3 = NewBuffer(ctx, rounded, {N, Fe});
+  s.g = NewBuffer(ctx, rounded, {N, Fe});
+  s.out = NewBuffer(ctx, rounded, {N, H});
+  for (int64_t e = 0; e < experts_local_; ++e) {
+    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                  r1 = s.offsets[static_cast<size_t>(e + 1)];
+    if (r0 == r1) continue;
+    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
+    kernels::gather_rows(xe.view(), x, s.token.data() + r0);
+    SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1), s.h3.view().Rows(r0, r1),
+                     s.g.view().Rows(r0, r1), xe.view(), ExpertSlice(params_.weight(w1_), e),
+                     ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+  }
+}
+
+void Moe::CombineSp(Tensor y, Saved& s, ConstTensor x, ConstTensor routed, const LayerContext& ctx,
+                    core::MemTag tag) const {
+  comm::Communicator& tp = *config_.shard.tp_comm;
+  const int64_t rows = y.dim(0), first = config_.shard.tp_rank * rows;
+  if (shared_) {
+    core::Buffer partial = NewBuffer(ctx, core::MemTag::kComm, {x.dim(0), config_.hidden});
+    shared_->ForwardPartial(partial.view(), s.shared, x, ctx, ctx.RoundedStashTag(tag));
+    ScatterSeqTp(tp, y, partial.view());
+    kernels::add_inplace(y, routed.Rows(first, first + rows));
+  } else {
+    kernels::copy(y, routed.Rows(first, first + rows));
+  }
+}
+
+void Moe::Forward(Tensor y, Saved& s, ConstTensor x_rows, const LayerContext& ctx, MoeStats* stats,
+                  core::MemTag tag) const {
+  // Under SP every tp rank routes all T rows of the micro-batch (gathered), alike.
+  core::Buffer gathered;
+  ConstTensor x = x_rows;
+  if (sequence_parallel()) {
+    gathered = NewBuffer(ctx, core::MemTag::kComm,
+                         {x_rows.dim(0) * config_.shard.tp_size, config_.hidden});
+    GatherSeqTp(*config_.shard.tp_comm, gathered.view(), x_rows);
+    x = gathered.view();
+  }
+  MoeStats local;
+  Route(s, x, ctx, local, tag);
   if (expert_parallel()) {
     ExpertsForwardEp(s, x, ctx, tag);
   } else {
-    s.h1 = NewBuffer(ctx, rounded, {N, Fe});
-    s.h3 = NewBuffer(ctx, rounded, {N, Fe});
-    s.g = NewBuffer(ctx, rounded, {N, Fe});
-    s.out = NewBuffer(ctx, rounded, {N, H});
-    for (int64_t e = 0; e < experts_local_; ++e) {
-      const int64_t r0 = s.offsets[static_cast<size_t>(e)],
-                    r1 = s.offsets[static_cast<size_t>(e + 1)];
-      if (r0 == r1) continue;
-      core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {r1 - r0, H});
-      kernels::gather_rows(xe.view(), x, s.token.data() + r0);
-      SwiGluFfnForward(s.out.view().Rows(r0, r1), s.h1.view().Rows(r0, r1),
-                       s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), xe.view(),
-                       ExpertSlice(params_.weight(w1_), e), ExpertSlice(params_.weight(w3_), e),
-                       ExpertSlice(params_.weight(w2_), e), ctx);
-    }
+    ExpertsForwardLocal(s, x, ctx, tag);
   }
-  kernels::fill(y, 0.0f);
-  if (shared_) shared_->Forward(y, s.shared, x, ctx, ctx.RoundedStashTag(tag));
-  kernels::scatter_add_rows(y, s.out.view(), s.token.data(), s.gate.data());
+  if (sequence_parallel()) {
+    core::Buffer routed = NewBuffer(ctx, core::MemTag::kOther, {x.dim(0), config_.hidden});
+    kernels::fill(routed.view(), 0.0f);
+    kernels::scatter_add_rows(routed.view(), s.out.view(), s.token.data(), s.gate.data());
+    CombineSp(y, s, x, routed.view(), ctx, tag);
+  } else {
+    kernels::fill(y, 0.0f);
+    if (shared_) shared_->Forward(y, s.shared, x, ctx, ctx.RoundedStashTag(tag));
+    kernels::scatter_add_rows(y, s.out.view(), s.token.data(), s.gate.data());
+  }
   RoundActivation(ctx, y);
   if (stats) stats->Add(local);
 }
@@ -203,10 +291,11 @@ void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s
   const float* p = s.probs.f32();
   const float* lse = s.lse.f32();
   float* dp = dprobs.f32();
-  const float aux_coef = static_cast<float>(s.aux_scale * config_.aux_loss_coef *
-                                            static_cast<double>(E) / static_cast<double>(T));
-  const float z_coef =
-      static_cast<float>(s.aux_scale * config_.z_loss_coef * 2.0 / static_cast<double>(T));
+  // d aux / d p(t, i) = w * alpha * E * f_i / T_global; d z / d lse_t = w * beta * 2 lse_t /
+  // T_global (token_weight = w / T_global, see Route).
+  const float aux_coef =
+      static_cast<float>(s.token_weight * config_.aux_loss_coef * static_cast<double>(E));
+  const float z_coef = static_cast<float>(s.token_weight * config_.z_loss_coef * 2.0);
   for (int64_t t = 0; t < T; ++t) {
     float* dpt = dp + t * E;
     const float* pt = p + t * E;
@@ -224,10 +313,62 @@ void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s
   (void)ctx;
 }
 
-void Moe::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& s,
+void Moe::ExpertsBackwardLocal(Tensor dx, Tensor dprobs, ConstTensor dy, ConstTensor x, Saved& s,
+                               const LayerContext& ctx) const {
+  const int64_t E = config_.experts, H = config_.hidden;
+  for (int64_t e = 0; e < experts_local_; ++e) {
+    const int64_t r0 = s.offsets[static_cast<size_t>(e)],
+                  r1 = s.offsets[static_cast<size_t>(e + 1)];
+    if (r0 == r1) continue;
+    const int64_t n = r1 - r0;
+    const int32_t* tok = s.token.data() + r0;
+    core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    core::Buffer dout = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    kernels::gather_rows(xe.view(), x, tok);
+    kernels::gather_rows(dout.view(), dy, tok);
+    const float* out = s.out.f32() + r0 * H;
+    for (int64_t r = 0; r < n; ++r) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
+      float* d = dout.f32() + r * H;
+      double dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * out[r * H + i];
+      dprobs.f32()[tok[r] * E + expert_begin_ + e] += static_cast<float>(dot);
+      const float g = s.gate[static_cast<size_t>(r0 + r)];
+      for (int64_t i = 0; i < H; ++i) d[i] *= g;
+    }
+    core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
+    SwiGluFfnBackward(
+        dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
+        ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
+        s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
+        ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
+    kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
+  }
+}
+
+void Moe::Backward(Tensor dx_rows, ConstTensor dy_rows, ConstTensor x_rows, Saved& s,
                    const LayerContext& ctx) const {
-  const int64_t T = x.dim(0), E = config_.experts, H = config_.hidden;
-  if (shared_) {
+  const int64_t E = config_.experts, H = config_.hidden;
+  const bool sp = sequence_parallel();
+  // Under SP: all rows of dy and x (gathered; the stash holds the shard), the routed and router
+  // dx of all rows in `dx` (alike on every tp rank), the shared experts' partial dx
+  // reduce-scattered into dx_rows.
+  core::Buffer dy_full, x_full, dx_full;
+  ConstTensor dy = dy_rows, x = x_rows;
+  Tensor dx = dx_rows;
+  if (sp) {
+    comm::Communicator& tp = *config_.shard.tp_comm;
+    const int64_t T = x_rows.dim(0) * tp.size();
+    dy_full = NewBuffer(ctx, core::MemTag::kComm, {T, H});
+    GatherSeqTp(tp, dy_full.view(), dy_rows);
+    x_full = NewBuffer(ctx, core::MemTag::kComm, {T, H});
+    GatherSeqTp(tp, x_full.view(), x_rows);
+    dy = dy_full.view();
+    x = x_full.view();
+    dx_full = NewBuffer(ctx, core::MemTag::kOther, {T, H});
+    dx = dx_full.view();
+  }
+  const int64_t T = x.dim(0);
+  if (shared_ && !sp) {
     shared_->Backward(dx, dy, x, s.shared, ctx);
   } else {
     kernels::fill(dx, 0.0f);
@@ -237,35 +378,20 @@ void Moe::Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& s,
   if (expert_parallel()) {
     ExpertsBackwardEp(dx, dprobs.view(), dy, s, ctx);
   } else {
-    for (int64_t e = 0; e < experts_local_; ++e) {
-      const int64_t r0 = s.offsets[static_cast<size_t>(e)],
-                    r1 = s.offsets[static_cast<size_t>(e + 1)];
-      if (r0 == r1) continue;
-      const int64_t n = r1 - r0;
-      const int32_t* tok = s.token.data() + r0;
-      core::Buffer xe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-      core::Buffer dout = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-      kernels::gather_rows(xe.view(), x, tok);
-      kernels::gather_rows(dout.view(), dy, tok);
-      const float* out = s.out.f32() + r0 * H;
-      for (int64_t r = 0; r < n; ++r) {  // d gate = <dy_t, out_a>; d out_a = gate * dy_t
-        float* d = dout.f32() + r * H;
-        double dot = 0;
-        for (int64_t i = 0; i < H; ++i) dot += static_cast<double>(d[i]) * out[r * H + i];
-        dprobs.f32()[tok[r] * E + expert_begin_ + e] += static_cast<float>(dot);
-        const float g = s.gate[static_cast<size_t>(r0 + r)];
-        for (int64_t i = 0; i < H; ++i) d[i] *= g;
-      }
-      core::Buffer dxe = NewBuffer(ctx, core::MemTag::kOther, {n, H});
-      SwiGluFfnBackward(
-          dxe.view(), ExpertSlice(params_.grad(w1_), e), ExpertSlice(params_.grad(w3_), e),
-          ExpertSlice(params_.grad(w2_), e), dout.view(), xe.view(), s.h1.view().Rows(r0, r1),
-          s.h3.view().Rows(r0, r1), s.g.view().Rows(r0, r1), ExpertSlice(params_.weight(w1_), e),
-          ExpertSlice(params_.weight(w3_), e), ExpertSlice(params_.weight(w2_), e), ctx);
-      kernels::scatter_add_rows(dx, dxe.view(), tok, nullptr);
-    }
+    ExpertsBackwardLocal(dx, dprobs.view(), dy, x, s, ctx);
   }
   RouterBackward(dx, dprobs.view(), x, s, ctx);
+  if (sp) {
+    const int64_t rows = dx_rows.dim(0), first = config_.shard.tp_rank * rows;
+    if (shared_) {
+      core::Buffer partial = NewBuffer(ctx, core::MemTag::kComm, {T, H});
+      shared_->BackwardPartial(partial.view(), dy, x, s.shared, ctx);
+      ScatterSeqTp(*config_.shard.tp_comm, dx_rows, partial.view());
+      kernels::add_inplace(dx_rows, dx.Rows(first, first + rows));
+    } else {
+      kernels::copy(dx_rows, dx.Rows(first, first + rows));
+    }
+  }
   s = Saved();
 }
 

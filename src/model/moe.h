@@ -2,8 +2,13 @@
 // expert on its gathered rows) -> gate-weighted combine, plus optional shared experts.
 //   gate(t, e)   = softmax(x_t Wr^T)_e for the k chosen experts (not renormalised)
 //   aux loss     = alpha * E * sum_i f_i * P_i, f_i = routed_i / (T k), P_i = mean_t p(t, i)
-//                  (the seeds' load-balancing loss; f_i carries no gradient)
-//   router z-loss= beta * mean_t logsumexp(x_t Wr^T)^2
+//                  (the seeds' load-balancing loss; f_i carries no gradient). T, routed_i and
+//                  the sums of p(t, i) cover the tokens of the balance group (MoeConfig::balance:
+//                  the cp ranks sharing the micro-batch's sequences, or dp x cp), so every rank
+//                  of it holds the same f_i, P_i and loss value, and token t's gradient is
+//                  alpha * E * f_i / T_global on p(t, i) (scaled by the micro-batch's weight).
+//   router z-loss= beta * mean_t logsumexp(x_t Wr^T)^2 (additive over tokens: each rank adds its
+//                  tokens' share, sum / T_global, no exchange needed)
 //   capacity     = ceil(cf * T * k / E) kept assignments per expert, first choices first in token
 //                  order; cf = 0 is dropless. A dropped assignment contributes nothing (the
 //                  residual carries the token).
@@ -17,6 +22,15 @@
 // per-expert counts forward). Without `ep` every routed expert is local (ep_size 1).
 // Tensor parallel (shard.tp_size > 1): the shared experts are tp-sharded like a dense MLP; the
 // router and the routed experts are replicated over tp (every tp rank computes them alike).
+// Under sequence parallelism (x, y, dx, dy hold this rank's T/tp rows) Forward all-gathers x over
+// tp, routes and runs the routed experts on all T rows (identically on every tp rank, so their
+// grads need no tp reduction), keeps this rank's rows of the routed output and reduce-scatters
+// only the shared experts' partial output; Backward all-gathers dy and x again (the stash holds
+// the shard), takes its rows of the routed dx and reduce-scatters the shared experts' partial dx:
+// 3 transfers of (tp-1)/tp * T*H per layer and micro-batch, 5 with shared experts
+// (cost::TpTerms).
+// Balance statistics: one all_gather of 2E+1 doubles per forward over MoeConfig::balance (see
+// Route); a group of one exchanges nothing.
 // Auxiliary-loss-free balancing (DeepSeek-V3): top-k is chosen on probs + bias (bias per expert,
 // not a parameter), the gates stay the unbiased probs; UpdateBias nudges the bias after a step.
 // Saved: router probs and lse, the kept assignments grouped by expert, the experts' h1/h3 and
@@ -45,6 +59,13 @@ struct MoeConfig {
   double bias_update_rate = 0;  // aux-loss-free balancing step gamma; 0 = off
   ShardConfig shard{};
   comm::Communicator* ep = nullptr;  // the ep group (size shard.ep_size) for dispatch/combine
+  // The ranks whose tokens together form the micro-batch's routing statistics for the aux loss
+  // (null or size 1: this rank's tokens). REQUIRES: every rank of it runs this layer's forward
+  // for the same micro-batch index, in the same order.
+  comm::Communicator* balance = nullptr;
+  // etp = 1 under sequence parallelism: this rank routes its own T/tp rows (no gather over tp),
+  // so the statistics are summed over the tp ranks too (shard.tp_comm, after `balance`).
+  bool routes_rank_rows = false;
 };
 
 // Routing statistics of one forward (summed over micro-batches and layers by the caller).
@@ -80,11 +101,11 @@ class Moe {
     std::vector<int64_t> ep_send_rows, ep_recv_rows, ep_offsets;
     std::vector<int32_t> ep_perm;
     core::Buffer ep_x;            // (N_recv, H) received rows, grouped by local expert
-    std::vector<float> fraction;  // (E) f_i
+    std::vector<float> fraction;  // (E) f_i over the balance group
+    double token_weight = 0;      // w / T_global: the step-loss weight of one token's aux terms
     core::Buffer h1, h3, g;       // (N, Fe)
     core::Buffer out;             // (N, H) expert outputs before gating
     Mlp::Saved shared;
-    float aux_scale = 1.0f;
   };
 
   Moe(ParamSet& params, const std::string& prefix, const MoeConfig& config);
@@ -102,12 +123,27 @@ class Moe {
   void set_bias(const std::vector<float>& bias);
   bool expert_parallel() const { return config_.ep != nullptr && config_.ep->size() > 1; }
   ParamId router_weight() const { return router_; }
+  // Sequence parallel with the router replicated over tp (etp = tp): the MoE gathers the tp
+  // ranks' rows and routes all of them alike. With etp = 1 (routes_rank_rows) each rank routes
+  // its own rows instead.
+  bool sequence_parallel() const {
+    return config_.shard.sequence_parallel && config_.shard.tp_size > 1 && !config_.routes_rank_rows;
+  }
 
  private:
   void Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stats,
              core::MemTag tag) const;
   void RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s,
                       const LayerContext& ctx) const;
+  // Routed experts without ep: forward on this rank's kept rows; backward accumulates dx, dprobs.
+  void ExpertsForwardLocal(Saved& s, ConstTensor x, const LayerContext& ctx,
+                           core::MemTag tag) const;
+  void ExpertsBackwardLocal(Tensor dx, Tensor dprobs, ConstTensor dy, ConstTensor x, Saved& s,
+                            const LayerContext& ctx) const;
+  // Sequence parallel: y (T/tp rows) <- reduce-scatter of the shared experts' partial output plus
+  // this rank's rows of the routed output `routed` (T, H).
+  void CombineSp(Tensor y, Saved& s, ConstTensor x, ConstTensor routed, const LayerContext& ctx,
+                 core::MemTag tag) const;
   ParamSet& params_;
   MoeConfig config_;
   int64_t experts_local_, expert_begin_;

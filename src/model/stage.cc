@@ -38,7 +38,9 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
                   .std_out = std_out,
                   .bias_update_rate = c.bias_update_rate,
                   .shard = c.shard,
-                  .ep = c.shard.ep_size > 1 ? c.ep : nullptr};
+                  .ep = c.shard.ep_size > 1 ? c.ep : nullptr,
+                  .balance = c.balance,
+                  .routes_rank_rows = c.moe_routes_rank_rows};
   b.norm_eps = m.norm_eps;
   b.recompute = c.recompute;
   return b;

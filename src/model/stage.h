@@ -39,6 +39,10 @@ struct StageConfig {
   // experts over an ep group spanning the tp ranks (mesh/rank_grid.h), so each MoE layer's
   // router, replicated over tp, gets partial grads summed over tp like a norm's.
   bool moe_routes_rank_rows = false;
+  // The ranks whose tokens together form a micro-batch's load-balancing statistics (MoeConfig::
+  // balance): the cp group, or dp x cp under model.moe.aux_loss_scope = "global"; null = this
+  // rank's tokens alone.
+  comm::Communicator* balance = nullptr;
   double bias_update_rate = 0;  // aux-loss-free balancing step of every MoE layer (0 = off)
   spec::Recompute recompute = spec::Recompute::kNone;
   bool bf16 = false;  // bf16 weights and activations, fp32 master weights and grads

@@ -95,6 +95,15 @@ void ReadMoe(const toml::table& moe, std::vector<std::string>& errors, ModelSpec
   mr.Int("first_dense_layers", m.moe.first_dense_layers, false, 0);
   mr.Int("shared_experts", m.moe.shared_experts, false, 0);
   mr.Double("capacity_factor", m.moe.capacity_factor, false, 0, false);
+  std::string scope = "sequence";
+  mr.String("aux_loss_scope", scope);
+  if (scope == "sequence") {
+    m.moe.aux_loss_scope = AuxLossScope::kSequence;
+  } else if (scope == "global") {
+    m.moe.aux_loss_scope = AuxLossScope::kGlobal;
+  } else {
+    mr.Error("aux_loss_scope", fmt::format("'{}' is not one of sequence, global", scope));
+  }
   mr.RejectUnknown();
   if (m.moe.top_k > m.moe.experts && m.moe.experts > 0) {
     mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));

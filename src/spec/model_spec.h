@@ -11,6 +11,13 @@ namespace pentamesh::spec {
 
 enum class Activation { kSwiGLU, kGeLU };
 
+// Which tokens the load-balancing loss's f_i and P_i average over (model/moe.h):
+//   kSequence  the micro-batch's tokens: summed over the cp ranks that share its sequences, so a
+//              cp run equals one process;
+//   kGlobal    also over the data-parallel ranks (Megatron's global aux loss): the tokens of the
+//              micro-batch index m of every dp (and cp) rank together.
+enum class AuxLossScope { kSequence, kGlobal };
+
 struct MoeSpec {
   int64_t experts = 0;            // routed experts per MoE layer; 0 = dense model
   int64_t top_k = 0;              // routed experts per token
@@ -21,6 +28,7 @@ struct MoeSpec {
   int64_t shared_experts = 0;  // always-active experts of size expert_ffn_hidden
   double capacity_factor =
       1.0;  // tokens per expert buffer = cf * tokens * top_k / experts; 0 = dropless
+  AuxLossScope aux_loss_scope = AuxLossScope::kSequence;  // "sequence" | "global"
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3; field names as in their config.json). Queries and

@@ -40,19 +40,6 @@ const Row kEngineRows[] = {
            schedule::FromLayout(c.run.layout, spec::MicroBatches(c.train, c.run.layout));
        return fmt::format("run.layout: {}", spec.status().message());
      }},
-    // With etp = tp the router and routed experts are tp-replicated and every tp rank routes all
-    // T rows; under sp each rank holds only T/tp of them. (etp = 1 routes each rank's own rows.)
-    {EngineRule::kMoeSp,
-     [](const RunConfig& c) {
-       const spec::Layout& l = c.run.layout;
-       return c.model.is_moe() && l.tp > 1 && l.sp && l.expert_tp() == l.tp;
-     },
-     [](const RunConfig& c) {
-       return fmt::format(
-           "run.layout: sp=on with an MoE model, tp={} and etp=tp is not implemented by the engine "
-           "yet (use sp=off, or etp=1 with ep_placement=folded)",
-           c.run.layout.tp);
-     }},
     {EngineRule::kVocabTp, [](const RunConfig& c) { return c.model.vocab % c.run.layout.tp != 0; },
      [](const RunConfig& c) {
        return fmt::format(
@@ -70,8 +57,6 @@ const char* EngineRuleName(EngineRule rule) {
       return "pp > 1 with tied embeddings";
     case EngineRule::kSchedule:
       return "a pipeline program for the schedule and micro-batches";
-    case EngineRule::kMoeSp:
-      return "MoE with tp > 1 and etp = tp needs sp=off";
     case EngineRule::kVocabTp:
       return "vocab divisible by tp";
   }

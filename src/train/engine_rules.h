@@ -15,7 +15,6 @@ namespace pentamesh::train {
 enum class EngineRule {
   kTiedPipeline,  // pp > 1 with tied embeddings
   kSchedule,      // the executor has no program for the layout's schedule and micro-batches
-  kMoeSp,         // MoE with tp > 1, etp = tp and sp = on
   kVocabTp,       // vocab % tp (the vocab-parallel embedding and head)
 };
 // One line per rule: what the engine does not run.

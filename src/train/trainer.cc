@@ -243,6 +243,12 @@ model::ShardConfig Trainer::Shard() const {
           .sequence_parallel = mesh_->layout().sp && mesh_->layout().tp > 1};
 }
 
+comm::Communicator* Trainer::BalanceGroup() const {
+  if (!mesh_) return nullptr;
+  return config_.model.moe.aux_loss_scope == spec::AuxLossScope::kGlobal ? &mesh_->dp_cp()
+                                                                         : &mesh_->cp();
+}
+
 int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
 
 bool Trainer::moe_routes_rank_rows() const {
@@ -354,6 +360,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
                                 .cp_kind = c.run.layout.cp_kind,
                                 .ep = mesh_ ? &mesh_->ep() : nullptr,
                                 .moe_routes_rank_rows = moe_routes_rank_rows(),
+                                .balance = BalanceGroup(),
                                 .bias_update_rate = c.optim.bias_update_rate,
                                 .recompute = c.run.layout.recompute,
                                 .bf16 = c.train.precision == spec::Precision::kBf16,

@@ -129,6 +129,10 @@ class Trainer {
  private:
   Trainer(const RunConfig& config, data::Dataset dataset, const Distributed& dist);
   model::ShardConfig Shard() const;
+  // The group whose ranks' tokens form one micro-batch's load-balancing statistics: cp, or dp x cp
+  // (the dense grid's dp x ep x cp ranks) under model.moe.aux_loss_scope = "global"; null on one
+  // process.
+  comm::Communicator* BalanceGroup() const;
   // Data ranks (each reads its own sequences): dp, times ep under the separate placement.
   int64_t dp_size() const;
   int64_t dp_rank() const;

@@ -146,7 +146,20 @@ TEST(CommBytes, PipelineContextAndExpert) {
   EXPECT_DOUBLE_EQ(last.pp, first.pp);
   // Ring CP: K and V chunk (2 * T * h_kv * 2 bytes) forward once per ring step, K, V, dK, dV
   // backward: 3 (cp-1) chunks per layer; 2 layers per stage, 2 micro-batches.
-  EXPECT_DOUBLE_EQ(first.cp, 2 * 2 * 3 * 1 * (2 * T * 32 * 2));
+  // Plus the load-balancing statistics: per MoE layer and micro-batch an all-gather of 2E+1
+  // doubles per rank over cp, (cp-1) (2E+1) 8 bytes sent (stage 0: one MoE layer, stage 1: two).
+  const double ring = 2 * 2 * 3 * 1 * (2 * T * 32 * 2);
+  const double balance = 1 * (2 * m.moe.experts + 1) * 8;
+  EXPECT_DOUBLE_EQ(first.cp, ring + 2 * 1 * balance);
+  EXPECT_DOUBLE_EQ(last.cp, ring + 2 * 2 * balance);
+  // aux_loss_scope = global: the statistics go over every data rank instead (dp_cp: dp x ep x cp
+  // = 4 ranks under the separate placement), counted in the dp group's bytes.
+  spec::ModelSpec global = m;
+  global.moe.aux_loss_scope = spec::AuxLossScope::kGlobal;
+  const Context ctx_global(global, testing::H100Cluster(8), testing::Train(256, 4));
+  const CommBytes first_global = CommBytesForStage(ctx_global, l, 0);
+  EXPECT_DOUBLE_EQ(first_global.cp, ring);
+  EXPECT_DOUBLE_EQ(first_global.dp - first.dp, 2 * 1 * 3 * (2 * m.moe.experts + 1) * 8);
   // EP: dispatch + combine, forward and backward: 4 (ep-1)/ep * T * top_k * h * 2 per MoE layer,
   // plus the forward's (ep-1)/ep * E int64 row counts; stage 0 has layers 0 (dense) and 1 (MoE),
   // stage 1 has two MoE layers.

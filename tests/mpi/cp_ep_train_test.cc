@@ -4,7 +4,8 @@
 // process (the reference), then as its rank of the mesh, and checks
 //  - the loss of each of 6 steps matches the reference to relative 1e-5 (MoE: aux and z-loss on,
 //    dropless; the aux loss matches because every data rank's micro-batch holds the same
-//    sequences as the single process's);
+//    sequences as the single process's and its f_i, P_i are summed over the cp ranks sharing
+//    them; "moe-global": over every data rank, against a one-micro-batch reference);
 //  - the summed per-expert routed counts of every step equal the reference's (MoE);
 //  - after the last step this rank's shard of every weight equals the same global elements of the
 //    reference weights: relative 1e-5 per tensor, every element within 1e-4 of the tensor's max;
@@ -49,11 +50,15 @@ std::string Env(const char* name, const char* fallback) {
   return env ? env : fallback;
 }
 
-// "dense", "moe" (aux, z-loss and aux-loss-free bias on) or "moe-noaux" (the load-balancing loss
-// off: under cp each rank's f_i and P_i cover half of every sequence, and alpha E sum f_i P_i is
-// not additive over those halves, so cp > 1 matches one process only without it).
-bool Moe() { return Env("PM_TEST_MODEL", "dense").starts_with("moe"); }
-bool Aux() { return Env("PM_TEST_MODEL", "dense") == "moe"; }
+// "dense", "moe" (aux, z-loss and aux-loss-free bias on; f_i and P_i summed over the cp ranks
+// sharing the sequences), "moe-noaux" (the load-balancing loss off), "moe-noshared" (no shared
+// expert) or "moe-global" (model.moe.aux_loss_scope = "global": f_i and P_i over every data
+// rank's micro-batch; the reference is then one process whose single micro-batch is the whole
+// global batch, so the layout must give every data rank exactly one micro-batch).
+std::string Model() { return Env("PM_TEST_MODEL", "dense"); }
+bool Moe() { return Model().starts_with("moe"); }
+bool Aux() { return Moe() && Model() != "moe-noaux"; }
+bool Global() { return Model() == "moe-global"; }
 
 // 2 layers; 4 under an interleaved schedule (pp=2 x V=2 chunks of one layer each).
 int Layers() { return Env("PM_TEST_LAYOUT", "").find("interleaved") != std::string::npos ? 4 : 2; }
@@ -63,16 +68,20 @@ const std::string& DatasetDir() {
   return dir;
 }
 
+// `layout` without an mbs gets mbs=2.
 RunConfig Config(const std::string& layout) {
-  const std::string moe = Moe() ? R"(
+  const std::string moe =
+      Moe() ? fmt::format(R"(
 [model.moe]
 experts = 4
 top_k = 2
 expert_ffn_hidden = 32
-shared_experts = 1
+shared_experts = {}
 capacity_factor = 0
-)"
-                                : "";
+aux_loss_scope = "{}"
+)",
+                          Model() == "moe-noshared" ? 0 : 1, Global() ? "global" : "sequence")
+            : "";
   return testing::TinyRunConfig(
       {.name = "cp-ep-tiny",
        .layers = Layers(),
@@ -80,14 +89,14 @@ capacity_factor = 0
        .optim_keys = fmt::format("aux_loss_coef = {}\nz_loss_coef = 0.001\nbias_update_rate = {}",
                                  Aux() ? "0.01" : "0", Moe() ? "0.01" : "0"),
        .dataset = DatasetDir(),
-       .layout = "mbs=2 " + layout},
+       .layout = layout.find("mbs=") == std::string::npos ? "mbs=2 " + layout : layout},
       "cp_ep_test.toml");
 }
 
 using Reference = testing::ReferenceRun;
 
 const Reference& SingleProcess() {
-  static const Reference ref = testing::RunSingleProcess(Config(""), kSteps);
+  static const Reference ref = testing::RunSingleProcess(Config(Global() ? "mbs=8" : ""), kSteps);
   return ref;
 }
 
@@ -186,6 +195,10 @@ TEST(CpEpTrain, MatchesSingleProcess) {
   Trainer& t = dist->trainer();
   mesh::Mesh& mesh = *dist->mesh();
   const spec::Layout& l = config.run.layout;
+  if (Global()) {
+    ASSERT_EQ(spec::MicroBatches(config.train, l), 1)
+        << "moe-global needs one micro-batch per rank";
+  }
 
   double worst_loss = 0;
   for (int i = 0; i < kSteps; ++i) {

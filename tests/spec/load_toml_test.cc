@@ -100,6 +100,24 @@ total_tokens = 1e6
   EXPECT_EQ(t->global_batch_tokens, 256);
 }
 
+// model.moe.aux_loss_scope: "sequence" by default, "global" accepted, anything else named.
+TEST(LoadModel, AuxLossScope) {
+  const std::string base =
+      "[model]\nlayers = 2\nhidden = 64\nheads = 4\nffn_hidden = 128\nvocab = 100\n"
+      "max_seq_len = 32\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 32\n";
+  auto plain = ModelFromTomlText(base, "t.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->moe.aux_loss_scope, AuxLossScope::kSequence);
+  auto global = ModelFromTomlText(base + "aux_loss_scope = \"global\"\n", "t.toml");
+  ASSERT_TRUE(global.ok()) << global.status().message();
+  EXPECT_EQ(global->moe.aux_loss_scope, AuxLossScope::kGlobal);
+  auto bad = ModelFromTomlText(base + "aux_loss_scope = \"batch\"\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.status().message(),
+                       "model.moe.aux_loss_scope: 'batch' is not one of sequence, global"))
+      << bad.status().message();
+}
+
 TEST(LoadModel, ReportsEveryBadFieldAtOnce) {
   auto m = ModelFromTomlText(R"(
 [model]
