@@ -218,6 +218,23 @@ void Totals(const ServeLayout& l, const ServeWorkload& w, const Serve& s, ServeE
   e.usd_per_million_output_tokens = usd_batch / outputs * 1e6;
 }
 
+// --experts-in-hbm and --expert-hit-rate against the model and the layout.
+void AddOffloadRules(const spec::ModelSpec& m, const ServeLayout& l, const ServeWorkload& w,
+                     std::vector<std::string>& out) {
+  auto add = [&out](std::string message) { out.push_back(std::move(message)); };
+  if (w.experts_in_hbm > 0 && !m.is_moe()) {
+    add(fmt::format("--experts-in-hbm: {} is dense: it has no experts to offload", m.name));
+  } else if (m.is_moe() && w.experts_in_hbm > m.moe.experts / l.ep) {
+    add(
+        fmt::format("--experts-in-hbm: {} exceeds the {} experts a MoE layer has per ep group "
+                    "(experts {} / ep {})",
+                    w.experts_in_hbm, m.moe.experts / l.ep, m.moe.experts, l.ep));
+  }
+  if (w.expert_hit_rate < 1.0 && w.experts_in_hbm == 0) {
+    add("--expert-hit-rate: applies to offloaded experts; set --experts-in-hbm too");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayout& l,
@@ -226,6 +243,14 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
   const spec::ClusterSpec& c = ctx.cluster();
   std::vector<std::string> out;
   auto add = [&out](std::string message) { out.push_back(std::move(message)); };
+  if (l.tp < 1 || l.ep < 1 || l.pp < 1 || l.replicas < 1) {
+    add(fmt::format("--tp/--ep/--pp/--replicas: each must be >= 1 ({})", FormatServeLayout(l)));
+    return out;
+  }
+  if (w.input_tokens < 1 || w.output_tokens < 1 || w.requests < 1) {
+    add("--input-tokens/--output-tokens/--requests: each must be >= 1");
+    return out;
+  }
   const int64_t len = w.input_tokens + w.output_tokens;
   if (len > m.max_seq_len) {
     add(
@@ -260,17 +285,7 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
     add(fmt::format("--replicas: {} needs {} GPUs, the cluster {} has {} (--gpus)",
                     FormatServeLayout(l), l.gpus(), c.name, c.gpus()));
   }
-  if (w.experts_in_hbm > 0 && !m.is_moe()) {
-    add(fmt::format("--experts-in-hbm: {} is dense: it has no experts to offload", m.name));
-  } else if (m.is_moe() && w.experts_in_hbm > m.moe.experts / l.ep) {
-    add(
-        fmt::format("--experts-in-hbm: {} exceeds the {} experts a MoE layer has per ep group "
-                    "(experts {} / ep {})",
-                    w.experts_in_hbm, m.moe.experts / l.ep, m.moe.experts, l.ep));
-  }
-  if (w.expert_hit_rate < 1.0 && w.experts_in_hbm == 0) {
-    add("--expert-hit-rate: applies to offloaded experts; set --experts-in-hbm too");
-  }
+  AddOffloadRules(m, l, w, out);
   return out;
 }
 

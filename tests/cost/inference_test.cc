@@ -147,6 +147,9 @@ TEST(Inference, RulesNameTheirFlag) {
   EXPECT_NE(first(Layout(8, 2), Workload(100, 10)).find("--ep"), std::string::npos);
   EXPECT_NE(first(Layout(8, 1, 3), Workload(100, 10)).find("--pp"), std::string::npos);
   EXPECT_NE(first(Layout(1), Workload(100, 10)).find("memory"), std::string::npos);
+  EXPECT_NE(first(Layout(0), Workload(100, 10)).find("--tp/--ep/--pp/--replicas"),
+            std::string::npos);
+  EXPECT_NE(first(Layout(8), Workload(100, 0)).find("--output-tokens"), std::string::npos);
   // 48 heads and 8 kv heads at tp 6: 6 divides the heads, neither kv_heads nor tp the other.
   spec::ModelSpec odd = ctx.model();
   odd.heads = 48;
