@@ -29,6 +29,7 @@ RunFn AddImportConfigCommand(CLI::App& app);  // cli/launch.cc: import-config FI
 RunFn AddValidateCommand(CLI::App& app);      // cli/validate.cc
 RunFn AddCalibrateCommand(CLI::App& app);     // cli/calibrate.cc
 RunFn AddTuneCommand(CLI::App& app);          // cli/tune.cc
+RunFn AddServeCommand(CLI::App& app);         // cli/serve.cc
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

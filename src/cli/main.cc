@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(AddValidateCommand);
   add(AddCalibrateCommand);
   add(AddTuneCommand);
+  add(AddServeCommand);
   SetCommandLine(argc, argv);
   return Dispatch(app, commands, argc, argv);
 }

@@ -30,6 +30,8 @@ AttentionShape Gqa(const spec::ModelSpec& m) {
   a.gemm_out_tp = a.q + 2 * a.k;
   a.wgrad_copy = 2.0 * h;                   // x of wq/wk/wv, dy of wo
   a.wgrad_copy_tp = 2.0 * a.q + 2.0 * a.k;  // dy of wq/wk/wv, x of wo
+  a.kv_cache = a.k + a.v;
+  a.kv_cache_over_tp = true;
   return a;
 }
 
@@ -78,6 +80,8 @@ AttentionShape Mla(const spec::ModelSpec& m) {
   // copies: the latents, q, [k_nope, v] (tp), the output.
   a.wgrad_copy = 2.0 * h + 2.0 * q_lora + 2.0 * kv_lora + rope;
   a.wgrad_copy_tp = a.q + heads * (nope + vd) + a.o;
+  a.kv_cache = kv_lora + rope;  // DeepSeek-V2 section 2.1.2: (d_c + d_h^R) elements a layer
+  a.kv_cache_over_tp = false;
   return a;
 }
 

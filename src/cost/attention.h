@@ -50,6 +50,12 @@ struct AttentionShape {
   // Zero-bubble's fp32 copies for W per token: GEMM inputs (the shared normed input once) and
   // output gradients, whole or split over tp.
   double wgrad_copy = 0, wgrad_copy_tp = 0;
+  // Inference: elements one layer keeps in its KV cache per token. GQA: keys and values of the
+  // kv heads, 2 x kv_heads x head_dim, split over tp by kv head. MLA: the compressed latent and
+  // the shared RoPE key, kv_lora_rank + qk_rope_head_dim, which every tp rank holds whole (its
+  // up-projection is split over tp, the latent is not).
+  double kv_cache = 0;
+  bool kv_cache_over_tp = false;
   // Forward GEMMs in order; the last one is the out-projection.
   std::array<AttentionGemm, 5> gemms{};
   int gemm_count = 0;

@@ -66,6 +66,11 @@ struct FlopsPerToken {
   double hardware = 0;      // model + recomputed forward work (for HFU), full-square convention
 };
 FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute);
+// Forward FLOPs of core attention for one query token, all layers: QK^T and AV are 2 x keys x
+// score width each per layer, keys from AttentionKeysOf over seq_len (causal: the average query of
+// a causal sequence; full: a query that sees all seq_len keys, e.g. a decode step at context
+// seq_len). Flops() counts 3x this (forward + backward).
+double AttentionForwardFlops(const spec::ModelSpec& model, double seq_len, bool causal);
 
 // Bytes per parameter of the model state (mixed-precision Adam, Rajbhandari et al. 2020).
 inline constexpr double kBytesMasterWeight = 4;  // fp32 master copy (absent when training in fp32)
@@ -92,6 +97,11 @@ struct CostParams {
   // Seconds a layer costs per micro-batch (forward + backward) beyond its kernels' work: kernel
   // launches, framework hooks (FSDP's per-layer pre/post hooks), host synchronisation.
   double layer_overhead_s = 0;
+  // Inference (cost/inference.h): seconds a decoder layer costs per forward pass beyond its
+  // kernels' work, exposed at decode's small sizes: about 12 kernels a layer (norms, RoPE, QKV,
+  // attention, out-projection, all-reduce, gate/up, activation, down, residuals) at ~3.5 us of
+  // launch gap and tail each under CUDA graphs.
+  double inference_layer_overhead_s = 40e-6;
   // Communication (alpha-beta, ring algorithms). Bus efficiency: achieved / link bandwidth.
   double bus_efficiency_intra = 0.80;  // NVLink (nccl-tests busbw / per-direction NVLink bw)
   double bus_efficiency_inter = 0.85;  // InfiniBand / RoCE
@@ -329,6 +339,13 @@ class Context {
 // First structural rule the layout breaks (Rule::kOk when none): spec::FirstBrokenRule over the
 // context's specs, so Validate(...) is empty iff CheckLayout(...) == kOk. Never allocates.
 Rule CheckLayout(const Context& ctx, const spec::Layout& layout);
+
+// The achieved fraction of the dense peak of a large GEMM: CostParams::gemm_efficiency_max, else
+// the cluster's calibrated gemm_efficiency, else kDefaultGemmEfficiency.
+double GemmEfficiency(const Context& ctx);
+// FP8 GEMM rate / BF16 GEMM rate: CostParams::fp8_gemm_speedup, else the cluster's calibrated
+// one, else the ratio of the cluster's peaks.
+double Fp8GemmSpeedup(const Context& ctx);
 
 // Model FLOPs utilization: model FLOPs per token (Flops(...).model) x tokens/s over the
 // cluster's dense peak (all its GPUs). Predictions (EstimateLayout) and the engine's measurement

@@ -28,6 +28,9 @@ double P2pTime(const Link& link, double n_bytes);
 // The link of a group whose `size` members all sit in one node: bus_Bps for ring, p2p and
 // all-to-all alike, alpha_s per message.
 Link IntraNodeLink(double size, double bus_Bps, double alpha_s);
+// The link of a group of `size` ranks with `per_node` of them in each node: IntraNodeLink when
+// the group fits in one node, else the ring crosses nodes on the NICs (terms.cc).
+Link MakeLink(const Context& ctx, double size, double per_node);
 
 // Layout-level quantities, per micro-batch of one GPU unless the name says otherwise.
 struct Terms {

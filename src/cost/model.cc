@@ -35,6 +35,20 @@ Context::Context(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
   }
 }
 
+double GemmEfficiency(const Context& ctx) {
+  const CostParams& p = ctx.params();
+  if (p.gemm_efficiency_max > 0) return p.gemm_efficiency_max;
+  if (ctx.cluster().gemm_efficiency > 0) return ctx.cluster().gemm_efficiency;
+  return kDefaultGemmEfficiency;
+}
+
+double Fp8GemmSpeedup(const Context& ctx) {
+  const spec::ClusterSpec& c = ctx.cluster();
+  if (ctx.params().fp8_gemm_speedup > 0) return ctx.params().fp8_gemm_speedup;
+  if (c.fp8_gemm_speedup > 0) return c.fp8_gemm_speedup;
+  return c.peak_fp8_tflops / c.peak_tflops;
+}
+
 Rule CheckLayout(const Context& ctx, const spec::Layout& l) {
   return spec::FirstBrokenRule(ctx.model(), ctx.cluster(), ctx.train(), l);
 }

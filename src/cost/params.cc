@@ -62,19 +62,23 @@ std::vector<std::string> CheckStatedParams(const spec::ModelSpec& model) {
   return out;
 }
 
-FlopsPerToken Flops(const spec::ModelSpec& m, int64_t seq_len, spec::Recompute recompute) {
-  const ParamCounts c = CountParams(m);
+double AttentionForwardFlops(const spec::ModelSpec& m, double seq_len, bool causal) {
   const double width = AttentionShapeOf(m).score_width;
-  const double s = static_cast<double>(seq_len);
   const auto local = static_cast<double>(LocalLayerCount(m));
   const double global = static_cast<double>(m.layers) - local;
-  const AttentionKeys keys_global = AttentionKeysOf(m, s, false);
-  const AttentionKeys keys_local = AttentionKeysOf(m, s, true);
+  const AttentionKeys keys_global = AttentionKeysOf(m, seq_len, false);
+  const AttentionKeys keys_local = AttentionKeysOf(m, seq_len, true);
   // Per token and layer, forward: QK^T and AV are 2 * keys * width FLOPs each (GQA: width =
   // heads x head_dim; keys = s over the full square, fewer in sliding-window layers).
-  const double attn_fwd_full = 4.0 * (global * keys_global.full + local * keys_local.full) * width;
-  const double attn_fwd_causal =
-      4.0 * (global * keys_global.causal + local * keys_local.causal) * width;
+  if (causal) return 4.0 * (global * keys_global.causal + local * keys_local.causal) * width;
+  return 4.0 * (global * keys_global.full + local * keys_local.full) * width;
+}
+
+FlopsPerToken Flops(const spec::ModelSpec& m, int64_t seq_len, spec::Recompute recompute) {
+  const ParamCounts c = CountParams(m);
+  const double s = static_cast<double>(seq_len);
+  const double attn_fwd_full = AttentionForwardFlops(m, s, false);
+  const double attn_fwd_causal = AttentionForwardFlops(m, s, true);
   FlopsPerToken f;
   f.model = 6.0 * c.active_matmul + 3.0 * attn_fwd_full;
   f.model_causal = 6.0 * c.active_matmul + 3.0 * attn_fwd_causal;

@@ -35,6 +35,8 @@ NodeFootprint Footprint(const Layout& l, double gpn) {
   return f;
 }
 
+}  // namespace
+
 Link MakeLink(const Context& ctx, double size, double per_node) {
   const spec::ClusterSpec& c = ctx.cluster();
   const CostParams& p = ctx.params();
@@ -60,6 +62,8 @@ Link MakeLink(const Context& ctx, double size, double per_node) {
   }
   return link;
 }
+
+namespace {
 
 void MakeLinks(const Context& ctx, const Layout& l, Terms& t) {
   const NodeFootprint f = Footprint(l, static_cast<double>(ctx.cluster().gpus_per_node));
@@ -650,15 +654,10 @@ void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   t.dp_comm_zero = t.fsdp_kept_with_pp ? 1 : l.zero;
   t.g_expert = separate ? t.dp * t.cp : t.dp * t.cp * t.tp / (t.ep * t.etp);
   const bool fp32 = train.precision == spec::Precision::kFp32;
-  t.gemm_efficiency = p.gemm_efficiency_max > 0           ? p.gemm_efficiency_max
-                      : ctx.cluster().gemm_efficiency > 0 ? ctx.cluster().gemm_efficiency
-                                                          : kDefaultGemmEfficiency;
+  t.gemm_efficiency = GemmEfficiency(ctx);
   t.elem_bytes = fp32 ? 4.0 : 2.0;
   t.fp8 = train.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops > 0;
-  const spec::ClusterSpec& c = ctx.cluster();
-  t.fp8_speedup = p.fp8_gemm_speedup > 0   ? p.fp8_gemm_speedup
-                  : c.fp8_gemm_speedup > 0 ? c.fp8_gemm_speedup
-                                           : c.peak_fp8_tflops / c.peak_tflops;
+  t.fp8_speedup = Fp8GemmSpeedup(ctx);
   t.weight_bytes = t.elem_bytes;
   t.grad_bytes = fp32 ? 4.0 : p.grad_bytes;
   t.master_bytes = fp32 ? 0.0 : kBytesMasterWeight;

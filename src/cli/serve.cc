@@ -1,0 +1,279 @@
+// `pentamesh serve`: inference planning. With --tp (and optionally --ep --pp --replicas) it costs
+// that serving layout (cost::EstimateServe); without, it searches the layouts that meet
+// --ttft-p95 / --itl at the lowest cost per request (plan::SearchServe). Table by default,
+// --json, --html; a layout that breaks a rule or does not fit, or no layout meeting the targets,
+// exits 2 naming the field.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/plan_common.h"
+#include "cost/inference.h"
+#include "plan/serve.h"
+#include "report/serve_html.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cli {
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kMs = 1e3;
+constexpr int64_t kMaxRequests = 1 << 20;
+
+struct ServeArgs {
+  std::string model, cluster = "h100-sxm", stack = "megatron", precision = "bf16";
+  std::optional<int64_t> gpus;
+  cost::ServeWorkload workload;
+  std::optional<int64_t> tp;
+  int64_t ep = 1, pp = 1, replicas = 1;
+  double ttft_p95_ms = 0, itl_ms = 0;
+  int top = 5;
+  bool json = false;
+  std::string html;
+};
+
+std::string Describe(const ServeArgs& a, const Inputs& in) {
+  const cost::ServeWorkload& w = a.workload;
+  return fmt::format(
+      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV",
+      in.model.name, in.cluster.name, w.input_tokens, w.output_tokens, w.requests, a.precision,
+      w.kv_fp8 ? "fp8" : "bf16");
+}
+
+void PrintEstimate(const cost::ServeEstimate& e) {
+  const cost::ServeMemory& m = e.memory;
+  fmt::print(
+      "  memory GB/GPU  weights {:.2f}  kv_cache {:.2f}  activations {:.2f}  framework {:.2f}"
+      "  total {:.2f} of {:.2f}\n",
+      m.weights / kGB, m.kv_cache / kGB, m.activations / kGB, m.framework / kGB, m.total / kGB,
+      m.capacity / kGB);
+  fmt::print(
+      "  KV cache       {:.0f} KB/token (model), {:.0f} KB/token/GPU, {:.2f} GB/request/GPU;"
+      " {} requests fit per replica ({:.0f} tokens per ep group)\n",
+      e.kv_bytes_per_token / 1e3, e.kv_bytes_per_token_gpu / 1e3, e.kv_bytes_per_request_gpu / kGB,
+      e.requests_fit, e.tokens_fit);
+  if (e.experts_per_gpu > 0) {
+    fmt::print(
+        "  MoE            {:.0f} routed experts/GPU per MoE layer (1/tp of each); a decode "
+        "step touches {:.1f}\n",
+        e.experts_per_gpu, e.experts_touched);
+  }
+  fmt::print(
+      "  prefill ms     compute {:.1f}  offload {:.1f}  overhead {:.1f}  tp {:.1f}  ep {:.1f}  "
+      "pp {:.1f}  total {:.1f}\n",
+      e.prefill_compute_s * kMs, e.prefill_offload_s * kMs, e.prefill_overhead_s * kMs,
+      e.prefill_tp_s * kMs, e.prefill_ep_s * kMs, e.prefill_pp_s * kMs, e.prefill_s * kMs);
+  fmt::print(
+      "  decode ms      weights {:.2f}  kv {:.2f}  compute {:.2f}  offload {:.2f}  overhead {:.2f}"
+      "  tp {:.2f}  ep {:.2f}  pp {:.2f}  itl {:.2f} (batch {})\n",
+      e.decode_weights_s * kMs, e.decode_kv_s * kMs, e.decode_compute_s * kMs,
+      e.decode_offload_s * kMs, e.decode_overhead_s * kMs, e.decode_tp_s * kMs, e.decode_ep_s * kMs,
+      e.decode_pp_s * kMs, e.itl_s * kMs, e.requests_per_group);
+  fmt::print("  latency ms     TTFT mean {:.0f}  p95 {:.0f}  ITL {:.1f}  batch done {:.0f}\n",
+             e.ttft_mean_s * kMs, e.ttft_p95_s * kMs, e.itl_s * kMs, e.request_s * kMs);
+  fmt::print(
+      "  cost           {:.1f} output tokens/s/GPU  USD {:.4f}/request  USD {:.2f}/M output "
+      "tokens\n",
+      e.output_tokens_per_s_gpu, e.usd_per_request, e.usd_per_million_output_tokens);
+}
+
+void PrintTable(const std::vector<cost::ServeEstimate>& rows) {
+  fmt::print("  {:>2}  {:<30} {:>5} {:>7} {:>12} {:>8} {:>10} {:>11} {:>10}\n", "#", "layout",
+             "GPUs", "mem GB", "TTFT p95 ms", "ITL ms", "tok/s/GPU", "USD/request", "USD/M out");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const cost::ServeEstimate& e = rows[i];
+    fmt::print("  {:>2}  {:<30} {:>5} {:>7.1f} {:>12.0f} {:>8.1f} {:>10.1f} {:>11.4f} {:>10.2f}\n",
+               i + 1, cost::FormatServeLayout(e.layout), e.layout.gpus(), e.memory.total / kGB,
+               e.ttft_p95_s * kMs, e.itl_s * kMs, e.output_tokens_per_s_gpu, e.usd_per_request,
+               e.usd_per_million_output_tokens);
+  }
+}
+
+nlohmann::json EstimateToJson(const cost::ServeEstimate& e) {
+  const cost::ServeMemory& m = e.memory;
+  return {{"layout", cost::FormatServeLayout(e.layout)},
+          {"gpus", e.layout.gpus()},
+          {"fits", e.fits},
+          {"violations", e.violations},
+          {"memory_bytes",
+           {{"weights", m.weights},
+            {"kv_cache", m.kv_cache},
+            {"activations", m.activations},
+            {"framework", m.framework},
+            {"total", m.total},
+            {"capacity", m.capacity}}},
+          {"kv_bytes_per_token", e.kv_bytes_per_token},
+          {"kv_bytes_per_token_gpu", e.kv_bytes_per_token_gpu},
+          {"kv_bytes_per_request_gpu", e.kv_bytes_per_request_gpu},
+          {"requests_fit", e.requests_fit},
+          {"tokens_fit", e.tokens_fit},
+          {"experts_per_gpu", e.experts_per_gpu},
+          {"experts_touched", e.experts_touched},
+          {"prefill_ms",
+           {{"compute", e.prefill_compute_s * kMs},
+            {"offload", e.prefill_offload_s * kMs},
+            {"overhead", e.prefill_overhead_s * kMs},
+            {"tp", e.prefill_tp_s * kMs},
+            {"ep", e.prefill_ep_s * kMs},
+            {"pp", e.prefill_pp_s * kMs},
+            {"total", e.prefill_s * kMs}}},
+          {"decode_ms",
+           {{"weights", e.decode_weights_s * kMs},
+            {"kv", e.decode_kv_s * kMs},
+            {"compute", e.decode_compute_s * kMs},
+            {"offload", e.decode_offload_s * kMs},
+            {"overhead", e.decode_overhead_s * kMs},
+            {"tp", e.decode_tp_s * kMs},
+            {"ep", e.decode_ep_s * kMs},
+            {"pp", e.decode_pp_s * kMs},
+            {"itl", e.itl_s * kMs}}},
+          {"batch", e.requests_per_group},
+          {"ttft_mean_ms", e.ttft_mean_s * kMs},
+          {"ttft_p95_ms", e.ttft_p95_s * kMs},
+          {"itl_ms", e.itl_s * kMs},
+          {"batch_done_ms", e.request_s * kMs},
+          {"output_tokens_per_s_gpu", e.output_tokens_per_s_gpu},
+          {"usd_per_request", e.usd_per_request},
+          {"usd_per_million_output_tokens", e.usd_per_million_output_tokens}};
+}
+
+core::Status WriteHtml(const ServeArgs& a, const std::string& title,
+                       const std::vector<cost::ServeEstimate>& rows) {
+  if (a.html.empty()) return core::Status::Ok();
+  std::ofstream out(a.html);
+  out << report::ServeHtml(title, rows);
+  if (!out) return core::Status::Error(fmt::format("--html: writing '{}' failed", a.html));
+  return core::Status::Ok();
+}
+
+std::string ListViolations(const std::vector<std::string>& violations) {
+  std::string out;
+  for (const std::string& v : violations) out += (out.empty() ? "" : "; ") + v;
+  return out;
+}
+
+int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
+  const cost::ServeLayout l{.tp = *a.tp, .ep = a.ep, .pp = a.pp, .replicas = a.replicas};
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, l, a.workload);
+  if (!e.fits) return Fail(ListViolations(e.violations));
+  const std::string title = Describe(a, in);
+  if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
+  if (a.json) {
+    fmt::print("{}\n", EstimateToJson(e).dump(2));
+    return 0;
+  }
+  fmt::print("pentamesh serve: {}\nlayout: {} ({} GPUs)\n", title, cost::FormatServeLayout(l),
+             l.gpus());
+  PrintEstimate(e);
+  return 0;
+}
+
+int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
+  const plan::ServeTargets targets{.ttft_p95_s = a.ttft_p95_ms / kMs, .itl_s = a.itl_ms / kMs};
+  const plan::ServeSearchResult r = plan::SearchServe(ctx, a.workload, targets, a.top);
+  if (r.top.empty()) {
+    std::string why = fmt::format(
+        "no serving layout meets --ttft-p95 {} ms / --itl {} ms ({} "
+        "costed, {} fit)",
+        a.ttft_p95_ms, a.itl_ms, r.costed, r.fit);
+    if (r.nearest_miss) {
+      why += fmt::format("; nearest: {} with TTFT p95 {:.0f} ms, ITL {:.1f} ms",
+                         cost::FormatServeLayout(r.nearest_miss->layout),
+                         r.nearest_miss->ttft_p95_s * kMs, r.nearest_miss->itl_s * kMs);
+    }
+    return Fail(why);
+  }
+  const std::string title = Describe(a, in);
+  if (const core::Status s = WriteHtml(a, title, r.top); !s.ok()) return Fail(s.message());
+  if (a.json) {
+    nlohmann::json j = {{"costed", r.costed}, {"fit", r.fit}, {"met", r.met}, {"top", {}}};
+    for (const cost::ServeEstimate& e : r.top) j["top"].push_back(EstimateToJson(e));
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("pentamesh serve: {}\ntargets: TTFT p95 <= {} ms, ITL <= {} ms (0 = none)\n", title,
+             a.ttft_p95_ms, a.itl_ms);
+  fmt::print("layouts: {} costed, {} fit, {} meet the targets\n", r.costed, r.fit, r.met);
+  const cost::ServeEstimate& best = r.top.front();
+  fmt::print("\nbest (lowest cost per request): {} ({} GPUs)\n",
+             cost::FormatServeLayout(best.layout), best.layout.gpus());
+  PrintEstimate(best);
+  fmt::print("\ntop {}:\n", r.top.size());
+  PrintTable(r.top);
+  return 0;
+}
+
+int RunServe(const ServeArgs& args) {
+  ServeArgs a = args;
+  Inputs in;
+  auto model = spec::LoadModel(a.model);
+  if (!model.ok()) return Fail(model.status().message());
+  in.model = *model;
+  auto cluster = spec::LoadCluster(a.cluster, a.gpus);
+  if (!cluster.ok()) return Fail(cluster.status().message());
+  in.cluster = *cluster;
+  if (const core::Status s = ApplyStack(a.stack, in); !s.ok()) return Fail(s.message());
+  a.workload.precision = a.precision == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+  spec::TrainSpec train;
+  train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
+  const cost::Context ctx(in.model, in.cluster, train, in.params);
+  return a.tp ? RunOne(a, in, ctx) : RunSearch(a, in, ctx);
+}
+
+void AddFlags(CLI::App* sub, ServeArgs* a) {
+  cost::ServeWorkload& w = a->workload;
+  sub->add_option("--model", a->model, "model preset or TOML file")->required();
+  sub->add_option("--cluster", a->cluster, "cluster preset or TOML file");
+  sub->add_option("--gpus", a->gpus, "GPUs available (default: the cluster's)")
+      ->transform(IntIn(1, spec::kMaxGpus));
+  sub->add_option("--stack", a->stack, "stack whose calibrated GPU parameters to use");
+  sub->add_option("--input-tokens", w.input_tokens, "prompt tokens per request")
+      ->required()
+      ->transform(IntIn(1));
+  sub->add_option("--output-tokens", w.output_tokens, "generated tokens per request")
+      ->required()
+      ->transform(IntIn(1));
+  sub->add_option("--requests", w.requests, "concurrent requests over all replicas")
+      ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--precision", a->precision, "weights and GEMMs")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  sub->add_flag("--kv-fp8", w.kv_fp8, "KV cache in FP8 (default BF16)");
+  sub->add_option("--experts-in-hbm", w.experts_in_hbm,
+                  "routed experts per MoE layer and ep group kept in HBM (0 = all; the rest "
+                  "offloaded to host memory)")
+      ->transform(IntIn(0));
+  sub->add_option("--expert-hit-rate", w.expert_hit_rate,
+                  "fraction of touched experts resident in HBM when offloading")
+      ->check(NumberIn(0, 1));
+  sub->add_option("--pcie-gbps", w.pcie_gbps, "host-to-GPU GB/s achieved per GPU")
+      ->check(NumberIn(0.1, 1e4));
+  sub->add_option("--usd-per-gpu-hour", w.usd_per_gpu_hour, "GPU price")->check(NumberIn(0, 1e4));
+}
+
+}  // namespace
+
+RunFn AddServeCommand(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "serve", "plan inference: memory, TTFT, inter-token latency and cost of serving layouts");
+  AddFlags(sub, args.get());
+  sub->add_option("--tp", args->tp, "cost this layout (tensor parallel)")->transform(IntIn(1, 64));
+  sub->add_option("--ep", args->ep, "expert parallel groups per replica")
+      ->transform(IntIn(1, 1024));
+  sub->add_option("--pp", args->pp, "pipeline stages per replica")->transform(IntIn(1, 1024));
+  sub->add_option("--replicas", args->replicas, "replicas")->transform(IntIn(1, spec::kMaxGpus));
+  sub->add_option("--ttft-p95", args->ttft_p95_ms, "search: p95 time to first token target, ms")
+      ->check(NumberIn(0, 1e9));
+  sub->add_option("--itl", args->itl_ms, "search: inter-token latency target, ms")
+      ->check(NumberIn(0, 1e9));
+  sub->add_option("--top", args->top, "search: layouts to list")->transform(IntIn(1, 1000));
+  sub->add_flag("--json", args->json, "print JSON instead of the table");
+  sub->add_option("--html", args->html, "write a self-contained HTML report to this file")
+      ->check(OutputFile());
+  return [args] { return RunServe(*args); };
+}
+
+}  // namespace pentamesh::cli

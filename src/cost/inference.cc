@@ -1,0 +1,315 @@
+// Inference cost model (cost/inference.h; docs/COST_MODEL.md, "Inference"). Reuses the training
+// model's facts: parameter counts (CountParams via Context), attention widths and KV widths
+// (AttentionShapeOf), attention FLOPs (AttentionForwardFlops), the GEMM efficiency and FP8 speedup
+// (GemmEfficiency, Fp8GemmSpeedup), links and collective times (internal::MakeLink,
+// AllReduceTime, AllToAllTime, P2pTime).
+#include "cost/inference.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cost/internal.h"
+
+namespace pentamesh::cost {
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kActivationBytes = 2;  // bf16 activations on the wire and in HBM
+constexpr double kP95 = 0.95;
+
+// Everything per (layout, workload) the memory and time terms share.
+struct Serve {
+  double tp = 1, ep = 1, pp = 1;
+  double hidden = 0, layers = 0, moe_layers = 0, experts = 0, top_k = 0;
+  double weight_bytes = 2, kv_bytes = 2;
+  double resident = 0;  // routed experts per MoE layer an ep group keeps in HBM
+  double hit = 1;       // fraction of touched experts found in HBM
+  double requests_replica = 1, requests_group = 1;
+  double hbm_Bps = 1, pcie_Bps = 1, gemm_flops_s = 1, attention_flops_s = 1;
+  internal::Link tp_link, ep_link, pp_link;
+};
+
+double WeightBytes(spec::Precision p) {
+  switch (p) {
+    case spec::Precision::kFp8:
+      return 1;
+    case spec::Precision::kFp32:
+      return 4;
+    case spec::Precision::kBf16:
+      return 2;
+  }
+  return 2;
+}
+
+double CeilDiv(double a, double b) { return std::ceil(a / b); }
+
+Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
+  const spec::ModelSpec& m = ctx.model();
+  const spec::ClusterSpec& c = ctx.cluster();
+  Serve s;
+  s.tp = static_cast<double>(l.tp);
+  s.ep = static_cast<double>(l.ep);
+  s.pp = static_cast<double>(l.pp);
+  s.hidden = static_cast<double>(m.hidden);
+  s.layers = static_cast<double>(m.layers);
+  s.moe_layers = static_cast<double>(ctx.MoeLayers(0, m.layers));
+  s.experts = static_cast<double>(m.moe.experts);
+  s.top_k = static_cast<double>(m.moe.top_k);
+  s.weight_bytes = WeightBytes(w.precision);
+  s.kv_bytes = w.kv_fp8 ? 1.0 : 2.0;
+  const double owned = m.is_moe() ? s.experts / s.ep : 0.0;
+  s.resident =
+      w.experts_in_hbm > 0 ? std::min(owned, static_cast<double>(w.experts_in_hbm)) : owned;
+  s.hit = w.experts_in_hbm > 0 ? w.expert_hit_rate : 1.0;
+  s.requests_replica = CeilDiv(static_cast<double>(w.requests), static_cast<double>(l.replicas));
+  s.requests_group = CeilDiv(s.requests_replica, s.ep);
+  s.hbm_Bps = c.hbm_gbps * kGB * ctx.params().hbm_efficiency;
+  s.pcie_Bps = w.pcie_gbps * kGB;
+  const bool fp8 = w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
+  const double gemm = c.peak_tflops * 1e12 * GemmEfficiency(ctx);
+  s.gemm_flops_s = gemm * (fp8 ? Fp8GemmSpeedup(ctx) : 1.0);
+  s.attention_flops_s = gemm * ctx.params().attention_relative;  // attention stays BF16
+  // Rank order pp-ep-tp (tp innermost): a node holds gpus_per_node consecutive ranks.
+  const double gpn = static_cast<double>(std::max<int64_t>(1, c.gpus_per_node));
+  const double tp_node = std::min(s.tp, gpn);
+  const double ep_node = std::clamp(gpn / s.tp, 1.0, s.ep);
+  const double pp_node = std::clamp(gpn / (s.tp * s.ep), 1.0, s.pp);
+  s.tp_link = internal::MakeLink(ctx, s.tp, tp_node);
+  s.ep_link = internal::MakeLink(ctx, s.ep, ep_node);
+  s.pp_link = internal::MakeLink(ctx, s.pp, pp_node);
+  return s;
+}
+
+// KV bytes of one request of `len` tokens held by the tp group of every stage together (the whole
+// model's layers), per GPU of that group: sliding-window layers keep at most their window.
+double KvBytesAllStages(const Context& ctx, const Serve& s, double len) {
+  const spec::ModelSpec& m = ctx.model();
+  const AttentionShape& a = ctx.attention();
+  const double local = static_cast<double>(LocalLayerCount(m));
+  const double window = m.sliding_window > 0 ? static_cast<double>(m.sliding_window) : len;
+  const double tokens = (s.layers - local) * len + local * std::min(window, len);
+  // GQA splits kv heads over tp; tp beyond kv_heads replicates them (each rank keeps one head).
+  const double split =
+      a.kv_cache_over_tp ? std::min(s.tp, static_cast<double>(ctx.model().kv_heads)) : 1.0;
+  return tokens * a.kv_cache / split * s.kv_bytes;
+}
+
+// Routed-expert parameters of all MoE layers that one GPU's tp shard holds per resident expert.
+double ExpertBytesPerGpu(const Context& ctx, const Serve& s, double experts_per_layer) {
+  return s.moe_layers * experts_per_layer * ctx.expert_params_one * s.weight_bytes / s.tp;
+}
+
+void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& w, const Serve& s,
+                 ServeEstimate& e) {
+  const spec::ModelSpec& m = ctx.model();
+  const ParamCounts& counts = ctx.counts();
+  ServeMemory& mem = e.memory;
+  mem.weights = counts.non_expert() * s.weight_bytes / (s.tp * s.pp) +
+                ExpertBytesPerGpu(ctx, s, s.resident) / s.pp;
+  const double len = static_cast<double>(w.input_tokens + w.output_tokens);
+  e.kv_bytes_per_token = s.layers * ctx.attention().kv_cache * s.kv_bytes;
+  e.kv_bytes_per_token_gpu = KvBytesAllStages(ctx, s, 1.0) / s.pp;
+  e.kv_bytes_per_request_gpu = KvBytesAllStages(ctx, s, len) / s.pp;
+  // One layer's prefill working set: residual, norm output, q/k/v and attention output (4 h), the
+  // FFN's gate, up and product (3 widths over tp; routed tokens count top_k times).
+  const double ffn_dense = s.layers > s.moe_layers ? static_cast<double>(m.ffn_hidden) : 0.0;
+  const double ffn_moe = (s.top_k + static_cast<double>(m.moe.shared_experts)) *
+                         static_cast<double>(m.moe.expert_ffn_hidden);
+  mem.activations = static_cast<double>(w.input_tokens) * kActivationBytes *
+                    (4.0 * s.hidden + 3.0 * std::max(ffn_dense, ffn_moe) / s.tp);
+  mem.framework = ctx.params().framework_bytes;
+  mem.capacity = ctx.cluster().hbm_gb * kGB - ctx.params().safety_margin_bytes;
+  const double free = mem.capacity - mem.weights - mem.activations - mem.framework;
+  const double fit = free > 0 ? std::floor(free / e.kv_bytes_per_request_gpu) : 0.0;
+  e.requests_fit = static_cast<int64_t>(fit * s.ep);
+  e.tokens_fit = free > 0 ? free / e.kv_bytes_per_token_gpu : 0.0;
+  e.requests_per_group = static_cast<int64_t>(s.requests_group);
+  mem.kv_cache = s.requests_group * e.kv_bytes_per_request_gpu;
+  mem.total = mem.weights + mem.kv_cache + mem.activations + mem.framework;
+  e.experts_per_gpu = s.resident;
+  if (free <= 0) {
+    e.violations.push_back(fmt::format(
+        "memory: weights {:.1f} GB + prefill activations {:.1f} GB + framework {:.1f} GB exceed "
+        "the {:.1f} GB per GPU at {} (raise --tp, --ep or --pp, or --precision fp8)",
+        mem.weights / kGB, mem.activations / kGB, mem.framework / kGB, mem.capacity / kGB,
+        FormatServeLayout(l)));
+  } else if (fit < 1) {
+    e.violations.push_back(fmt::format(
+        "--input-tokens/--output-tokens: the KV cache of one request ({} tokens) needs {:.1f} GB "
+        "per GPU, only {:.1f} GB is left after the weights at {}",
+        w.input_tokens + w.output_tokens, e.kv_bytes_per_request_gpu / kGB, free / kGB,
+        FormatServeLayout(l)));
+  } else if (fit < s.requests_group) {
+    e.violations.push_back(fmt::format(
+        "--requests: {} requests per ep group need {:.1f} GB of KV cache per GPU, {:.1f} GB is "
+        "free (at most {:.0f} fit) at {}",
+        e.requests_per_group, mem.kv_cache / kGB, free / kGB, fit, FormatServeLayout(l)));
+  }
+}
+
+// Prefill of one request of input_tokens on one ep group's tp x pp GPUs (its experts' work spread
+// over the ep groups): compute-bound roofline, expert fetches prefetched under it, then the
+// per-layer overhead (CostParams::inference_layer_overhead_s), the exposed TP all-reduces (2 a
+// layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
+void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+  const double tokens = static_cast<double>(w.input_tokens);
+  const double routed = s.moe_layers * s.top_k * ctx.expert_params_one;  // active, per token
+  const double dense = ctx.counts().active_matmul - routed;
+  const double gemm_flops = 2.0 * tokens * (dense / s.tp + routed / (s.tp * s.ep));
+  const double attention_flops = tokens * AttentionForwardFlops(ctx.model(), tokens, true) / s.tp;
+  const double compute = gemm_flops / s.gemm_flops_s + attention_flops / s.attention_flops_s;
+  const double read = e.memory.weights * s.pp / s.hbm_Bps;  // every stage reads its weights once
+  e.prefill_compute_s = std::max(compute, read);
+  const double touched = ExpertsTouched(s.experts, s.top_k, tokens) / s.ep;
+  e.prefill_offload_s = ExpertBytesPerGpu(ctx, s, touched * (1.0 - s.hit)) / s.pcie_Bps;
+  const double act = tokens * s.hidden * kActivationBytes;
+  e.prefill_tp_s = 2.0 * s.layers * internal::AllReduceTime(s.tp_link, act);
+  e.prefill_ep_s = 2.0 * s.moe_layers * internal::AllToAllTime(s.ep_link, act * s.top_k / s.tp);
+  e.prefill_pp_s = (s.pp - 1.0) * internal::P2pTime(s.pp_link, act);
+  e.prefill_overhead_s = s.layers * ctx.params().inference_layer_overhead_s;
+  e.prefill_s = std::max(e.prefill_compute_s, e.prefill_offload_s) + e.prefill_overhead_s +
+                e.prefill_tp_s + e.prefill_ep_s + e.prefill_pp_s;
+}
+
+// One decode step of the group's batch (one new token per request), summed over the pp stages:
+// the slowest of HBM reads (weights the step touches + the batch's KV cache), compute and PCIe
+// expert fetches, plus the per-layer overhead and the exposed TP all-reduces, EP all-to-alls and
+// PP sends of one token each.
+void Decode(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+  const double batch = s.requests_group;
+  // Mean context over the decode: the prompt plus half of the output.
+  const double context =
+      static_cast<double>(w.input_tokens) + 0.5 * static_cast<double>(w.output_tokens);
+  const double embedding = ctx.counts().embedding;  // a lookup of batch rows, not a read
+  const double dense_bytes = (ctx.counts().non_expert() - embedding) * s.weight_bytes / s.tp;
+  // Tokens of the whole replica meet in the experts: each ep group reads its touched experts.
+  e.experts_touched = ExpertsTouched(s.experts, s.top_k, s.requests_replica);
+  const double touched = e.experts_touched / s.ep;
+  e.decode_weights_s = (dense_bytes + ExpertBytesPerGpu(ctx, s, touched)) / s.hbm_Bps;
+  e.decode_kv_s = batch * KvBytesAllStages(ctx, s, context) / s.hbm_Bps;
+  e.decode_offload_s = ExpertBytesPerGpu(ctx, s, touched * (1.0 - s.hit)) / s.pcie_Bps;
+  const double gemm_flops = 2.0 * batch * ctx.counts().active_matmul / s.tp;
+  const double attention_flops = batch * AttentionForwardFlops(ctx.model(), context, false) / s.tp;
+  e.decode_compute_s = gemm_flops / s.gemm_flops_s + attention_flops / s.attention_flops_s;
+  const double act = batch * s.hidden * kActivationBytes;
+  e.decode_tp_s = 2.0 * s.layers * internal::AllReduceTime(s.tp_link, act);
+  e.decode_ep_s = 2.0 * s.moe_layers * internal::AllToAllTime(s.ep_link, act * s.top_k / s.tp);
+  e.decode_pp_s = (s.pp - 1.0) * internal::P2pTime(s.pp_link, act);
+  const double memory = e.decode_weights_s + e.decode_kv_s;
+  e.decode_overhead_s = s.layers * ctx.params().inference_layer_overhead_s;
+  e.itl_s = std::max({memory, e.decode_compute_s, e.decode_offload_s}) + e.decode_overhead_s +
+            e.decode_tp_s + e.decode_ep_s + e.decode_pp_s;
+}
+
+// TTFT (the queue model of inference.h), the batch's time and cost.
+void Totals(const ServeLayout& l, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+  const double n = s.requests_group;
+  e.ttft_mean_s = 0.5 * (n + 1.0) * e.prefill_s;
+  e.ttft_p95_s = std::ceil(kP95 * n) * e.prefill_s;
+  const double steps = static_cast<double>(w.output_tokens - 1);
+  e.request_s = n * e.prefill_s + steps * e.itl_s;
+  const double gpus = static_cast<double>(l.gpus_per_replica());
+  const double outputs = s.requests_replica * static_cast<double>(w.output_tokens);
+  e.output_tokens_per_s_gpu = outputs / (e.request_s * gpus);
+  const double usd_batch = gpus * w.usd_per_gpu_hour * e.request_s / 3600.0;
+  e.usd_per_request = usd_batch / s.requests_replica;
+  e.usd_per_million_output_tokens = usd_batch / outputs * 1e6;
+}
+
+// --experts-in-hbm and --expert-hit-rate against the model and the layout.
+void AddOffloadRules(const spec::ModelSpec& m, const ServeLayout& l, const ServeWorkload& w,
+                     std::vector<std::string>& out) {
+  auto add = [&out](std::string message) { out.push_back(std::move(message)); };
+  if (w.experts_in_hbm > 0 && !m.is_moe()) {
+    add(fmt::format("--experts-in-hbm: {} is dense: it has no experts to offload", m.name));
+  } else if (m.is_moe() && w.experts_in_hbm > m.moe.experts / l.ep) {
+    add(
+        fmt::format("--experts-in-hbm: {} exceeds the {} experts a MoE layer has per ep group "
+                    "(experts {} / ep {})",
+                    w.experts_in_hbm, m.moe.experts / l.ep, m.moe.experts, l.ep));
+  }
+  if (w.expert_hit_rate < 1.0 && w.experts_in_hbm == 0) {
+    add("--expert-hit-rate: applies to offloaded experts; set --experts-in-hbm too");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayout& l,
+                                             const ServeWorkload& w) {
+  const spec::ModelSpec& m = ctx.model();
+  const spec::ClusterSpec& c = ctx.cluster();
+  std::vector<std::string> out;
+  auto add = [&out](std::string message) { out.push_back(std::move(message)); };
+  if (l.tp < 1 || l.ep < 1 || l.pp < 1 || l.replicas < 1) {
+    add(fmt::format("--tp/--ep/--pp/--replicas: each must be >= 1 ({})", FormatServeLayout(l)));
+    return out;
+  }
+  if (w.input_tokens < 1 || w.output_tokens < 1 || w.requests < 1) {
+    add("--input-tokens/--output-tokens/--requests: each must be >= 1");
+    return out;
+  }
+  const int64_t len = w.input_tokens + w.output_tokens;
+  if (len > m.max_seq_len) {
+    add(
+        fmt::format("--output-tokens: input {} + output {} = {} tokens exceed the context of {} "
+                    "(max_seq_len = {})",
+                    w.input_tokens, w.output_tokens, len, m.name, m.max_seq_len));
+  }
+  if (m.heads % l.tp != 0) {
+    add(fmt::format("--tp: {} does not divide the {} attention heads of {}", l.tp, m.heads,
+                    m.name));
+  }
+  if (!m.is_mla() && m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0) {
+    add(fmt::format(
+        "--tp: {} and kv_heads = {} of {}: neither divides the other, so the KV heads (and their "
+        "cache) cannot be split or replicated evenly over tp",
+        l.tp, m.kv_heads, m.name));
+  }
+  if (l.tp > c.gpus_per_node) {
+    add(
+        fmt::format("--tp: {} exceeds the {} GPUs of a node ({}): TP all-reduces twice a layer "
+                    "and stays on NVLink",
+                    l.tp, c.gpus_per_node, c.name));
+  }
+  if (l.ep > 1 && !m.is_moe()) add(fmt::format("--ep: {} is dense: it has no experts", m.name));
+  if (m.is_moe() && m.moe.experts % l.ep != 0) {
+    add(fmt::format("--ep: {} does not divide the {} experts of {}", l.ep, m.moe.experts, m.name));
+  }
+  if (m.layers % l.pp != 0) {
+    add(fmt::format("--pp: {} does not divide the {} layers of {}", l.pp, m.layers, m.name));
+  }
+  if (l.gpus() > c.gpus()) {
+    add(fmt::format("--replicas: {} needs {} GPUs, the cluster {} has {} (--gpus)",
+                    FormatServeLayout(l), l.gpus(), c.name, c.gpus()));
+  }
+  AddOffloadRules(m, l, w, out);
+  return out;
+}
+
+ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
+  ServeEstimate e;
+  e.layout = l;
+  e.violations = ServeRuleViolations(ctx, l, w);
+  if (!e.violations.empty()) return e;
+  const Serve s = MakeServe(ctx, l, w);
+  MemoryTerms(ctx, l, w, s, e);
+  Prefill(ctx, w, s, e);
+  Decode(ctx, w, s, e);
+  Totals(l, w, s, e);
+  e.fits = e.violations.empty();
+  return e;
+}
+
+std::string FormatServeLayout(const ServeLayout& l) {
+  return fmt::format("tp={} ep={} pp={} replicas={}", l.tp, l.ep, l.pp, l.replicas);
+}
+
+double ExpertsTouched(double experts, double top_k, double tokens) {
+  if (experts <= 0 || top_k <= 0 || tokens <= 0) return 0;
+  return experts * (1.0 - std::pow(1.0 - std::min(1.0, top_k / experts), tokens));
+}
+
+}  // namespace pentamesh::cost

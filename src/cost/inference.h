@@ -1,0 +1,107 @@
+// Inference (serving) in the cost model: for a model on a GPU, a serving layout (tp x ep x pp per
+// replica, replicas), a number of concurrent requests and their input/output lengths: memory per
+// GPU (weights, KV cache), how many requests fit, prefill time (compute-bound roofline), decode
+// step time (memory-bound roofline: weights touched + KV read over HBM, plus the TP all-reduces,
+// EP all-to-alls and PP sends of a step), TTFT, inter-token latency, tokens/s per GPU and cost.
+// MoE: experts per GPU, experts a decode step touches, expert offloading to host memory.
+// docs/COST_MODEL.md, "Inference", states every formula and parameter with its source.
+//
+// Serving layout (rank order pp-ep-tp, tp innermost): one replica is tp x ep x pp GPUs. Dense
+// weights (attention, dense FFN, embedding, head, shared experts) are split over tp and the pp
+// stages and replicated over ep; the routed experts are split over ep (experts / ep per GPU per
+// MoE layer) and each expert's FFN over tp. Each of the ep groups runs attention for its own share
+// of the replica's requests (DP attention; the seed's 16 pods of TP 8 that share 128 experts).
+//
+// Time model (what "p95" means here): the replica's requests arrive together; each ep group
+// prefills its requests one after another (first come, first served), then decodes them as one
+// batch. The k-th request of a group waits k prefills, so TTFT mean = (n+1)/2 prefills and TTFT
+// p95 = ceil(0.95 n) prefills for n requests per group (1 request: p95 = mean = one prefill). No
+// arrival process, no chunked prefill interleaved with decode steps.
+//
+// Invariant: EstimateServe never fails: a layout that breaks a rule or does not fit comes back
+// with fits = false and every reason in `violations`, each naming the field (--tp, --ep, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost/cost.h"
+#include "spec/train_spec.h"
+
+namespace pentamesh::cost {
+
+struct ServeLayout {
+  int64_t tp = 1, ep = 1, pp = 1;  // per replica: tp x ep x pp GPUs
+  int64_t replicas = 1;
+  int64_t gpus_per_replica() const { return tp * ep * pp; }
+  int64_t gpus() const { return gpus_per_replica() * replicas; }
+  bool operator==(const ServeLayout&) const = default;
+};
+std::string FormatServeLayout(const ServeLayout& l);  // "tp=4 ep=1 pp=1 replicas=2"
+
+struct ServeWorkload {
+  int64_t input_tokens = 0;   // prompt tokens per request
+  int64_t output_tokens = 0;  // generated tokens per request (the first comes from prefill)
+  int64_t requests = 1;       // concurrent requests over all replicas (split evenly)
+  // Weights and GEMMs: kBf16 (2 bytes) or kFp8 (1 byte, GEMMs at Fp8GemmSpeedup). kFp32 is 4 bytes.
+  spec::Precision precision = spec::Precision::kBf16;
+  bool kv_fp8 = false;  // KV cache in FP8 (1 byte an element) instead of BF16
+  // Expert offloading (MoE): routed experts of each MoE layer that one ep group keeps in HBM
+  // (0 = all of its experts / ep); the others live in host memory and a touched expert that is
+  // not resident crosses PCIe. expert_hit_rate: fraction of touched experts found in HBM.
+  int64_t experts_in_hbm = 0;
+  double expert_hit_rate = 1.0;
+  double pcie_gbps = 50;  // host-to-GPU bandwidth achieved per GPU (PCIe Gen5 x16: 64 GB/s peak)
+  double usd_per_gpu_hour = 2.5;
+};
+
+// Bytes per GPU. capacity: HBM minus CostParams::safety_margin_bytes.
+struct ServeMemory {
+  double weights = 0;      // dense / (tp pp) + resident routed experts / (tp pp)
+  double kv_cache = 0;     // the ep group's requests, input + output tokens each
+  double activations = 0;  // one layer's prefill working set (below)
+  double framework = 0;    // CostParams::framework_bytes
+  double total = 0;
+  double capacity = 0;
+};
+
+struct ServeEstimate {
+  ServeLayout layout;
+  bool fits = false;
+  std::vector<std::string> violations;  // rules broken and memory overflows, each naming a field
+  ServeMemory memory;
+  // KV cache: whole model (all layers, all kv heads) per token; per GPU per token; per GPU for one
+  // request of input + output tokens (sliding-window layers keep at most their window).
+  double kv_bytes_per_token = 0, kv_bytes_per_token_gpu = 0, kv_bytes_per_request_gpu = 0;
+  int64_t requests_fit = 0;  // per replica: ep groups x requests whose KV fits beside the weights
+  double tokens_fit = 0;     // per ep group: tokens of KV cache the free memory holds
+  int64_t requests_per_group = 0;  // requests one ep group serves (the decode batch)
+  double experts_per_gpu = 0;      // routed experts per MoE layer on one GPU (each 1/tp of it)
+  double experts_touched = 0;      // distinct routed experts per MoE layer a decode step reads
+  // Prefill of one request, seconds, summed over the pp stages.
+  double prefill_compute_s = 0, prefill_offload_s = 0, prefill_overhead_s = 0;
+  double prefill_tp_s = 0, prefill_ep_s = 0, prefill_pp_s = 0, prefill_s = 0;
+  // One decode step of the group's batch, seconds, summed over the pp stages.
+  double decode_weights_s = 0, decode_kv_s = 0, decode_compute_s = 0, decode_offload_s = 0;
+  double decode_overhead_s = 0;
+  double decode_tp_s = 0, decode_ep_s = 0, decode_pp_s = 0, itl_s = 0;
+  double ttft_mean_s = 0, ttft_p95_s = 0;
+  double request_s = 0;  // the batch from arrival to its last token: n prefills + decode steps
+  double output_tokens_per_s_gpu = 0;
+  double usd_per_request = 0, usd_per_million_output_tokens = 0;
+};
+
+// Rules of the layout and workload alone (no memory): each message names its flag. Empty = ok.
+std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayout& layout,
+                                             const ServeWorkload& w);
+
+// Costs one serving layout. ctx: the model, cluster and cost parameters (its TrainSpec is not
+// read). fits = no rule broken and one request's KV cache fits per GPU beside the weights.
+ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
+
+// Expected distinct experts among `experts` that `tokens` tokens touch when each picks top_k
+// distinct experts uniformly: E (1 - (1 - k/E)^T).
+double ExpertsTouched(double experts, double top_k, double tokens);
+
+}  // namespace pentamesh::cost

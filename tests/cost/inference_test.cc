@@ -1,0 +1,192 @@
+// cost/inference.h and plan/serve.h: KV-cache bytes against hand counts (GQA, MLA, sliding
+// window), experts touched against linearity of expectation, the published serving measurements
+// of bench/data/published_serving.json within 25%, the rules that name their flag, and the search
+// against brute force over the same layouts.
+#include "cost/inference.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "calib/profile.h"
+#include "plan/serve.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::cost {
+namespace {
+
+struct Specs {
+  spec::ModelSpec model;
+  spec::ClusterSpec cluster;
+  CostParams params;
+};
+
+// The specs as `pentamesh serve` loads them (--stack megatron, the default).
+Specs Load(const std::string& model, const std::string& cluster) {
+  Specs s;
+  s.model = spec::LoadModel(model).value();
+  s.cluster = spec::LoadCluster(cluster, std::nullopt).value();
+  const calib::Profile stack = calib::LoadProfile("megatron").value();
+  calib::ApplyProfile(stack, s.cluster, s.params);
+  return s;
+}
+
+Context MakeContext(const Specs& s) {
+  return Context(s.model, s.cluster, spec::TrainSpec{}, s.params);
+}
+
+ServeWorkload Workload(int64_t input, int64_t output, int64_t requests = 1) {
+  ServeWorkload w;
+  w.input_tokens = input;
+  w.output_tokens = output;
+  w.requests = requests;
+  return w;
+}
+
+ServeLayout Layout(int64_t tp, int64_t ep = 1, int64_t pp = 1) {
+  return {.tp = tp, .ep = ep, .pp = pp, .replicas = 1};
+}
+
+TEST(Inference, KvBytesPerTokenGqa) {
+  const Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  // Llama 3 70B: 80 layers x (k + v) x 8 kv heads x 128 x 2 bytes = 327,680 bytes a token.
+  const ServeEstimate e = EstimateServe(ctx, Layout(4), Workload(1000, 24));
+  ASSERT_TRUE(e.fits) << e.violations.front();
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_token, 80.0 * 2 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_token_gpu, 80.0 * 2 * 8 * 128 * 2 / 4);
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_request_gpu, 1024 * 80.0 * 2 * 8 * 128 * 2 / 4);
+  // tp 8 = kv_heads: one head a rank; replicas beyond that are tested on tp 8 of a 4-head model.
+  spec::ModelSpec four = ctx.model();
+  four.kv_heads = 4;
+  const Context ctx4(four, ctx.cluster(), spec::TrainSpec{}, ctx.params());
+  const ServeEstimate e8 = EstimateServe(ctx4, Layout(8), Workload(1000, 24));
+  EXPECT_DOUBLE_EQ(e8.kv_bytes_per_token_gpu, 80.0 * 2 * 128 * 2);  // one of 4 heads per rank
+}
+
+TEST(Inference, KvBytesPerTokenMlaIsTheLatent) {
+  const Context ctx = MakeContext(Load("deepseek-v3-like", "h100-sxm"));
+  // DeepSeek-V2 section 2.1.2: (d_c + d_h^R) = 512 + 64 elements a layer, held whole per tp rank.
+  const ServeEstimate e = EstimateServe(ctx, Layout(8, 16), Workload(1000, 24));
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_token, 62.0 * (512 + 64) * 2);
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_token_gpu, 62.0 * (512 + 64) * 2);
+}
+
+TEST(Inference, SlidingWindowLayersKeepTheirWindow) {
+  const Context ctx = MakeContext(Load("mistral-7b", "h100-sxm"));
+  const spec::ModelSpec& m = ctx.model();
+  ASSERT_GT(m.sliding_window, 0);
+  const int64_t len = 2 * m.sliding_window;
+  const ServeEstimate e = EstimateServe(ctx, Layout(1), Workload(len - 1, 1));
+  const double per_layer_token = 2.0 * static_cast<double>(m.kv_heads * m.head_dim) * 2;
+  EXPECT_DOUBLE_EQ(
+      e.kv_bytes_per_request_gpu,
+      static_cast<double>(m.layers) * static_cast<double>(m.sliding_window) * per_layer_token);
+}
+
+TEST(Inference, ExpertsTouchedByLinearityOfExpectation) {
+  EXPECT_DOUBLE_EQ(ExpertsTouched(128, 4, 1), 4);
+  // Two tokens: 4 + 4 x P(an expert of the second is not among the first's 4) = 4 + 4 x 124/128.
+  EXPECT_NEAR(ExpertsTouched(128, 4, 2), 4 + 4 * 124.0 / 128, 1e-12);
+  EXPECT_NEAR(ExpertsTouched(128, 4, 1e6), 128, 1e-9);
+  EXPECT_DOUBLE_EQ(ExpertsTouched(0, 0, 10), 0);
+}
+
+TEST(Inference, MoeExpertsPerGpuAndOffloading) {
+  const Context ctx = MakeContext(Load("meridianfin-72b", "h100-sxm"));
+  ServeWorkload w = Workload(8000, 500);
+  const ServeEstimate all = EstimateServe(ctx, Layout(8, 16), w);
+  ASSERT_TRUE(all.fits);
+  EXPECT_DOUBLE_EQ(all.experts_per_gpu, 8);
+  EXPECT_DOUBLE_EQ(all.decode_offload_s, 0);
+  w.experts_in_hbm = 16;
+  w.expert_hit_rate = 0.9;
+  const ServeEstimate off = EstimateServe(ctx, Layout(8), w);
+  ASSERT_TRUE(off.fits) << off.violations.front();
+  EXPECT_DOUBLE_EQ(off.experts_per_gpu, 16);
+  // Decode touches 4 experts a MoE layer (one request); 10% of them cross PCIe.
+  const double bytes = 79.0 * 4 * 0.1 * ctx.expert_params_one * 2 / 8;
+  EXPECT_NEAR(off.decode_offload_s, bytes / (w.pcie_gbps * 1e9), 1e-12);
+  const ServeEstimate resident = EstimateServe(ctx, Layout(8), Workload(8000, 500));
+  EXPECT_LT(off.memory.weights, resident.memory.weights);
+}
+
+// Published serving measurements (bench/data/published_serving.json): each within 25%.
+TEST(Inference, PublishedServing) {
+  std::ifstream in(std::string(PM_SOURCE_DIR) + "/bench/data/published_serving.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json data = nlohmann::json::parse(in);
+  ASSERT_GE(data["rows"].size(), 4u);
+  for (const auto& row : data["rows"]) {
+    const Context ctx = MakeContext(Load(row["model"], row["cluster"]));
+    ServeWorkload w = Workload(row["input_tokens"], row["output_tokens"], row["requests"]);
+    w.precision = row["precision"] == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+    const ServeEstimate e = EstimateServe(ctx, Layout(row["tp"].get<int64_t>()), w);
+    ASSERT_TRUE(e.fits) << row["name"];
+    for (const auto& key : row["compare"]) {
+      const double predicted = key == "ttft_ms"  ? e.ttft_mean_s * 1e3
+                               : key == "itl_ms" ? e.itl_s * 1e3
+                                                 : e.request_s * 1e3;
+      const double measured = row[key.get<std::string>()];
+      EXPECT_NEAR(predicted / measured, 1.0, 0.25)
+          << row["name"] << " " << key << ": predicted " << predicted << " measured " << measured;
+    }
+  }
+}
+
+TEST(Inference, RulesNameTheirFlag) {
+  const Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  auto first = [&](const ServeLayout& l, const ServeWorkload& w) {
+    const ServeEstimate e = EstimateServe(ctx, l, w);
+    EXPECT_FALSE(e.fits);
+    return e.violations.empty() ? std::string() : e.violations.front();
+  };
+  EXPECT_NE(first(Layout(8), Workload(130000, 2000)).find("--output-tokens"), std::string::npos);
+  EXPECT_NE(first(Layout(8, 2), Workload(100, 10)).find("--ep"), std::string::npos);
+  EXPECT_NE(first(Layout(8, 1, 3), Workload(100, 10)).find("--pp"), std::string::npos);
+  EXPECT_NE(first(Layout(1), Workload(100, 10)).find("memory"), std::string::npos);
+  EXPECT_NE(first(Layout(0), Workload(100, 10)).find("--tp/--ep/--pp/--replicas"),
+            std::string::npos);
+  EXPECT_NE(first(Layout(8), Workload(100, 0)).find("--output-tokens"), std::string::npos);
+  // 48 heads and 8 kv heads at tp 6: 6 divides the heads, neither kv_heads nor tp the other.
+  spec::ModelSpec odd = ctx.model();
+  odd.heads = 48;
+  const Context odd_ctx(odd, ctx.cluster(), spec::TrainSpec{}, ctx.params());
+  const ServeEstimate e = EstimateServe(odd_ctx, Layout(6), Workload(100, 10));
+  ASSERT_EQ(e.violations.size(), 1u);
+  EXPECT_NE(e.violations.front().find("--tp: 6 and kv_heads = 8"), std::string::npos);
+  // A KV cache that cannot hold one request beside the weights.
+  const Context moe = MakeContext(Load("meridianfin-72b", "h100-sxm"));
+  const ServeEstimate kv = EstimateServe(moe, Layout(2, 2), Workload(120000, 8000));
+  ASSERT_EQ(kv.violations.size(), 1u);
+  EXPECT_NE(kv.violations.front().find("--input-tokens/--output-tokens: the KV cache of one"),
+            std::string::npos);
+}
+
+// The search's best is the cheapest fitting layout that meets the targets among all candidates.
+TEST(Inference, SearchMatchesBruteForce) {
+  const Context ctx = MakeContext(Load("meridianfin-72b", "h100-sxm"));
+  const ServeWorkload w = Workload(50000, 2000, 4);
+  const plan::ServeTargets targets{.ttft_p95_s = 5.0, .itl_s = 0.05};
+  const plan::ServeSearchResult r = plan::SearchServe(ctx, w, targets, 3);
+  ASSERT_FALSE(r.top.empty());
+  double cheapest = INFINITY;
+  int64_t met = 0;
+  for (const ServeLayout& l : plan::ServeLayouts(ctx, w)) {
+    const ServeEstimate e = EstimateServe(ctx, l, w);
+    if (!e.fits || e.ttft_p95_s > targets.ttft_p95_s || e.itl_s > targets.itl_s) continue;
+    ++met;
+    cheapest = std::min(cheapest, e.usd_per_request);
+  }
+  EXPECT_EQ(r.met, met);
+  EXPECT_DOUBLE_EQ(r.top.front().usd_per_request, cheapest);
+  for (const ServeEstimate& e : r.top) EXPECT_LE(e.ttft_p95_s, targets.ttft_p95_s);
+  for (size_t i = 1; i < r.top.size(); ++i) {
+    EXPECT_LE(r.top[i - 1].usd_per_request, r.top[i].usd_per_request);
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh::cost

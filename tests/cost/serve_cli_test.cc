@@ -1,0 +1,90 @@
+// `pentamesh serve` end to end: the built binary's exit codes, the bad-input errors that name
+// their flag (exit 2), the JSON keys, the search's best meeting its target, and the HTML page
+// (self-contained; its charts render in headless Chromium when it is installed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "testing/cli_run.h"
+#include "testing/html_page.h"
+
+namespace {
+
+namespace pt = pentamesh::testing;
+
+const std::string kMeridian = "serve --model meridianfin-72b --input-tokens 50000 ";
+
+TEST(ServeCli, BadInputExitsTwoNamingTheField) {
+  struct Case {
+    std::string args, field;
+  };
+  const Case cases[] = {
+      // Output longer than the context.
+      {"serve --model llama3-70b --input-tokens 100000 --output-tokens 40000 --tp 8",
+       "--output-tokens: input 100000 + output 40000 = 140000 tokens exceed the context"},
+      // A KV cache that cannot hold even one request beside the weights.
+      {"serve --model meridianfin-72b --input-tokens 120000 --output-tokens 8000 --tp 2 --ep 2",
+       "--input-tokens/--output-tokens: the KV cache of one request (128000 tokens) needs"},
+      // TP that neither divides the 16 KV heads nor is a multiple of them (every violation is
+      // printed; tp 3 breaks the heads rule too).
+      {"serve --model meridianfin-72b --input-tokens 100 --output-tokens 10 --tp 3",
+       "--tp: 3 and kv_heads = 16"},
+      {"serve --model llama3-70b --input-tokens 100 --output-tokens 10 --tp 8 --ep 2",
+       "--ep: llama3-70b is dense"},
+      {"serve --model meridianfin-72b --input-tokens 100 --output-tokens 10 --tp 8 "
+       "--experts-in-hbm 200",
+       "--experts-in-hbm: 200 exceeds"},
+      {"serve --model llama3-70b --input-tokens 0 --output-tokens 10", "--input-tokens"},
+      {"serve --model llama3-70b --input-tokens 10 --output-tokens 10 --expert-hit-rate 1.5",
+       "--expert-hit-rate"},
+      {kMeridian + "--output-tokens 2000 --ttft-p95 1", "no serving layout meets --ttft-p95 1 ms"},
+  };
+  for (const Case& c : cases) {
+    const pt::CliRun r = pt::Pentamesh(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.field), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+TEST(ServeCli, JsonOfOneLayout) {
+  const pt::CliRun r = pt::Pentamesh(
+      "serve --model llama3-70b --precision fp8 --tp 2 --input-tokens 5000 --output-tokens 500 "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key :
+       {"layout", "gpus", "fits", "memory_bytes", "kv_bytes_per_token", "kv_bytes_per_request_gpu",
+        "requests_fit", "tokens_fit", "prefill_ms", "decode_ms", "ttft_mean_ms", "ttft_p95_ms",
+        "itl_ms", "output_tokens_per_s_gpu", "usd_per_request", "usd_per_million_output_tokens"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["layout"], "tp=2 ep=1 pp=1 replicas=1");
+  EXPECT_DOUBLE_EQ(j["kv_bytes_per_token"].get<double>(), 80.0 * 2 * 8 * 128 * 2);
+}
+
+TEST(ServeCli, SearchMeetsTheTargetAndWritesHtml) {
+  const std::string dir = ::testing::TempDir() + "/pm_serve_cli_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string html = dir + "/serve.html";
+  const pt::CliRun r = pt::Pentamesh(kMeridian + "--output-tokens 2000 --ttft-p95 5000 --json " +
+                                     "--top 3 --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["top"].empty());
+  for (const auto& e : j["top"]) EXPECT_LE(e["ttft_p95_ms"].get<double>(), 5000.0);
+  const std::string page = pt::ReadFile(html);
+  pt::ExpectSelfContained(page);
+  const std::string chromium = pt::FindChromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  auto charts = pt::RenderedCharts(chromium, dir, html);
+  for (const char* id : {"ttft", "itl"}) {
+    ASSERT_TRUE(charts.contains(id)) << id;
+    EXPECT_TRUE(charts[id].rendered) << id << ": " << charts[id].error;
+    EXPECT_EQ(charts[id].x_ticks.size(), j["top"].size()) << id;
+  }
+}
+
+}  // namespace
