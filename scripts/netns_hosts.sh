@@ -83,8 +83,8 @@ for ns_link in "$host_a:$link_a" "$host_b:$link_b"; do
     tc -n "$ns" qdisc add dev "$link" root tbf rate "$rate" burst 1mb latency 100ms || exit 1
   fi
 done
-echo "netns_hosts: hosts $host_a (10.77.0.1, $link_a) and $host_b (10.77.0.2, $link_b)" \
-  "${rate:+, link limited to $rate by tbf}"
+echo "netns_hosts: hosts $host_a (10.77.0.1, $link_a) and $host_b (10.77.0.2, $link_b)${rate:+;}" \
+  "${rate:+link limited to $rate by tbf}"
 # netem needs the sch_netem module; say whether this kernel has it (delay/loss faults need it).
 if tc -n "$host_a" qdisc add dev lo root netem delay 1ms 2>/dev/null; then
   tc -n "$host_a" qdisc del dev lo root
@@ -101,7 +101,10 @@ export PM_NETNS_MPIRUN="mpirun --allow-run-as-root --oversubscribe \
 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
 --mca oob_tcp_keepalive_time 20 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3"
 
-ip netns exec "$host_a" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$host_a" "$@"
+# In the background, so that a TERM (from `timeout`, ctest) runs the clean-up at once: bash runs
+# traps only between foreground commands, but interrupts `wait`.
+ip netns exec "$host_a" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$host_a" "$@" &
+wait $!
 rc=$?
 # What crossed the link (both directions), from host A's end.
 stats="/sys/class/net/$link_a/statistics"
