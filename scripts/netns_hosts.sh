@@ -75,7 +75,7 @@ for ns_link in "$host_a:$link_a" "$host_b:$link_b"; do
   ip -n "$ns" link set lo up && ip -n "$ns" link set "$link" up || exit 1
   # A host's TCP gives up on a silent peer after 4 retransmissions (a few seconds; Linux's default
   # of 15 takes about 15 minutes), so after a partition mpirun learns that a daemon is gone.
-  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=4 || exit 1
+  ip netns exec "$ns" sh -c 'echo 4 > /proc/sys/net/ipv4/tcp_retries2' || exit 1
   mkdir -p "/etc/netns/$ns"
   printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.2 %s\n' "$host_a" "$host_b" \
     > "/etc/netns/$ns/hosts"
