@@ -11,6 +11,15 @@ namespace pentamesh::spec {
 
 enum class Activation { kSwiGLU, kGeLU };
 
+// How the router turns the softmax over all experts, p, into the gates of the k chosen experts:
+//   kSoftmaxTopK  gate_e = p_e (Qwen2-MoE norm_topk_prob = false; TOML "softmax_topk")
+//   kTopKRenorm   gate_e = p_e / sum of the k chosen p (Mixtral, Qwen2/3-MoE norm_topk_prob = true;
+//                 TOML "topk_renorm")
+enum class MoeRouter { kSoftmaxTopK, kTopKRenorm };
+inline const char* MoeRouterName(MoeRouter r) {
+  return r == MoeRouter::kTopKRenorm ? "topk_renorm" : "softmax_topk";
+}
+
 struct MoeSpec {
   int64_t experts = 0;            // routed experts per MoE layer; 0 = dense model
   int64_t top_k = 0;              // routed experts per token
@@ -21,6 +30,7 @@ struct MoeSpec {
   int64_t shared_experts = 0;  // always-active experts of size expert_ffn_hidden
   double capacity_factor =
       1.0;  // tokens per expert buffer = cf * tokens * top_k / experts; 0 = dropless
+  MoeRouter router = MoeRouter::kSoftmaxTopK;  // gates of the chosen experts (model/moe.h)
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3; field names as in their config.json). Queries and
