@@ -1,7 +1,7 @@
 // Whole-model context- and expert-parallel training equivalence under mpirun. For the layout in
 // $PM_TEST_LAYOUT (e.g. "cp=2 cp_kind=ulysses" or "dp=2 ep=2 tp=2") and the model in
-// $PM_TEST_MODEL ("dense" or "moe"), every rank first trains the tiny fp32 model as a single
-// process (the reference), then as its rank of the mesh, and checks
+// $PM_TEST_MODEL ("dense", "moe", "moe-noaux" or "moe-renorm"), every rank first trains the tiny
+// fp32 model as a single process (the reference), then as its rank of the mesh, and checks
 //  - the loss of each of 6 steps matches the reference to relative 1e-5 (MoE: aux and z-loss on,
 //    dropless; the aux loss matches because every data rank's micro-batch holds the same
 //    sequences as the single process's);
@@ -49,11 +49,13 @@ std::string Env(const char* name, const char* fallback) {
   return env ? env : fallback;
 }
 
-// "dense", "moe" (aux, z-loss and aux-loss-free bias on) or "moe-noaux" (the load-balancing loss
+// "dense", "moe" (aux, z-loss and aux-loss-free bias on), "moe-noaux" (the load-balancing loss
 // off: under cp each rank's f_i and P_i cover half of every sequence, and alpha E sum f_i P_i is
-// not additive over those halves, so cp > 1 matches one process only without it).
+// not additive over those halves, so cp > 1 matches one process only without it) or "moe-renorm"
+// ("moe" with Mixtral's router: top-k gates renormalised, model.moe.router = "topk_renorm").
 bool Moe() { return Env("PM_TEST_MODEL", "dense").starts_with("moe"); }
-bool Aux() { return Env("PM_TEST_MODEL", "dense") == "moe"; }
+bool Aux() { return Moe() && Env("PM_TEST_MODEL", "dense") != "moe-noaux"; }
+bool Renorm() { return Env("PM_TEST_MODEL", "dense") == "moe-renorm"; }
 
 // 2 layers; 4 under an interleaved schedule (pp=2 x V=2 chunks of one layer each).
 int Layers() { return Env("PM_TEST_LAYOUT", "").find("interleaved") != std::string::npos ? 4 : 2; }
@@ -64,14 +66,16 @@ const std::string& DatasetDir() {
 }
 
 RunConfig Config(const std::string& layout) {
-  const std::string moe = Moe() ? R"(
+  const std::string moe = Moe() ? fmt::format(R"(
 [model.moe]
 experts = 4
 top_k = 2
 expert_ffn_hidden = 32
 shared_experts = 1
 capacity_factor = 0
-)"
+router = "{}"
+)",
+                                              Renorm() ? "topk_renorm" : "softmax_topk")
                                 : "";
   return testing::TinyRunConfig(
       {.name = "cp-ep-tiny",
