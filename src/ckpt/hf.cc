@@ -49,8 +49,8 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// The HF tensors of pentamesh parameter `name` (global shape `shape`).
-core::Result<std::vector<Piece>> Pieces(const std::string& name, const Shape& shape) {
+// The HF tensors of pentamesh parameter `name` (global shape `shape`) in architecture `arch`.
+core::Result<std::vector<Piece>> Pieces(const std::string& name, const Shape& shape, HfArch arch) {
   static const std::map<std::string, std::string> kTop = {
       {"embedding.weight", "model.embed_tokens.weight"},
       {"final_norm.weight", "model.norm.weight"},
@@ -72,12 +72,16 @@ core::Result<std::vector<Piece>> Pieces(const std::string& name, const Shape& sh
   static const std::map<std::string, std::string> kExpert = {{"moe.experts.w1", "gate_proj"},
                                                              {"moe.experts.w3", "up_proj"},
                                                              {"moe.experts.w2", "down_proj"}};
+  // Mixtral: block_sparse_moe.gate and experts.N.w1 (gate), w3 (up), w2 (down), pentamesh's names.
+  const bool mixtral = arch == HfArch::kMixtral;
   if (auto it = kTop.find(name); it != kTop.end()) return std::vector<Piece>{{it->second, shape}};
   const size_t dot = name.find('.', 7);
   if (!StartsWith(name, "layers.") || dot == std::string::npos)
     return core::Status::Error(fmt::format("parameter {}: no Hugging Face equivalent", name));
   const std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
   const std::string prefix = "model.layers." + layer + ".";
+  if (mixtral && rest == "moe.router")
+    return std::vector<Piece>{{prefix + "block_sparse_moe.gate.weight", shape}};
   if (auto it = kLayer.find(rest); it != kLayer.end()) {
     // Qwen2's shared expert is gated by sigmoid(0) = 1/2 on export: down_proj carries the 2.
     const float scale = rest == "moe.shared.w2" ? 2.0f : 1.0f;
@@ -88,8 +92,11 @@ core::Result<std::vector<Piece>> Pieces(const std::string& name, const Shape& sh
     std::vector<Piece> pieces;
     const Shape one(shape.begin() + 1, shape.end());
     for (int64_t e = 0; e < shape[0]; ++e) {
-      pieces.push_back({fmt::format("{}mlp.experts.{}.{}.weight", prefix, e, it->second), one,
-                        e * Numel(one), 1.0f});
+      const std::string hf_name =
+          mixtral ? fmt::format("{}block_sparse_moe.experts.{}.{}.weight", prefix, e,
+                                rest.substr(rest.size() - 2))
+                  : fmt::format("{}mlp.experts.{}.{}.weight", prefix, e, it->second);
+      pieces.push_back({hf_name, one, e * Numel(one), 1.0f});
     }
     return pieces;
   }
@@ -97,10 +104,10 @@ core::Result<std::vector<Piece>> Pieces(const std::string& name, const Shape& sh
 }
 
 // HF-only tensors of `m`: Qwen2-MoE's q/k/v biases and shared-expert gates, and a width-1 zero
-// shared expert where pentamesh has none.
-std::vector<ZeroTensor> ZeroTensors(const spec::ModelSpec& m) {
+// shared expert where pentamesh has none (Llama and Mixtral have none).
+std::vector<ZeroTensor> ZeroTensors(const spec::ModelSpec& m, HfArch arch) {
   std::vector<ZeroTensor> zeros;
-  if (!m.is_moe()) return zeros;
+  if (arch != HfArch::kQwen2Moe) return zeros;
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     zeros.push_back({p + "self_attn.q_proj.bias", {m.heads * m.head_dim}});
@@ -210,7 +217,49 @@ core::Status WriteWeights(const std::vector<HfTensor>& tensors, int64_t max_byte
   return core::Status::Ok();
 }
 
+// config.json fields of Qwen2MoeForCausalLM beyond Llama's.
+nlohmann::json Qwen2MoeFields(const spec::ModelSpec& m) {
+  nlohmann::json dense_layers = nlohmann::json::array();
+  for (int64_t l = 0; l < m.layers; ++l)
+    if (!m.IsMoeLayer(l)) dense_layers.push_back(l);
+  return {{"model_type", "qwen2_moe"},
+          {"num_experts", m.moe.experts},
+          {"num_experts_per_tok", m.moe.top_k},
+          {"moe_intermediate_size", m.moe.expert_ffn_hidden},
+          {"shared_expert_intermediate_size",
+           m.moe.shared_experts > 0 ? m.moe.shared_experts * m.moe.expert_ffn_hidden : 1},
+          {"norm_topk_prob", m.moe.router == spec::MoeRouter::kTopKRenorm},
+          {"decoder_sparse_step", 1},
+          {"mlp_only_layers", dense_layers},
+          {"use_sliding_window", false},
+          {"sliding_window", m.max_seq_len},
+          {"max_window_layers", m.layers},
+          {"output_router_logits", false},
+          {"router_aux_loss_coef", 0.0}};
+}
+
 }  // namespace
+
+HfArch HfArchOf(const spec::ModelSpec& m) {
+  if (!m.is_moe()) return HfArch::kLlama;
+  const bool every_layer_moe = m.MoeLayerCount() == m.layers;
+  return m.moe.router == spec::MoeRouter::kTopKRenorm && m.moe.shared_experts == 0 &&
+                 every_layer_moe
+             ? HfArch::kMixtral
+             : HfArch::kQwen2Moe;
+}
+
+const char* HfArchName(HfArch arch) {
+  switch (arch) {
+    case HfArch::kLlama:
+      return "LlamaForCausalLM";
+    case HfArch::kQwen2Moe:
+      return "Qwen2MoeForCausalLM";
+    case HfArch::kMixtral:
+      return "MixtralForCausalLM";
+  }
+  return "?";
+}
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> ModelParams(const spec::ModelSpec& m) {
   core::Allocator alloc;
@@ -229,10 +278,11 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ModelParams(const spec
 core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
   PM_RETURN_IF_ERROR(model::CheckSupported(m));
   if (m.heads * m.head_dim != m.hidden)
-    return core::Status::Error(fmt::format(
-        "model.head_dim: {} but Hugging Face Llama/Qwen2-MoE derive head_dim = hidden / heads = "
-        "{} / {}; such a model cannot be exported",
-        m.head_dim, m.hidden, m.heads));
+    return core::Status::Error(
+        fmt::format("model.head_dim: {} but Hugging Face Llama/Qwen2-MoE/Mixtral derive head_dim = "
+                    "hidden / heads = "
+                    "{} / {}; such a model cannot be exported",
+                    m.head_dim, m.hidden, m.heads));
   nlohmann::json c = {{"vocab_size", m.vocab},
                       {"hidden_size", m.hidden},
                       {"intermediate_size", m.ffn_hidden},
@@ -252,32 +302,26 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
                       {"eos_token_id", 2},
                       {"torch_dtype", "float32"},
                       {"pentamesh_model_name", m.name}};
-  if (!m.is_moe()) {
-    c.update({{"architectures", {"LlamaForCausalLM"}},
-              {"model_type", "llama"},
+  const HfArch arch = HfArchOf(m);
+  c["architectures"] = nlohmann::json::array({HfArchName(arch)});
+  // The training-time balancing losses are not part of the model: no router logits, coefficient 0.
+  if (arch == HfArch::kLlama) {
+    c.update({{"model_type", "llama"},
               {"attention_bias", false},
               {"mlp_bias", false},
               {"pretraining_tp", 1}});
-    return c;
+  } else if (arch == HfArch::kMixtral) {
+    c.update({{"model_type", "mixtral"},
+              {"intermediate_size", m.moe.expert_ffn_hidden},  // every layer is MoE
+              {"num_local_experts", m.moe.experts},
+              {"num_experts_per_tok", m.moe.top_k},
+              {"sliding_window", nullptr},
+              {"output_router_logits", false},
+              {"router_aux_loss_coef", 0.0},
+              {"router_jitter_noise", 0.0}});
+  } else {
+    c.update(Qwen2MoeFields(m));
   }
-  nlohmann::json dense_layers = nlohmann::json::array();
-  for (int64_t l = 0; l < m.layers; ++l)
-    if (!m.IsMoeLayer(l)) dense_layers.push_back(l);
-  c.update({{"architectures", {"Qwen2MoeForCausalLM"}},
-            {"model_type", "qwen2_moe"},
-            {"num_experts", m.moe.experts},
-            {"num_experts_per_tok", m.moe.top_k},
-            {"moe_intermediate_size", m.moe.expert_ffn_hidden},
-            {"shared_expert_intermediate_size",
-             m.moe.shared_experts > 0 ? m.moe.shared_experts * m.moe.expert_ffn_hidden : 1},
-            {"norm_topk_prob", false},
-            {"decoder_sparse_step", 1},
-            {"mlp_only_layers", dense_layers},
-            {"use_sliding_window", false},
-            {"sliding_window", m.max_seq_len},
-            {"max_window_layers", m.layers},
-            {"output_router_logits", false},
-            {"router_aux_loss_coef", 0.0}});
   return c;
 }
 
@@ -289,7 +333,7 @@ core::Result<std::vector<std::string>> ExportHf(const spec::ModelSpec& m,
   for (const auto& [name, shape] : ModelParams(m)) {
     PM_ASSIGN_OR_RETURN(std::vector<float> full, source(name, shape));
     PM_CHECK(static_cast<int64_t>(full.size()) == Numel(shape)) << name;
-    PM_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Pieces(name, shape));
+    PM_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Pieces(name, shape, HfArchOf(m)));
     for (const Piece& p : pieces) {
       HfTensor t{p.hf_name, p.shape, {}};
       t.data.assign(full.begin() + p.offset, full.begin() + p.offset + Numel(p.shape));
@@ -297,7 +341,7 @@ core::Result<std::vector<std::string>> ExportHf(const spec::ModelSpec& m,
       tensors.push_back(std::move(t));
     }
   }
-  for (const ZeroTensor& z : ZeroTensors(m)) {
+  for (const ZeroTensor& z : ZeroTensors(m, HfArchOf(m))) {
     tensors.push_back(
         {z.hf_name, z.shape, std::vector<float>(static_cast<size_t>(Numel(z.shape)))});
   }
@@ -369,9 +413,35 @@ class ConfigReader {
   std::string file_;
 };
 
+// The router option from qwen2_moe's norm_topk_prob (absent: false, transformers' default).
+core::Status ReadNormTopkProb(const ConfigReader& r, spec::ModelSpec& m) {
+  const nlohmann::json& j = r.json();
+  if (!j.contains("norm_topk_prob") || j["norm_topk_prob"].is_null()) return core::Status::Ok();
+  if (!j["norm_topk_prob"].is_boolean())
+    return core::Status::Error(fmt::format("{}: norm_topk_prob: expected true or false, got {}",
+                                           r.file(), j["norm_topk_prob"].dump()));
+  m.moe.router = j["norm_topk_prob"].get<bool>() ? spec::MoeRouter::kTopKRenorm
+                                                 : spec::MoeRouter::kSoftmaxTopK;
+  return core::Status::Ok();
+}
+
+// mixtral: every layer MoE, no shared expert, top-k gates renormalised.
+core::Status ReadMixtralConfig(const ConfigReader& r, spec::ModelSpec& m) {
+  PM_RETURN_IF_ERROR(r.Expect("sliding_window", nullptr, "pentamesh attention is full causal"));
+  PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("num_local_experts"));
+  PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("num_experts_per_tok"));
+  if (m.moe.experts == 0 || m.moe.top_k == 0 || m.moe.top_k > m.moe.experts)
+    return core::Status::Error(
+        fmt::format("{}: num_local_experts={}, num_experts_per_tok={}: need 0 < top-k <= experts",
+                    r.file(), m.moe.experts, m.moe.top_k));
+  m.moe.expert_ffn_hidden = m.ffn_hidden;  // intermediate_size is the experts' width
+  m.moe.router = spec::MoeRouter::kTopKRenorm;
+  m.moe.capacity_factor = 0;  // inference stacks are dropless
+  return core::Status::Ok();
+}
+
 core::Status ReadMoeConfig(const ConfigReader& r, spec::ModelSpec& m) {
-  PM_RETURN_IF_ERROR(
-      r.Expect("norm_topk_prob", false, "pentamesh's router does not renormalise the top-k gates"));
+  PM_RETURN_IF_ERROR(ReadNormTopkProb(r, m));
   PM_RETURN_IF_ERROR(r.Expect("use_sliding_window", false, "pentamesh attention is full causal"));
   PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("num_experts"));
   PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("num_experts_per_tok"));
@@ -409,33 +479,31 @@ core::Status ReadMoeConfig(const ConfigReader& r, spec::ModelSpec& m) {
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir);
+                                             const std::string& dir, HfArch& arch);
 
-core::Result<spec::ModelSpec> ReadConfig(const std::string& dir) {
+// config.json of `dir`; `arch` from its model_type.
+core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch) {
   const std::string file = (fs::path(dir) / "config.json").string();
   PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", file));
   try {  // a field of the wrong JSON type (e.g. "model_type": 3) throws inside nlohmann's value()
-    return ReadConfigJson(j, file, dir);
+    return ReadConfigJson(j, file, dir, arch);
   } catch (const nlohmann::json::exception& e) {
     return core::Status::Error(fmt::format("{}: {}", file, e.what()));
   }
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir) {
+                                             const std::string& dir, HfArch& arch) {
   const ConfigReader r(j, file);
   const std::string type = j.value("model_type", "");
-  if (type == "mixtral")
+  if (type != "llama" && type != "qwen2_moe" && type != "mixtral")
     return core::Status::Error(fmt::format(
-        "{}: model_type: mixtral renormalises the top-k router gates to sum 1, pentamesh's MoE "
-        "does not (model/moe.h), so the model would change; pentamesh reads and writes MoE as "
-        "qwen2_moe with norm_topk_prob=false",
-        file));
-  if (type != "llama" && type != "qwen2_moe")
-    return core::Status::Error(fmt::format(
-        "{}: model_type: '{}' is not supported (llama: dense, qwen2_moe: MoE)", file, type));
+        "{}: model_type: '{}' is not supported (llama: dense, qwen2_moe or mixtral: MoE)", file,
+        type));
+  arch =
+      type == "llama" ? HfArch::kLlama : (type == "mixtral" ? HfArch::kMixtral : HfArch::kQwen2Moe);
   spec::ModelSpec m;
   m.name = j.value("pentamesh_model_name", fs::path(dir).filename().string());
   PM_ASSIGN_OR_RETURN(m.layers, r.Int("num_hidden_layers"));
@@ -462,6 +530,7 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
   PM_RETURN_IF_ERROR(r.Expect("mlp_bias", false, "pentamesh's projections have no bias"));
   PM_RETURN_IF_ERROR(r.Expect("pretraining_tp", 1, "sliced projections"));
   if (type == "qwen2_moe") PM_RETURN_IF_ERROR(ReadMoeConfig(r, m));
+  if (type == "mixtral") PM_RETURN_IF_ERROR(ReadMixtralConfig(r, m));
   return m;
 }
 
@@ -568,17 +637,17 @@ core::Status ReadSharedExperts(const HfFiles& files, spec::ModelSpec& m, const s
 
 core::Result<HfModel> ImportHf(const std::string& dir) {
   HfModel out;
-  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir));
+  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir, out.arch));
   spec::ModelSpec& m = out.model;
   PM_RETURN_IF_ERROR(model::CheckSupported(m));
   PM_ASSIGN_OR_RETURN(HfFiles files, ReadWeights(dir));
-  if (m.is_moe()) PM_RETURN_IF_ERROR(ReadSharedExperts(files, m, dir));
+  if (out.arch == HfArch::kQwen2Moe) PM_RETURN_IF_ERROR(ReadSharedExperts(files, m, dir));
   std::set<std::string> used;
   for (const auto& [name, shape] : ModelParams(m)) {
     FullTensor& full = out.tensors[name];
     full.shape = shape;
     full.data.resize(static_cast<size_t>(Numel(shape)));
-    PM_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Pieces(name, shape));
+    PM_ASSIGN_OR_RETURN(std::vector<Piece> pieces, Pieces(name, shape, out.arch));
     for (const Piece& p : pieces) {
       PM_ASSIGN_OR_RETURN(std::vector<float> v, TensorF32(files, p.hf_name, p.shape));
       for (size_t i = 0; i < v.size(); ++i) {
@@ -593,7 +662,7 @@ core::Result<HfModel> ImportHf(const std::string& dir) {
       used.insert(p.hf_name);
     }
   }
-  for (const ZeroTensor& z : ZeroTensors(m)) {
+  for (const ZeroTensor& z : ZeroTensors(m, out.arch)) {
     if (!files.tensors.count(z.hf_name)) continue;
     PM_ASSIGN_OR_RETURN(std::vector<float> v, TensorF32(files, z.hf_name, z.shape));
     if (!AllZero(v))
@@ -635,6 +704,8 @@ core::Status CheckSameArchitecture(const spec::ModelSpec& hf, const spec::ModelS
   if (run.is_moe() && hf.is_moe()) {
     cmp("moe.top_k", run.moe.top_k, hf.moe.top_k);
     cmp("moe.expert_ffn_hidden", run.moe.expert_ffn_hidden, hf.moe.expert_ffn_hidden);
+    cmp("moe.router", std::string(spec::MoeRouterName(run.moe.router)),
+        std::string(spec::MoeRouterName(hf.moe.router)));
     cmp("moe.shared_experts", run.moe.shared_experts, hf.moe.shared_experts);
     for (int64_t l = 0; l < std::min(run.layers, hf.layers); ++l) {
       if (run.IsMoeLayer(l) != hf.IsMoeLayer(l)) {

@@ -1,13 +1,17 @@
 // Hugging Face interop: a pentamesh model <-> a Hugging Face model directory (config.json,
 // model.safetensors or shards + model.safetensors.index.json, the SentencePiece tokenizer).
-//   dense -> LlamaForCausalLM          (model_type "llama")
-//   MoE   -> Qwen2MoeForCausalLM       (model_type "qwen2_moe", norm_topk_prob = false)
-// MoE is not written as Mixtral: Mixtral renormalises the top-k gates to sum 1, pentamesh's router
-// does not (model/moe.h), so a Mixtral file would be a different model. Qwen2-MoE with
-// norm_topk_prob = false computes exactly pentamesh's MoE; pentamesh's dense leading layers map to
-// mlp_only_layers, its ungated shared experts to Qwen2's sigmoid-gated shared_expert with a zero
-// gate (sigmoid(0) = 1/2) and down_proj scaled by 2 (exact in floating point), and its missing
-// attention biases to zero q/k/v biases. Details and the refused fields: docs/checkpoint_format.md.
+//   dense -> LlamaForCausalLM      (model_type "llama")
+//   MoE, router topk_renorm, no shared experts, every layer MoE
+//         -> MixtralForCausalLM    (model_type "mixtral": softmax, top-k, gates renormalised)
+//   other MoE
+//         -> Qwen2MoeForCausalLM   (model_type "qwen2_moe", norm_topk_prob = (router ==
+//         topk_renorm))
+// Both MoE forms compute exactly pentamesh's MoE (model/moe.h: softmax over all experts in fp32,
+// top-k, the router option's gates, dropless). For Qwen2-MoE, pentamesh's dense leading layers
+// map to mlp_only_layers, its ungated shared experts to Qwen2's sigmoid-gated shared_expert with a
+// zero gate (sigmoid(0) = 1/2) and down_proj scaled by 2 (exact in floating point), and its
+// missing attention biases to zero q/k/v biases. Details and the refused fields:
+// docs/checkpoint_format.md.
 // Invariants:
 //  - Every pentamesh parameter becomes contiguous HF tensors (an expert stack splits along dim 0)
 //    times an exact power-of-two scale, so export -> import is bitwise the identity.
@@ -37,6 +41,14 @@ struct FullTensor {
   std::vector<float> data;  // row-major
 };
 
+// The Hugging Face architectures pentamesh writes and reads.
+enum class HfArch { kLlama, kQwen2Moe, kMixtral };
+
+// The architecture `model` is exported as (the table above).
+HfArch HfArchOf(const spec::ModelSpec& model);
+// "LlamaForCausalLM", "Qwen2MoeForCausalLM", "MixtralForCausalLM".
+const char* HfArchName(HfArch arch);
+
 // The parameters of `model` (global names and shapes), as model::Stage registers them.
 std::vector<std::pair<std::string, std::vector<int64_t>>> ModelParams(const spec::ModelSpec& model);
 
@@ -61,6 +73,7 @@ core::Result<std::vector<std::string>> ExportHf(const spec::ModelSpec& model,
 // An HF directory read back into pentamesh terms.
 struct HfModel {
   spec::ModelSpec model;                      // from config.json (capacity_factor = 0: dropless)
+  HfArch arch = HfArch::kLlama;               // from config.json's model_type
   std::map<std::string, FullTensor> tensors;  // pentamesh global name -> fp32 tensor
 };
 

@@ -1,6 +1,6 @@
 // `pentamesh export --hf DIR (--checkpoint PATH | --config run.toml [--resume auto|PATH])`:
-// writes a checkpoint's model as a Hugging Face directory (Llama for dense, Qwen2-MoE for MoE;
-// ckpt/hf.h), with the SentencePiece tokenizer of the run's dataset.
+// writes a checkpoint's model as a Hugging Face directory (Llama for dense, Mixtral or Qwen2-MoE
+// for MoE; ckpt/hf.h), with the SentencePiece tokenizer of the run's dataset.
 // `pentamesh import --hf DIR --out CKPT_ROOT --config run.toml`: reads such a directory into a
 // pentamesh checkpoint (step 0, fresh Adam state, the run's data position 0) that
 // `pentamesh train --config run.toml --resume CKPT_ROOT` continues from.
@@ -106,8 +106,7 @@ int RunExport(const ExportArgs& args) {
                                .max_shard_bytes = args.max_shard_mb << 20});
   if (!files.ok()) return Fail(files.status().message());
   fmt::print("exported {} (step {}) as {} to {}: {}\n", ck.dir(), ck.step(),
-             model.is_moe() ? "Qwen2MoeForCausalLM" : "LlamaForCausalLM", args.hf_dir,
-             fmt::join(*files, ", "));
+             ckpt::HfArchName(ckpt::HfArchOf(model)), args.hf_dir, fmt::join(*files, ", "));
   return 0;
 }
 
@@ -143,7 +142,8 @@ core::Status Import(const ImportArgs& args) {
 
 RunFn AddExportCommand(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "export", "Write a checkpoint as a Hugging Face model (Llama dense, Qwen2-MoE) + tokenizer");
+      "export",
+      "Write a checkpoint as a Hugging Face model (Llama dense, Mixtral or Qwen2-MoE) + tokenizer");
   auto args = std::make_shared<ExportArgs>();
   sub->add_option("--hf", args->hf_dir, "output directory (config.json, model.safetensors, ...)")
       ->required();
@@ -165,7 +165,8 @@ RunFn AddImportCommand(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "import", "Read a Hugging Face model directory into a checkpoint that train --resume uses");
   auto args = std::make_shared<ImportArgs>();
-  sub->add_option("--hf", args->hf_dir, "Hugging Face model directory (llama or qwen2_moe)")
+  sub->add_option("--hf", args->hf_dir,
+                  "Hugging Face model directory (llama, mixtral or qwen2_moe)")
       ->required();
   sub->add_option("--out", args->out, "new checkpoint root (gets step-00000000 and latest)")
       ->required();

@@ -163,6 +163,36 @@ double LoadBalanceSum(const BalanceTotals& b, int64_t k, std::vector<float>& fra
   return aux;
 }
 
+// The gates' denominator per token: 1 (softmax_topk) or the sum of the k chosen probs
+// (topk_renorm), (T).
+std::vector<float> GateDenominators(const float* p, const std::vector<int32_t>& choice, int64_t T,
+                                    int64_t E, int64_t k, spec::MoeRouter router) {
+  std::vector<float> denom(static_cast<size_t>(T), 1.0f);
+  if (router != spec::MoeRouter::kTopKRenorm) return denom;
+  for (int64_t t = 0; t < T; ++t) {
+    float sum = 0;
+    for (int64_t c = 0; c < k; ++c) sum += p[t * E + choice[static_cast<size_t>(t * k + c)]];
+    denom[static_cast<size_t>(t)] = sum;
+  }
+  return denom;
+}
+
+// topk_renorm: dp (T, E) holds d loss / d gate at the kept assignments (0 elsewhere); rewrites
+// the chosen entries of each token to d loss / d p through gate_j = p_j / S, S = sum_c p_c:
+// dp_j = (dg_j - sum_c dg_c gate_c) / S.
+void RenormGateBackward(float* dp, const float* p, const std::vector<int32_t>& choice, int64_t T,
+                        int64_t E, int64_t k) {
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t* ct = choice.data() + t * k;
+    double sum = 0, dot = 0;
+    for (int64_t c = 0; c < k; ++c) sum += p[t * E + ct[c]];
+    for (int64_t c = 0; c < k; ++c)
+      dot += static_cast<double>(dp[t * E + ct[c]]) * p[t * E + ct[c]] / sum;
+    for (int64_t c = 0; c < k; ++c)
+      dp[t * E + ct[c]] = static_cast<float>((dp[t * E + ct[c]] - dot) / sum);
+  }
+}
+
 }  // namespace
 
 // Router, top-k, capacity; fills probs, lse, the grouped assignments and the statistics.
@@ -179,7 +209,8 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
     return z;
   }();
   const float* p = s.probs.f32();
-  const std::vector<int32_t> choice = TopKExperts(p, bias_, T, E, k);
+  std::vector<int32_t> choice = TopKExperts(p, bias_, T, E, k);
+  const std::vector<float> denom = GateDenominators(p, choice, T, E, k, config_.router);
   const int64_t capacity =
       config_.capacity_factor > 0
           ? static_cast<int64_t>(std::ceil(config_.capacity_factor * static_cast<double>(T * k) /
@@ -196,10 +227,12 @@ void Moe::Route(Saved& s, ConstTensor x, const LayerContext& ctx, MoeStats& stat
     std::sort(toks.begin(), toks.end());  // token order inside an expert
     for (int32_t t : toks) {
       s.token.push_back(t);
-      s.gate.push_back(p[t * E + e]);
+      s.gate.push_back(p[t * E + e] / denom[static_cast<size_t>(t)]);
     }
     s.offsets.push_back(static_cast<int64_t>(s.token.size()));
   }
+  s.choice.clear();
+  if (config_.router == spec::MoeRouter::kTopKRenorm) s.choice = std::move(choice);
   // Load-balancing loss alpha * E * sum f_i P_i over the balance group's tokens (the same value
   // on each of its ranks) and router z-loss beta * mean lse^2. ctx.aux_scale is this rank's share
   // of the micro-batch's weight w: w / (ranks in the balance group), because every one of them
@@ -296,6 +329,8 @@ void Moe::RouterBackward(Tensor dx, Tensor dprobs, ConstTensor x, const Saved& s
   const float aux_coef =
       static_cast<float>(s.token_weight * config_.aux_loss_coef * static_cast<double>(E));
   const float z_coef = static_cast<float>(s.token_weight * config_.z_loss_coef * 2.0);
+  if (config_.router == spec::MoeRouter::kTopKRenorm)
+    RenormGateBackward(dp, p, s.choice, T, E, config_.top_k);
   for (int64_t t = 0; t < T; ++t) {
     float* dpt = dp + t * E;
     const float* pt = p + t * E;

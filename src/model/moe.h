@@ -1,6 +1,11 @@
 // Mixture-of-experts FFN: router softmax -> top-k -> capacity -> experts (grouped SwiGLU pass per
 // expert on its gathered rows) -> gate-weighted combine, plus optional shared experts.
-//   gate(t, e)   = softmax(x_t Wr^T)_e for the k chosen experts (not renormalised)
+//   p(t, e)      = softmax(x_t Wr^T)_e over all E experts
+//   gate(t, e)   = p(t, e) for the k chosen experts (router softmax_topk), or
+//                  p(t, e) / sum_{c chosen for t} p(t, c) (router topk_renorm, Mixtral); a
+//                  dropped assignment still counts in that sum. Backward through the
+//                  renormalisation, for chosen j (S = the sum, dg = d loss / d gate):
+//                  d p(t, j) = (dg(t, j) - sum_c dg(t, c) gate(t, c)) / S, 0 for unchosen j
 //   aux loss     = alpha * E * sum_i f_i * P_i, f_i = routed_i / (T k), P_i = mean_t p(t, i)
 //                  (the seeds' load-balancing loss; f_i carries no gradient). T, routed_i and
 //                  the sums of p(t, i) cover the tokens of the balance group (MoeConfig::balance:
@@ -34,7 +39,7 @@
 // Auxiliary-loss-free balancing (DeepSeek-V3): top-k is chosen on probs + bias (bias per expert,
 // not a parameter), the gates stay the unbiased probs; UpdateBias nudges the bias after a step.
 // Saved: router probs and lse, the kept assignments grouped by expert, the experts' h1/h3 and
-// outputs (for the gate gradient).
+// outputs (for the gate gradient), and with topk_renorm each token's chosen experts.
 #pragma once
 
 #include <memory>
@@ -46,6 +51,7 @@
 #include "model/layer_common.h"
 #include "model/mlp.h"
 #include "model/param_set.h"
+#include "spec/model_spec.h"
 
 namespace pentamesh::model {
 
@@ -57,6 +63,8 @@ struct MoeConfig {
   double z_loss_coef = 0;       // beta
   double std_out = 0.02;
   double bias_update_rate = 0;  // aux-loss-free balancing step gamma; 0 = off
+  // The chosen experts' gates: their softmax probabilities, or those renormalised to sum 1.
+  spec::MoeRouter router = spec::MoeRouter::kSoftmaxTopK;
   ShardConfig shard{};
   comm::Communicator* ep = nullptr;  // the ep group (size shard.ep_size) for dispatch/combine
   // The ranks whose tokens together form the micro-batch's routing statistics for the aux loss
@@ -94,6 +102,7 @@ class Moe {
     core::Buffer lse;              // (T)
     std::vector<int32_t> token;    // (N) token of each kept assignment, grouped by expert
     std::vector<float> gate;       // (N)
+    std::vector<int32_t> choice;   // (T, k) chosen experts (topk_renorm's normalising set)
     std::vector<int64_t> offsets;  // (E_local + 1) assignment ranges per local expert (all E + 1
                                    // with ep: the send order)
     // Expert parallel only: rows per peer sent / received, the received rows regrouped by local

@@ -37,6 +37,7 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
                   .z_loss_coef = c.z_loss_coef,
                   .std_out = std_out,
                   .bias_update_rate = c.bias_update_rate,
+                  .router = m.moe.router,
                   .shard = c.shard,
                   .ep = c.shard.ep_size > 1 ? c.ep : nullptr,
                   .balance = c.balance,

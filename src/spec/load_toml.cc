@@ -104,6 +104,17 @@ void ReadMoe(const toml::table& moe, std::vector<std::string>& errors, ModelSpec
   } else {
     mr.Error("aux_loss_scope", fmt::format("'{}' is not one of sequence, global", scope));
   }
+  std::string router = MoeRouterName(MoeRouter::kSoftmaxTopK);
+  mr.String("router", router);
+  if (router == MoeRouterName(MoeRouter::kSoftmaxTopK)) {
+    m.moe.router = MoeRouter::kSoftmaxTopK;
+  } else if (router == MoeRouterName(MoeRouter::kTopKRenorm)) {
+    m.moe.router = MoeRouter::kTopKRenorm;
+  } else {
+    mr.Error("router", fmt::format("'{}' is not one of softmax_topk (gates = the chosen experts' "
+                                   "softmax probabilities), topk_renorm (renormalised to sum 1)",
+                                   router));
+  }
   mr.RejectUnknown();
   if (m.moe.top_k > m.moe.experts && m.moe.experts > 0) {
     mr.Error("top_k", fmt::format("{} exceeds experts={}", m.moe.top_k, m.moe.experts));

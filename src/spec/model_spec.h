@@ -17,6 +17,14 @@ enum class Activation { kSwiGLU, kGeLU };
 //   kGlobal    also over the data-parallel ranks (Megatron's global aux loss): the tokens of the
 //              micro-batch index m of every dp (and cp) rank together.
 enum class AuxLossScope { kSequence, kGlobal };
+// How the router turns the softmax over all experts, p, into the gates of the k chosen experts:
+//   kSoftmaxTopK  gate_e = p_e (Qwen2-MoE norm_topk_prob = false; TOML "softmax_topk")
+//   kTopKRenorm   gate_e = p_e / sum of the k chosen p (Mixtral, Qwen2/3-MoE norm_topk_prob = true;
+//                 TOML "topk_renorm")
+enum class MoeRouter { kSoftmaxTopK, kTopKRenorm };
+inline const char* MoeRouterName(MoeRouter r) {
+  return r == MoeRouter::kTopKRenorm ? "topk_renorm" : "softmax_topk";
+}
 
 struct MoeSpec {
   int64_t experts = 0;            // routed experts per MoE layer; 0 = dense model
@@ -29,6 +37,7 @@ struct MoeSpec {
   double capacity_factor =
       1.0;  // tokens per expert buffer = cf * tokens * top_k / experts; 0 = dropless
   AuxLossScope aux_loss_scope = AuxLossScope::kSequence;  // "sequence" | "global"
+  MoeRouter router = MoeRouter::kSoftmaxTopK;  // gates of the chosen experts (model/moe.h)
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3; field names as in their config.json). Queries and

@@ -1,7 +1,8 @@
-// `pentamesh export --hf` and `pentamesh import --hf` on the real binary: train a tiny dense and a
-// tiny MoE model for a few steps, export the checkpoint with its tokenizer, import it into a new
-// checkpoint, and find every fp32 weight bitwise equal to the trained checkpoint's (Adam state
-// starts fresh); `train --resume` continues from the imported weights. Refusals name the field.
+// `pentamesh export --hf` and `pentamesh import --hf` on the real binary: train a tiny dense, a
+// tiny MoE (Qwen2-MoE form) and a tiny Mixtral-form model (router topk_renorm) for a few steps,
+// export the checkpoint with its tokenizer, import it into a new checkpoint, and find every fp32
+// weight bitwise equal to the trained checkpoint's (Adam state starts fresh); `train --resume`
+// continues from the imported weights. Refusals name the field.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -26,9 +27,11 @@ namespace fs = std::filesystem;
 using testing::CliRun;
 using testing::Pentamesh;
 
-std::string WriteRun(const std::string& tag, bool moe) {
+enum class Kind { kDense, kMoe, kMixtral };
+
+std::string WriteRun(const std::string& tag, Kind kind) {
   const std::string dir = data::testing::MakeTempDir(tag);
-  const std::string moe_table = moe ? R"(
+  const std::string moe_table = kind == Kind::kMoe       ? R"(
 [model.moe]
 experts = 4
 top_k = 2
@@ -37,7 +40,15 @@ first_dense_layers = 1
 shared_experts = 1
 capacity_factor = 0
 )"
-                                    : "";
+                                : kind == Kind::kMixtral ? R"(
+[model.moe]
+experts = 4
+top_k = 2
+expert_ffn_hidden = 32
+capacity_factor = 0
+router = "topk_renorm"
+)"
+                                                         : "";
   std::ofstream(dir + "/run.toml") << testing::RunTomlText(
       {.model_keys = moe_table,
        .total_tokens = 512,
@@ -54,8 +65,10 @@ double FirstLoss(const std::string& out_dir) {
   return testing::ReadMetrics(out_dir).at(0).at("loss").get<double>();
 }
 
-void ExportImportContinue(bool moe) {
-  const std::string dir = WriteRun(moe ? "hf_cli_moe" : "hf_cli_dense", moe);
+void ExportImportContinue(Kind kind) {
+  const char* arch[] = {"LlamaForCausalLM", "Qwen2MoeForCausalLM", "MixtralForCausalLM"};
+  const char* tag[] = {"hf_cli_dense", "hf_cli_moe", "hf_cli_mixtral"};
+  const std::string dir = WriteRun(tag[static_cast<int>(kind)], kind);
   const std::string config = dir + "/run.toml";
   const CliRun trained = Pentamesh("train --config " + config);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
@@ -63,8 +76,7 @@ void ExportImportContinue(bool moe) {
 
   const CliRun exported = Pentamesh(fmt::format("export --hf {}/hf --config {}", dir, config));
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  EXPECT_NE(exported.out.find(moe ? "Qwen2MoeForCausalLM" : "LlamaForCausalLM"), std::string::npos)
-      << exported.out;
+  EXPECT_NE(exported.out.find(arch[static_cast<int>(kind)]), std::string::npos) << exported.out;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.model",
                         "tokenizer_config.json", "generation_config.json"})
     EXPECT_TRUE(fs::exists(fs::path(dir) / "hf" / f)) << f;
@@ -114,6 +126,15 @@ void ExportImportContinue(bool moe) {
                             dir, dir, config));
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_NE(wrong.err.find("model.rope_theta"), std::string::npos) << wrong.err;
+  if (kind == Kind::kMixtral) {
+    const CliRun router =
+        Pentamesh(fmt::format("import --hf {}/hf --out {}/other --config {} --set "
+                              "model.moe.router=\"softmax_topk\"",
+                              dir, dir, config));
+    EXPECT_EQ(router.exit_code, 2) << router.err;
+    EXPECT_NE(router.err.find("model.moe.router: run config softmax_topk"), std::string::npos)
+        << router.err;
+  }
   const CliRun again =
       Pentamesh(fmt::format("import --hf {}/hf --out {}/imported --config {}", dir, dir, config));
   EXPECT_NE(again.exit_code, 0);
@@ -122,7 +143,7 @@ void ExportImportContinue(bool moe) {
 
 // `train` refuses a model whose attention the engine does not implement (exit 2, the field named).
 TEST(HfCli, TrainRefusesAttentionVariants) {
-  const std::string dir = WriteRun("hf_cli_attn", false);
+  const std::string dir = WriteRun("hf_cli_attn", Kind::kDense);
   const CliRun window =
       Pentamesh("train --config " + dir + "/run.toml --set model.sliding_window=8");
   EXPECT_EQ(window.exit_code, 2) << window.err;
@@ -136,12 +157,14 @@ TEST(HfCli, TrainRefusesAttentionVariants) {
   EXPECT_NE(mla.err.find("model.mla"), std::string::npos) << mla.err;
 }
 
-TEST(HfCli, DenseExportImportContinues) { ExportImportContinue(false); }
+TEST(HfCli, DenseExportImportContinues) { ExportImportContinue(Kind::kDense); }
 
-TEST(HfCli, MoeExportImportContinues) { ExportImportContinue(true); }
+TEST(HfCli, MoeExportImportContinues) { ExportImportContinue(Kind::kMoe); }
+
+TEST(HfCli, MixtralExportImportContinues) { ExportImportContinue(Kind::kMixtral); }
 
 TEST(HfCli, ExportFromCheckpointPathWithoutTokenizer) {
-  const std::string dir = WriteRun("hf_cli_path", false);
+  const std::string dir = WriteRun("hf_cli_path", Kind::kDense);
   ASSERT_EQ(Pentamesh("train --config " + dir + "/run.toml --set run.steps=1").exit_code, 0);
   const CliRun r =
       Pentamesh(fmt::format("export --hf {}/hf --checkpoint {}/ckpt --no-tokenizer "

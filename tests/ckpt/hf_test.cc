@@ -1,8 +1,10 @@
 // Hugging Face export/import (ckpt/hf.h):
 //  - round trip: export -> import gives every parameter back bitwise (dense; MoE with a dense
-//    first layer and a shared expert; MoE without shared experts; a sharded export with index);
+//    first layer and a shared expert; MoE without shared experts; Mixtral; Qwen2-MoE with
+//    norm_topk_prob; a sharded export with index);
 //  - the real client: transformers from PyPI on Debian's PyTorch (the venv of scripts/pyenv.sh)
-//    loads the exported dense (LlamaForCausalLM) and MoE (Qwen2MoeForCausalLM) models and its
+//    loads the exported dense (LlamaForCausalLM) and MoE (Qwen2MoeForCausalLM with and without
+//    norm_topk_prob, MixtralForCausalLM) models and its
 //    fp32 logits on the same tokens match pentamesh's within 1e-4; its LlamaTokenizer encodes text
 //    to pentamesh's ids. A missing venv FAILS the test; PENTAMESH_SKIP_HF_CLIENT=1 turns that into
 //    a skip (for machines without PyPI), saying so.
@@ -43,6 +45,14 @@ spec::ModelSpec Moe(int64_t shared) {
   return m;
 }
 
+// Mixtral's form: every layer MoE, no shared expert, top-k gates renormalised.
+spec::ModelSpec Mixtral() {
+  spec::ModelSpec m = Moe(0);
+  m.moe.first_dense_layers = 0;
+  m.moe.router = spec::MoeRouter::kTopKRenorm;
+  return m;
+}
+
 // A model with layout-independent random weights, scaled up from the 0.02 init so activations and
 // routing are non-trivial.
 struct Fixture {
@@ -80,6 +90,11 @@ std::string Export(Fixture& f, const spec::ModelSpec& spec, const std::string& t
   return dir;
 }
 
+nlohmann::json ReadJson(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
 void ExpectRoundTrip(const spec::ModelSpec& spec, int64_t max_shard_bytes = int64_t{1} << 30) {
   Fixture a(spec);
   const std::string dir = Export(a, spec, "", max_shard_bytes);
@@ -108,6 +123,42 @@ TEST(HfRoundTrip, DenseBitwise) { ExpectRoundTrip(Dense()); }
 TEST(HfRoundTrip, MoeWithDenseLayerAndSharedExpertBitwise) { ExpectRoundTrip(Moe(1)); }
 
 TEST(HfRoundTrip, MoeWithoutSharedExpertBitwise) { ExpectRoundTrip(Moe(0)); }
+
+TEST(HfRoundTrip, MixtralBitwise) {
+  ExpectRoundTrip(Mixtral());
+  Fixture f(Mixtral());
+  const std::string dir = Export(f, Mixtral());
+  const nlohmann::json c = ReadJson(fs::path(dir) / "config.json");
+  EXPECT_EQ(c["architectures"], nlohmann::json::array({"MixtralForCausalLM"}));
+  EXPECT_EQ(c["model_type"], "mixtral");
+  EXPECT_EQ(c["num_local_experts"], 4);
+  EXPECT_EQ(c["num_experts_per_tok"], 2);
+  EXPECT_EQ(c["intermediate_size"], 12);  // the experts' width
+  EXPECT_TRUE(c["sliding_window"].is_null());
+  auto hf = ImportHf(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  EXPECT_EQ(hf->arch, HfArch::kMixtral);
+  EXPECT_EQ(hf->model.moe.router, spec::MoeRouter::kTopKRenorm);
+}
+
+// Renormalised gates with what Mixtral cannot hold (a dense layer, a shared expert): Qwen2-MoE
+// with norm_topk_prob = true; a run config with the other router is named as a difference.
+TEST(HfRoundTrip, Qwen2MoeWithNormTopkProbBitwise) {
+  spec::ModelSpec m = Moe(1);
+  m.moe.router = spec::MoeRouter::kTopKRenorm;
+  EXPECT_EQ(HfArchOf(m), HfArch::kQwen2Moe);
+  ExpectRoundTrip(m);
+  Fixture f(m);
+  const std::string dir = Export(f, m);
+  EXPECT_EQ(ReadJson(fs::path(dir) / "config.json")["norm_topk_prob"], true);
+  auto hf = ImportHf(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  const core::Status st = CheckSameArchitecture(hf->model, Moe(1), "hf/config.json");
+  EXPECT_NE(st.message().find("model.moe.router: run config softmax_topk vs hf/config.json "
+                              "topk_renorm"),
+            std::string::npos)
+      << st.message();
+}
 
 TEST(HfRoundTrip, TiedDenseBitwise) {
   spec::ModelSpec m = Dense();
@@ -179,11 +230,6 @@ TEST(HfImport, LoadsThisRanksShard) {
 
 // --- import validation ------------------------------------------------------------------------
 
-nlohmann::json ReadJson(const fs::path& p) {
-  std::ifstream in(p);
-  return nlohmann::json::parse(in);
-}
-
 std::string ImportError(const std::string& dir) {
   auto r = ImportHf(dir);
   return r.ok() ? "" : r.status().message();
@@ -201,8 +247,9 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
     std::ofstream(config) << j.dump();
     return ImportError(dir);
   };
-  EXPECT_NE(with("norm_topk_prob", true).find("norm_topk_prob"), std::string::npos);
-  EXPECT_NE(with("model_type", "mixtral").find("renormalises"), std::string::npos);
+  EXPECT_NE(with("norm_topk_prob", "yes").find("norm_topk_prob"), std::string::npos);
+  // Read as Mixtral, the Qwen2-MoE config's fields are refused by name.
+  EXPECT_NE(with("model_type", "mixtral").find("config.json: sliding_window"), std::string::npos);
   EXPECT_NE(with("model_type", "gpt2").find("model_type"), std::string::npos);
   EXPECT_NE(with("hidden_act", "gelu").find("hidden_act"), std::string::npos);
   EXPECT_NE(with("num_hidden_layers", "x").find("num_hidden_layers"), std::string::npos);
@@ -238,6 +285,26 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("model.moe.top_k"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("model.rope_theta"), std::string::npos) << st.message();
+}
+
+TEST(HfImport, MixtralErrorsNameTheField) {
+  Fixture f(Mixtral());
+  const std::string dir = Export(f, Mixtral());
+  const fs::path config = fs::path(dir) / "config.json";
+  const nlohmann::json good = ReadJson(config);
+  auto with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    std::ofstream(config) << j.dump();
+    return ImportError(dir);
+  };
+  EXPECT_NE(with("sliding_window", 4096).find("config.json: sliding_window: 4096 is not supported"),
+            std::string::npos);
+  EXPECT_NE(with("num_experts_per_tok", 5).find("num_experts_per_tok=5"), std::string::npos);
+  // Read as Qwen2-MoE, the Mixtral config lacks Qwen2-MoE's fields.
+  EXPECT_NE(with("model_type", "qwen2_moe").find("num_experts: missing"), std::string::npos);
+  std::ofstream(config) << good.dump();
+  ASSERT_EQ(ImportError(dir), "");
 }
 
 TEST(HfImport, RefusesNonZeroAttentionBias) {
@@ -344,6 +411,16 @@ TEST(HfTransformers, DenseLlamaLogitsMatch) {
 
 TEST(HfTransformers, MoeQwen2MoeLogitsMatch) {
   CompareWithTransformers(Moe(1), "Qwen2MoeForCausalLM");
+}
+
+TEST(HfTransformers, MixtralLogitsMatch) {
+  CompareWithTransformers(Mixtral(), "MixtralForCausalLM");
+}
+
+TEST(HfTransformers, Qwen2MoeNormTopkProbLogitsMatch) {
+  spec::ModelSpec m = Moe(1);
+  m.moe.router = spec::MoeRouter::kTopKRenorm;
+  CompareWithTransformers(m, "Qwen2MoeForCausalLM");
 }
 
 TEST(HfTransformers, MoeWithoutSharedExpertLogitsMatch) {

@@ -109,6 +109,13 @@ TEST(Model, MoeGradientsMatchFiniteDifferences) {
   FiniteDifferenceCheck(m);
 }
 
+// Mixtral routing: the whole model's gradients through the renormalised gates.
+TEST(Model, MoeRenormRouterGradientsMatchFiniteDifferences) {
+  spec::ModelSpec m = testing::TinyMoe();
+  m.moe.router = spec::MoeRouter::kTopKRenorm;
+  FiniteDifferenceCheck(m);
+}
+
 // Same weights and batch under every recompute policy: same loss and grads (bitwise: the same
 // kernels run on the same inputs).
 TEST(Model, RecomputePoliciesGiveIdenticalGradients) {

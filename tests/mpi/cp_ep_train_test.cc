@@ -1,7 +1,7 @@
 // Whole-model context- and expert-parallel training equivalence under mpirun. For the layout in
 // $PM_TEST_LAYOUT (e.g. "cp=2 cp_kind=ulysses" or "dp=2 ep=2 tp=2") and the model in
-// $PM_TEST_MODEL ("dense" or "moe"), every rank first trains the tiny fp32 model as a single
-// process (the reference), then as its rank of the mesh, and checks
+// $PM_TEST_MODEL ("dense", "moe", "moe-noaux" or "moe-renorm"), every rank first trains the tiny
+// fp32 model as a single process (the reference), then as its rank of the mesh, and checks
 //  - the loss of each of 6 steps matches the reference to relative 1e-5 (MoE: aux and z-loss on,
 //    dropless; the aux loss matches because every data rank's micro-batch holds the same
 //    sequences as the single process's and its f_i, P_i are summed over the cp ranks sharing
@@ -52,13 +52,15 @@ std::string Env(const char* name, const char* fallback) {
 
 // "dense", "moe" (aux, z-loss and aux-loss-free bias on; f_i and P_i summed over the cp ranks
 // sharing the sequences), "moe-noaux" (the load-balancing loss off), "moe-noshared" (no shared
-// expert) or "moe-global" (model.moe.aux_loss_scope = "global": f_i and P_i over every data
+// expert), "moe-global" (model.moe.aux_loss_scope = "global": f_i and P_i over every data
 // rank's micro-batch; the reference is then one process whose single micro-batch is the whole
-// global batch, so the layout must give every data rank exactly one micro-batch).
+// global batch, so the layout must give every data rank exactly one micro-batch) or "moe-renorm"
+// ("moe" with Mixtral's router: top-k gates renormalised, model.moe.router = "topk_renorm").
 std::string Model() { return Env("PM_TEST_MODEL", "dense"); }
 bool Moe() { return Model().starts_with("moe"); }
 bool Aux() { return Moe() && Model() != "moe-noaux"; }
 bool Global() { return Model() == "moe-global"; }
+bool Renorm() { return Model() == "moe-renorm"; }
 
 // 2 layers; 4 under an interleaved schedule (pp=2 x V=2 chunks of one layer each).
 int Layers() { return Env("PM_TEST_LAYOUT", "").find("interleaved") != std::string::npos ? 4 : 2; }
@@ -79,8 +81,10 @@ expert_ffn_hidden = 32
 shared_experts = {}
 capacity_factor = 0
 aux_loss_scope = "{}"
+router = "{}"
 )",
-                          Model() == "moe-noshared" ? 0 : 1, Global() ? "global" : "sequence")
+                          Model() == "moe-noshared" ? 0 : 1, Global() ? "global" : "sequence",
+                          Renorm() ? "topk_renorm" : "softmax_topk")
             : "";
   return testing::TinyRunConfig(
       {.name = "cp-ep-tiny",

@@ -140,6 +140,38 @@ hiden = 3
   EXPECT_TRUE(Contains(msg, "model.hiden: unknown key")) << msg;
 }
 
+// [model.moe] router: softmax_topk by default, topk_renorm on request, anything else names the
+// field.
+TEST(LoadModel, MoeRouterOption) {
+  const std::string base = R"(
+[model]
+layers = 2
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+max_seq_len = 32
+[model.moe]
+experts = 4
+top_k = 2
+expert_ffn_hidden = 32
+)";
+  auto plain = ModelFromTomlText(base, "t.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->moe.router, MoeRouter::kSoftmaxTopK);
+  auto renorm = ModelFromTomlText(base + "router = \"topk_renorm\"\n", "t.toml");
+  ASSERT_TRUE(renorm.ok()) << renorm.status().message();
+  EXPECT_EQ(renorm->moe.router, MoeRouter::kTopKRenorm);
+  auto bad = ModelFromTomlText(base + "router = \"sigmoid\"\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.status().message(), "model.moe.router: 'sigmoid' is not one of"))
+      << bad.status().message();
+  auto typed = ModelFromTomlText(base + "router = 1\n", "t.toml");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_TRUE(Contains(typed.status().message(), "model.moe.router: must be a string"))
+      << typed.status().message();
+}
+
 // [model.mla] and the sliding window: every bad field named at once.
 TEST(LoadModel, AttentionVariantFieldsNameTheField) {
   const std::string base = R"(
