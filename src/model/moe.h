@@ -136,7 +136,8 @@ class Moe {
   // ranks' rows and routes all of them alike. With etp = 1 (routes_rank_rows) each rank routes
   // its own rows instead.
   bool sequence_parallel() const {
-    return config_.shard.sequence_parallel && config_.shard.tp_size > 1 && !config_.routes_rank_rows;
+    return config_.shard.sequence_parallel && config_.shard.tp_size > 1 &&
+           !config_.routes_rank_rows;
   }
 
  private:

@@ -194,7 +194,7 @@ TEST(EngineRules, PlannerRulesThenTheEnginesOwnRows) {
     std::string want;
   } cases[] = {
       {"mbs=2 dp=2 ep=2 zero=3", {}, ""},  // ZeRO-3 with ep runs (experts over expert-dp)
-      {"mbs=4 tp=2 ep=2", {}, ""},  // MoE with tp > 1 and sp = on runs
+      {"mbs=4 tp=2 ep=2", {}, ""},         // MoE with tp > 1 and sp = on runs
       {"mbs=2 dp=2 tp=2 ep=2 sp=off", {}, ""},
       {"mbs=4 dp=2 tp=2 ep=2 etp=1 ep_placement=folded", {}, ""},  // ep spans the tp ranks
       {"mbs=4 dp=2 tp=2 ep=4 etp=1 ep_placement=folded", {}, ""},
