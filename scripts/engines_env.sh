@@ -30,7 +30,7 @@ flock 9  # one installer at a time (CI and a developer may start it together)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$ALL" ]; then print_path "${1:-}"; exit 0; fi
 rm -rf "$VENV"
 /usr/bin/python3 -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir)
 "${PIP[@]}" "${TORCH_PINS[@]}" >&2
 "${PIP[@]}" "${ENGINE_PINS[@]}" >&2
 "$VENV/bin/python" -W ignore -c "$CHECK; print('engines_env: torch', torch.__version__, 'deepspeed', deepspeed.__version__)" 2>/dev/null | tail -1 >&2

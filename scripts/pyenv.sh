@@ -15,6 +15,6 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "${PINS[*]}" ] && "$VENV/bin/python"
 fi
 echo "pyenv: creating $VENV with ${PINS[*]}"
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${PINS[@]}"
 "$VENV/bin/python" -c "import torch, transformers, safetensors; print('pyenv: torch', torch.__version__, 'transformers', transformers.__version__)"
 echo "${PINS[*]}" > "$STAMP"
