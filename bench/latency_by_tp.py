@@ -43,7 +43,7 @@ def main():
     if not os.access(binary, os.X_OK):
         sys.exit(f"latency_by_tp: {binary} not found: build first (bash scripts/build.sh release)")
     print(f"predicted on {args.cluster}: {args.input_tokens} input + {args.output_tokens} output "
-          "tokens, 1 request, {args.precision}, EP 1, one replica (pentamesh serve --tp T --json)")
+          f"tokens, 1 request, {args.precision}, EP 1, one replica (pentamesh serve --tp T --json)")
     print(f"{'model':<16} {'TP':>3} {'weights GB':>10} {'KV GB':>7} {'prefill ms':>10} "
           f"{'TTFT p95 ms':>11} {'ITL ms':>7} {'tok/s/GPU':>9} {'$/request':>9}")
     for model in MODELS:
