@@ -5,7 +5,8 @@
 // --resume auto restores from memory (rank 1 from the copy rank 3 holds, fetched over MPI) and
 // every step's loss is bitwise the uninterrupted run's. The same state (step 5) resumed from the
 // durable checkpoint gives the same losses, and both restore times are printed. With rank 1's
-// copies gone from both places the ranks disagree and the durable checkpoint is used.
+// copies gone from both places the ranks disagree and the durable checkpoint is used. At ZeRO-0 a
+// dp replica (which writes nothing to a durable checkpoint) restores from its partner's copy.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "ckpt/memory_copy.h"
 #include "data/fixtures.h"
@@ -42,10 +44,11 @@ std::string WriteRun(const std::string& tag) {
 }
 
 // `pentamesh train` on 4 ranks, 2 per "node".
-CliRun Train4(const std::string& dir, const std::string& extra) {
+CliRun Train4(const std::string& dir, const std::string& extra,
+              const std::string& layout = kLayout) {
   return Shell(testing::Mpirun(
       4,
-      fmt::format("{} train --config {}/run.toml --layout '{}' {}", PM_BINARY, dir, kLayout, extra),
+      fmt::format("{} train --config {}/run.toml --layout '{}' {}", PM_BINARY, dir, layout, extra),
       "PENTAMESH_COMM_TIMEOUT_S=60 PENTAMESH_RANKS_PER_NODE=2 "));
 }
 
@@ -61,6 +64,14 @@ double RestoreSeconds(const std::string& out) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex(R"(restore took ([0-9.]+) s)"))) return -1;
   return std::stod(m[1]);
+}
+
+// The line of `out` holding `part` ("" when none), for the log.
+std::string LineWith(const std::string& out, const std::string& part) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(part) != std::string::npos) return line;
+  return "";
 }
 
 // A copy of the crashed run (checkpoints and the metrics of its first 5 steps) to resume again.
@@ -135,6 +146,7 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
   const double memory_s = RestoreSeconds(r.out), durable_s = RestoreSeconds(d.out);
   EXPECT_GE(memory_s, 0);
   EXPECT_GE(durable_s, 0);
+  std::cerr << LineWith(r.out, "resumed from") << "\n" << LineWith(d.out, "resumed from") << "\n";
   std::cerr << fmt::format(
       "resume of step 5 on 4 ranks: from memory {:.4f} s (rank 1 from its partner's copy over "
       "MPI), from the durable checkpoint {:.4f} s\n",
@@ -156,6 +168,41 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
   for (const auto& [step, loss] : Losses(disagree + "/out"))
     EXPECT_EQ(loss, want.at(step)) << "fallback, step " << step;
   EXPECT_FALSE(fs::exists(job));
+}
+
+// ZeRO-0: a durable checkpoint has only the first rank of each gradient group write, but every
+// in-memory copy holds its rank's whole shard, so a dp replica restores alone. World rank 2
+// (dp rank 1) killed after step 3 (no durable checkpoint yet), its own copy deleted: it restores
+// from the copy rank 0 keeps, and the losses are bitwise the uninterrupted run's.
+TEST(MemoryCkptMpi, Zero0ReplicaRestoresFromPartnerBitwise) {
+  const std::string layout = "dp=2 tp=2 zero=0 sp=off mbs=1";
+  const std::string straight = WriteRun("memckpt_z0_straight");
+  const CliRun a = Train4(straight, "", layout);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const std::map<int64_t, double> want = Losses(straight + "/out");
+  const std::string key = fmt::format("memckpt-z0-{}", ::getpid());
+  const std::string job = MemoryJobDir("/dev/shm", key);
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() { fs::remove_all(path); }
+  } cleanup{job};
+  const std::string mem = fmt::format("--set ckpt.memory_interval=1 --set ckpt.memory_key={}", key);
+  const std::string dir = WriteRun("memckpt_z0_crashed");
+  const CliRun k = Train4(
+      dir, mem + " --resume auto --set run.debug_kill_step=3 --set run.debug_kill_rank=2", layout);
+  ASSERT_NE(k.exit_code, 0) << k.out << k.err;
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/step-00000003"));
+  fs::remove_all(OwnCopyRoot(job, 2));
+  const CliRun r = Train4(dir, mem + " --resume auto", layout);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resumed from memory (" + job +
+                       ") at step 3: every rank from its own copy except rank 2 (held by its "
+                       "partner)"),
+            std::string::npos)
+      << r.out << r.err;
+  const std::map<int64_t, double> got = Losses(dir + "/out");
+  ASSERT_EQ(got.size(), 8u);
+  for (const auto& [step, loss] : got) EXPECT_EQ(loss, want.at(step)) << "step " << step;
 }
 
 }  // namespace
