@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -77,8 +78,15 @@ std::optional<std::string> LatestName(const std::string& root) {
   return name;
 }
 
-// Rank 0: publishes tmp as step-N, moves `latest`, applies retention.
-core::Status Publish(const SaveOptions& o, const std::string& tmp, int64_t step, Env* env) {
+}  // namespace
+
+std::string StepTmpDir(const std::string& root, int64_t step) {
+  return root + "/" + StepDirName(step) + ".tmp";
+}
+
+core::Status PublishStep(const SaveOptions& o, int64_t step) {
+  Env* env = o.env ? o.env : Env::Default();
+  const std::string tmp = StepTmpDir(o.root, step);
   const std::string final_dir = o.root + "/" + StepDirName(step);
   PM_RETURN_IF_ERROR(env->SyncDir(tmp));
   if (fs::exists(final_dir)) PM_RETURN_IF_ERROR(env->RemoveAll(final_dir));
@@ -95,9 +103,16 @@ core::Status Publish(const SaveOptions& o, const std::string& tmp, int64_t step,
   return core::Status::Ok();
 }
 
-}  // namespace
-
 std::string StepDirName(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+std::optional<int64_t> StepOfDir(const std::string& dir) {
+  const std::string name = fs::path(dir).filename().string();
+  int64_t step = 0;
+  if (name.size() <= 5 || name.rfind("step-", 0) != 0) return std::nullopt;
+  const auto [end, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), step);
+  if (ec != std::errc() || end != name.data() + name.size()) return std::nullopt;
+  return step;
+}
 
 std::vector<Slice> SnapshotParams(model::ParamSet& params) {
   std::vector<Slice> out;
@@ -123,9 +138,7 @@ std::vector<Slice> SnapshotParams(model::ParamSet& params) {
 
 namespace {
 
-std::string TmpDir(const SaveOptions& o, int64_t step) {
-  return o.root + "/" + StepDirName(step) + ".tmp";
-}
+std::string TmpDir(const SaveOptions& o, int64_t step) { return StepTmpDir(o.root, step); }
 
 bool AllOkOf(const SaveOptions& o, bool ok) { return o.all_ok ? o.all_ok(ok) : ok; }
 
@@ -190,7 +203,7 @@ core::Status CommitSave(const SaveOptions& o, const Snapshot& s, const core::Sta
   bool ok = AllOkOf(o, st.ok());  // every rank's files are durable
   if (ok && s.rank == 0) {
     st = WriteManifest(tmp, s, env);
-    if (st.ok()) st = Publish(o, tmp, s.step, env);
+    if (st.ok()) st = PublishStep(o, s.step);
   }
   ok = AllOkOf(o, st.ok()) && ok;
   if (ok) return core::Status::Ok();

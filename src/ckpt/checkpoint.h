@@ -80,6 +80,8 @@ std::vector<Box> FlatRangeBoxes(const std::vector<int64_t>& shape, int64_t begin
 using AllOk = std::function<bool(bool ok)>;
 
 std::string StepDirName(int64_t step);
+// The step N of a directory named (or a path ending in) step-N; nullopt for any other name.
+std::optional<int64_t> StepOfDir(const std::string& dir);
 
 struct SaveOptions {
   std::string root;
@@ -101,6 +103,12 @@ core::Status WriteRankFiles(const SaveOptions& options, const Snapshot& snapshot
 // renames step-N.tmp to step-N and moves `latest`; on any rank's failure step-N.tmp is removed.
 core::Status CommitSave(const SaveOptions& options, const Snapshot& snapshot,
                         const core::Status& written);
+// root/step-N.tmp: where a save of step N writes before it is published.
+std::string StepTmpDir(const std::string& root, int64_t step);
+// Publishes a fully written root/step-N.tmp: fsyncs it, renames it to step-N (replacing an older
+// step-N), moves `latest` to it, then removes complete checkpoints beyond options.keep (newest
+// first, step-N first). One process; CommitSave's last phase on rank 0.
+core::Status PublishStep(const SaveOptions& options, int64_t step);
 
 // A verified checkpoint in memory (files read and checksummed).
 class Checkpoint {

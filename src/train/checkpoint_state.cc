@@ -81,13 +81,14 @@ std::vector<Slice> SnapshotOwned(Trainer& trainer) {
 // Stage 0: every replica in the gradient group holds the same full state; its first rank writes
 // it (the ParamSet's master, m and v of the local shard).
 // With ep > 1 the experts' replicas are the expert-dp group, whose first rank writes them.
-std::vector<Slice> SnapshotStage0(Trainer& trainer) {
+// kOwnRank: every rank writes its whole shard.
+std::vector<Slice> SnapshotStage0(Trainer& trainer, SnapshotScope scope) {
   const ZeroOptimizer& opt = trainer.optimizer();
   model::ParamSet& params = trainer.params();
   std::set<std::string> mine;
   for (model::ParamId id = 0; id < params.size(); ++id) {
     const model::ParamInfo& info = params.info(id);
-    if (!opt.FirstOfGradGroup(info)) continue;
+    if (scope == SnapshotScope::kShared && !opt.FirstOfGradGroup(info)) continue;
     mine.insert({info.name, AdamMName(info.name), AdamVName(info.name)});
   }
   if (mine.empty()) return {};
@@ -130,9 +131,10 @@ core::Status RestoreSharded(const Checkpoint& ckpt, Trainer& trainer) {
 // Aux-loss-free balancing: every MoE layer's routing bias (E), not a parameter but state a
 // resume needs. Every rank of a layer holds the same bias (the update uses counts summed over all
 // data ranks); the first rank of the gradient group writes it (tp replicas write the same box).
-std::vector<Slice> SnapshotMoeBias(Trainer& trainer) {
+// kOwnRank: every rank writes the biases of its layers.
+std::vector<Slice> SnapshotMoeBias(Trainer& trainer, SnapshotScope scope) {
   std::vector<Slice> out;
-  if (trainer.optimizer().grad_rank() != 0) return out;
+  if (scope == SnapshotScope::kShared && trainer.optimizer().grad_rank() != 0) return out;
   for (const auto& [layer, moe] : trainer.MoeLayers()) {
     const std::vector<float>& bias = moe->bias();
     const int64_t e = static_cast<int64_t>(bias.size());
@@ -168,7 +170,7 @@ core::Status RestoreMoeBias(const Checkpoint& ckpt, Trainer& trainer) {
 
 }  // namespace
 
-Snapshot TrainerSnapshot(Trainer& trainer, int rank, int world) {
+Snapshot TrainerSnapshot(Trainer& trainer, int rank, int world, SnapshotScope scope) {
   Snapshot s;
   s.step = trainer.step();
   s.rank = rank;
@@ -181,8 +183,9 @@ Snapshot TrainerSnapshot(Trainer& trainer, int rank, int world) {
              {"layout", spec::ShortLayout(c.run.layout)},
              {"nonfinite_total", trainer.nonfinite_total()},
              {"config_toml", c.toml}};
-  s.tensors = trainer.optimizer().stage() == 0 ? SnapshotStage0(trainer) : SnapshotOwned(trainer);
-  for (Slice& bias : SnapshotMoeBias(trainer)) s.tensors.push_back(std::move(bias));
+  s.tensors =
+      trainer.optimizer().stage() == 0 ? SnapshotStage0(trainer, scope) : SnapshotOwned(trainer);
+  for (Slice& bias : SnapshotMoeBias(trainer, scope)) s.tensors.push_back(std::move(bias));
   return s;
 }
 

@@ -17,8 +17,18 @@ inline std::string MoeBiasName(int64_t layer) {
   return "layers." + std::to_string(layer) + ".moe.router_bias";
 }
 
+// Which slices a rank puts into its snapshot.
+enum class SnapshotScope {
+  kShared,   // a shard of one checkpoint all ranks write together: each element once per tp/ep
+             // shard (the rule below)
+  kOwnRank,  // everything this rank alone needs to restore itself at the same layout: its whole
+             // model shard at ZeRO 0 (replicas too) and the routing biases on every rank (the
+             // in-memory copies, train/memory_checkpoint.h)
+};
+
 // A host copy of the trainer's state (cheap: done between steps; written later, in background).
-ckpt::Snapshot TrainerSnapshot(Trainer& trainer, int rank = 0, int world = 1);
+ckpt::Snapshot TrainerSnapshot(Trainer& trainer, int rank = 0, int world = 1,
+                               SnapshotScope scope = SnapshotScope::kShared);
 
 // What a rank writes: at ZeRO stage 0 the first rank of each gradient group (dp x cp) writes its
 // model shard's master, m and v (the replicas are identical); at stages >= 1 every rank writes

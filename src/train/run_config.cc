@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ckpt/memory_copy.h"
 #include "core/numeric.h"
 #include "spec/field_reader.h"
 #include "spec/limits.h"
@@ -105,6 +106,15 @@ void ReadCkpt(const toml::table& root, CkptConfig& c, std::vector<std::string>* 
   r.Int("interval", c.interval, false, 0);
   r.Int("keep", c.keep, false, 1);
   r.Bool("async", c.async);
+  r.Int("memory_interval", c.memory_interval, false, 0);
+  r.String("memory_key", c.memory_key);
+  if (!c.memory_key.empty()) {
+    if (const std::string problem = ckpt::MemoryKeyProblem(c.memory_key); !problem.empty())
+      r.Error("memory_key", fmt::format("'{}' {}", c.memory_key, problem));
+  }
+  if (c.memory_interval > 0 && c.dir.empty())
+    r.Error("memory_interval",
+            "in-memory copies need ckpt.dir (the durable fallback of --resume auto)");
   r.RejectUnknown();
 }
 

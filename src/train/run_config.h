@@ -14,7 +14,8 @@
 //            memory_limit_bytes (per rank; 0 = none), max_nonfinite_in_row, spike_factor,
 //            spike_window, debug_nan_step, debug_nan_count, debug_kill_step, debug_kill_rank
 //            (faults)
-//   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async (docs/checkpoint_format.md)
+//   [ckpt]   dir, interval (steps; 0 = only at the end), keep, async, memory_interval (in-memory
+//            replicated copies every N steps, 0 = off), memory_key (docs/checkpoint_format.md)
 // Overrides "table.key=value" (value in TOML syntax; bare words are strings) are applied to the
 // parsed TOML before any loader runs, so they go through exactly the same checks.
 // Invariant: every unknown key and every invalid value is reported, all at once, by field name.
@@ -99,6 +100,11 @@ struct CkptConfig {
   int64_t interval = 0;  // save every `interval` steps; 0 = only at the end of the run
   int64_t keep = 3;      // complete checkpoints kept
   bool async = true;     // write on a background thread while training continues
+  // In-memory replicated copies (train/memory_checkpoint.h): every memory_interval steps each
+  // rank writes its state to /dev/shm and to its partner on another node; 0 = off.
+  int64_t memory_interval = 0;
+  // The job key of those copies (/dev/shm/pentamesh-<key>); "" = derived from dir's path.
+  std::string memory_key;
 };
 
 struct RunConfig {

@@ -4,7 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "train/checkpoint_state.h"
+#include "train/memory_checkpoint.h"
 #include "train/metrics.h"
 
 namespace pentamesh::train {
@@ -34,27 +35,56 @@ ckpt::AllOk AllOkOver(comm::Communicator* world) {
   };
 }
 
-core::Status Resume(const std::string& spec, Trainer& trainer, RunObserver& observer) {
+// What a resume did: the line to print and whether state was restored (then timed).
+struct Resumed {
+  std::string what;
+  bool restored = false;
+};
+
+// "auto" with in-memory copies: memory first (when every rank agrees on a step at least as new
+// as the durable one), then the durable checkpoints.
+core::Result<Resumed> Resume(const std::string& spec, Trainer& trainer, RunObserver& observer,
+                             MemoryCheckpointer* memory) {
   const std::string& root = trainer.config().ckpt.dir;
   const bool lead = trainer.rank() == 0;
+  if (spec == "auto" && memory != nullptr) {
+    PM_ASSIGN_OR_RETURN(auto restored, memory->Resume(trainer, [&](const std::string& m) {
+      observer.OnWarning(m);
+    }));
+    if (restored) {
+      std::string ranks;
+      for (int r : restored->from_partner)
+        ranks += fmt::format("{}rank {} (held by its partner)", ranks.empty() ? "" : ", ", r);
+      return Resumed{
+          .what = fmt::format("resumed from memory ({}) at step {}: every rank from its own copy{}",
+                              restored->dir, restored->step,
+                              ranks.empty() ? "" : " except " + ranks + ", fetched over MPI"),
+          .restored = true};
+    }
+  }
   PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [&](const std::string& m) {
                         if (lead) observer.OnWarning(m);
                       }));
-  if (!found) {
-    observer.OnInfo(fmt::format("resume: no checkpoint under {}; starting from step 0", root));
-    return core::Status::Ok();
-  }
+  if (!found)
+    return Resumed{
+        .what = fmt::format("resume: no checkpoint under {}; starting from step 0", root),
+        .restored = false};
   PM_RETURN_IF_ERROR(RestoreTrainer(*found, trainer));
-  observer.OnInfo(fmt::format("resumed from {} at step {}", found->dir(), trainer.step()));
-  return core::Status::Ok();
+  return Resumed{.what = fmt::format("resumed from {} at step {} (durable checkpoint)",
+                                     found->dir(), trainer.step()),
+                 .restored = true};
 }
 
 // Every ckpt.interval steps and at the end; otherwise a finished background save is committed.
 // Then the run.debug_kill_step fault injection (a first run only: a resumed one goes on).
-void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step, int world_size,
-               RunObserver& observer) {
+// In-memory copies every ckpt.memory_interval steps (before the kill: a complete step survives).
+void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, MemoryCheckpointer* memory,
+               int64_t first_step, int world_size, RunObserver& observer) {
   const RunConfig& c = trainer.config();
   const int64_t step = trainer.step();
+  if (memory != nullptr && step % c.ckpt.memory_interval == 0) {
+    if (const core::Status st = memory->Save(trainer); !st.ok()) observer.OnWarning(st.message());
+  }
   const bool due =
       step == trainer.total_steps() || (c.ckpt.interval > 0 && step % c.ckpt.interval == 0);
   if (!c.ckpt.dir.empty()) {
@@ -76,11 +106,9 @@ void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, int64_t first_step, in
 // the step whose loss was not finite is suspect). "" when there is none.
 std::string LastGoodCheckpoint(const std::string& root, int64_t step) {
   if (root.empty()) return "";
-  for (const std::string& d : ckpt::ListCheckpoints(root)) {                // newest first
-    const std::string name = std::filesystem::path(d).filename().string();  // step-00000042
-    int64_t saved = 0;
-    const auto [end, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), saved);
-    if (ec == std::errc() && end == name.data() + name.size() && saved < step) return d;
+  for (const std::string& d : ckpt::ListCheckpoints(root)) {  // newest first
+    const std::optional<int64_t> saved = ckpt::StepOfDir(d);
+    if (saved && *saved < step) return d;
   }
   return "";
 }
@@ -120,13 +148,20 @@ core::Status WriteTrace(Trainer& trainer, const std::string& path, RunObserver& 
 }
 
 // Resumes when asked; every rank loads its own shard, and all continue only if all succeeded.
+// The line printed says where from and how long it took (every rank's restore done).
 core::Status ResumeEverywhere(Trainer& trainer, const LoopOptions& options,
-                              const ckpt::AllOk& all_ok, RunObserver& observer) {
+                              const ckpt::AllOk& all_ok, MemoryCheckpointer* memory,
+                              RunObserver& observer) {
   if (options.resume.empty()) return core::Status::Ok();
-  const core::Status st = Resume(options.resume, trainer, observer);
-  const bool all = all_ok ? all_ok(st.ok()) : st.ok();
-  if (!st.ok()) return st;
+  const auto start = std::chrono::steady_clock::now();
+  const core::Result<Resumed> r = Resume(options.resume, trainer, observer, memory);
+  const bool all = all_ok ? all_ok(r.ok()) : r.ok();
+  if (!r.ok()) return r.status();
   if (!all) return core::Status::Error("resume failed on another rank (see its message)");
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  observer.OnInfo(r->restored ? fmt::format("{}; restore took {:.3f} s", r->what, took_s)
+                              : r->what);
   return core::Status::Ok();
 }
 
@@ -139,7 +174,16 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
   const bool lead = trainer.rank() == 0;
   const int64_t start_step = trainer.step();
   const ckpt::AllOk all_ok = AllOkOver(options.world);
-  PM_RETURN_IF_ERROR(ResumeEverywhere(trainer, options, all_ok, observer));
+  std::optional<MemoryCheckpointer> memory;
+  if (c.ckpt.memory_interval > 0) {
+    PM_ASSIGN_OR_RETURN(
+        MemoryCheckpointer m,
+        MemoryCheckpointer::Create(trainer, options.world, options.shm_root,
+                                   [&](const std::string& line) { observer.OnInfo(line); }));
+    memory.emplace(std::move(m));
+  }
+  MemoryCheckpointer* mem = memory ? &*memory : nullptr;
+  PM_RETURN_IF_ERROR(ResumeEverywhere(trainer, options, all_ok, mem, observer));
   ckpt::AsyncSaver saver(
       {.root = c.ckpt.dir, .keep = static_cast<int>(c.ckpt.keep), .env = nullptr, .all_ok = all_ok},
       c.ckpt.async);
@@ -163,7 +207,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
     if (s.loss_spike && lead)
       observer.OnWarning(fmt::format("step {}: loss spike {:.4g} > {} x median {:.4g}", s.step,
                                      s.loss, c.run.spike_factor, s.loss_median));
-    MaybeSave(trainer, saver, first_step, world_size, observer);
+    MaybeSave(trainer, saver, mem, first_step, world_size, observer);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
     if (eval_now) sum.last_eval = *(s.eval_loss = trainer.Evaluate());
@@ -178,6 +222,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
   }
   if (!options.trace.empty()) PM_RETURN_IF_ERROR(WriteTrace(trainer, options.trace, observer));
   if (const core::Status saved = saver.Wait(); !saved.ok()) observer.OnWarning(saved.message());
+  if (mem != nullptr) mem->RemoveAll();  // a clean finish: the copies are not needed any more
   sum.steps = total - first_step;
   if (metrics) sum.metrics_path = metrics->path();
   return sum;

@@ -1,13 +1,15 @@
 // The run loop of `pentamesh train` and of the tests that train end to end: resume (from "auto",
-// the newest intact checkpoint under ckpt.dir, or a named one; every rank loads its shard and all
-// go on only if all succeeded), optimizer steps to train.steps, held-out evaluation every
-// run.eval_every steps and at the end, checkpoints every ckpt.interval steps and at the end (each
-// rank writes its shard in the background; a failed save is a warning and the previous checkpoint
-// stays intact), metrics.jsonl on rank 0, the --trace gather, and the run.debug_kill_step fault
-// injection. A skipped (non-finite) step is reported and logged; more than
-// run.max_nonfinite_in_row in a row end the run with an error naming the cause, the step and the
-// last good checkpoint (divergence is an outcome of training, not a crash).
-// What the loop has to say goes to a RunObserver; the loop itself prints nothing.
+// the newest intact in-memory copy or checkpoint under ckpt.dir, or a named one; every rank loads
+// its shard and all go on only if all succeeded; the line says where from and how long it took),
+// optimizer steps to train.steps, held-out evaluation every run.eval_every steps and at the end,
+// checkpoints every ckpt.interval steps and at the end (each rank writes its shard in the
+// background; a failed save is a warning and the previous checkpoint stays intact), in-memory
+// copies every ckpt.memory_interval steps (train/memory_checkpoint.h; removed at a clean finish),
+// metrics.jsonl on rank 0, the --trace gather, and the run.debug_kill_step fault injection. A
+// skipped (non-finite) step is reported and logged; more than run.max_nonfinite_in_row in a row end
+// the run with an error naming the cause, the step and the last good checkpoint (divergence is an
+// outcome of training, not a crash). What the loop has to say goes to a RunObserver; the loop
+// itself prints nothing.
 #pragma once
 
 #include <array>
@@ -41,6 +43,9 @@ struct LoopOptions {
   std::string resume;                   // "", "auto" or a checkpoint directory
   std::string trace;                    // Chrome trace-event JSON written by rank 0 ("" = none)
   comm::Communicator* world = nullptr;  // null on one process
+  // Where in-memory copies go (ckpt.memory_interval > 0): node-local memory that outlives the
+  // process.
+  std::string shm_root = "/dev/shm";
 };
 
 struct RunSummary {
