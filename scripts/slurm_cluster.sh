@@ -43,8 +43,12 @@ if [[ -n "$port_base" ]] && ! { [[ "$port_base" =~ ^[1-9][0-9]*$ ]] && [[ $port_
   echo "slurm_cluster: --port-base must be an integer in [1024, 65000] (got '$port_base')" >&2
   exit 2
 fi
-mkdir -p "$dir" 2>/dev/null || { echo "slurm_cluster: --dir: cannot create '$dir'" >&2; exit 2; }
-dir=$(cd "$dir" && pwd)
+dir=$(realpath -m "$dir")
+if [[ "$action" != start && ! -f "$dir/slurm.conf" ]]; then
+  echo "slurm_cluster: no cluster in $dir"
+  [[ "$action" == stop ]] && exit 0
+  exit 1
+fi
 conf=$dir/slurm.conf
 export SLURM_CONF=$conf
 skip() { echo "slurm_cluster: SKIP: $*"; exit "$kSkip"; }
@@ -158,8 +162,9 @@ start() {
     echo "slurm_cluster: a cluster already runs in $dir (stop it first)" >&2
     exit 2
   fi
+  mkdir -p "$dir/log" "$dir/state" "$dir/munge" 2>/dev/null ||
+    { echo "slurm_cluster: --dir: cannot create directories in '$dir'" >&2; exit 2; }
   [[ -n "$port_base" ]] || port_base=$(free_port_base) || skip "no free TCP ports for the daemons"
-  mkdir -p "$dir/log" "$dir/state" "$dir/munge" || exit 1
   for ((k = 1; k <= nodes; k++)); do mkdir -p "$dir/spool/pm$k" "$dir/tmp/pm$k"; done
   chmod 700 "$dir/munge"
 
