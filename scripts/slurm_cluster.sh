@@ -21,6 +21,7 @@
 # the cluster cannot run here (not root, packages missing, a daemon that does not start).
 set -u
 readonly kSkip=77
+readonly nl=$'\n'
 readonly kWaitS=40  # for the nodes to show idle, and for daemons to exit
 usage() { echo "usage: slurm_cluster.sh start|stop|status [--dir DIR] [--nodes N] [--port-base P]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
@@ -92,7 +93,7 @@ stepd_pids() {
 nodes_in_conf() { sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$conf" 2>/dev/null; }
 
 stop() {
-  local job jobs i pid
+  local jobs i pid
   if live_pid slurmctld slurmctld >/dev/null; then
     jobs=$(squeue -h -o %i 2>/dev/null)
     if [[ -n "$jobs" ]]; then
@@ -102,7 +103,7 @@ stop() {
         [[ -z "$(squeue -h -o %i 2>/dev/null)" ]] && break
         sleep 0.1
       done
-      echo "slurm_cluster: cancelled jobs $(echo $jobs)"
+      echo "slurm_cluster: cancelled jobs ${jobs//$'\n'/ }"
     fi
   fi
   for pid in $(stepd_pids); do
@@ -183,7 +184,7 @@ start() {
       sleep 0.1
     done
     munge -n -S "$sock" 2>/dev/null | unmunge -S "$sock" >/dev/null 2>&1 ||
-      fail_start "munged did not start:$(printf '\n')$(log_tail munged)"
+      fail_start "munged did not start:${nl}$(log_tail munged)"
   fi
 
   # The node shape slurmd detects (CPUs, boards, sockets, cores, threads); every node gets it,
@@ -253,7 +254,7 @@ PROLOG
   for ((i = 0; i < kWaitS * 5; i++)); do
     for name in slurmctld $(for ((k = 1; k <= nodes; k++)); do echo "slurmd-pm$k"; done); do
       live_pid "$name" "${name%%-*}" >/dev/null ||
-        fail_start "$name exited at start:$(printf '\n')$(log_tail "$name")"
+        fail_start "$name exited at start:${nl}$(log_tail "$name")"
     done
     states=$(sinfo -h -N -o "%N %T" 2>/dev/null)
     idle=$(grep -c " idle$" <<<"$states")
@@ -261,7 +262,7 @@ PROLOG
     sleep 0.2
   done
   [[ $idle -eq $nodes ]] ||
-    fail_start "the nodes were not idle after $kWaitS s (sinfo: $(echo $states)):$(printf '\n')$(log_tail slurmctld)"
+    fail_start "the nodes were not idle after $kWaitS s (sinfo: ${states//$'\n'/, }):${nl}$(log_tail slurmctld)"
   echo "slurm_cluster: munged, slurmctld (port $port_base) and $nodes slurmd nodes" \
     "(pm1..pm$nodes, ports $((port_base + 1))..$((port_base + nodes)); $shape) in $dir"
   sinfo -N -o "%N %T %c %P"

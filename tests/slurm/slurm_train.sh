@@ -52,7 +52,7 @@ train_args() {
   args=(train --config "$repo/configs/tiny-dense.toml" --layout "$kLayout" --set model.vocab=512 \
     --set "data.dataset=\"$work/data\"" --set "data.corpus=\"$work/corpus.txt\"" \
     --set optim.warmup_steps=1 --set run.eval_every=0 --set run.log_every=1 \
-    --set run.steps=$kSteps --set "run.out_dir=\"$dir\"" --set "ckpt.dir=\"$dir/ckpt\"" \
+    --set "run.steps=$kSteps" --set "run.out_dir=\"$dir\"" --set "ckpt.dir=\"$dir/ckpt\"" \
     --set ckpt.interval=2)
 }
 # The arguments as one line a shell can read back (the job script runs them).
@@ -89,11 +89,12 @@ echo "reference: mpirun -np 4 pentamesh train --layout '$kLayout', $kSteps steps
 train_args "$work/srun"
 srun_args=("${args[@]}")
 started=$(date +%s.%N)
+# shellcheck disable=SC2016 # $SLURM_* expand in each task, not here
 timeout --kill-after=5 $kRunTimeoutS srun --mpi=pmix -N 2 --ntasks-per-node 2 --kill-on-bad-exit=1 \
   bash -c 'echo "slurm rank $SLURM_PROCID of $SLURM_NTASKS on node $SLURMD_NODENAME"; exec "$@"' \
   rank "$binary" "${srun_args[@]}" >"$work/srun.log" 2>&1
 rc=$?
-cat "$work/srun.log" | grep -E "^slurm rank|resumed|error" | sort
+grep -E "^slurm rank|resumed|error" "$work/srun.log" | sort
 [[ $rc -eq 0 ]] || { cat "$work/srun.log"; fail "srun exited with status $rc"; }
 echo "srun: srun --mpi=pmix -N 2 --ntasks-per-node 2 pentamesh train, $kSteps steps," \
   "$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s"
