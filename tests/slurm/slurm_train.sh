@@ -134,6 +134,7 @@ until [[ "$(job_state)" == PENDING ]]; do
   sleep 0.1
 done
 scontrol update jobid="$job" StartTime=now || fail "cannot release job $job"
+deadline=$((SECONDS + kRunTimeoutS))
 until [[ "$(job_state)" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]]; do
   [[ $SECONDS -lt $deadline ]] || { cat "$work/job.out"; fail "job $job still $(job_state) after $kRunTimeoutS s"; }
   sleep 0.2
