@@ -5,6 +5,7 @@
 #   scripts/slurm_cluster.sh start  [--dir DIR] [--nodes N] [--port-base P]
 #   scripts/slurm_cluster.sh status [--dir DIR]
 #   scripts/slurm_cluster.sh stop   [--dir DIR]
+#   scripts/slurm_cluster.sh stepds [--dir DIR]
 #
 # start writes DIR/slurm.conf (nodes pm1..pmN: NodeName aliases, all NodeHostname=localhost and
 # NodeAddr=127.0.0.1, each slurmd on its own port and started with `-N pmK`; every node gets the
@@ -14,8 +15,10 @@
 # `sinfo` shows every node idle. It prints `export SLURM_CONF=DIR/slurm.conf`: the client commands
 # (sinfo, srun, sbatch, scontrol) find this cluster through that variable.
 # stop cancels the cluster's jobs, then ends exactly the processes start recorded (DIR/*.pid,
-# each checked to still be the program it names) and any slurmstepd serving this cluster's spool
-# directory; logs stay in DIR/log. status prints the daemons and `sinfo`; exit 1 if not up.
+# each checked to still be the program it names) and any slurmstepd of this cluster left behind;
+# logs stay in DIR/log. status prints the daemons and `sinfo`; exit 1 if not up. stepds prints
+# the cluster's slurmstepd processes ("pid slurmstepd: [job.step]", or "pid exiting"): a requeued
+# job is released once its previous run's are gone.
 # DIR defaults to $PM_SLURM_DIR, else /tmp/pentamesh-slurm.
 # Exit status: 0; 2 for bad arguments; 77 (skipped) with "slurm_cluster: SKIP: <reason>" when
 # the cluster cannot run here (not root, packages missing, a daemon that does not start).
@@ -23,7 +26,7 @@ set -u
 readonly kSkip=77
 readonly nl=$'\n'
 readonly kWaitS=40  # for the nodes to show idle, and for daemons to exit
-usage() { echo "usage: slurm_cluster.sh start|stop|status [--dir DIR] [--nodes N] [--port-base P]" >&2; exit 2; }
+usage() { echo "usage: slurm_cluster.sh start|stop|status|stepds [--dir DIR] [--nodes N] [--port-base P]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 action=$1; shift
 dir=${PM_SLURM_DIR:-/tmp/pentamesh-slurm} nodes=2 port_base=""
@@ -35,7 +38,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "slurm_cluster: unknown option '$1'" >&2; usage ;;
   esac
 done
-case "$action" in start | stop | status) ;; *) echo "slurm_cluster: unknown action '$action'" >&2; usage ;; esac
+case "$action" in start | stop | status | stepds) ;; *) echo "slurm_cluster: unknown action '$action'" >&2; usage ;; esac
 if ! [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || [[ $nodes -gt 16 ]]; then
   echo "slurm_cluster: --nodes must be an integer in [1, 16] (got '$nodes')" >&2
   exit 2
@@ -76,18 +79,20 @@ end_daemon() {
   fi
   rm -f "$dir/$name.pid"
 }
-# slurmstepd processes of this cluster: those holding a unix socket bound under DIR/spool
-# (every step listens on DIR/spool/<node>/<node>_<job>.<step>); printed one pid a line.
-stepd_pids() {
-  local inodes pid fd target
-  inodes=$(awk -v d="$dir/spool/" 'index($8, d) == 1 { print $7 }' /proc/net/unix 2>/dev/null)
-  [[ -n "$inodes" ]] || return 0
+# slurmstepd processes of this cluster, one "pid title" a line (title: `slurmstepd: [job.step]`):
+# the slurmds run with SLURM_CONF=DIR/slurm.conf, which every slurmstepd they start inherits. A
+# slurmstepd that is exiting no longer shows its environment: it is listed as "pid exiting", as
+# it may be this cluster's, until it is a zombie (finished, waiting to be reaped).
+stepds() {
+  local pid env
   for pid in $(pgrep -x slurmstepd); do
-    for fd in /proc/"$pid"/fd/*; do
-      target=$(readlink "$fd" 2>/dev/null) || continue
-      [[ "$target" =~ ^socket:\[([0-9]+)\]$ ]] || continue
-      if grep -qx "${BASH_REMATCH[1]}" <<<"$inodes"; then echo "$pid"; break; fi
-    done
+    if ! env=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ") || [[ -z "$env" ]]; then
+      # A zombie (state Z) has finished; anything else is still tearing down.
+      [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" =~ ^[^Z]$ ]] && echo "$pid exiting"
+      continue
+    fi
+    grep -qx "SLURM_CONF=$conf" <<<"$env" || continue
+    echo "$pid $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")"
   done
 }
 nodes_in_conf() { sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$conf" 2>/dev/null; }
@@ -106,7 +111,7 @@ stop() {
       echo "slurm_cluster: cancelled jobs ${jobs//$'\n'/ }"
     fi
   fi
-  for pid in $(stepd_pids); do
+  for pid in $(stepds | grep -v " exiting$" | cut -d' ' -f1); do
     kill -KILL "$pid" 2>/dev/null && echo "slurm_cluster: killed slurmstepd $pid (left by a job)"
   done
   for node in $(nodes_in_conf); do end_daemon "slurmd-$node" slurmd; done
@@ -273,4 +278,5 @@ case "$action" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  stepds) stepds ;;
 esac

@@ -12,16 +12,22 @@
 #              the job and puts it back in the queue, the second attempt resumes from the newest
 #              checkpoint (the job log shows the step) and runs to the end: the losses of steps
 #              1-8 (the last line per step in metrics.jsonl) equal the reference bitwise.
-# Usage: slurm_train.sh REPO PENTAMESH_BINARY
+# Usage: slurm_train.sh REPO PENTAMESH_BINARY [RUN_TIMEOUT_S]   (each run's limit; default 60 s)
 # Exit 77 (ctest SKIP_RETURN_CODE) with "slurm_train: SKIP: <reason>" when Slurm cannot run here
 # (not root, packages missing, daemons that do not start); the cluster is stopped on any exit.
 set -u
-repo=$1 binary=$2
+repo=$1 binary=$2 run_timeout_s=${3:-60}
 readonly kSkip=77
 readonly kLayout="pp=2 dp=2 mbs=2 zero=1 schedule=1f1b"
 readonly kSteps=8
-readonly kRunTimeoutS=60
-fail() { echo "FAIL: $*"; exit 1; }
+readonly kRunTimeoutS=$run_timeout_s
+fail() {
+  echo "FAIL: $*"
+  # The daemons' errors (a task that did not launch, PMIx), if the cluster got that far.
+  [[ -n "${cluster:-}" && -d "${cluster:-}/log" ]] && grep -h "error" "$cluster"/log/slurm*.log | tail -n 20
+  exit 1
+}
+[[ "$run_timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "slurm_train: RUN_TIMEOUT_S must be a positive integer (got '$run_timeout_s')" >&2; exit 2; }
 skip() { echo "slurm_train: SKIP: $*"; exit "$kSkip"; }
 [[ $(id -u) -eq 0 ]] || skip "the Slurm daemons need root (uid is $(id -u))"
 command -v mpirun >/dev/null || skip "mpirun is not installed"
@@ -50,6 +56,7 @@ head -c 400000 "$corpus" >"$work/corpus.txt"
 train_args() {
   local dir=$1
   args=(train --config "$repo/configs/tiny-dense.toml" --layout "$kLayout" --set model.vocab=512 \
+    --set train.seq_len=64 --set train.global_batch_seqs=8 \
     --set "data.dataset=\"$work/data\"" --set "data.corpus=\"$work/corpus.txt\"" \
     --set optim.warmup_steps=1 --set run.eval_every=0 --set run.log_every=1 \
     --set "run.steps=$kSteps" --set "run.out_dir=\"$dir\"" --set "ckpt.dir=\"$dir/ckpt\"" \
@@ -78,7 +85,7 @@ PY
 train_args "$work/ref"
 ref_args=("${args[@]}")
 started=$(date +%s.%N)
-timeout --kill-after=5 $kRunTimeoutS mpirun --allow-run-as-root --oversubscribe -np 4 \
+timeout --kill-after=5 "$kRunTimeoutS" mpirun --allow-run-as-root --oversubscribe -np 4 \
   "$binary" "${ref_args[@]}" >"$work/ref.log" 2>&1
 rc=$?
 [[ $rc -eq 0 ]] || { cat "$work/ref.log"; fail "the mpirun -np 4 reference exited with status $rc"; }
@@ -90,7 +97,7 @@ train_args "$work/srun"
 srun_args=("${args[@]}")
 started=$(date +%s.%N)
 # shellcheck disable=SC2016 # $SLURM_* expand in each task, not here
-timeout --kill-after=5 $kRunTimeoutS srun --mpi=pmix -N 2 --ntasks-per-node 2 --kill-on-bad-exit=1 \
+timeout --kill-after=5 "$kRunTimeoutS" srun --mpi=pmix -N 2 --ntasks-per-node 2 --kill-on-bad-exit=1 \
   bash -c 'echo "slurm rank $SLURM_PROCID of $SLURM_NTASKS on node $SLURMD_NODENAME"; exec "$@"' \
   rank "$binary" "${srun_args[@]}" >"$work/srun.log" 2>&1
 rc=$?
@@ -127,12 +134,20 @@ logged=$(grep -c '"loss"' "$work/requeue/metrics.jsonl")
 echo "requeue: scontrol requeue $job after checkpoint $(cat "$work/requeue/ckpt/latest")" \
   "($logged of $kSteps steps logged)"
 [[ $logged -lt $kSteps ]] || fail "the first attempt finished before the requeue (make it longer)"
-# A requeued batch job is held back (BeginTime) for about 2 minutes; the controller's
-# administrator may release it at once, as here.
+# A requeued batch job is held back (BeginTime) for about 2 minutes; an administrator may release
+# it sooner, as here, once the first run's slurmstepds have exited: the second run reuses the job
+# and step ids, so its PMIx and Open MPI files get the first run's names, which the old
+# slurmstepds remove as they finish.
 until [[ "$(job_state)" == PENDING ]]; do
   [[ $SECONDS -lt $deadline ]] || fail "job $job not pending after the requeue: $(job_state)"
   sleep 0.1
 done
+requeued_at=$SECONDS
+while bash "$repo/scripts/slurm_cluster.sh" stepds --dir "$cluster" | grep -q -E "slurmstepd: \[$job\.| exiting$"; do
+  [[ $SECONDS -lt $deadline ]] || fail "job $job's first run left slurmstepds: $(bash "$repo/scripts/slurm_cluster.sh" stepds --dir "$cluster")"
+  sleep 0.1
+done
+echo "requeue: job $job pending, its first run's slurmstepds gone after $((SECONDS - requeued_at)) s; released"
 scontrol update jobid="$job" StartTime=now || fail "cannot release job $job"
 deadline=$((SECONDS + kRunTimeoutS))
 until [[ "$(job_state)" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]]; do
