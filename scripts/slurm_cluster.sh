@@ -136,7 +136,7 @@ status() {
   return "$up"
 }
 
-# A port base with ports P .. P+N all free on this machine (TCP listeners, from ss or /proc).
+# A port base with ports P .. P+N all free on this machine (no TCP listener in /proc/net/tcp*).
 free_port_base() {
   local listening p i ok
   listening=$(awk 'NR > 1 && $4 == "0A" { split($2, a, ":"); print strtonum("0x" a[2]) }' \
