@@ -5,7 +5,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev jq
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin slurm-wlm munge
   libsentencepiece-dev sentencepiece
   python3 python3-torch python3-numpy python3-venv
   chromium libjs-vega
