@@ -17,6 +17,10 @@ inline std::string MoeBiasName(int64_t layer) {
   return "layers." + std::to_string(layer) + ".moe.router_bias";
 }
 
+// The run config a checkpoint was saved with (its manifest's state.config_toml): the model of its
+// weights. Errors name the manifest field.
+core::Result<RunConfig> RunConfigOfCheckpoint(const ckpt::Checkpoint& ckpt);
+
 // A host copy of the trainer's state (cheap: done between steps; written later, in background).
 ckpt::Snapshot TrainerSnapshot(Trainer& trainer, int rank = 0, int world = 1);
 
