@@ -40,9 +40,9 @@ struct SamplingOptions {
 int32_t SampleToken(std::span<const float> logits, const SamplingOptions& options, int64_t step);
 
 struct GenerateRequest {
-  std::vector<int32_t> prompt;
+  std::vector<int32_t> prompt{};
   int64_t max_new_tokens = 0;
-  SamplingOptions sampling;
+  SamplingOptions sampling{};
   bool keep_logits = false;  // return the logits each new token was chosen from
 };
 
