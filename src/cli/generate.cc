@@ -131,7 +131,8 @@ int RunGenerate(const GenerateArgs& args) {
     prompt = std::move(*ids);
   }
   // The layout's rules before MPI starts (the rank count is checked once the world exists).
-  if (auto bad = train::GenerateLayoutViolations(run->model, *layout, static_cast<int>(layout->gpus()));
+  if (auto bad =
+          train::GenerateLayoutViolations(run->model, *layout, static_cast<int>(layout->gpus()));
       !bad.empty())
     return Fail(fmt::format("{}", fmt::join(bad, "\n")));
   std::unique_ptr<comm::MpiWorld> world;
