@@ -30,6 +30,10 @@ RunFn AddValidateCommand(CLI::App& app);      // cli/validate.cc
 RunFn AddCalibrateCommand(CLI::App& app);     // cli/calibrate.cc
 RunFn AddTuneCommand(CLI::App& app);          // cli/tune.cc
 RunFn AddServeCommand(CLI::App& app);         // cli/serve.cc
+RunFn AddGenerateCommand(CLI::App& app);      // cli/generate.cc
+
+// True when a launcher (mpirun, srun through PMIx) started this process (cli/train.cc).
+bool UnderLauncher();
 
 // Prints "pentamesh: error: <message>" to stderr and returns exit code 2.
 int Fail(const std::string& message);

@@ -16,6 +16,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "cli/checkpoint_args.h"
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "train/checkpoint_state.h"
@@ -28,62 +29,21 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportArgs {
-  std::string hf_dir, checkpoint, config, resume, tokenizer;
-  std::vector<std::string> sets;
+  std::string hf_dir, tokenizer;
+  CheckpointArgs source;
   bool no_tokenizer = false;
   int64_t max_shard_mb = 4096;
 };
 
-void Warn(const std::string& message) { fmt::print(stderr, "pentamesh: warning: {}\n", message); }
-
-// The checkpoint to export: --checkpoint (a step directory or a root with `latest`), or the run
-// config's ckpt.dir resolved as --resume does.
-core::Result<ckpt::Checkpoint> FindCheckpoint(const ExportArgs& args) {
-  if (!args.checkpoint.empty()) {
-    PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(args.checkpoint, "", Warn));
-    return std::move(*found);
-  }
-  if (args.config.empty())
-    return core::Status::Error("export: give --checkpoint PATH or --config run.toml");
-  PM_ASSIGN_OR_RETURN(train::RunConfig config, train::LoadRunConfig(args.config, args.sets));
-  const std::string spec = args.resume.empty() ? "auto" : args.resume;
-  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, config.ckpt.dir, Warn));
-  if (!found)
-    return core::Status::Error(
-        fmt::format("ckpt.dir: no complete checkpoint under '{}' to export", config.ckpt.dir));
-  return std::move(*found);
-}
-
-// --tokenizer, else the tokenizer the run's dataset was made with.
-core::Result<std::string> TokenizerPath(const ExportArgs& args, const train::RunConfig& run) {
-  if (args.no_tokenizer) return std::string();
-  if (!args.tokenizer.empty()) return args.tokenizer;
-  const std::string manifest = (fs::path(run.data.dataset) / "manifest.json").string();
-  std::ifstream in(manifest);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto m = data::ManifestFromJson(text.str(), manifest);
-  if (!in || !m.ok() || !fs::exists(m->tokenizer_path))
-    return core::Status::Error(fmt::format(
-        "data.dataset: cannot find the run's tokenizer through {} ({}); pass --tokenizer "
-        "FILE.model or --no-tokenizer",
-        manifest,
-        m.ok() ? "tokenizer " + m->tokenizer_path + " is missing" : m.status().message()));
-  return m->tokenizer_path;
-}
-
 int RunExport(const ExportArgs& args) {
-  auto found = FindCheckpoint(args);
+  auto found = FindCheckpoint(args.source, "export");
   if (!found.ok()) return Fail(found.status().message());
-  const ckpt::Checkpoint& ck = *found;
-  const nlohmann::json& state = ck.state();
-  const std::string toml = state.contains("config_toml") && state["config_toml"].is_string()
-                               ? state["config_toml"].get<std::string>()
-                               : "";
-  auto run = train::RunConfigFromToml(toml, ck.dir() + "/manifest.json state.config_toml");
+  const ckpt::Checkpoint& ck = **found;
+  auto run = train::RunConfigOfCheckpoint(ck);
   if (!run.ok()) return Fail(run.status().message());
   const spec::ModelSpec& model = run->model;
-  auto tokenizer = TokenizerPath(args, *run);
+  auto tokenizer = args.no_tokenizer ? core::Result<std::string>(std::string())
+                                     : TokenizerPath(args.tokenizer, *run, " or --no-tokenizer");
   if (!tokenizer.ok()) return Fail(tokenizer.status().message());
   if (model.is_moe() && model.moe.capacity_factor > 0)
     Warn(fmt::format(
@@ -147,11 +107,12 @@ RunFn AddExportCommand(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   sub->add_option("--hf", args->hf_dir, "output directory (config.json, model.safetensors, ...)")
       ->required();
-  sub->add_option("--checkpoint", args->checkpoint,
+  sub->add_option("--checkpoint", args->source.checkpoint,
                   "a checkpoint directory, or a checkpoint root with `latest`");
-  sub->add_option("--config", args->config, "run TOML whose ckpt.dir holds the checkpoint");
-  sub->add_option("--set", args->sets, "override a key of --config (repeatable)");
-  sub->add_option("--resume", args->resume, "with --config: auto (default) or a checkpoint path");
+  sub->add_option("--config", args->source.config, "run TOML whose ckpt.dir holds the checkpoint");
+  sub->add_option("--set", args->source.sets, "override a key of --config (repeatable)");
+  sub->add_option("--resume", args->source.resume,
+                  "with --config: auto (default) or a checkpoint path");
   sub->add_option("--tokenizer", args->tokenizer,
                   "SentencePiece .model (default: the tokenizer of the run's data.dataset)");
   sub->add_flag("--no-tokenizer", args->no_tokenizer, "write the model without a tokenizer");

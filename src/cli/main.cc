@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add(AddCalibrateCommand);
   add(AddTuneCommand);
   add(AddServeCommand);
+  add(AddGenerateCommand);
   SetCommandLine(argc, argv);
   return Dispatch(app, commands, argc, argv);
 }

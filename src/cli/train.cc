@@ -24,6 +24,14 @@
 #include "train/trainer.h"
 
 namespace pentamesh::cli {
+
+bool UnderLauncher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
 namespace {
 
 struct TrainArgs {
@@ -35,14 +43,6 @@ struct TrainArgs {
 };
 
 int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* world);
-
-// True when a launcher (mpirun, srun through PMIx) started this process.
-bool UnderLauncher() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
 
 std::string Mib(int64_t bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));

@@ -25,6 +25,8 @@ const char* MemTagName(MemTag tag) {
       return "comm";
     case MemTag::kOther:
       return "other";
+    case MemTag::kKvCache:
+      return "kv_cache";
   }
   return "?";
 }

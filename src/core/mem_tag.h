@@ -14,8 +14,9 @@ enum class MemTag : uint8_t {
   kLogits,       // logits / loss buffers of the head
   kComm,         // communication buffers
   kOther,        // transient workspaces
+  kKvCache,      // generation's key/value cache (model/kv_cache.h); training never allocates it
 };
-inline constexpr int kMemTagCount = 7;
+inline constexpr int kMemTagCount = 8;
 const char* MemTagName(MemTag tag);  // allocator.cc
 
 }  // namespace pentamesh::core

@@ -102,6 +102,28 @@ void Attention::Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const 
   RoundActivation(ctx, y);
 }
 
+void Attention::ForwardCached(Tensor y, ConstTensor x, Tensor k_cache, Tensor v_cache, int64_t pos0,
+                              const LayerContext& ctx) const {
+  PM_CHECK(!ends_.sequence_parallel()) << "cached attention needs sp=off";
+  PM_CHECK(!context_parallel()) << "cached attention needs cp=1";
+  const int64_t N = x.dim(0), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
+  PM_CHECK(k_cache.dim(1) == K && k_cache.dim(2) == D) << "cache " << k_cache.shape().ToString();
+  PM_CHECK(pos0 + N <= k_cache.dim(0)) << "pos0=" << pos0 << " + " << N << " > cache rows";
+  core::Buffer q = NewBuffer(ctx, core::MemTag::kOther, {N, A, D});
+  const Tensor k = k_cache.Rows(pos0, pos0 + N), v = v_cache.Rows(pos0, pos0 + N);
+  kernels::linear_forward(q.view().Reshape({N, A * D}), x, params_.weight(wq_));
+  kernels::linear_forward(k.Reshape({N, K * D}), x, params_.weight(wk_));
+  kernels::linear_forward(v.Reshape({N, K * D}), x, params_.weight(wv_));
+  kernels::rope_forward(q.view(), q.view(), rope_, N, pos0);
+  kernels::rope_forward(k, k, rope_, N, pos0);
+  core::Buffer o = NewBuffer(ctx, core::MemTag::kOther, {N, A, D});
+  kernels::attention_cached(o.view(), q.view(), k_cache.Rows(0, pos0 + N),
+                            v_cache.Rows(0, pos0 + N),
+                            {.queries = N, .pos0 = pos0, .heads = A, .kv_heads = K, .head_dim = D});
+  kernels::linear_forward(y, o.view().Reshape({N, A * D}), params_.weight(wo_));
+  ends_.Sum(y, y);
+}
+
 void Attention::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Saved& saved,
                          Dims dims, const LayerContext& ctx) const {
   core::Buffer dy_gathered, x_gathered;

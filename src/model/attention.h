@@ -51,6 +51,13 @@ class Attention {
   // empty.
   void Forward(Tensor y, Saved& saved, ConstTensor x, Dims dims, const LayerContext& ctx,
                bool keep_internals) const;
+  // Generation (model/kv_cache.h): y (N, H) for the N new tokens x (N, H) of one sequence at
+  // positions pos0 .. pos0 + N - 1. Writes their keys (after RoPE) and values into rows
+  // [pos0, pos0 + N) of this layer's cache k_cache, v_cache (capacity, K/tp, D) and attends over
+  // rows [0, pos0 + N) (kernels::attention_cached); y leaves through reduce_from_tp. No stash.
+  // REQUIRES: no sequence or context parallelism (a decode step has one token).
+  void ForwardCached(Tensor y, ConstTensor x, Tensor k_cache, Tensor v_cache, int64_t pos0,
+                     const LayerContext& ctx) const;
   // dx (T, H) is written; weight grads accumulate.
   void Backward(Tensor dx, ConstTensor dy, ConstTensor x, Saved& saved, Dims dims,
                 const LayerContext& ctx) const;

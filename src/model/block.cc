@@ -59,6 +59,27 @@ void Block::Forward(Tensor out, Saved& saved, ConstTensor x, Dims dims, const La
   if (ctx.bf16) saved.ForEachActivation(CompactToBf16);
 }
 
+void Block::ForwardCached(Tensor out, ConstTensor x, Tensor k_cache, Tensor v_cache, int64_t pos0,
+                          const LayerContext& ctx) const {
+  const int64_t N = x.dim(0), H = config_.attention.hidden;
+  const core::MemTag tag = core::MemTag::kOther;
+  RmsNorm::Saved norm;
+  core::Buffer n = NewBuffer(ctx, tag, {N, H});
+  norm1_.Forward(n.view(), norm, x, ctx, tag);
+  core::Buffer h = NewBuffer(ctx, tag, {N, H});
+  attention_.ForwardCached(h.view(), n.view(), k_cache, v_cache, pos0, ctx);
+  kernels::add(h.view(), h.view(), x);
+  norm2_.Forward(n.view(), norm, h.view(), ctx, tag);
+  if (moe_) {
+    Moe::Saved transient;
+    moe_->Forward(out, transient, n.view(), ctx, nullptr, tag);
+  } else {
+    Mlp::Saved transient;
+    mlp_->Forward(out, transient, n.view(), ctx, tag);
+  }
+  kernels::add(out, out, h.view());
+}
+
 void Block::Backward(Tensor dx, ConstTensor dy, Saved& s, Dims dims,
                      const LayerContext& ctx) const {
   s.ForEachActivation(ExpandToF32);

@@ -58,6 +58,11 @@ class Block {
                MoeStats* stats) const;
   // dx (T, H) is written.
   void Backward(Tensor dx, ConstTensor dy, Saved& saved, Dims dims, const LayerContext& ctx) const;
+  // Generation: out (N, H) from the N new tokens' x (N, H) of one sequence at positions pos0 ..,
+  // with the attention reading and extending this layer's KV cache (Attention::ForwardCached).
+  // Nothing is stashed (every buffer is transient, tag kOther). REQUIRES: sp=off, cp=1.
+  void ForwardCached(Tensor out, ConstTensor x, Tensor k_cache, Tensor v_cache, int64_t pos0,
+                     const LayerContext& ctx) const;
   Moe* moe() { return moe_.get(); }  // null for a dense FFN
   // The two RMSNorm weights (replicated over tp).
   std::array<ParamId, 2> norm_weights() const { return {norm1_.weight(), norm2_.weight()}; }

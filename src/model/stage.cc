@@ -222,6 +222,42 @@ StageForward Stage::Forward(int64_t mb_id, const MicroBatch& mb, ConstTensor x_i
   return result;
 }
 
+KvCache Stage::NewKvCache(int64_t capacity) const {
+  const spec::ModelSpec& m = config_.model;
+  return KvCache(alloc_, static_cast<int64_t>(blocks_.size()), capacity,
+                 m.kv_heads / config_.shard.tp_size, m.head_dim);
+}
+
+void Stage::ForwardCached(ConstTensor tokens, KvCache& cache, Tensor logits) {
+  PM_CHECK(embedding_ && head_) << "ForwardCached needs the whole model on one stage (pp=1)";
+  PM_CHECK(!sequence_parallel_) << "ForwardCached needs sp=off";
+  PM_CHECK(config_.cp == nullptr || config_.cp->size() == 1) << "ForwardCached needs cp=1";
+  PM_CHECK(cache.layers() == static_cast<int64_t>(blocks_.size())) << "cache layers";
+  const int64_t N = tokens.numel(), H = config_.model.hidden, V = config_.model.vocab;
+  const int64_t pos0 = cache.length();
+  PM_CHECK(N > 0 && pos0 + N <= cache.capacity() && pos0 + N <= config_.model.max_seq_len)
+      << "positions " << pos0 << " + " << N << " beyond cache " << cache.capacity()
+      << " or max_seq_len " << config_.model.max_seq_len;
+  PM_CHECK(logits.numel() == V) << "logits " << logits.shape().ToString();
+  const LayerContext ctx{.alloc = &alloc_};
+  core::Buffer a = NewBuffer(ctx, core::MemTag::kOther, {N, H});
+  core::Buffer b = NewBuffer(ctx, core::MemTag::kOther, {N, H});
+  embedding_->Forward(a.view(), tokens, ctx);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const int64_t layer = static_cast<int64_t>(l);
+    blocks_[l]->ForwardCached(b.view(), a.view(), cache.k(layer), cache.v(layer), pos0, ctx);
+    std::swap(a, b);
+  }
+  cache.Advance(N);
+  // The head on the last token only: its (1, V/tp) logits, then the tp ranks' vocab shards.
+  std::vector<int32_t> ignore{-1};
+  Head::Saved head;
+  head_->Forward(head, a.view().Rows(N - 1, N),
+                 ConstTensor(core::Tensor(ignore.data(), core::Dtype::kI32, {1})), ctx);
+  const ConstTensor local = head.logits.view();
+  config_.shard.tp_comm->all_gather(logits.data(), local.f32(), local.numel(), core::Dtype::kF32);
+}
+
 void Stage::Backward(int64_t mb_id, ConstTensor dy_out, Tensor dx_in) {
   RunBackward(mb_id, dy_out, dx_in, nullptr);
 }

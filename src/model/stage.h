@@ -20,6 +20,7 @@
 #include "model/block.h"
 #include "model/embedding.h"
 #include "model/head.h"
+#include "model/kv_cache.h"
 #include "spec/model_spec.h"
 
 namespace pentamesh::model {
@@ -85,6 +86,15 @@ class Stage {
   // runs those GEMMs into the grads. B then W equals Backward (tests/model).
   void BackwardInput(int64_t mb_id, ConstTensor dy_out, Tensor dx_in);
   void BackwardWeight(int64_t mb_id);
+  // Generation: runs the N new tokens (N) i32 of one sequence through the whole model, reading
+  // and extending `cache` (their positions start at cache.length(); the cache advances by N),
+  // and writes the next-token logits of the LAST of them, all V of the vocabulary, into
+  // logits (V) (the tp ranks' vocab shards all-gathered, so every rank holds them). No stash,
+  // no grads. REQUIRES: the whole model (embedding and head), sp=off, cp=1; every rank of the tp
+  // and ep groups calls it with the same tokens.
+  void ForwardCached(ConstTensor tokens, KvCache& cache, Tensor logits);
+  // A KV cache for this stage's layers: `capacity` tokens of this rank's kv heads.
+  KvCache NewKvCache(int64_t capacity) const;
   // Drops a micro-batch's stash without backward (evaluation).
   void Drop(int64_t mb_id) { stashes_.erase(mb_id); }
   // The logits of a micro-batch between its Forward and Backward (for tests and eval).

@@ -170,6 +170,14 @@ core::Status RestoreMoeBias(const Checkpoint& ckpt, Trainer& trainer) {
 
 }  // namespace
 
+core::Result<RunConfig> RunConfigOfCheckpoint(const Checkpoint& ckpt) {
+  const nlohmann::json& state = ckpt.state();
+  const std::string toml = state.contains("config_toml") && state["config_toml"].is_string()
+                               ? state["config_toml"].get<std::string>()
+                               : "";
+  return RunConfigFromToml(toml, ckpt.dir() + "/manifest.json state.config_toml");
+}
+
 Snapshot TrainerSnapshot(Trainer& trainer, int rank, int world, SnapshotScope scope) {
   Snapshot s;
   s.step = trainer.step();

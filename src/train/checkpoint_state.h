@@ -17,6 +17,10 @@ inline std::string MoeBiasName(int64_t layer) {
   return "layers." + std::to_string(layer) + ".moe.router_bias";
 }
 
+// The run config a checkpoint was saved with (its manifest's state.config_toml): the model of its
+// weights. Errors name the manifest field.
+core::Result<RunConfig> RunConfigOfCheckpoint(const ckpt::Checkpoint& ckpt);
+
 // Which slices a rank puts into its snapshot.
 enum class SnapshotScope {
   kShared,   // a shard of one checkpoint all ranks write together: each element once per tp/ep

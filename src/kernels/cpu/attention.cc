@@ -158,4 +158,39 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, Const
   }
 }
 
+void attention_cached(Tensor o, ConstTensor q, ConstTensor k, ConstTensor v,
+                      const CachedAttentionDims& d) {
+  PM_CHECK(d.heads % d.kv_heads == 0) << "heads=" << d.heads << " kv_heads=" << d.kv_heads;
+  const int64_t N = d.queries, D = d.head_dim, A = d.heads, K = d.kv_heads, group = A / K;
+  const int64_t keys = d.pos0 + N;
+  PM_CHECK(q.numel() == N * A * D && o.numel() == q.numel()) << "q " << q.shape().ToString();
+  PM_CHECK(k.numel() >= keys * K * D && v.numel() == k.numel())
+      << "cache " << k.shape().ToString() << " holds fewer than " << keys << " rows";
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(static_cast<size_t>(keys));
+  for (int64_t i = 0; i < N; ++i) {
+    const int64_t visible = d.pos0 + i + 1;
+    for (int64_t h = 0; h < A; ++h) {
+      const float* qi = q.f32() + (i * A + h) * D;
+      const int64_t kh = h / group;
+      float row_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < visible; ++j) {
+        scores[static_cast<size_t>(j)] = Dot(qi, k.f32() + (j * K + kh) * D, D) * scale;
+        row_max = std::max(row_max, scores[static_cast<size_t>(j)]);
+      }
+      float* oi = o.f32() + (i * A + h) * D;
+      std::fill(oi, oi + D, 0.0f);
+      float sum = 0;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float p = FastExp(scores[static_cast<size_t>(j)] - row_max);
+        sum += p;
+        const float* vj = v.f32() + (j * K + kh) * D;
+        for (int64_t x = 0; x < D; ++x) oi[x] += p * vj[x];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t x = 0; x < D; ++x) oi[x] *= inv;
+    }
+  }
+}
+
 }  // namespace pentamesh::kernels

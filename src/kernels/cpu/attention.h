@@ -26,4 +26,14 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, ConstTensor dout, Const
                         ConstTensor k, ConstTensor v, ConstTensor o, ConstTensor lse,
                         const AttentionDims& dims);
 
+// Attention of one sequence's new queries against a key/value cache (generation, model/
+// kv_cache.h): q, o (N, A, D) are the queries at positions pos0 .. pos0 + N - 1; k, v hold at
+// least pos0 + N cached rows (rows, K, D). Query i attends keys [0, pos0 + i] (causal with the
+// cache offset), with the same scale and softmax as attention_forward.
+struct CachedAttentionDims {
+  int64_t queries, pos0, heads, kv_heads, head_dim;
+};
+void attention_cached(Tensor o, ConstTensor q, ConstTensor k, ConstTensor v,
+                      const CachedAttentionDims& dims);
+
 }  // namespace pentamesh::kernels
