@@ -1,15 +1,18 @@
 // `pentamesh generate (--checkpoint PATH | --config run.toml [--resume auto|PATH]) (--prompt TEXT
 // | --prompt-ids 1,2,3) --max-new-tokens N [--temperature T --top-k K --top-p P --seed S]
-// [--layout "tp=2 ep=2"] [--tokenizer FILE] [--json]`: continues a prompt with a checkpoint's
-// model on the engine (train/generate.h: KV cache, prefill then one token per step), alone or as
-// one rank of `mpirun -np tp*ep`, and prints the new tokens (ids and text), the prefill latency,
-// the mean per-token decode latency and tokens/s.
+// [--layout "tp=2 ep=2"] [--tokenizer FILE] [--threads N] [--host-profile FILE] [--json]`:
+// continues a prompt with a checkpoint's model on the engine (train/generate.h: KV cache, prefill
+// then one token per step), alone or as one rank of `mpirun -np tp*ep`, and prints the new tokens
+// (ids and text), the prefill latency, the mean per-token decode latency and tokens/s; with
+// --host-profile also the inference cost model's prediction of both for this host
+// (train::PredictGeneration).
 #include <fmt/format.h>
 
 #include <charconv>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,8 @@ struct GenerateArgs {
   bool has_prompt = false;
   int64_t max_new_tokens = 0;
   train::SamplingOptions sampling;
+  int threads = 0;
+  std::string host_profile;
   bool json = false;
 };
 
@@ -58,9 +63,28 @@ std::string Sampling(const train::SamplingOptions& s) {
                      s.top_p, s.seed);
 }
 
+// The cost model's prefill and decode terms (cost::ServeEstimate), milliseconds.
+nlohmann::json PredictedJson(const cost::ServeEstimate& e) {
+  constexpr double kMs = 1e3;
+  return {{"prefill_ms", e.prefill_s * kMs},
+          {"decode_ms_per_token", e.itl_s * kMs},
+          {"prefill_terms_ms",
+           {{"compute", e.prefill_compute_s * kMs},
+            {"overhead", e.prefill_overhead_s * kMs},
+            {"tp", e.prefill_tp_s * kMs},
+            {"ep", e.prefill_ep_s * kMs}}},
+          {"decode_terms_ms",
+           {{"weights", e.decode_weights_s * kMs},
+            {"kv", e.decode_kv_s * kMs},
+            {"compute", e.decode_compute_s * kMs},
+            {"overhead", e.decode_overhead_s * kMs},
+            {"tp", e.decode_tp_s * kMs},
+            {"ep", e.decode_ep_s * kMs}}}};
+}
+
 void Print(const GenerateArgs& args, const ckpt::Checkpoint& ck, const train::Generator& g,
            const std::vector<int32_t>& prompt, const train::GenerateResult& r,
-           const std::string& text) {
+           const std::string& text, const std::optional<cost::ServeEstimate>& predicted) {
   if (args.json) {
     nlohmann::json j = {{"checkpoint", ck.dir()},
                         {"step", ck.step()},
@@ -82,6 +106,7 @@ void Print(const GenerateArgs& args, const ckpt::Checkpoint& ck, const train::Ge
                         {"kv_cache_bytes", r.kv_cache_bytes},
                         {"kv_cache_tokens", r.kv_cache_tokens}};
     if (!text.empty()) j["text"] = text;
+    if (predicted) j["predicted"] = PredictedJson(*predicted);
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -98,6 +123,14 @@ void Print(const GenerateArgs& args, const ckpt::Checkpoint& ck, const train::Ge
       r.tokens.size(), r.total_ms, r.tokens_per_s);
   fmt::print("kv cache: {} tokens, {:.1f} KiB per rank (allocator tag kv_cache)\n",
              r.kv_cache_tokens, static_cast<double>(r.kv_cache_bytes) / 1024.0);
+  if (predicted) {
+    const double prefill = predicted->prefill_s * 1e3, decode = predicted->itl_s * 1e3;
+    fmt::print(
+        "predicted ({}): prefill {:.3f} ms, decode {:.3f} ms/token; measured/predicted {:.2f}, "
+        "{:.2f}\n",
+        args.host_profile, prefill, decode, r.prefill_ms / prefill,
+        r.decode_ms_mean > 0 ? r.decode_ms_mean / decode : 0.0);
+  }
 }
 
 int RunGenerate(const GenerateArgs& args) {
@@ -130,6 +163,12 @@ int RunGenerate(const GenerateArgs& args) {
     if (!ids.ok()) return Fail(ids.status().message());
     prompt = std::move(*ids);
   }
+  std::optional<train::HostProfile> host;
+  if (!args.host_profile.empty()) {
+    auto h = train::LoadHostProfile(args.host_profile);
+    if (!h.ok()) return Fail(fmt::format("--host-profile: {}", h.status().message()));
+    host = std::move(*h);
+  }
   // The layout's rules before MPI starts (the rank count is checked once the world exists).
   if (auto bad =
           train::GenerateLayoutViolations(run->model, *layout, static_cast<int>(layout->gpus()));
@@ -149,7 +188,8 @@ int RunGenerate(const GenerateArgs& args) {
   auto result = g.Generate({.prompt = prompt,
                             .max_new_tokens = args.max_new_tokens,
                             .sampling = args.sampling,
-                            .keep_logits = false});
+                            .keep_logits = false,
+                            .threads = args.threads});
   if (!result.ok()) return Fail(result.status().message());
   std::string text;
   if (tokenizer) {
@@ -157,7 +197,14 @@ int RunGenerate(const GenerateArgs& args) {
         tokenizer->Decode(std::vector<int>(result->tokens.begin(), result->tokens.end()));
     if (decoded.ok()) text = *decoded;
   }
-  Print(args, ck, g, prompt, *result, text);
+  std::optional<cost::ServeEstimate> predicted;
+  if (host) {
+    train::UseHostProfile(run->run, *host);
+    run->run.threads = args.threads;
+    predicted = train::PredictGeneration(*run, *layout, static_cast<int64_t>(prompt.size()),
+                                         args.max_new_tokens);
+  }
+  Print(args, ck, g, prompt, *result, text, predicted);
   return 0;
 }
 
@@ -190,6 +237,11 @@ RunFn AddGenerateCommand(CLI::App& app) {
                   "tp and ep degrees, e.g. \"tp=2 ep=2\" (run under mpirun -np tp*ep)");
   sub->add_option("--tokenizer", args->tokenizer,
                   "SentencePiece .model (default: the tokenizer of the run's data.dataset)");
+  sub->add_option("--threads", args->threads, "BLAS threads per rank (0: OpenBLAS's default)")
+      ->transform(IntIn(0, 1024));
+  sub->add_option("--host-profile", args->host_profile,
+                  "`pentamesh calibrate --host` output: print the cost model's prefill and decode "
+                  "for this host next to the measured ones");
   sub->add_flag("--json", args->json, "print JSON");
   return [args, sub]() {
     args->has_prompt = sub->count("--prompt") > 0;

@@ -58,7 +58,8 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.experts = static_cast<double>(m.moe.experts);
   s.top_k = static_cast<double>(m.moe.top_k);
   s.weight_bytes = WeightBytes(w.precision);
-  s.kv_bytes = w.kv_fp8 ? 1.0 : 2.0;
+  // The KV cache is BF16 (FP8 with kv_fp8) beside BF16 or FP8 weights, FP32 beside FP32 ones.
+  s.kv_bytes = w.kv_fp8 ? 1.0 : (w.precision == spec::Precision::kFp32 ? 4.0 : 2.0);
   const double owned = m.is_moe() ? s.experts / s.ep : 0.0;
   s.resident =
       w.experts_in_hbm > 0 ? std::min(owned, static_cast<double>(w.experts_in_hbm)) : owned;

@@ -46,7 +46,8 @@ struct ServeWorkload {
   int64_t requests = 1;       // concurrent requests over all replicas (split evenly)
   // Weights and GEMMs: kBf16 (2 bytes) or kFp8 (1 byte, GEMMs at Fp8GemmSpeedup). kFp32 is 4 bytes.
   spec::Precision precision = spec::Precision::kBf16;
-  bool kv_fp8 = false;  // KV cache in FP8 (1 byte an element) instead of BF16
+  // KV cache in FP8 (1 byte an element) instead of BF16 (2; FP32, 4, when precision is kFp32)
+  bool kv_fp8 = false;
   // Expert offloading (MoE): routed experts of each MoE layer that one ep group keeps in HBM
   // (0 = all of its experts / ep); the others live in host memory and a touched expert that is
   // not resident crosses PCIe. expert_hit_rate: fraction of touched experts found in HBM.

@@ -8,9 +8,11 @@
 #include <numeric>
 
 #include "core/rng.h"
+#include "kernels/cpu/matmul.h"
 #include "train/checkpoint_state.h"
 #include "train/engine_rules.h"
 #include "train/run_config.h"
+#include "train/trainer.h"
 
 namespace pentamesh::train {
 namespace {
@@ -151,6 +153,7 @@ core::Result<std::unique_ptr<Generator>> Generator::FromCheckpoint(const ckpt::C
 core::Result<GenerateResult> Generator::Generate(const GenerateRequest& r) {
   const int64_t P = static_cast<int64_t>(r.prompt.size()), V = spec_.vocab;
   if (P == 0) return core::Status::Error("prompt: empty (give at least one token)");
+  kernels::SetBlasThreads(r.threads);
   for (size_t i = 0; i < r.prompt.size(); ++i) {
     if (r.prompt[i] < 0 || r.prompt[i] >= V)
       return core::Status::Error(fmt::format(
@@ -196,6 +199,18 @@ core::Result<GenerateResult> Generator::Generate(const GenerateRequest& r) {
   out.total_ms = out.prefill_ms + decode_ms;
   out.tokens_per_s = static_cast<double>(r.max_new_tokens) / (out.total_ms / 1000.0);
   return out;
+}
+
+cost::ServeEstimate PredictGeneration(RunConfig config, const spec::Layout& layout,
+                                      int64_t prompt_tokens, int64_t new_tokens) {
+  config.run.layout = layout;  // tp x ep ranks: HostCluster gives each its share of the host
+  const cost::Context ctx(config.model, HostCluster(config), config.train,
+                          EngineCostParams(config));
+  const cost::ServeWorkload w{.input_tokens = prompt_tokens,
+                              .output_tokens = new_tokens,
+                              .requests = 1,
+                              .precision = spec::Precision::kFp32};
+  return cost::EstimateServe(ctx, {.tp = layout.tp, .ep = layout.ep}, w);
 }
 
 }  // namespace pentamesh::train

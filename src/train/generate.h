@@ -21,10 +21,12 @@
 #include "comm/communicator.h"
 #include "core/allocator.h"
 #include "core/status.h"
+#include "cost/inference.h"
 #include "mesh/mesh.h"
 #include "model/stage.h"
 #include "spec/layout.h"
 #include "spec/model_spec.h"
+#include "train/run_config.h"
 
 namespace pentamesh::train {
 
@@ -44,6 +46,7 @@ struct GenerateRequest {
   int64_t max_new_tokens = 0;
   SamplingOptions sampling{};
   bool keep_logits = false;  // return the logits each new token was chosen from
+  int threads = 0;           // this rank's BLAS threads for the run; 0 = OpenBLAS's setting
 };
 
 struct GenerateResult {
@@ -98,5 +101,14 @@ class Generator {
 // concern tp and ep (spec/validate.h), the engine's vocab % tp, and pp, cp, dp = 1.
 std::vector<std::string> GenerateLayoutViolations(const spec::ModelSpec& model,
                                                   const spec::Layout& layout, int ranks);
+
+// The inference cost model's prediction for one generation on this host: cost::EstimateServe over
+// HostCluster and EngineCostParams of `config` (its model; run.host: the measured host,
+// run.threads: each rank's BLAS threads) at `layout`'s tp x ep as one replica, one request of
+// `prompt_tokens` in and `new_tokens` out, FP32 weights and KV cache (the engine's). prefill_s
+// predicts GenerateResult::prefill_ms, itl_s its decode_ms_mean (a step's KV read is that of the
+// mean context, prompt + new_tokens / 2).
+cost::ServeEstimate PredictGeneration(RunConfig config, const spec::Layout& layout,
+                                      int64_t prompt_tokens, int64_t new_tokens);
 
 }  // namespace pentamesh::train

@@ -75,9 +75,7 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
     if (!host.ok()) {
       r.Error("host_profile", host.status().message());
     } else {
-      o.host = *host;
-      o.peak_gflops = host->peak_gflops;
-      o.mem_gbps = host->mem_gbps;
+      UseHostProfile(o, *host);
     }
   }
   r.Int("memory_limit_bytes", o.memory_limit_bytes, false, 0, std::numeric_limits<int64_t>::max());
@@ -206,6 +204,12 @@ core::Result<RunConfig> LoadRunConfig(const std::string& path,
                                       const std::vector<std::string>& overrides) {
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
   return RunConfigFromToml(text, path, overrides);
+}
+
+void UseHostProfile(RunOptions& o, const HostProfile& h) {
+  o.host = h;
+  o.peak_gflops = h.peak_gflops;
+  o.mem_gbps = h.mem_gbps;
 }
 
 }  // namespace pentamesh::train

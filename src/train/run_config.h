@@ -130,4 +130,8 @@ core::Result<RunConfig> RunConfigFromToml(const std::string& text, const std::st
 core::Result<RunConfig> LoadRunConfig(const std::string& path,
                                       const std::vector<std::string>& overrides = {});
 
+// Makes `o` describe the measured host `h` (what run.host_profile does): o.host = h, and its
+// large-GEMM rate and triad bandwidth replace run.peak_gflops and run.mem_gbps.
+void UseHostProfile(RunOptions& o, const HostProfile& h);
+
 }  // namespace pentamesh::train

@@ -26,6 +26,7 @@
 #include "data/fixtures.h"
 #include "testing/cli_run.h"
 #include "testing/run_toml.h"
+#include "train/host_profile.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -144,9 +145,35 @@ TEST(GenerateCli, PromptTextAndBadInput) {
                                  "--temperature 0.8 --top-k 20 --top-p 0.9 --seed 4 --json");
   EXPECT_EQ(nlohmann::json::parse(again.out).at("ids"), j.at("ids"));
 
+  // --host-profile: the inference cost model's prefill and decode for that host beside the
+  // measured ones (the numbers themselves: PredictGeneration's test and bench/latency_by_tp.py).
+  train::HostProfile host;
+  host.threads = host.cores = 2;
+  host.peak_gflops = 100;
+  host.peak_gflops_1t = 50;
+  host.mem_gbps = 20;
+  host.attention_gflops = 10;
+  host.stream_1t_gbps = 8;
+  const std::string host_file = dir + "/host.toml";
+  std::ofstream(host_file) << train::HostProfileToml(host);
+  const CliRun predicted = Pentamesh(
+      base + " --prompt-ids 1,2,3 --max-new-tokens 3 --threads 1 --host-profile " + host_file);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  EXPECT_NE(predicted.out.find("predicted (" + host_file + "): prefill "), std::string::npos)
+      << predicted.out;
+  const CliRun predicted_json = Pentamesh(base + " --prompt-ids 1,2,3 --max-new-tokens 3 " +
+                                          "--host-profile " + host_file + " --json");
+  ASSERT_EQ(predicted_json.exit_code, 0) << predicted_json.err;
+  const nlohmann::json pj = nlohmann::json::parse(predicted_json.out).at("predicted");
+  EXPECT_GT(pj.at("prefill_ms").get<double>(), 0);
+  EXPECT_GT(pj.at("decode_ms_per_token").get<double>(),
+            pj.at("decode_terms_ms").at("weights").get<double>());
+
   const struct {
     std::string flags, message;
   } bad[] = {
+      {"--prompt-ids 1,2 --max-new-tokens 4 --host-profile " + dir + "/no-such-host.toml",
+       "--host-profile: "},
       {"--prompt-ids 1,2,3,4,5,6 --max-new-tokens 27",
        "max_new_tokens: prompt 6 + max_new_tokens 27 = 33 tokens exceeds model.max_seq_len=32"},
       {"--prompt \"\" --max-new-tokens 4", "--prompt: '' encodes to no tokens"},

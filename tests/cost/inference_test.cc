@@ -66,6 +66,23 @@ TEST(Inference, KvBytesPerTokenGqa) {
   EXPECT_DOUBLE_EQ(e8.kv_bytes_per_token_gpu, 80.0 * 2 * 128 * 2);  // one of 4 heads per rank
 }
 
+TEST(Inference, KvCacheElementBytesFollowThePrecision) {
+  // BF16 KV beside BF16 and FP8 weights, 1 byte with --kv-fp8, FP32 beside FP32 weights (the
+  // engine's generation, train::PredictGeneration).
+  const Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const double elements = 32.0 * 2 * 8 * 128;  // Llama 3 8B: layers x (k + v) x kv heads x 128
+  ServeWorkload w = Workload(1000, 24);
+  EXPECT_DOUBLE_EQ(EstimateServe(ctx, Layout(1), w).kv_bytes_per_token, elements * 2);
+  w.kv_fp8 = true;
+  EXPECT_DOUBLE_EQ(EstimateServe(ctx, Layout(1), w).kv_bytes_per_token, elements * 1);
+  w.kv_fp8 = false;
+  w.precision = spec::Precision::kFp32;
+  const ServeEstimate fp32 = EstimateServe(ctx, Layout(1), w);
+  EXPECT_DOUBLE_EQ(fp32.kv_bytes_per_token, elements * 4);
+  EXPECT_DOUBLE_EQ(fp32.memory.weights,
+                   4.0 / 2.0 * EstimateServe(ctx, Layout(1), Workload(1000, 24)).memory.weights);
+}
+
 TEST(Inference, KvBytesPerTokenMlaIsTheLatent) {
   const Context ctx = MakeContext(Load("deepseek-v3-like", "h100-sxm"));
   // DeepSeek-V2 section 2.1.2: (d_c + d_h^R) = 512 + 64 elements a layer, held whole per tp rank.

@@ -119,5 +119,42 @@ TEST(Generator, ASeedReproducesASampledGeneration) {
   EXPECT_GT(a->decode_ms_mean, 0);
 }
 
+// PredictGeneration (the inference cost model on the host): a decode step reads every FP32 weight
+// but the embedding table, and the KV cache of the mean context (prompt + new / 2), once, at the
+// rank's single-thread triad bandwidth (EngineCostParams' hbm_efficiency); the bytes are counted
+// here by hand from the model's shapes. tp = 2 halves both per rank (the kv heads split 2 ways).
+TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
+  RunConfig c;
+  c.model = testing::TinyDense();
+  HostProfile h;
+  h.threads = 2;
+  h.cores = 2;
+  h.peak_gflops = 100;
+  h.peak_gflops_1t = 50;
+  h.mem_gbps = 20;
+  h.attention_gflops = 10;
+  h.stream_1t_gbps = 8;
+  UseHostProfile(c.run, h);
+  const spec::ModelSpec& m = c.model;
+  const double d = static_cast<double>(m.hidden), hd = static_cast<double>(m.head_dim);
+  const double per_layer = d * m.heads * hd + 2 * d * m.kv_heads * hd + m.heads * hd * d +
+                           3 * d * m.ffn_hidden + 2 * d;  // q, k v, o, gate up down, two norms
+  const double weights = m.layers * per_layer + d + m.vocab * d;  // + final norm, untied head
+  const int64_t prompt = 6, fresh = 4;
+  const double kv = m.layers * 2.0 * m.kv_heads * hd * (prompt + fresh / 2.0) * 4;
+  const double bandwidth = 8e9;  // stream_1t: a rank's cores are one (tp 2) or two (tp 1) of 2
+  for (const int64_t tp : {1, 2}) {
+    spec::Layout layout;
+    layout.tp = tp;
+    const cost::ServeEstimate e = PredictGeneration(c, layout, prompt, fresh);
+    SCOPED_TRACE(tp);
+    EXPECT_NEAR(e.decode_weights_s, weights * 4 / tp / bandwidth, 1e-9 * e.decode_weights_s);
+    EXPECT_NEAR(e.decode_kv_s, kv / tp / bandwidth, 1e-9 * e.decode_kv_s);
+    EXPECT_EQ(e.kv_bytes_per_token, m.layers * 2.0 * m.kv_heads * hd * 4);  // FP32 K and V
+    EXPECT_GT(e.prefill_s, 0);
+    EXPECT_GE(e.itl_s, e.decode_weights_s + e.decode_kv_s);
+  }
+}
+
 }  // namespace
 }  // namespace pentamesh::train
