@@ -204,8 +204,15 @@ core::Result<GenerateResult> Generator::Generate(const GenerateRequest& r) {
 cost::ServeEstimate PredictGeneration(RunConfig config, const spec::Layout& layout,
                                       int64_t prompt_tokens, int64_t new_tokens) {
   config.run.layout = layout;  // tp x ep ranks: HostCluster gives each its share of the host
-  const cost::Context ctx(config.model, HostCluster(config), config.train,
-                          EngineCostParams(config));
+  const spec::ClusterSpec host = HostCluster(config);
+  cost::CostParams params = EngineCostParams(config);
+  // Generation's memory-bound work is its GEMMs' weight reads, by BLAS at the rank's threads (not
+  // the engine's single-threaded elementwise kernels of training): the rank reads at its cores'
+  // triad rate, at most its share of the host's bandwidth.
+  if (const auto& h = config.run.host)
+    params.hbm_efficiency =
+        std::min(1.0, h->stream_1t_gbps * RankCores(*h, config) / host.hbm_gbps);
+  const cost::Context ctx(config.model, host, config.train, params);
   const cost::ServeWorkload w{.input_tokens = prompt_tokens,
                               .output_tokens = new_tokens,
                               .requests = 1,

@@ -92,15 +92,13 @@ int64_t RanksPerHost(const RunConfig& c) {
   return c.run.ranks_per_host > 0 ? std::min<int64_t>(c.run.ranks_per_host, ranks) : ranks;
 }
 
-// Cores a rank's BLAS runs on: its run.threads (0 = OpenBLAS's default, every core), at most its
-// share of the host's cores.
+}  // namespace
+
 double RankCores(const HostProfile& h, const RunConfig& c) {
   const double cores = static_cast<double>(std::max(1, h.cores));
   const double threads = c.run.threads > 0 ? static_cast<double>(c.run.threads) : cores;
   return std::min(threads, cores / static_cast<double>(RanksPerHost(c)));
 }
-
-}  // namespace
 
 spec::ClusterSpec HostCluster(const RunConfig& c) {
   // Each rank is a "device" with its share of the host's peak and bandwidth.

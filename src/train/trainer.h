@@ -194,6 +194,9 @@ class Trainer {
 // [[comm]] entry for the run's ranks per host gives the intra-node link (intra_node_gbps,
 // intra_node_latency_us). Without a matching entry the link stays run.mem_gbps with no latency.
 spec::ClusterSpec HostCluster(const RunConfig& config);
+// Cores a rank's BLAS runs on: its run.threads (0 = OpenBLAS's default, every core), at most its
+// share of the host's cores (h.cores over the ranks on the host).
+double RankCores(const HostProfile& h, const RunConfig& config);
 
 // The cost model's parameters describing this engine: fp32 gradients, no framework overhead,
 // no DP overlap, and the engine's stash, MoE and pipeline policies (cost::CostParams documents

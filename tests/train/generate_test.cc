@@ -121,8 +121,9 @@ TEST(Generator, ASeedReproducesASampledGeneration) {
 
 // PredictGeneration (the inference cost model on the host): a decode step reads every FP32 weight
 // but the embedding table, and the KV cache of the mean context (prompt + new / 2), once, at the
-// rank's single-thread triad bandwidth (EngineCostParams' hbm_efficiency); the bytes are counted
-// here by hand from the model's shapes. tp = 2 halves both per rank (the kv heads split 2 ways).
+// rank's BLAS threads' bandwidth: the one-thread triad rate times its cores, at most its share of
+// the host's triad; the bytes are counted here by hand from the model's shapes. tp = 2 halves
+// both per rank (the kv heads split 2 ways) and each rank has one core of two.
 TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
   RunConfig c;
   c.model = testing::TinyDense();
@@ -142,8 +143,9 @@ TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
   const double weights = m.layers * per_layer + d + m.vocab * d;  // + final norm, untied head
   const int64_t prompt = 6, fresh = 4;
   const double kv = m.layers * 2.0 * m.kv_heads * hd * (prompt + fresh / 2.0) * 4;
-  const double bandwidth = 8e9;  // stream_1t: a rank's cores are one (tp 2) or two (tp 1) of 2
   for (const int64_t tp : {1, 2}) {
+    // tp 1: min(20, 8 x 2 cores) = 16 GB/s; tp 2: min(20 / 2, 8 x 1 core) = 8 GB/s a rank.
+    const double bandwidth = tp == 1 ? 16e9 : 8e9;
     spec::Layout layout;
     layout.tp = tp;
     const cost::ServeEstimate e = PredictGeneration(c, layout, prompt, fresh);
