@@ -10,6 +10,14 @@
 
 namespace pentamesh::cli {
 
+void AddCheckpointOptions(CLI::App* sub, CheckpointArgs* args) {
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "a checkpoint directory, or a checkpoint root with `latest`");
+  sub->add_option("--config", args->config, "run TOML whose ckpt.dir holds the checkpoint");
+  sub->add_option("--set", args->sets, "override a key of --config (repeatable)");
+  sub->add_option("--resume", args->resume, "with --config: auto (default) or a checkpoint path");
+}
+
 namespace fs = std::filesystem;
 
 void Warn(const std::string& message) { fmt::print(stderr, "pentamesh: warning: {}\n", message); }

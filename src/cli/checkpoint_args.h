@@ -4,6 +4,8 @@
 // made with).
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,9 @@ struct CheckpointArgs {
   std::string checkpoint, config, resume;
   std::vector<std::string> sets;
 };
+
+// Adds --checkpoint, --config, --set and --resume to `sub`, filling `args`.
+void AddCheckpointOptions(CLI::App* sub, CheckpointArgs* args);
 
 // `command` names the subcommand in errors. When OK the optional holds the checkpoint.
 core::Result<std::optional<ckpt::Checkpoint>> FindCheckpoint(const CheckpointArgs& args,

@@ -107,12 +107,7 @@ RunFn AddExportCommand(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   sub->add_option("--hf", args->hf_dir, "output directory (config.json, model.safetensors, ...)")
       ->required();
-  sub->add_option("--checkpoint", args->source.checkpoint,
-                  "a checkpoint directory, or a checkpoint root with `latest`");
-  sub->add_option("--config", args->source.config, "run TOML whose ckpt.dir holds the checkpoint");
-  sub->add_option("--set", args->source.sets, "override a key of --config (repeatable)");
-  sub->add_option("--resume", args->source.resume,
-                  "with --config: auto (default) or a checkpoint path");
+  AddCheckpointOptions(sub, &args->source);
   sub->add_option("--tokenizer", args->tokenizer,
                   "SentencePiece .model (default: the tokenizer of the run's data.dataset)");
   sub->add_flag("--no-tokenizer", args->no_tokenizer, "write the model without a tokenizer");

@@ -19,6 +19,7 @@
 #include "cli/checkpoint_args.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/serve_json.h"
 #include "comm/mpi_communicator.h"
 #include "data/tokenizer.h"
 #include "spec/layout.h"
@@ -63,25 +64,6 @@ std::string Sampling(const train::SamplingOptions& s) {
                      s.top_p, s.seed);
 }
 
-// The cost model's prefill and decode terms (cost::ServeEstimate), milliseconds.
-nlohmann::json PredictedJson(const cost::ServeEstimate& e) {
-  constexpr double kMs = 1e3;
-  return {{"prefill_ms", e.prefill_s * kMs},
-          {"decode_ms_per_token", e.itl_s * kMs},
-          {"prefill_terms_ms",
-           {{"compute", e.prefill_compute_s * kMs},
-            {"overhead", e.prefill_overhead_s * kMs},
-            {"tp", e.prefill_tp_s * kMs},
-            {"ep", e.prefill_ep_s * kMs}}},
-          {"decode_terms_ms",
-           {{"weights", e.decode_weights_s * kMs},
-            {"kv", e.decode_kv_s * kMs},
-            {"compute", e.decode_compute_s * kMs},
-            {"overhead", e.decode_overhead_s * kMs},
-            {"tp", e.decode_tp_s * kMs},
-            {"ep", e.decode_ep_s * kMs}}}};
-}
-
 void Print(const GenerateArgs& args, const ckpt::Checkpoint& ck, const train::Generator& g,
            const std::vector<int32_t>& prompt, const train::GenerateResult& r,
            const std::string& text, const std::optional<cost::ServeEstimate>& predicted) {
@@ -106,7 +88,7 @@ void Print(const GenerateArgs& args, const ckpt::Checkpoint& ck, const train::Ge
                         {"kv_cache_bytes", r.kv_cache_bytes},
                         {"kv_cache_tokens", r.kv_cache_tokens}};
     if (!text.empty()) j["text"] = text;
-    if (predicted) j["predicted"] = PredictedJson(*predicted);
+    if (predicted) j["predicted"] = ServeEstimateJson(*predicted);
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -214,12 +196,7 @@ RunFn AddGenerateCommand(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "generate", "Continue a prompt with a checkpoint's model (KV cache; greedy or sampled)");
   auto args = std::make_shared<GenerateArgs>();
-  sub->add_option("--checkpoint", args->source.checkpoint,
-                  "a checkpoint directory, or a checkpoint root with `latest`");
-  sub->add_option("--config", args->source.config, "run TOML whose ckpt.dir holds the checkpoint");
-  sub->add_option("--set", args->source.sets, "override a key of --config (repeatable)");
-  sub->add_option("--resume", args->source.resume,
-                  "with --config: auto (default) or a checkpoint path");
+  AddCheckpointOptions(sub, &args->source);
   sub->add_option("--prompt", args->prompt, "prompt text (encoded with the run's tokenizer)");
   sub->add_option("--prompt-ids", args->prompt_ids, "prompt token ids, comma separated");
   sub->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate")

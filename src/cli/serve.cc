@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/plan_common.h"
+#include "cli/serve_json.h"
 #include "cost/inference.h"
 #include "plan/serve.h"
 #include "report/serve_html.h"
@@ -92,7 +93,9 @@ void PrintTable(const std::vector<cost::ServeEstimate>& rows) {
   }
 }
 
-nlohmann::json EstimateToJson(const cost::ServeEstimate& e) {
+}  // namespace
+
+nlohmann::json ServeEstimateJson(const cost::ServeEstimate& e) {
   const cost::ServeMemory& m = e.memory;
   return {{"layout", cost::FormatServeLayout(e.layout)},
           {"gpus", e.layout.gpus()},
@@ -140,6 +143,8 @@ nlohmann::json EstimateToJson(const cost::ServeEstimate& e) {
           {"usd_per_million_output_tokens", e.usd_per_million_output_tokens}};
 }
 
+namespace {
+
 core::Status WriteHtml(const ServeArgs& a, const std::string& title,
                        const std::vector<cost::ServeEstimate>& rows) {
   if (a.html.empty()) return core::Status::Ok();
@@ -162,7 +167,7 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
   if (a.json) {
-    fmt::print("{}\n", EstimateToJson(e).dump(2));
+    fmt::print("{}\n", ServeEstimateJson(e).dump(2));
     return 0;
   }
   fmt::print("pentamesh serve: {}\nlayout: {} ({} GPUs)\n", title, cost::FormatServeLayout(l),
@@ -190,7 +195,7 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (const core::Status s = WriteHtml(a, title, r.top); !s.ok()) return Fail(s.message());
   if (a.json) {
     nlohmann::json j = {{"costed", r.costed}, {"fit", r.fit}, {"met", r.met}, {"top", {}}};
-    for (const cost::ServeEstimate& e : r.top) j["top"].push_back(EstimateToJson(e));
+    for (const cost::ServeEstimate& e : r.top) j["top"].push_back(ServeEstimateJson(e));
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
