@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -27,30 +28,68 @@ using Vec = std::vector<float>;
 
 Tensor T2(Vec& v, int64_t r, int64_t c) { return Tensor(v.data(), {r, c}); }
 
+// M = 1 takes the sgemv path (a decode step); beta = 0 ignores what c held, NaN included.
 TEST(Matmul, AllTransposesMatchLoops) {
-  const int64_t M = 7, K = 5, N = 9;
-  Vec a = RandomVec(M * K, 1), b = RandomVec(K * N, 2);
-  for (int ta = 0; ta < 2; ++ta) {
-    for (int tb = 0; tb < 2; ++tb) {
-      Vec c = RandomVec(M * N, 3);
-      std::vector<double> want(static_cast<size_t>(M * N));
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            const double av = ta ? a[k * M + i] : a[i * K + k];
-            const double bv = tb ? b[j * K + k] : b[k * N + j];
-            s += av * bv;
+  for (const int64_t M : {7, 1}) {
+    const int64_t K = 5, N = 9;
+    Vec a = RandomVec(M * K, 1), b = RandomVec(K * N, 2);
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        Vec c = RandomVec(M * N, 3);
+        const Vec c0 = c;
+        std::vector<double> want(static_cast<size_t>(M * N));
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const double av = ta ? a[k * M + i] : a[i * K + k];
+              const double bv = tb ? b[j * K + k] : b[k * N + j];
+              s += av * bv;
+            }
+            want[i * N + j] = 2.0 * s + 0.5 * c[i * N + j];
           }
-          want[i * N + j] = 2.0 * s + 0.5 * c[i * N + j];
-        }
-      matmul(T2(c, M, N), ta ? T2(a, K, M) : T2(a, M, K), tb ? T2(b, N, K) : T2(b, K, N),
-             ta ? Trans::kYes : Trans::kNo, tb ? Trans::kYes : Trans::kNo, 2.0f, 0.5f);
-      ExpectNear("matmul", c, want, 1e-5, 1e-5);
+        matmul(T2(c, M, N), ta ? T2(a, K, M) : T2(a, M, K), tb ? T2(b, N, K) : T2(b, K, N),
+               ta ? Trans::kYes : Trans::kNo, tb ? Trans::kYes : Trans::kNo, 2.0f, 0.5f);
+        ExpectNear("matmul", c, want, 1e-5, 1e-5);
+        Vec nan(static_cast<size_t>(M * N), std::nanf(""));
+        matmul(T2(nan, M, N), ta ? T2(a, K, M) : T2(a, M, K), tb ? T2(b, N, K) : T2(b, K, N),
+               ta ? Trans::kYes : Trans::kNo, tb ? Trans::kYes : Trans::kNo, 2.0f, 0.0f);
+        for (size_t i = 0; i < want.size(); ++i) want[i] -= 0.5 * c0[i];
+        ExpectNear("matmul beta 0", nan, want, 1e-5, 1e-5);
+      }
     }
   }
+  const int64_t M = 7, K = 5, N = 9;
+  Vec a = RandomVec(M * K, 1), b = RandomVec(K * N, 2);
   Vec c(M * N);
   EXPECT_DEATH(matmul(T2(c, M, N), T2(a, M, K), T2(b, M, K), Trans::kNo, Trans::kNo), "inner");
+}
+
+// A bf16 weight is widened in tiles of rows (more rows than one tile here); one input row takes the
+// sgemv path. Against a double loop over the bf16 values.
+TEST(Linear, Bf16WeightMatchesLoops) {
+  const int64_t In = 11, Out = 300;
+  const Vec wf = RandomVec(Out * In, 4);
+  std::vector<uint16_t> w(wf.size());
+  core::Bf16FromFloat(w.data(), wf.data(), Out * In);
+  for (const int64_t T : {5, 1}) {
+    Vec x = RandomVec(T * In, 5), y = RandomVec(T * Out, 6);
+    const Vec y0 = y;
+    for (const bool acc : {false, true}) {
+      y = y0;
+      std::vector<double> want(static_cast<size_t>(T * Out));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t o = 0; o < Out; ++o) {
+          double s = acc ? y0[t * Out + o] : 0.0;
+          for (int64_t i = 0; i < In; ++i)
+            s += double(x[t * In + i]) * core::Bf16ToFloat(w[o * In + i]);
+          want[t * Out + o] = s;
+        }
+      linear_forward(T2(y, T, Out), T2(x, T, In),
+                     ConstTensor(Tensor(w.data(), core::Dtype::kBF16, {Out, In})), acc);
+      ExpectNear("bf16 linear", y, want, 1e-5, 1e-5);
+    }
+  }
 }
 
 TEST(Linear, BackwardMatchesFiniteDifferences) {

@@ -36,6 +36,17 @@ void matmul(Tensor c, ConstTensor a, ConstTensor b, Trans trans_a, Trans trans_b
     for (int64_t i = 0; i < m * n; ++i) pc[i] = beta == 0.0f ? 0.0f : beta * pc[i];
     return;
   }
+  if (m == 1) {
+    // One row (a decode step): a matrix-vector product. Debian's OpenBLAS (0.3.21) packs the whole
+    // of b for an M = 1 sgemm, which halves the rate of reading b; sgemv streams it once.
+    // op(a) is one row of K contiguous elements (a: (1, K), or (K, 1) with ld 1).
+    float* pc = c.f32();
+    if (beta == 0.0f) std::fill(pc, pc + n, 0.0f);  // beta 0 must not read c (it may hold NaN)
+    cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, static_cast<int>(mb.rows),
+                static_cast<int>(mb.cols), alpha, b.f32(), static_cast<int>(mb.cols), a.f32(), 1,
+                beta, pc, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.f32(),
               static_cast<int>(ma.cols), b.f32(), static_cast<int>(mb.cols), beta, c.f32(),
@@ -76,6 +87,12 @@ void linear_forward(Tensor y, ConstTensor x, ConstTensor w, bool accumulate) {
   PM_CHECK(mw.cols == mx.cols && my.cols == mw.rows && my.rows == mx.rows) << "linear shapes";
   ForEachWidenedTile(w, [&](ConstTensor tile, int64_t r0, int64_t r1) {
     if (mx.rows == 0) return;
+    if (mx.rows == 1) {  // a decode step: matrix-vector (see matmul)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(r1 - r0), static_cast<int>(mx.cols),
+                  1.0f, tile.f32(), static_cast<int>(mx.cols), x.f32(), 1, accumulate ? 1.0f : 0.0f,
+                  y.f32() + r0, 1);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mx.rows),
                 static_cast<int>(r1 - r0), static_cast<int>(mx.cols), 1.0f, x.f32(),
                 static_cast<int>(mx.cols), tile.f32(), static_cast<int>(mx.cols),

@@ -1,4 +1,5 @@
-// Dense fp32 matrix multiply on CPU through OpenBLAS sgemm.
+// Dense fp32 matrix multiply on CPU through OpenBLAS: sgemm, or sgemv when op(a) is one row (a
+// decode step; OpenBLAS 0.3.21 packs b for an M = 1 sgemm and reads it at half the rate).
 // A tensor of any rank is read as a 2-D matrix (numel / last_dim, last_dim), row-major.
 // Invariant: the result is bitwise reproducible for a fixed thread count (OpenBLAS partitions
 // deterministically), which the determinism test relies on.
