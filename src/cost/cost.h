@@ -88,6 +88,11 @@ struct CostParams {
   double gemm_dim_overhead = 128;    // elements of tile/wave overhead per GEMM dimension
   double attention_relative = 0.75;  // flash attention's FLOP rate / a large GEMM's
   double hbm_efficiency = 0.80;      // fraction of HBM bandwidth memory-bound kernels reach
+  // Inference (cost/inference.h): fraction of HBM bandwidth that streaming the weights and the KV
+  // cache through a forward pass reaches (matrix-vector reads); 0 = hbm_efficiency. The CPU
+  // engine's is its measured sgemv rate over the triad's (train::PredictGeneration), above 1 there:
+  // a read-only stream moves more than the triad's 12 bytes an element count.
+  double weight_read_efficiency = 0;
   // FP8 GEMM rate / BF16 GEMM rate; 0 = the cluster's peak ratio (H100: 1979 / 989). Attention
   // stays BF16; FP8 GEMMs also pay the casts of their inputs (3 bytes an element at HBM speed).
   double fp8_gemm_speedup = 0;

@@ -28,6 +28,7 @@ struct Serve {
   double hit = 1;       // fraction of touched experts found in HBM
   double requests_replica = 1, requests_group = 1;
   double hbm_Bps = 1, pcie_Bps = 1, gemm_flops_s = 1, attention_flops_s = 1;
+  double read_Bps = 1;  // streaming the weights and KV cache (CostParams::weight_read_efficiency)
   internal::Link tp_link, ep_link, pp_link;
 };
 
@@ -67,6 +68,8 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.requests_replica = CeilDiv(static_cast<double>(w.requests), static_cast<double>(l.replicas));
   s.requests_group = CeilDiv(s.requests_replica, s.ep);
   s.hbm_Bps = c.hbm_gbps * kGB * ctx.params().hbm_efficiency;
+  const double read = ctx.params().weight_read_efficiency;
+  s.read_Bps = read > 0 ? c.hbm_gbps * kGB * read : s.hbm_Bps;
   s.pcie_Bps = w.pcie_gbps * kGB;
   const bool fp8 = w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
   const double gemm = c.peak_tflops * 1e12 * GemmEfficiency(ctx);
@@ -155,13 +158,28 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
 // per-layer overhead (CostParams::inference_layer_overhead_s), the exposed TP all-reduces (2 a
 // layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
 void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+  const spec::ModelSpec& m = ctx.model();
   const double tokens = static_cast<double>(w.input_tokens);
-  const double routed = s.moe_layers * s.top_k * ctx.expert_params_one;  // active, per token
-  const double dense = ctx.counts().active_matmul - routed;
-  const double gemm_flops = 2.0 * tokens * (dense / s.tp + routed / (s.tp * s.ep));
-  const double attention_flops = tokens * AttentionForwardFlops(ctx.model(), tokens, true) / s.tp;
-  const double compute = gemm_flops / s.gemm_flops_s + attention_flops / s.attention_flops_s;
-  const double read = e.memory.weights * s.pp / s.hbm_Bps;  // every stage reads its weights once
+  // The forward pass of one micro-batch of one sequence of input_tokens at tp x ep (the training
+  // model's forward layer time); the request's routed tokens spread over the ep groups' experts.
+  spec::TrainSpec train = ctx.train();
+  train.seq_len = w.input_tokens;
+  train.global_batch_tokens = w.input_tokens;
+  train.precision = w.precision;
+  const Context pass(m, ctx.cluster(), train, ctx.params());
+  spec::Layout layout;
+  layout.tp = static_cast<int64_t>(s.tp);
+  layout.ep = static_cast<int64_t>(s.ep);
+  layout.sp = false;
+  internal::Terms t;
+  internal::ComputeTerms(pass, layout, t);
+  t.expert_sources = 1;
+  t.fp8_weights_stored = true;
+  double compute = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    compute += internal::LayerForwardTime(pass, t, m.IsMoeLayer(i), m.IsLocalLayer(i));
+  }
+  const double read = e.memory.weights * s.pp / s.read_Bps;  // every stage reads its weights once
   e.prefill_compute_s = std::max(compute, read);
   const double touched = ExpertsTouched(s.experts, s.top_k, tokens) / s.ep;
   e.prefill_offload_s = ExpertBytesPerGpu(ctx, s, touched * (1.0 - s.hit)) / s.pcie_Bps;
@@ -188,8 +206,8 @@ void Decode(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEst
   // Tokens of the whole replica meet in the experts: each ep group reads its touched experts.
   e.experts_touched = ExpertsTouched(s.experts, s.top_k, s.requests_replica);
   const double touched = e.experts_touched / s.ep;
-  e.decode_weights_s = (dense_bytes + ExpertBytesPerGpu(ctx, s, touched)) / s.hbm_Bps;
-  e.decode_kv_s = batch * KvBytesAllStages(ctx, s, context) / s.hbm_Bps;
+  e.decode_weights_s = (dense_bytes + ExpertBytesPerGpu(ctx, s, touched)) / s.read_Bps;
+  e.decode_kv_s = batch * KvBytesAllStages(ctx, s, context) / s.read_Bps;
   e.decode_offload_s = ExpertBytesPerGpu(ctx, s, touched * (1.0 - s.hit)) / s.pcie_Bps;
   const double gemm_flops = 2.0 * batch * ctx.counts().active_matmul / s.tp;
   const double attention_flops = batch * AttentionForwardFlops(ctx.model(), context, false) / s.tp;

@@ -46,12 +46,16 @@ struct Terms {
   double tokens = 0;      // T = mbs * s / cp: tokens of one micro-batch on one rank
   double m = 0;           // micro-batches per pipeline per step
   double moe_factor = 1;  // worst EP rank's tokens / mean
-  double g_dense = 1;     // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
+  // Ranks whose tokens reach each expert: ep (every ep rank routes its own micro-batch); 1 for
+  // one request's prefill alone on one ep group (cost/inference.cc).
+  double expert_sources = 1;
+  double g_dense = 1;   // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
   double g_expert = 1;  // ranks sharing expert params: dp*cp (separate), dp*cp*tp/(ep*etp) (folded)
-  double gemm_efficiency = 0.75;  // achieved fraction of peak of a large GEMM
-  double elem_bytes = 2;          // activation / weight element (bf16; 4 for fp32)
-  bool fp8 = false;               // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
-  double fp8_speedup = 1;         // FP8 GEMM rate / BF16 GEMM rate
+  double gemm_efficiency = 0.75;    // achieved fraction of peak of a large GEMM
+  double elem_bytes = 2;            // activation / weight element (bf16; 4 for fp32)
+  bool fp8 = false;                 // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
+  double fp8_speedup = 1;           // FP8 GEMM rate / BF16 GEMM rate
+  bool fp8_weights_stored = false;  // FP8 weights kept as such (inference): no weight casts
   double weight_bytes = 2;
   double grad_bytes = 2;
   double master_bytes = 4;
@@ -103,6 +107,13 @@ bool RouterSeesRankRows(const CostParams& p, const spec::Layout& l, const Terms&
 
 // Fills everything above. REQUIRES: CheckLayout(ctx, l) == Rule::kOk.
 void ComputeTerms(const Context& ctx, const spec::Layout& l, Terms& t);
+
+// Forward seconds of one layer on one rank for a micro-batch of t.tokens tokens, without
+// recomputation or per-layer overhead: the attention projections, core attention (over the
+// sliding window when `local`), the dense MLP or the MoE block (router, experts, shared experts)
+// and their elementwise kernels, at rep = 1 (no sequence parallelism). Training's layer time is
+// built from the same parts (LayerTime); inference's prefill is this summed over the layers.
+double LayerForwardTime(const Context& ctx, const Terms& t, bool moe, bool local);
 
 // What one pp rank holds: layers, MoE layers and parameters before ZeRO sharding.
 struct Stage {

@@ -91,7 +91,8 @@ void MakeLinks(const Context& ctx, const Layout& l, Terms& t) {
 // Seconds of one GEMM (M x K) @ (K x N) forward; backward is two GEMMs of the same size. In FP8
 // training (Transformer Engine, torchao float8 linears) the GEMM runs at the BF16 rate times
 // fp8_gemm_speedup and its two inputs are cast first: read BF16, write FP8 (3 bytes an element,
-// at HBM speed; the amax reduction reads them again inside the same kernel).
+// at HBM speed; the amax reduction reads them again inside the same kernel). Inference keeps its
+// weights in FP8 and casts the activation only (Terms::fp8_weights_stored).
 double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
@@ -102,7 +103,7 @@ double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k
   const double bytes = (t.fp8 ? 1.0 : t.elem_bytes) * (m * k + k * n) + t.elem_bytes * m * n;
   const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;
   const double memory = bytes / hbm_Bps;
-  const double cast = t.fp8 ? 3.0 * (m * k + k * n) / hbm_Bps : 0.0;
+  const double cast = t.fp8 ? 3.0 * (m * k + (t.fp8_weights_stored ? 0.0 : k * n)) / hbm_Bps : 0.0;
   return std::max(compute, memory) + cast;
 }
 
@@ -394,7 +395,7 @@ double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
   // Each rank's experts see the tokens of its ep group: with etp = tp every tp rank all of its
   // T tokens (split fe / tp), with etp = 1 its T / tp sequence shard (whole experts).
   const double tokens_in = t.tokens * t.etp / t.tp;
-  const double tokens_per_expert = t.ep * tokens_in * copies / experts;
+  const double tokens_per_expert = t.expert_sources * tokens_in * copies / experts;
   double gemm = experts / t.ep *
                 (GemmTime(ctx, t, tokens_per_expert, up * fe / t.etp, h) +
                  GemmTime(ctx, t, tokens_per_expert, h, fe / t.etp));
@@ -623,6 +624,13 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
 
 }  // namespace
 
+double LayerForwardTime(const Context& ctx, const Terms& t, bool moe, bool local) {
+  const double rep = 1.0;
+  const LayerCompute core = AttentionCore(ctx, t, AttentionKeysOf(ctx.model(), t.seq, local));
+  return AttentionBlockFwd(ctx, t, rep) + core.fwd +
+         (moe ? MoeMlpFwd(ctx, t, rep) : DenseMlpFwd(ctx, t, rep));
+}
+
 double RoutedTokenSplit(const CostParams& p, const Terms& t) {
   return p.moe_replicated_over_tp && t.etp > 1 ? 1.0 : t.tp;
 }
@@ -648,6 +656,7 @@ void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   t.m = static_cast<double>(spec::MicroBatches(train, l));
   const double cf = md.moe.capacity_factor;
   t.moe_factor = cf > 0 ? std::min(p.moe_imbalance, cf) : p.moe_imbalance;
+  t.expert_sources = t.ep;
   t.g_dense = t.dp * t.cp * (separate ? t.ep : 1.0);
   t.etp = static_cast<double>(l.expert_tp());
   t.fsdp_kept_with_pp = p.fsdp_unsharded_with_pp && l.zero >= 3 && l.pp > 1;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "calib/profile.h"
+#include "cost/attention.h"
 #include "plan/serve.h"
 #include "spec/load_toml.h"
 
@@ -128,6 +129,55 @@ TEST(Inference, MoeExpertsPerGpuAndOffloading) {
   EXPECT_NEAR(off.decode_offload_s, bytes / (w.pcie_gbps * 1e9), 1e-12);
   const ServeEstimate resident = EstimateServe(ctx, Layout(8), Workload(8000, 500));
   EXPECT_LT(off.memory.weights, resident.memory.weights);
+}
+
+// Prefill is the forward pass of the request (the training model's forward layer time): without
+// the GEMM form's size overhead and elementwise kernels it is the closed form 2 T N / (tp rate)
+// over the layers' matmul parameters N plus causal attention at its rate; the LM head runs on the
+// last token only. FP8 pays the activations' casts, not the weights' (stored in FP8). A MoE
+// request's routed work spreads over the ep groups: ep 2 halves it.
+TEST(Inference, PrefillIsTheForwardPassOfTheRequest) {
+  Specs dense = Load("llama3-70b", "h100-sxm");
+  dense.params.gemm_dim_overhead = 0;
+  dense.params.elementwise_traffic = 0;
+  const Context ctx = MakeContext(dense);
+  const double T = 16384, tp = 2;  // every GEMM compute-bound
+  const double rate = dense.cluster.peak_tflops * 1e12 * GemmEfficiency(ctx);
+  const ParamCounts& n = ctx.counts();
+  const double want = 2.0 * T * (n.attention + n.dense_mlp) / (tp * rate) +
+                      T * AttentionForwardFlops(dense.model, T, true) /
+                          (tp * rate * dense.params.attention_relative);
+  const ServeEstimate e = EstimateServe(ctx, Layout(2), Workload(16384, 16));
+  EXPECT_NEAR(e.prefill_compute_s / want, 1.0, 1e-9);
+
+  // FP8: the GEMMs at the FP8 rate plus a cast of each GEMM's input (3 bytes an element): the
+  // fused QKV and the gate/up projections read h, the out-projection o / tp, the down f / tp.
+  ServeWorkload fp8 = Workload(16384, 16);
+  fp8.precision = spec::Precision::kFp8;
+  const ServeEstimate e8 = EstimateServe(ctx, Layout(2), fp8);
+  const double h = static_cast<double>(dense.model.hidden),
+               f = static_cast<double>(dense.model.ffn_hidden);
+  const double o = AttentionShapeOf(dense.model).o;  // the out-projection's input width
+  const double cast_elems = T * dense.model.layers * (h + o / tp + h + f / tp);
+  const double cast =
+      3.0 * cast_elems / (dense.cluster.hbm_gbps * 1e9 * dense.params.hbm_efficiency);
+  const double speedup = Fp8GemmSpeedup(ctx);
+  const double want8 = 2.0 * T * (n.attention + n.dense_mlp) / (tp * rate * speedup) +
+                       T * AttentionForwardFlops(dense.model, T, true) /
+                           (tp * rate * dense.params.attention_relative) +
+                       cast;
+  EXPECT_NEAR(e8.prefill_compute_s / want8, 1.0, 1e-9);
+
+  Specs moe = Load("mixtral-8x7b", "h100-sxm");
+  moe.params.gemm_dim_overhead = 0;
+  moe.params.elementwise_traffic = 0;
+  moe.params.moe_imbalance = 1;
+  const Context mctx = MakeContext(moe);
+  const double routed = 2.0 * T * moe.model.moe.top_k * mctx.expert_params_one *
+                        mctx.MoeLayers(0, moe.model.layers) / (2.0 * rate);
+  const double ep1 = EstimateServe(mctx, Layout(2, 1), Workload(16384, 16)).prefill_compute_s;
+  const double ep2 = EstimateServe(mctx, Layout(2, 2), Workload(16384, 16)).prefill_compute_s;
+  EXPECT_NEAR((ep1 - ep2) / (0.5 * routed), 1.0, 1e-9);
 }
 
 // Published serving measurements (bench/data/published_serving.json): each within 25%.
