@@ -206,12 +206,12 @@ cost::ServeEstimate PredictGeneration(RunConfig config, const spec::Layout& layo
   config.run.layout = layout;  // tp x ep ranks: HostCluster gives each its share of the host
   const spec::ClusterSpec host = HostCluster(config);
   cost::CostParams params = EngineCostParams(config);
-  // Generation's memory-bound work is its GEMMs' weight reads, by BLAS at the rank's threads (not
-  // the engine's single-threaded elementwise kernels of training): the rank reads at its cores'
-  // triad rate, at most its share of the host's bandwidth.
+  // Decode streams the weights and KV cache through one-row matmuls (sgemv) at the rank's BLAS
+  // threads, not at the engine's single-threaded elementwise rate: the rank's measured gemv rate.
   if (const auto& h = config.run.host)
-    params.hbm_efficiency =
-        std::min(1.0, h->stream_1t_gbps * RankCores(*h, config) / host.hbm_gbps);
+    params.weight_read_efficiency =
+        h->WeightReadGbps(RankCores(*h, config), static_cast<double>(host.gpus_per_node)) /
+        host.hbm_gbps;
   const cost::Context ctx(config.model, host, config.train, params);
   const cost::ServeWorkload w{.input_tokens = prompt_tokens,
                               .output_tokens = new_tokens,

@@ -105,8 +105,9 @@ std::vector<std::string> GenerateLayoutViolations(const spec::ModelSpec& model,
 // The inference cost model's prediction for one generation on this host: cost::EstimateServe over
 // HostCluster and EngineCostParams of `config` (its model; run.host: the measured host,
 // run.threads: each rank's BLAS threads) at `layout`'s tp x ep as one replica, with the rank's
-// read bandwidth that of its BLAS threads (the triad rate of RankCores cores, at most its share of
-// the host's: the weight reads are GEMMs, not the single-threaded kernels), one request of
+// weight and KV read bandwidth that of its one-row matmuls (HostProfile::WeightReadGbps at
+// RankCores cores: the reads are sgemv at the BLAS threads, not the single-threaded kernels;
+// CostParams::weight_read_efficiency), prefill the forward pass (cost/inference.h), one request of
 // `prompt_tokens` in and `new_tokens` out, FP32 weights and KV cache (the engine's). prefill_s
 // predicts GenerateResult::prefill_ms, itl_s its decode_ms_mean (a step's KV read is that of the
 // mean context, prompt + new_tokens / 2).

@@ -67,6 +67,29 @@ double TriadGbps(int threads, int repetitions) {
   return Median(rates);
 }
 
+// The engine's decode GEMM: kernels::matmul of one row against 8 weights of 4096 x 4096 fp32 (512
+// MiB, beyond the caches), at the current BLAS threads: bytes of the weights per second.
+double GemvGbps(int repetitions) {
+  constexpr int64_t kDim = 4096, kMats = 8;
+  std::vector<std::vector<float>> w(kMats, std::vector<float>(kDim * kDim, 1e-3f));
+  std::vector<float> x(kDim, 1.0f), y(kDim);
+  auto run = [&] {
+    for (const auto& m : w) {
+      kernels::matmul(core::Tensor(y.data(), {1, kDim}), core::ConstTensor(x.data(), {1, kDim}),
+                      core::ConstTensor(m.data(), {kDim, kDim}), kernels::Trans::kNo,
+                      kernels::Trans::kYes);
+    }
+  };
+  run();
+  std::vector<double> rates;
+  for (int r = 0; r < repetitions; ++r) {
+    const double t0 = Now();
+    run();
+    rates.push_back(4.0 * static_cast<double>(kMats * kDim * kDim) / (Now() - t0) / 1e9);
+  }
+  return Median(rates);
+}
+
 // kernels::attention_forward + backward at a small model's shape (B 8, S 256, 4 query heads, 2 kv
 // heads, head dim 32), in the cost model's causal FLOP count (cost/terms.cc AttentionCore).
 double AttentionGflops(int repetitions) {
@@ -115,6 +138,12 @@ GemmForm HostProfile::FormAt(double rank_cores) const {
   const double w = (rank_cores - 1.0) / (threads - 1.0);
   return {one.gflops + w * (all.gflops - one.gflops),
           one.dim_overhead + w * (all.dim_overhead - one.dim_overhead)};
+}
+
+double HostProfile::WeightReadGbps(double rank_cores, double ranks_on_host) const {
+  const bool gemv = gemv_gbps > 0 && gemv_1t_gbps > 0;
+  const double one = gemv ? gemv_1t_gbps : stream_1t_gbps, all = gemv ? gemv_gbps : mem_gbps;
+  return std::min(one * rank_cores, all / std::max(1.0, ranks_on_host));
 }
 
 const CommProfile* HostProfile::CommFor(int ranks) const {
@@ -181,6 +210,10 @@ HostProfile MeasureHost(int threads, int repetitions) {
   p.mem_gbps = TriadGbps(p.threads, repetitions);
   p.attention_gflops = AttentionGflops(repetitions);
   p.stream_1t_gbps = TriadGbps(1, repetitions);
+  p.gemv_gbps = GemvGbps(repetitions);
+  kernels::SetBlasThreads(1);
+  p.gemv_1t_gbps = GemvGbps(repetitions);
+  kernels::SetBlasThreads(p.threads);
   return p;
 }
 
@@ -217,14 +250,16 @@ std::string CommProfileToml(const CommProfile& c) {
 std::string HostProfileToml(const HostProfile& p) {
   std::string out = fmt::format(
       "# This host measured by `pentamesh calibrate --host` (train/host_profile.h): the engine's\n"
-      "# sgemm fitted to the cost model's GEMM form at all threads and at one, a triad's\n"
-      "# bandwidth, and (with --np) MPI collectives fitted to the cost model's link. Use it in a\n"
-      "# run config as run.host_profile = \"<this file>\".\n"
+      "# sgemm fitted to the cost model's GEMM form at all threads and at one, a triad's and the\n"
+      "# one-row matmul's (sgemv) bandwidths, and (with --np) MPI collectives fitted to the cost\n"
+      "# model's link. Use it in a run config as run.host_profile = \"<this file>\".\n"
       "[host]\nthreads = {}\ncores = {}\npeak_gflops = {:.6g}\ngemm_dim_overhead = {:.6g}\n"
       "peak_gflops_1t = {:.6g}\ngemm_dim_overhead_1t = {:.6g}\nmem_gbps = {:.6g}\n"
-      "attention_gflops = {:.6g}\nstream_1t_gbps = {:.6g}\n",
+      "attention_gflops = {:.6g}\nstream_1t_gbps = {:.6g}\ngemv_gbps = {:.6g}\n"
+      "gemv_1t_gbps = {:.6g}\n",
       p.threads, p.cores, p.peak_gflops, p.gemm_dim_overhead, p.peak_gflops_1t,
-      p.gemm_dim_overhead_1t, p.mem_gbps, p.attention_gflops, p.stream_1t_gbps);
+      p.gemm_dim_overhead_1t, p.mem_gbps, p.attention_gflops, p.stream_1t_gbps, p.gemv_gbps,
+      p.gemv_1t_gbps);
   out += GemmSamplesToml("gemm", p.gemms, p.Form());
   out += GemmSamplesToml("gemm_1t", p.gemms_1t, p.Form1t());
   for (const CommProfile& c : p.comm) out += CommProfileToml(c);
@@ -336,6 +371,11 @@ core::Result<HostProfile> LoadHostProfile(const std::string& path) {
   e.Number((*h)["mem_gbps"], "host.mem_gbps", p.mem_gbps);
   e.Number((*h)["attention_gflops"], "host.attention_gflops", p.attention_gflops);
   e.Number((*h)["stream_1t_gbps"], "host.stream_1t_gbps", p.stream_1t_gbps);
+  for (auto [key, out] :
+       {std::pair{"gemv_gbps", &p.gemv_gbps}, std::pair{"gemv_1t_gbps", &p.gemv_1t_gbps}}) {
+    if (h->contains(key))
+      e.Number((*h)[key], fmt::format("host.{}", key), *out, true);  // 0, absent: not measured
+  }
   e.Number((*h)["gemm_dim_overhead"], "host.gemm_dim_overhead", p.gemm_dim_overhead, true);
   e.Number((*h)["gemm_dim_overhead_1t"], "host.gemm_dim_overhead_1t", p.gemm_dim_overhead_1t, true);
   for (auto [key, out] : {std::pair{"threads", &p.threads}, std::pair{"cores", &p.cores}}) {

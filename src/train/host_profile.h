@@ -79,6 +79,10 @@ struct HostProfile {
   // cost model's causal FLOP count: 3.5 x 2 T S h_attn) and a one-thread triad.
   double attention_gflops = 0;
   double stream_1t_gbps = 0;
+  // The engine's one-row matmul (kernels::matmul with M = 1, sgemv: a decode step) streaming
+  // 512 MiB of fp32 weights: bytes of the weights per second at `threads` threads and at one.
+  // 0 in a profile written before they were measured (WeightReadGbps falls back to the triad).
+  double gemv_gbps = 0, gemv_1t_gbps = 0;
   std::vector<GemmSample> gemms;     // at `threads` threads
   std::vector<GemmSample> gemms_1t;  // at one thread (empty when threads == 1: the same)
   std::vector<CommProfile> comm;     // ascending ranks, at most one entry per rank count
@@ -89,6 +93,10 @@ struct HostProfile {
   // core): the one-thread form scaled by `cores` below one, linear between the one-thread and the
   // all-threads forms up to `threads`, the all-threads form beyond.
   GemmForm FormAt(double cores) const;
+  // GB/s at which a rank whose BLAS runs on `rank_cores` cores, one of `ranks_on_host` ranks on
+  // the host, streams weights: the one-thread rate times its cores, at most its share of the
+  // all-threads rate (the gemv rates; the triad's when the profile has none).
+  double WeightReadGbps(double rank_cores, double ranks_on_host) const;
   // The [[comm]] entry measured at `ranks` ranks, or null.
   const CommProfile* CommFor(int ranks) const;
 };

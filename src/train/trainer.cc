@@ -148,6 +148,7 @@ cost::CostParams EngineCostParams() {
   // The CP ring posts its sends before computing, but Open MPI's shared-memory transport moves
   // the bytes only inside MPI calls of both ranks, so with one thread per rank nothing overlaps.
   p.cp_overlap = 0;
+  p.inference_layer_overhead_s = 0;  // no kernel launches: a layer is its kernels' work
   return p;
 }
 

@@ -4,6 +4,7 @@
 // seeded draws; a seed reproduces its draws), and the Generator's refusals, each naming the field
 // (empty prompt, a token outside the vocabulary, prompt + max_new_tokens beyond max_seq_len, tp not
 // dividing kv_heads, pp or cp > 1, a rank count that is not tp*ep).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,9 +122,10 @@ TEST(Generator, ASeedReproducesASampledGeneration) {
 
 // PredictGeneration (the inference cost model on the host): a decode step reads every FP32 weight
 // but the embedding table, and the KV cache of the mean context (prompt + new / 2), once, at the
-// rank's BLAS threads' bandwidth: the one-thread triad rate times its cores, at most its share of
-// the host's triad; the bytes are counted here by hand from the model's shapes. tp = 2 halves
-// both per rank (the kv heads split 2 ways) and each rank has one core of two.
+// rank's BLAS threads' bandwidth: the one-thread sgemv rate times its cores, at most its share of
+// the all-threads sgemv rate (the triad's for a profile without gemv rates); the bytes are counted
+// here by hand from the model's shapes. tp = 2 halves both per rank (the kv heads split 2 ways)
+// and each rank has one core of two.
 TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
   RunConfig c;
   c.model = testing::TinyDense();
@@ -135,7 +137,6 @@ TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
   h.mem_gbps = 20;
   h.attention_gflops = 10;
   h.stream_1t_gbps = 8;
-  UseHostProfile(c.run, h);
   const spec::ModelSpec& m = c.model;
   const double d = static_cast<double>(m.hidden), hd = static_cast<double>(m.head_dim);
   const double per_layer = d * m.heads * hd + 2 * d * m.kv_heads * hd + m.heads * hd * d +
@@ -143,18 +144,23 @@ TEST(PredictGeneration, DecodeReadsTheFp32WeightsAndKvAtTheHostsBandwidth) {
   const double weights = m.layers * per_layer + d + m.vocab * d;  // + final norm, untied head
   const int64_t prompt = 6, fresh = 4;
   const double kv = m.layers * 2.0 * m.kv_heads * hd * (prompt + fresh / 2.0) * 4;
-  for (const int64_t tp : {1, 2}) {
-    // tp 1: min(20, 8 x 2 cores) = 16 GB/s; tp 2: min(20 / 2, 8 x 1 core) = 8 GB/s a rank.
-    const double bandwidth = tp == 1 ? 16e9 : 8e9;
-    spec::Layout layout;
-    layout.tp = tp;
-    const cost::ServeEstimate e = PredictGeneration(c, layout, prompt, fresh);
-    SCOPED_TRACE(tp);
-    EXPECT_NEAR(e.decode_weights_s, weights * 4 / tp / bandwidth, 1e-9 * e.decode_weights_s);
-    EXPECT_NEAR(e.decode_kv_s, kv / tp / bandwidth, 1e-9 * e.decode_kv_s);
-    EXPECT_EQ(e.kv_bytes_per_token, m.layers * 2.0 * m.kv_heads * hd * 4);  // FP32 K and V
-    EXPECT_GT(e.prefill_s, 0);
-    EXPECT_GE(e.itl_s, e.decode_weights_s + e.decode_kv_s);
+  for (const bool gemv : {false, true}) {
+    if (gemv) h.gemv_gbps = 30, h.gemv_1t_gbps = 12;
+    UseHostProfile(c.run, h);
+    for (const int64_t tp : {1, 2}) {
+      // Triad: tp 1: min(20, 8 x 2 cores) = 16 GB/s; tp 2: min(20 / 2, 8 x 1 core) = 8 GB/s a rank.
+      // sgemv: tp 1: min(30, 12 x 2) = 24 GB/s; tp 2: min(30 / 2, 12 x 1) = 12 GB/s.
+      const double bandwidth = gemv ? (tp == 1 ? 24e9 : 12e9) : (tp == 1 ? 16e9 : 8e9);
+      spec::Layout layout;
+      layout.tp = tp;
+      const cost::ServeEstimate e = PredictGeneration(c, layout, prompt, fresh);
+      SCOPED_TRACE(fmt::format("tp {} gemv {}", tp, gemv));
+      EXPECT_NEAR(e.decode_weights_s, weights * 4 / tp / bandwidth, 1e-9 * e.decode_weights_s);
+      EXPECT_NEAR(e.decode_kv_s, kv / tp / bandwidth, 1e-9 * e.decode_kv_s);
+      EXPECT_EQ(e.kv_bytes_per_token, m.layers * 2.0 * m.kv_heads * hd * 4);  // FP32 K and V
+      EXPECT_GT(e.prefill_s, 0);
+      EXPECT_GE(e.itl_s, e.decode_weights_s + e.decode_kv_s);
+    }
   }
 }
 

@@ -106,6 +106,7 @@ TEST(HostProfile, FitRecoversLatencyAndBandwidth) {
 
 TEST(HostProfile, TomlRoundTripAndErrors) {
   HostProfile p = Profile(201.5, 33.25, 21.5, 9.5, 12.25);
+  p.gemv_gbps = 28.5, p.gemv_1t_gbps = 14.75;
   p.gemms.push_back({256, 256, 256, 2e-4});
   p.gemms_1t.push_back({256, 256, 256, 3e-4});
   p.comm.push_back({.ranks = 4, .fit = {.latency_us = 12.5, .bus_gbps = 3.75}, .samples = {}});
@@ -131,7 +132,29 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
   EXPECT_DOUBLE_EQ(back->mem_gbps, 21.5);
   EXPECT_DOUBLE_EQ(back->attention_gflops, 9.5);
   EXPECT_DOUBLE_EQ(back->stream_1t_gbps, 12.25);
+  EXPECT_DOUBLE_EQ(back->gemv_gbps, 28.5);
+  EXPECT_DOUBLE_EQ(back->gemv_1t_gbps, 14.75);
   EXPECT_EQ(back->threads, 2);
+  // A profile written before the gemv rates: they stay 0 and weights stream at the triad's rates.
+  std::string old_text = HostProfileToml(p);
+  for (const char* key : {"gemv_gbps = 28.5\n", "gemv_1t_gbps = 14.75\n"}) {
+    ASSERT_NE(old_text.find(key), std::string::npos);
+    old_text.erase(old_text.find(key), std::string(key).size());
+  }
+  const auto old_profile = LoadHostProfile(WriteTemp("host_old.toml", old_text));
+  ASSERT_TRUE(old_profile.ok()) << old_profile.status().message();
+  EXPECT_EQ(old_profile->gemv_gbps, 0);
+  EXPECT_DOUBLE_EQ(old_profile->WeightReadGbps(2, 1), std::min(21.5, 2 * 12.25));
+  EXPECT_DOUBLE_EQ(back->WeightReadGbps(2, 1), std::min(28.5, 2 * 14.75));
+  EXPECT_DOUBLE_EQ(back->WeightReadGbps(1, 2), std::min(28.5 / 2, 14.75));
+  EXPECT_DOUBLE_EQ(back->WeightReadGbps(0.5, 4), std::min(28.5 / 4, 0.5 * 14.75));
+  std::string bad_gemv = HostProfileToml(p);
+  bad_gemv.replace(bad_gemv.find("gemv_gbps = 28.5"), 16, "gemv_gbps = -2.0");
+  const auto refused = LoadHostProfile(WriteTemp("host_bad_gemv.toml", bad_gemv));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("host.gemv_gbps: must be a number >= 0"),
+            std::string::npos)
+      << refused.status().message();
   const auto bad = LoadHostProfile(WriteTemp(
       "host_bad.toml", "[host]\npeak_gflops = -1\nmem_gbps = 3\ngemm_dim_overhead = 1\n"));
   ASSERT_FALSE(bad.ok());
