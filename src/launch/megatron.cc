@@ -94,7 +94,15 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
         f.push_back(
             {"--moe-shared-expert-intermediate-size", Num(e.shared_experts * e.expert_ffn_hidden)});
       }
-      f.push_back({"--moe-router-load-balancing-type", "aux_loss"});
+      // Megatron-Core's default router takes the top k logits and softmaxes them (the gates
+      // renormalised over the chosen k); --moe-router-pre-softmax softmaxes over every expert
+      // first and keeps those probabilities (model/moe.h's two routers).
+      if (e.router == spec::MoeRouter::kSoftmaxTopK) f.push_back({"--moe-router-pre-softmax", ""});
+      // aux_loss: the micro-batch's tokens (over its tp and cp ranks); global_aux_loss: also over
+      // the data-parallel ranks (model.moe.aux_loss_scope).
+      f.push_back(
+          {"--moe-router-load-balancing-type",
+           e.aux_loss_scope == spec::AuxLossScope::kGlobal ? "global_aux_loss" : "aux_loss"});
       f.push_back({"--moe-aux-loss-coeff", "1e-2"});
       f.push_back({"--moe-grouped-gemm", ""});
       f.push_back({"--moe-token-dispatcher-type", "alltoall"});
@@ -497,6 +505,28 @@ core::Status ReadSharedExperts(const FlagReader& r, spec::ModelSpec& m) {
   return core::Status::Ok();
 }
 
+// --moe-router-pre-softmax -> softmax_topk (else Megatron-Core's top-k-then-softmax:
+// topk_renorm); --moe-router-load-balancing-type -> aux_loss_scope (seq_aux_loss's per-sequence
+// statistics and none cost what the micro-batch's do: sequence; sinkhorn is not modelled).
+core::Status ReadRouter(const FlagReader& r, spec::ModelSpec& m) {
+  m.moe.router = r.Has("--moe-router-pre-softmax") ? spec::MoeRouter::kSoftmaxTopK
+                                                   : spec::MoeRouter::kTopKRenorm;
+  const std::string flag = "--moe-router-load-balancing-type";
+  if (!r.Has(flag)) return core::Status::Ok();
+  PM_ASSIGN_OR_RETURN(std::string type, r.Str(flag));
+  if (type == "global_aux_loss") {
+    m.moe.aux_loss_scope = spec::AuxLossScope::kGlobal;
+  } else if (type == "aux_loss" || type == "seq_aux_loss" || type == "none") {
+    m.moe.aux_loss_scope = spec::AuxLossScope::kSequence;
+  } else {
+    return core::Status::Error(fmt::format(
+        "{}: {} '{}' is not modelled (pentamesh's routers are softmax top-k with an auxiliary "
+        "loss: aux_loss, seq_aux_loss, global_aux_loss or none)",
+        r.Where(flag), flag, type));
+  }
+  return core::Status::Ok();
+}
+
 // The MoE flags, given --num-experts; Megatron-DeepSpeed's experts are FFN-sized.
 core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
   PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
@@ -509,6 +539,7 @@ core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
     PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
     PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
     PM_RETURN_IF_ERROR(ReadSharedExperts(r, m));
+    PM_RETURN_IF_ERROR(ReadRouter(r, m));
   }
   m.moe.capacity_factor = 0;  // Megatron's default: dropless
   return r.RealIfGiven("--moe-expert-capacity-factor", m.moe.capacity_factor);

@@ -99,9 +99,10 @@ std::string RegisterFlavorNote(const spec::ModelSpec& m, const TitanJob& job) {
       job.flavor, job.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden,
       m.vocab, m.rope_theta,
       m.is_moe() ? fmt::format(", {} experts top-{} of FFN {}, first {} layers dense, every {} "
-                               "layer MoE",
+                               "layer MoE, MoEArgs score_func \"softmax\" route_norm {}",
                                m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden,
-                               m.moe.first_dense_layers, m.moe.moe_layer_freq)
+                               m.moe.first_dense_layers, m.moe.moe_layer_freq,
+                               m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")
                  : std::string());
 }
 

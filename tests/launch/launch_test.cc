@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct Case {
   const char* model;
   const char* train;
   int64_t gpus;
+  // The MoE router and aux-loss scope, when the case sets them over the preset's.
+  std::optional<spec::MoeRouter> router = std::nullopt;
+  std::optional<spec::AuxLossScope> aux_loss_scope = std::nullopt;
 };
 
 fs::path TempDir(const std::string& name) {
@@ -66,6 +70,10 @@ void ExpectSameModel(const spec::ModelSpec& a, const spec::ModelSpec& b, const s
   if (a.is_moe()) {
     EXPECT_DOUBLE_EQ(a.moe.capacity_factor, b.moe.capacity_factor) << where;
   }
+  if (a.is_moe() && where.rfind("megatron ", 0) == 0) {  // Megatron-LM's flags carry both
+    EXPECT_EQ(a.moe.router, b.moe.router) << where;
+    EXPECT_EQ(a.moe.aux_loss_scope, b.moe.aux_loss_scope) << where;
+  }
   EXPECT_EQ(a.mla.q_lora_rank, b.mla.q_lora_rank) << where;
   EXPECT_EQ(a.mla.kv_lora_rank, b.mla.kv_lora_rank) << where;
   EXPECT_EQ(a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim) << where;
@@ -84,6 +92,8 @@ void RoundTrip(Engine engine, const std::vector<Case>& cases, int n) {
     auto cluster = spec::LoadCluster("h100-sxm", c.gpus);
     auto train = spec::LoadTrain(c.train);
     ASSERT_TRUE(model.ok() && cluster.ok() && train.ok());
+    if (c.router) model->moe.router = *c.router;
+    if (c.aux_loss_scope) model->moe.aux_loss_scope = *c.aux_loss_scope;
     plan::SpaceOptions options;
     RestrictToEngine(engine, *model, options.allow);
     const plan::Space space(*model, *cluster, *train, options);
@@ -136,6 +146,19 @@ void RoundTrip(Engine engine, const std::vector<Case>& cases, int n) {
 TEST(LaunchRoundTrip, Megatron50Layouts) {
   RoundTrip(Engine::kMegatron,
             {{"llama3-70b", "pretrain-4k", 512}, {"meridianfin-72b", "meridian-128k", 256}}, 50);
+}
+
+// The router (--moe-router-pre-softmax for softmax_topk, Megatron-Core's default top-k-then-softmax
+// for topk_renorm: Mixtral's preset) and the aux-loss scope (--moe-router-load-balancing-type
+// aux_loss | global_aux_loss) survive emit -> import-config.
+TEST(LaunchRoundTrip, MegatronRouterAndAuxLossScope) {
+  RoundTrip(Engine::kMegatron,
+            {{"mixtral-8x7b", "pretrain-4k", 64},
+             {"meridianfin-72b", "meridian-128k", 256, spec::MoeRouter::kTopKRenorm,
+              spec::AuxLossScope::kGlobal},
+             {"meridianfin-72b", "meridian-128k", 256, spec::MoeRouter::kSoftmaxTopK,
+              spec::AuxLossScope::kGlobal}},
+            6);
 }
 
 // MLA (--multi-latent-attention and its ranks and head dims) and sliding windows (--window-size
@@ -337,6 +360,25 @@ TEST(LaunchImport, BadFilesNameTheLineOrKey) {
     EXPECT_NE(im.status().message().find(b.expect), std::string::npos)
         << "expected '" << b.expect << "' in: " << im.status().message();
   }
+  // A Megatron router pentamesh does not model, with the model read from the flags.
+  ImportOptions o;
+  o.gpus = 8;
+  const std::string moe =
+      "python pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 \\\n"
+      " --ffn-hidden-size 512 --vocab-size 1000 --max-position-embeddings 1024 --seq-length 1024 "
+      "\\\n --micro-batch-size 1 --global-batch-size 8 --num-experts 8 --moe-router-topk 2 \\\n"
+      " --moe-router-load-balancing-type sinkhorn\n";
+  auto im = ImportText("train.sh", moe, ".", o);
+  ASSERT_FALSE(im.ok());
+  EXPECT_NE(im.status().message().find("line 4: --moe-router-load-balancing-type 'sinkhorn' is "
+                                       "not modelled"),
+            std::string::npos)
+      << im.status().message();
+  const size_t at = moe.find("sinkhorn");
+  auto global = ImportText("train.sh", moe.substr(0, at) + "global_aux_loss\n", ".", o);
+  ASSERT_TRUE(global.ok()) << global.status().message();
+  EXPECT_EQ(global->model.moe.aux_loss_scope, spec::AuxLossScope::kGlobal);
+  EXPECT_EQ(global->model.moe.router, spec::MoeRouter::kTopKRenorm);  // no --moe-router-pre-softmax
 }
 
 }  // namespace
