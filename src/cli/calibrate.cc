@@ -59,8 +59,9 @@ int RunCommWorker(const CalibrateArgs& a) {
   return 0;
 }
 
-// Each collective's own fit and the joint one's residuals on it: how well one (latency,
-// bandwidth) pair, all the cost model's link has, describes them.
+// Each collective's own fit (latency and bandwidth: a reduction's sum and transfer both grow with
+// its bytes, so one collective alone cannot tell them apart) and the joint fit's residuals on it:
+// how well the cost model's link (latency, bandwidth, reduction rate) describes them.
 void PrintCommFit(const train::CommProfile& c) {
   fmt::print("\n  collectives at {} ranks (mpirun -np {}, shared memory), cost-model forms:\n",
              c.ranks, c.ranks);
@@ -84,6 +85,8 @@ void PrintCommFit(const train::CommProfile& c) {
   fmt::print("  {:<15} {:>11.2f} {:>9.2f}   {:>6.0f}% {:>6.0f}% {:>+5.0f}%\n", "joint (stored)",
              c.fit.latency_us, c.fit.bus_gbps, 100 * all.median_abs, 100 * all.max_abs,
              100 * all.median);
+  fmt::print("  {:<15} {:>11} {:>9.2f}   (the sum of all_reduce and reduce_scatter; 0 = free)\n",
+             "joint reduce", "GB/s", c.fit.reduce_gbps);
   if (!off.empty()) {
     fmt::print("  note: the joint fit is off by more than 30% (median) on {}\n",
                fmt::join(off, ", "));

@@ -28,16 +28,17 @@ std::optional<Collective> ParseCollective(std::string_view name) {
 }
 
 double IntraNodeCollectiveTime(Collective c, double ranks, double alpha_s, double bus_Bps,
-                               double n_bytes) {
-  const internal::Link link = internal::IntraNodeLink(ranks, bus_Bps, alpha_s);
+                               double n_bytes, double reduce_Bps) {
+  const internal::Link link = internal::IntraNodeLink(ranks, bus_Bps, alpha_s, reduce_Bps);
   switch (c) {
     case Collective::kP2p:
       return internal::P2pTime(link, n_bytes);
     case Collective::kAllReduce:
       return internal::AllReduceTime(link, n_bytes);
-    case Collective::kAllGather:  // the model's reduce-scatter is its all-gather's mirror
-    case Collective::kReduceScatter:
+    case Collective::kAllGather:
       return internal::AllGatherTime(link, n_bytes);
+    case Collective::kReduceScatter:
+      return internal::ReduceScatterTime(link, n_bytes);
     case Collective::kAllToAll:
       return internal::AllToAllTime(link, n_bytes);
   }

@@ -16,18 +16,26 @@ struct Link {
   double nvlink_Bps = 1;  // achieved intra-node bandwidth
   double nic_Bps = 1;     // achieved inter-node bandwidth of one rank (its NIC share)
   double alpha_s = 0;     // latency per message
-  bool intra = true;      // the whole group is inside one node
+  // Rate at which a reduction sums the reduced bytes (a host's CPU summing in shared memory);
+  // 0 = free (GPU kernels sum at line rate: the ring's transfer is the whole cost).
+  double reduce_Bps = 0;
+  bool intra = true;  // the whole group is inside one node
 };
 
 // Seconds of one collective; n_bytes is the full tensor (AG output, RS input, AR buffer), or the
 // local buffer for all-to-all, or the message for p2p.
-double AllGatherTime(const Link& link, double n_bytes);  // == ReduceScatterTime
+double AllGatherTime(const Link& link, double n_bytes);
+// Seconds to sum the (g-1)/g n bytes a rank reduces at reduce_Bps; 0 when free.
+double ReductionTime(const Link& link, double n_bytes);
+// The all-gather's transfer plus ReductionTime.
+double ReduceScatterTime(const Link& link, double n_bytes);
+// A reduce-scatter then an all-gather: twice the transfer, one reduction.
 double AllReduceTime(const Link& link, double n_bytes);
 double AllToAllTime(const Link& link, double n_bytes);
 double P2pTime(const Link& link, double n_bytes);
 // The link of a group whose `size` members all sit in one node: bus_Bps for ring, p2p and
-// all-to-all alike, alpha_s per message.
-Link IntraNodeLink(double size, double bus_Bps, double alpha_s);
+// all-to-all alike, alpha_s per message, reductions summed at reduce_Bps (0 = free).
+Link IntraNodeLink(double size, double bus_Bps, double alpha_s, double reduce_Bps);
 // The link of a group of `size` ranks with `per_node` of them in each node: IntraNodeLink when
 // the group fits in one node, else the ring crosses nodes on the NICs (terms.cc).
 Link MakeLink(const Context& ctx, double size, double per_node);

@@ -268,14 +268,14 @@ void DpCommunication(const spec::Layout& /*l*/, const Terms& t, const Stage& s, 
       time_s += AllReduceTime(link, gr);
     } else if (t.dp_comm_zero == 1) {  // reduce-scatter gradients, all-gather updated weights
       bytes += f * (gr + w);
-      time_s += AllGatherTime(link, gr) + AllGatherTime(link, w);
+      time_s += ReduceScatterTime(link, gr) + AllGatherTime(link, w);
     } else if (t.dp_comm_zero == 2) {  // sharded grads: reduce-scatter every micro-batch's
       bytes += t.m * f * gr + f * w;
-      time_s += t.m * AllGatherTime(link, gr) + AllGatherTime(link, w);
+      time_s += t.m * ReduceScatterTime(link, gr) + AllGatherTime(link, w);
     } else {  // ZeRO-3 / FSDP: per micro-batch, gather weights for forward and backward,
               // reduce-scatter the gradients
       bytes += t.m * f * (2.0 * w + gr);
-      time_s += t.m * (2.0 * AllGatherTime(link, w) + AllGatherTime(link, gr));
+      time_s += t.m * (2.0 * AllGatherTime(link, w) + ReduceScatterTime(link, gr));
     }
   };
   group(s.params_dense, t.dp_link);

@@ -46,7 +46,8 @@ Link MakeLink(const Context& ctx, double size, double per_node) {
   const double nic_Bps =
       static_cast<double>(c.nics_per_node) * c.inter_node_gbps * 1e9 / gpn * p.bus_efficiency_inter;
   if (per_node >= size) {
-    link = IntraNodeLink(size, nvlink_Bps, c.intra_node_latency_us * 1e-6);
+    link = IntraNodeLink(size, nvlink_Bps, c.intra_node_latency_us * 1e-6,
+                         c.intra_node_reduce_gbps * 1e9);
     link.nic_Bps = nic_Bps;
   } else {
     link.size = size;
@@ -282,9 +283,20 @@ double AllGatherTime(const Link& link, double n) {
   return (link.size - 1) * link.alpha_s + (link.size - 1) / link.size * n / link.ring_Bps;
 }
 
+double ReductionTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0 || link.reduce_Bps <= 0) return 0;
+  return (link.size - 1) / link.size * n / link.reduce_Bps;
+}
+
+double ReduceScatterTime(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return 0;
+  return AllGatherTime(link, n) + ReductionTime(link, n);
+}
+
 double AllReduceTime(const Link& link, double n) {
   if (link.size <= 1 || n <= 0) return 0;
-  return 2 * (link.size - 1) * link.alpha_s + 2 * (link.size - 1) / link.size * n / link.ring_Bps;
+  return 2 * (link.size - 1) * link.alpha_s + 2 * (link.size - 1) / link.size * n / link.ring_Bps +
+         ReductionTime(link, n);
 }
 
 double AllToAllTime(const Link& link, double n) {
@@ -301,13 +313,14 @@ double P2pTime(const Link& link, double n) {
   return link.alpha_s + n / link.p2p_Bps;
 }
 
-Link IntraNodeLink(double size, double bus_Bps, double alpha_s) {
+Link IntraNodeLink(double size, double bus_Bps, double alpha_s, double reduce_Bps) {
   Link link;
   link.size = size;
   link.per_node = size;
   link.intra = true;
   link.ring_Bps = link.p2p_Bps = link.nvlink_Bps = bus_Bps;
   link.alpha_s = alpha_s;
+  link.reduce_Bps = reduce_Bps;
   return link;
 }
 
@@ -463,12 +476,15 @@ void Compute(const Context& ctx, const Layout& l, Terms& t) {
 // sequence-parallel linears): forward an all-gather of the input and a reduce-scatter of the
 // output; backward an all-gather of the output grad, an all-gather of the input again (the stash
 // keeps only the T/tp-row shard, the weight grad needs all T rows) and a reduce-scatter of the
-// input grad: five transfers of (t-1)/t * n. Full recomputation repeats the forward ones.
+// input grad: five transfers of (t-1)/t * n, three all-gathers and two reduce-scatters. Full
+// recomputation repeats the forward ones.
 void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& bytes) {
   if (t.tp <= 1) return;
   const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
   if (l.sp) {
-    time_s += (5.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n);
+    // Each reduce-scatter is an all-gather's transfer plus its sum (ReduceScatterTime).
+    time_s +=
+        (5.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n) + (2.0 + rec) * ReductionTime(t.tp_link, n);
     bytes += (5.0 + 2.0 * rec) * (t.tp - 1) / t.tp * n;
   } else {
     time_s += (2.0 + rec) * AllReduceTime(t.tp_link, n);
@@ -486,8 +502,10 @@ void MoeReplicatedSp(const Terms& t, const Layout& l, bool shared, double n, dou
                      double& bytes) {
   if (t.tp <= 1) return;
   const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
-  const double transfers = (3.0 + rec) + (shared ? 2.0 + rec : 0.0);
-  time_s += transfers * AllGatherTime(t.tp_link, n);
+  const double scatters = shared ? 2.0 + rec : 0.0;
+  const double transfers = (3.0 + rec) + scatters;
+  // Each reduce-scatter is an all-gather's transfer plus its sum (ReduceScatterTime).
+  time_s += transfers * AllGatherTime(t.tp_link, n) + scatters * ReductionTime(t.tp_link, n);
   bytes += transfers * (t.tp - 1) / t.tp * n;
 }
 
@@ -527,9 +545,9 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const double ce = 4.0 * t.tokens;
   double head_s = 0;
   if (l.sp) {
-    t.tp_embed_s = 2.0 * AllGatherTime(t.tp_link, n);
+    t.tp_embed_s = ReduceScatterTime(t.tp_link, n) + AllGatherTime(t.tp_link, n);
     t.tp_bytes_embed = 2.0 * g * n;
-    head_s = 3.0 * AllGatherTime(t.tp_link, n);
+    head_s = 2.0 * AllGatherTime(t.tp_link, n) + ReduceScatterTime(t.tp_link, n);
     t.tp_bytes_head = 3.0 * g * n;
     // Once per step: the norm weight grads, 2 norms of h per layer and the final norm (grad
     // dtype), summed over tp because each rank normalised its own rows; likewise every weight

@@ -18,6 +18,10 @@ struct ClusterSpec {
   int64_t nodes = 0;
   double intra_node_gbps = 0;  // NVLink, per GPU, per direction
   double intra_node_latency_us = 0;
+  // Rate at which an intra-node all-reduce or reduce-scatter sums its (g-1)/g n bytes, charged on
+  // top of the transfer; 0 = free (a GPU's reduction kernels keep up with the link). A CPU host
+  // summing in shared memory has one (train/host_profile.h measures it).
+  double intra_node_reduce_gbps = 0;
   int64_t nics_per_node = 0;
   double inter_node_gbps = 0;  // per NIC, per direction (400 Gb/s InfiniBand = 50 GB/s)
   double inter_node_latency_us = 0;

@@ -205,6 +205,7 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Int("nodes", c.nodes, true);
   r.Double("intra_node_gbps", c.intra_node_gbps, true);
   r.Double("intra_node_latency_us", c.intra_node_latency_us, false, 0, false);
+  r.Double("intra_node_reduce_gbps", c.intra_node_reduce_gbps, false, 0, false);
   r.Int("nics_per_node", c.nics_per_node, true);
   r.Double("inter_node_gbps", c.inter_node_gbps, true);
   r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false);

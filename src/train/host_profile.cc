@@ -236,8 +236,8 @@ std::string GemmSamplesToml(const char* table, const std::vector<GemmSample>& ge
 std::string CommProfileToml(const CommProfile& c) {
   std::string out = fmt::format(
       "\n[[comm]]  # collectives at {} ranks, fitted to the cost model's forms\n"
-      "ranks = {}\nlatency_us = {:.6g}\nbus_gbps = {:.6g}\n",
-      c.ranks, c.ranks, c.fit.latency_us, c.fit.bus_gbps);
+      "ranks = {}\nlatency_us = {:.6g}\nbus_gbps = {:.6g}\nreduce_gbps = {:.6g}  # 0 = free\n",
+      c.ranks, c.ranks, c.fit.latency_us, c.fit.bus_gbps, c.fit.reduce_gbps);
   for (const CommSample& s : c.samples) {
     out += fmt::format(
         "[[comm.sample]]\nop = \"{}\"\nbytes = {}\nseconds = {:.6g}  # fit {:+.0f}%\n",
@@ -340,6 +340,10 @@ std::vector<CommProfile> ParseComm(const toml::table& root, Errors& e) {
     }
     e.Number((*t)["latency_us"], field + ".latency_us", c.fit.latency_us, /*zero_ok=*/true);
     e.Number((*t)["bus_gbps"], field + ".bus_gbps", c.fit.bus_gbps);
+    // Absent in profiles written before the reduction was fitted: free, as then.
+    if (t->contains("reduce_gbps")) {
+      e.Number((*t)["reduce_gbps"], field + ".reduce_gbps", c.fit.reduce_gbps, /*zero_ok=*/true);
+    }
     if (const toml::array* samples = (*t)["sample"].as_array()) {
       for (size_t j = 0; j < samples->size(); ++j) {
         const std::string sf = fmt::format("{}.sample[{}]", field, j);

@@ -7,9 +7,10 @@
 //  - Collectives (`[[comm]]`, one entry per rank count N): Open MPI's p2p, all-reduce,
 //    all-gather, reduce-scatter and all-to-all through the engine's own comm::MpiCommunicator at N
 //    ranks on this host (shared memory), fitted jointly to the cost model's collective forms
-//    (cost/collective_time.h) as one latency and one bandwidth, the two numbers the model's
-//    intra-node link has. MeasureCollectives runs inside `mpirun -np N`; MeasureCommAtRanks
-//    launches that mpirun from the calling process.
+//    (cost/collective_time.h) as one latency, one bandwidth and one reduction rate (the CPU's
+//    sum in all-reduce and reduce-scatter), the three numbers the model's intra-node link has.
+//    MeasureCollectives runs inside `mpirun -np N`; MeasureCommAtRanks launches that mpirun from
+//    the calling process.
 // `pentamesh calibrate --host [--np N]` writes it; `run.host_profile` in a run config makes
 // train::HostCluster and EngineCostParams use it. Every timing is the median of repetitions.
 #pragma once
@@ -46,10 +47,12 @@ struct CommSample {
   double seconds = 0;  // median of the repetitions
 };
 
-// The cost model's intra-node link: latency per message and bus bandwidth.
+// The cost model's intra-node link: latency per message, bus bandwidth and the rate at which
+// all-reduce and reduce-scatter sum their (g-1)/g n bytes (0 = free).
 struct CommFit {
   double latency_us = 0;
   double bus_gbps = 0;
+  double reduce_gbps = 0;
   double Predict(cost::Collective op, int ranks, double bytes) const;  // seconds
 };
 
@@ -111,9 +114,12 @@ HostProfile MeasureHost(int threads, int repetitions = 5);
 // distinct dimension sums.
 GemmForm FitGemmForm(const std::vector<GemmSample>& gemms);
 
-// Fits latency and bandwidth to `samples` at `ranks` ranks (those of `only`, if given) by least
-// squares on the relative error; the forms are linear in latency and 1 / bandwidth, so the fit is
-// closed-form (a latency below 0 is pinned at 0). REQUIRES: samples of `only` exist.
+// Fits latency, bandwidth and reduction rate to `samples` at `ranks` ranks (those of `only`, if
+// given) by least squares on the relative error; the forms are linear in latency, 1 / bandwidth
+// and 1 / reduction rate, so the fit is closed-form (3 x 3 normal equations). A latency or
+// reduction term below 0 is pinned at 0 and the rest refitted; a reduction rate the samples do
+// not determine (no reductions among them, or above 1 PB/s) is 0 = free. REQUIRES: samples of
+// `only` exist.
 CommFit FitCollectives(int ranks, const std::vector<CommSample>& samples,
                        std::optional<cost::Collective> only = std::nullopt);
 FitResiduals Residuals(const CommFit& fit, int ranks, const std::vector<CommSample>& samples,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -28,12 +29,86 @@ bool Selected(const CommSample& s, std::optional<cost::Collective> only) {
   return !only || s.op == *only;
 }
 
-// The form's coefficients of latency (alpha = 1 s, infinite bandwidth) and of 1 / bandwidth
-// (alpha = 0, 1 byte/s): the form is linear in both, so time = alpha x_alpha + x_beta / B.
-std::pair<double, double> Coefficients(const CommSample& s, int ranks) {
+// The unknowns of the fit: latency alpha (s), 1 / bandwidth and 1 / reduction rate (s/byte).
+constexpr int kUnknowns = 3;
+using Vec3 = std::array<double, kUnknowns>;
+
+// The form's coefficient of each unknown: alpha = 1 s with infinite rates; 1 byte/s with no
+// latency and the other rate infinite (a reduction rate of 0 is free). The form is linear in all
+// three, so time = alpha x[0] + x[1] / B + x[2] / B_reduce.
+Vec3 Coefficients(const CommSample& s, int ranks) {
   const double g = static_cast<double>(ranks), n = static_cast<double>(s.bytes);
-  return {cost::IntraNodeCollectiveTime(s.op, g, 1.0, std::numeric_limits<double>::infinity(), n),
-          cost::IntraNodeCollectiveTime(s.op, g, 0.0, 1.0, n)};
+  const double inf = std::numeric_limits<double>::infinity();
+  return {cost::IntraNodeCollectiveTime(s.op, g, 1.0, inf, n),
+          cost::IntraNodeCollectiveTime(s.op, g, 0.0, 1.0, n),
+          cost::IntraNodeCollectiveTime(s.op, g, 0.0, inf, n, 1.0)};
+}
+
+// One sample of the fit: its coefficients and measured seconds.
+struct Row {
+  Vec3 x;
+  double y = 0;
+};
+
+// Sum of squared relative errors of theta on rows: what the fit minimises.
+double Objective(const std::vector<Row>& rows, const Vec3& theta) {
+  double sum = 0;
+  for (const Row& r : rows) {
+    const double e = (r.x[0] * theta[0] + r.x[1] * theta[1] + r.x[2] * theta[2]) / r.y - 1.0;
+    sum += e * e;
+  }
+  return sum;
+}
+
+// Least squares on the relative error with only the unknowns in `free` (the others 0): the
+// normal equations sum x_i x_j / y^2 theta_j = sum x_i / y, scaled to a unit diagonal and solved
+// by Gaussian elimination with partial pivoting. Empty when they are singular (an unknown the
+// rows do not determine, or two that only move together).
+std::optional<Vec3> SolveSubset(const std::vector<Row>& rows,
+                                const std::array<bool, kUnknowns>& free) {
+  std::vector<int> idx;
+  for (int i = 0; i < kUnknowns; ++i) {
+    if (free[static_cast<size_t>(i)]) idx.push_back(i);
+  }
+  const size_t k = idx.size();
+  std::array<std::array<double, kUnknowns + 1>, kUnknowns> m{};  // [S | r] of the subset
+  for (const Row& r : rows) {
+    const double w = 1.0 / (r.y * r.y);
+    for (size_t i = 0; i < k; ++i) {
+      const double xi = r.x[static_cast<size_t>(idx[i])];
+      for (size_t j = 0; j < k; ++j) m[i][j] += w * xi * r.x[static_cast<size_t>(idx[j])];
+      m[i][k] += w * xi * r.y;
+    }
+  }
+  Vec3 scale{};
+  for (size_t i = 0; i < k; ++i) {
+    if (!(m[i][i] > 0)) return std::nullopt;
+    scale[i] = 1.0 / std::sqrt(m[i][i]);
+  }
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t j = 0; j < k; ++j) m[i][j] *= scale[i] * scale[j];
+    m[i][k] *= scale[i];
+  }
+  for (size_t c = 0; c < k; ++c) {
+    size_t pivot = c;
+    for (size_t i = c + 1; i < k; ++i) {
+      if (std::fabs(m[i][c]) > std::fabs(m[pivot][c])) pivot = i;
+    }
+    if (std::fabs(m[pivot][c]) < 1e-9) return std::nullopt;  // unit diagonal: relative
+    std::swap(m[c], m[pivot]);
+    for (size_t i = c + 1; i < k; ++i) {
+      const double f = m[i][c] / m[c][c];
+      for (size_t j = c; j <= k; ++j) m[i][j] -= f * m[c][j];
+    }
+  }
+  Vec3 theta{};
+  for (size_t c = k; c-- > 0;) {
+    double v = m[c][k];
+    for (size_t j = c + 1; j < k; ++j) v -= m[c][j] * theta[static_cast<size_t>(idx[j])];
+    theta[static_cast<size_t>(idx[c])] = v / m[c][c];
+  }
+  for (size_t i = 0; i < k; ++i) theta[static_cast<size_t>(idx[i])] *= scale[i];
+  return theta;
 }
 
 // Runs argv[0] with argv (no shell) and waits: its exit status, or -1 when it could not start.
@@ -54,32 +129,36 @@ int Spawn(const std::vector<std::string>& args) {
 
 double CommFit::Predict(cost::Collective op, int ranks, double bytes) const {
   return cost::IntraNodeCollectiveTime(op, static_cast<double>(ranks), latency_us * 1e-6,
-                                       bus_gbps * 1e9, bytes);
+                                       bus_gbps * 1e9, bytes, reduce_gbps * 1e9);
 }
 
 CommFit FitCollectives(int ranks, const std::vector<CommSample>& samples,
                        std::optional<cost::Collective> only) {
-  // Minimise sum ((a xa_i + b xb_i) / y_i - 1)^2 over a = alpha, b = 1 / B: weighted linear least
-  // squares with weights 1 / y_i^2 (2 x 2 normal equations).
-  double saa = 0, sab = 0, sbb = 0, say = 0, sby = 0;
+  // Minimise sum ((a xa_i + b xb_i + c xc_i) / y_i - 1)^2 over a = alpha, b = 1 / B,
+  // c = 1 / B_reduce: weighted linear least squares with weights 1 / y_i^2. The bandwidth is
+  // always fitted; a and c may be pinned at 0: of the subsets {b}, {a,b}, {b,c}, {a,b,c} whose
+  // solution has b > 0 and a, c >= 0, the one with the least error (the constrained optimum).
+  std::vector<Row> rows;
   for (const CommSample& s : samples) {
-    if (!Selected(s, only) || !(s.seconds > 0)) continue;
-    const auto [xa, xb] = Coefficients(s, ranks);
-    const double w = 1.0 / (s.seconds * s.seconds);
-    saa += w * xa * xa, sab += w * xa * xb, sbb += w * xb * xb;
-    say += w * xa * s.seconds, sby += w * xb * s.seconds;
+    if (Selected(s, only) && s.seconds > 0) rows.push_back({Coefficients(s, ranks), s.seconds});
   }
-  PM_CHECK(sbb > 0) << "FitCollectives: no samples to fit";
-  const double det = saa * sbb - sab * sab;
-  double a = 0, b = sby / sbb;  // latency pinned at 0: bandwidth alone
-  if (det > 0) {
-    const double a_free = (sbb * say - sab * sby) / det;
-    const double b_free = (saa * sby - sab * say) / det;
-    if (a_free >= 0 && b_free > 0) a = a_free, b = b_free;
+  PM_CHECK(!rows.empty()) << "FitCollectives: no samples to fit";
+  Vec3 best{0, 1e-15, 0};  // times that do not grow with size: bandwidth unmeasurable, 1 PB/s
+  double best_error = std::numeric_limits<double>::infinity();
+  using Support = std::array<bool, kUnknowns>;
+  constexpr std::array<Support, 4> kSupports = {
+      {{false, true, false}, {true, true, false}, {false, true, true}, {true, true, true}}};
+  for (const Support& free : kSupports) {
+    const std::optional<Vec3> theta = SolveSubset(rows, free);
+    if (!theta || (*theta)[0] < 0 || !((*theta)[1] > 0) || (*theta)[2] < 0) continue;
+    const double error = Objective(rows, *theta);
+    if (error < best_error) best = *theta, best_error = error;
   }
-  // Times that do not grow with size (b <= 0) leave the bandwidth unmeasurable: call it 1 PB/s.
-  b = std::max(b, 1e-15);
-  return {.latency_us = a * 1e6, .bus_gbps = 1.0 / b / 1e9};
+  // A reduction faster than 1 PB/s (a rounding residue of c = 0) is free.
+  const double c = best[2] > 1e-15 ? best[2] : 0.0;
+  return {.latency_us = best[0] * 1e6,
+          .bus_gbps = 1.0 / best[1] / 1e9,
+          .reduce_gbps = c > 0 ? 1.0 / c / 1e9 : 0.0};
 }
 
 FitResiduals Residuals(const CommFit& fit, int ranks, const std::vector<CommSample>& samples,

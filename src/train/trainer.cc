@@ -124,6 +124,7 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
     if (const CommProfile* link = h->CommFor(static_cast<int>(per_host))) {
       s.intra_node_gbps = link->fit.bus_gbps;
       s.intra_node_latency_us = link->fit.latency_us;
+      s.intra_node_reduce_gbps = link->fit.reduce_gbps;
     }
   }
   return s;

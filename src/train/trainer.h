@@ -192,7 +192,8 @@ class Trainer {
 // the cores; HostProfile::FormAt), capped at its share of the all-threads rate, is its
 // gemm_efficiency against that share, and the host's
 // [[comm]] entry for the run's ranks per host gives the intra-node link (intra_node_gbps,
-// intra_node_latency_us). Without a matching entry the link stays run.mem_gbps with no latency.
+// intra_node_latency_us, intra_node_reduce_gbps). Without a matching entry the link stays
+// run.mem_gbps with no latency.
 spec::ClusterSpec HostCluster(const RunConfig& config);
 // Cores a rank's BLAS runs on: its run.threads (0 = OpenBLAS's default, every core), at most its
 // share of the host's cores (h.cores over the ranks on the host).

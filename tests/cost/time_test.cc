@@ -243,6 +243,38 @@ TEST(Links, TensorParallelInsideANode) {
   EXPECT_NEAR(e.time.tp, 4 * 10 * ag + 2 * ag + 3 * ag + 3 * ce + norms, 1e-15);
 }
 
+// A reduction rate (intra_node_reduce_gbps: a CPU host's sum; 0 = free, the GPU default) adds
+// (g-1)/g n / B_reduce to every reduce-scatter and all-reduce and nothing to the all-gathers.
+// TP = 8 with SP: per layer 2 blocks x 2 reduce-scatters, the embedding's and the head's one, the
+// 3 cross-entropy all-reduces and the norm-grad all-reduce. DP (nothing hidden): ZeRO-0's
+// all-reduce and ZeRO-1's reduce-scatter sum the gradients once, ZeRO-3 once per micro-batch.
+TEST(Links, ReductionRateChargesReductionsOnly) {
+  const spec::ModelSpec m = testing::GptTiny();
+  CostParams p;
+  p.dp_overlap = 0;
+  const spec::ClusterSpec free = testing::H100Cluster(8);
+  spec::ClusterSpec summing = free;
+  summing.intra_node_reduce_gbps = 100;
+  const double f = 7.0 / 8, b_reduce = 100e9;
+  const auto time = [&](const spec::ClusterSpec& c, const spec::Layout& l, int64_t seqs) {
+    return EstimateLayout(m, c, testing::Train(128, seqs), l, p).time;
+  };
+  const spec::Layout tp{.tp = 8};
+  const double n = 128.0 * 64 * 2, ce = 4.0 * 128, norms = 9.0 * 64 * 2;
+  EXPECT_NEAR(time(summing, tp, 1).tp - time(free, tp, 1).tp,
+              f * ((4 * 4 + 2) * n + 3 * ce + norms) / b_reduce, 1e-15);
+  const double grads = CountParams(m).total * 2;
+  for (int zero : {0, 1}) {
+    const spec::Layout dp{.dp = 8, .zero = zero};
+    EXPECT_NEAR(time(summing, dp, 16).dp - time(free, dp, 16).dp, f * grads / b_reduce, 1e-15)
+        << "zero=" << zero;
+  }
+  // ZeRO-3: each micro-batch's gradients are reduce-scattered (16 / 8 = 2 micro-batches of 1).
+  const spec::Layout fsdp{.dp = 8, .zero = 3};
+  EXPECT_NEAR(time(summing, fsdp, 16).dp - time(free, fsdp, 16).dp, 2 * f * grads / b_reduce,
+              1e-14);
+}
+
 // Overlap is bounded by what can hide: even with perfect overlap (dp_overlap = cp_overlap = 1)
 // the first layer's gradients (reduced after the last backward), ZeRO-1's first weight gather,
 // ZeRO-3's first gather and last reduce-scatter, and ring CP's last dK, dV stay exposed; and the

@@ -95,6 +95,16 @@ total_tokens = 1e6
   auto c = ClusterFromTomlText(text, "t.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->gpus(), 8);
+  EXPECT_EQ(c->intra_node_reduce_gbps, 0.0);  // absent: reductions are free
+  std::string reduce = text;
+  reduce.insert(reduce.find("nics_per_node"), "intra_node_reduce_gbps = 2.5\n");
+  EXPECT_EQ(ClusterFromTomlText(reduce, "t.toml")->intra_node_reduce_gbps, 2.5);
+  reduce.replace(reduce.find("2.5"), 3, "-1");
+  const auto bad_reduce = ClusterFromTomlText(reduce, "t.toml");
+  ASSERT_FALSE(bad_reduce.ok());
+  EXPECT_TRUE(Contains(bad_reduce.status().message(),
+                       "cluster.intra_node_reduce_gbps: must be >= 0 (got -1)"))
+      << bad_reduce.status().message();
   auto t = TrainFromTomlText(text, "t.toml");
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->global_batch_tokens, 256);

@@ -58,17 +58,23 @@ TEST(HostProfile, FitRecoversTheGemmForm) {
 }
 
 // Samples of every collective from the cost model's forms (cost::IntraNodeCollectiveTime) at a
-// known latency and bandwidth: the joint fit and each collective's own fit return them.
-std::vector<CommSample> SyntheticCollectives(int ranks, double alpha_s, double bus_Bps) {
+// known latency, bandwidth and reduction rate (0 = free): the joint fit and each collective's own
+// fit return them.
+std::vector<CommSample> SyntheticCollectives(int ranks, double alpha_s, double bus_Bps,
+                                             double reduce_Bps = 0) {
   std::vector<CommSample> samples;
   for (cost::Collective op : cost::kCollectives) {
     for (int64_t bytes = 4096; bytes <= (16 << 20); bytes *= 4) {
-      samples.push_back(
-          {op, bytes,
-           cost::IntraNodeCollectiveTime(op, ranks, alpha_s, bus_Bps, static_cast<double>(bytes))});
+      samples.push_back({op, bytes,
+                         cost::IntraNodeCollectiveTime(op, ranks, alpha_s, bus_Bps,
+                                                       static_cast<double>(bytes), reduce_Bps)});
     }
   }
   return samples;
+}
+
+bool IsReduction(cost::Collective op) {
+  return op == cost::Collective::kAllReduce || op == cost::Collective::kReduceScatter;
 }
 
 TEST(HostProfile, FitRecoversLatencyAndBandwidth) {
@@ -77,6 +83,7 @@ TEST(HostProfile, FitRecoversLatencyAndBandwidth) {
     const CommFit joint = FitCollectives(ranks, samples);
     EXPECT_NEAR(joint.latency_us, 7.5, 1e-6) << ranks;
     EXPECT_NEAR(joint.bus_gbps, 3.25, 1e-6) << ranks;
+    EXPECT_EQ(joint.reduce_gbps, 0.0) << ranks;  // free reductions stay free
     EXPECT_LT(Residuals(joint, ranks, samples).max_abs, 1e-9);
     for (cost::Collective op : cost::kCollectives) {
       const CommFit own = FitCollectives(ranks, samples, op);
@@ -104,12 +111,57 @@ TEST(HostProfile, FitRecoversLatencyAndBandwidth) {
   EXPECT_LT(std::fabs(Residuals(biased, 4, slow_p2p, cost::Collective::kAllReduce).median), 0.15);
 }
 
+// Reductions that also sum their bytes on the CPU: the joint fit recovers the third parameter and
+// describes every sample; a collective alone cannot split a reduction's sum from its transfer.
+TEST(HostProfile, FitRecoversTheReductionRate) {
+  for (int ranks : {2, 3, 4, 8}) {
+    const auto samples = SyntheticCollectives(ranks, 7.5e-6, 3.25e9, 0.8e9);
+    const CommFit joint = FitCollectives(ranks, samples);
+    EXPECT_NEAR(joint.latency_us, 7.5, 1e-6) << ranks;
+    EXPECT_NEAR(joint.bus_gbps, 3.25, 1e-6) << ranks;
+    EXPECT_NEAR(joint.reduce_gbps, 0.8, 1e-9) << ranks;
+    EXPECT_LT(Residuals(joint, ranks, samples).max_abs, 1e-9);
+    // The (latency, bandwidth) pair alone is biased low on the reductions: the old fit's error.
+    const CommFit pair = FitCollectives(ranks, samples, cost::Collective::kAllGather);
+    EXPECT_LT(Residuals(pair, ranks, samples, cost::Collective::kReduceScatter).median, -0.2);
+    for (cost::Collective op : cost::kCollectives) {
+      const CommFit own = FitCollectives(ranks, samples, op);
+      EXPECT_EQ(own.reduce_gbps, 0.0) << cost::CollectiveName(op);
+      EXPECT_LT(Residuals(own, ranks, samples, op).max_abs, IsReduction(op) ? 1e-6 : 1e-9)
+          << cost::CollectiveName(op);
+      if (!IsReduction(op)) {
+        EXPECT_NEAR(own.bus_gbps, 3.25, 1e-6) << cost::CollectiveName(op);
+      }
+    }
+  }
+  // The forms: reduce-scatter = all-gather + (g-1)/g n / B_reduce; all-reduce = twice the
+  // all-gather's latency and transfer + one reduction; the rest do not reduce.
+  const CommFit f{.latency_us = 5, .bus_gbps = 2, .reduce_gbps = 0.5};
+  const double sum = 0.75 * 1e6 / 0.5e9;
+  EXPECT_DOUBLE_EQ(f.Predict(cost::Collective::kReduceScatter, 4, 1e6),
+                   3 * 5e-6 + 0.75 * 1e6 / 2e9 + sum);
+  EXPECT_DOUBLE_EQ(f.Predict(cost::Collective::kAllReduce, 4, 1e6),
+                   2 * f.Predict(cost::Collective::kAllGather, 4, 1e6) + sum);
+  EXPECT_DOUBLE_EQ(f.Predict(cost::Collective::kP2p, 4, 1e6), 5e-6 + 1e6 / 2e9);
+  const CommFit free{.latency_us = 5, .bus_gbps = 2};
+  EXPECT_EQ(free.Predict(cost::Collective::kReduceScatter, 4, 1e6),
+            free.Predict(cost::Collective::kAllGather, 4, 1e6));
+  // Reductions faster than the transfer form (a negative sum time): pinned at free.
+  std::vector<CommSample> fast = SyntheticCollectives(2, 3e-6, 2e9);
+  for (CommSample& s : fast) s.seconds *= IsReduction(s.op) ? 0.8 : 1.0;
+  const CommFit pinned = FitCollectives(2, fast);
+  EXPECT_EQ(pinned.reduce_gbps, 0.0);
+  EXPECT_GT(pinned.bus_gbps, 1.5);
+}
+
 TEST(HostProfile, TomlRoundTripAndErrors) {
   HostProfile p = Profile(201.5, 33.25, 21.5, 9.5, 12.25);
   p.gemv_gbps = 28.5, p.gemv_1t_gbps = 14.75;
   p.gemms.push_back({256, 256, 256, 2e-4});
   p.gemms_1t.push_back({256, 256, 256, 3e-4});
-  p.comm.push_back({.ranks = 4, .fit = {.latency_us = 12.5, .bus_gbps = 3.75}, .samples = {}});
+  p.comm.push_back({.ranks = 4,
+                    .fit = {.latency_us = 12.5, .bus_gbps = 3.75, .reduce_gbps = 0.625},
+                    .samples = {}});
   p.comm.push_back({.ranks = 2, .fit = {.latency_us = 0, .bus_gbps = 5.5}, .samples = {}});
   p.comm.back().samples = SyntheticCollectives(2, 0, 5.5e9);
   const auto back = LoadHostProfile(WriteTemp("host_ok.toml", HostProfileToml(p)));
@@ -128,6 +180,8 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
   ASSERT_NE(back->CommFor(4), nullptr);
   EXPECT_DOUBLE_EQ(back->CommFor(4)->fit.latency_us, 12.5);
   EXPECT_DOUBLE_EQ(back->CommFor(4)->fit.bus_gbps, 3.75);
+  EXPECT_DOUBLE_EQ(back->CommFor(4)->fit.reduce_gbps, 0.625);
+  EXPECT_EQ(back->CommFor(2)->fit.reduce_gbps, 0.0);
   EXPECT_EQ(back->CommFor(3), nullptr);
   EXPECT_DOUBLE_EQ(back->mem_gbps, 21.5);
   EXPECT_DOUBLE_EQ(back->attention_gflops, 9.5);
@@ -144,6 +198,13 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
   const auto old_profile = LoadHostProfile(WriteTemp("host_old.toml", old_text));
   ASSERT_TRUE(old_profile.ok()) << old_profile.status().message();
   EXPECT_EQ(old_profile->gemv_gbps, 0);
+  // A [[comm]] entry written before the reduction rate was fitted: free reductions.
+  const auto old_comm = LoadHostProfile(
+      WriteTemp("host_old_comm.toml", HostProfileToml(Profile(200, 50, 20, 10, 4)) +
+                                          "[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\n"));
+  ASSERT_TRUE(old_comm.ok()) << old_comm.status().message();
+  EXPECT_EQ(old_comm->CommFor(2)->fit.reduce_gbps, 0.0);
+  EXPECT_DOUBLE_EQ(old_comm->CommFor(2)->fit.bus_gbps, 2.0);
   EXPECT_DOUBLE_EQ(old_profile->WeightReadGbps(2, 1), std::min(21.5, 2 * 12.25));
   EXPECT_DOUBLE_EQ(back->WeightReadGbps(2, 1), std::min(28.5, 2 * 14.75));
   EXPECT_DOUBLE_EQ(back->WeightReadGbps(1, 2), std::min(28.5 / 2, 14.75));
@@ -174,6 +235,10 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
       {"[[comm]]\nranks = 2\nlatency_us = -1\nbus_gbps = 2\n",
        "comm[0].latency_us: must be a number >= 0"},
       {"[[comm]]\nranks = 2\nlatency_us = 1\n", "comm[0].bus_gbps: must be a positive number"},
+      {"[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\nreduce_gbps = -0.5\n",
+       "comm[0].reduce_gbps: must be a number >= 0"},
+      {"[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\nreduce_gbps = \"fast\"\n",
+       "comm[0].reduce_gbps: must be a number >= 0"},
       {"[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\n[[comm]]\nranks = 2\nlatency_us = "
        "1\nbus_gbps = 2\n",
        "comm[1].ranks: 2 ranks measured twice"},
@@ -285,6 +350,7 @@ stream_1t_gbps = 9
 ranks = 2
 latency_us = 40
 bus_gbps = 1.5
+reduce_gbps = 0.5
 )");
   const std::string base = std::string(PM_SOURCE_DIR) + "/configs/tiny-dense.toml";
   auto c = LoadRunConfig(base, {"run.host_profile=\"" + host + "\"", "run.layout=\"mbs=8 dp=2\""});
@@ -292,15 +358,18 @@ bus_gbps = 1.5
   const spec::ClusterSpec hc = HostCluster(*c);
   EXPECT_DOUBLE_EQ(hc.intra_node_gbps, 1.5);
   EXPECT_DOUBLE_EQ(hc.intra_node_latency_us, 40);
+  EXPECT_DOUBLE_EQ(hc.intra_node_reduce_gbps, 0.5);
   EXPECT_DOUBLE_EQ(EngineCostParams(*c).bus_efficiency_intra, 1.0);
   EXPECT_EQ(EngineCostParams(*c).dp_overlap, 0.0);  // the engine reduces after the backward
-  // ZeRO-0 at dp = 2: one all-reduce of the fp32 gradients, nothing hidden.
+  // ZeRO-0 at dp = 2: one all-reduce of the fp32 gradients, nothing hidden: the ring's two
+  // transfers and one sum of half the gradients at the reduction rate.
   const cost::Estimate e = PredictRun(*c);
   const double grad_bytes = 4.0 * static_cast<double>(cost::CountParams(c->model).total);
-  EXPECT_NEAR(
-      e.time.dp,
-      cost::IntraNodeCollectiveTime(cost::Collective::kAllReduce, 2, 40e-6, 1.5e9, grad_bytes),
-      1e-9);
+  EXPECT_NEAR(e.time.dp, 2 * 40e-6 + 2 * 0.5 * grad_bytes / 1.5e9 + 0.5 * grad_bytes / 0.5e9, 1e-9);
+  EXPECT_NEAR(e.time.dp,
+              cost::IntraNodeCollectiveTime(cost::Collective::kAllReduce, 2, 40e-6, 1.5e9,
+                                            grad_bytes, 0.5e9),
+              1e-9);
   auto four =
       LoadRunConfig(base, {"run.host_profile=\"" + host + "\"", "run.layout=\"mbs=4 dp=4\""});
   ASSERT_TRUE(four.ok()) << four.status().message();
