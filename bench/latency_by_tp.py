@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--no-host", action="store_true", help="only the predicted H100 table")
     ap.add_argument("--prompt", type=int, default=256, help="this machine: prompt tokens")
     ap.add_argument("--new", type=int, default=32, help="this machine: new tokens")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     binary = f"{args.build}/src/cli/pentamesh"
