@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -60,55 +61,32 @@ double Objective(const std::vector<Row>& rows, const Vec3& theta) {
   return sum;
 }
 
-// Least squares on the relative error with only the unknowns in `free` (the others 0): the
-// normal equations sum x_i x_j / y^2 theta_j = sum x_i / y, scaled to a unit diagonal and solved
-// by Gaussian elimination with partial pivoting. Empty when they are singular (an unknown the
-// rows do not determine, or two that only move together).
+// Least squares on the relative error with only the unknowns in `free` (the others 0): rows x / y
+// against 1, columns scaled to unit norm, solved by Eigen's column-pivoting QR. Empty when the
+// subset's columns are rank-deficient (an unknown the rows do not determine, or two that only
+// move together).
 std::optional<Vec3> SolveSubset(const std::vector<Row>& rows,
                                 const std::array<bool, kUnknowns>& free) {
   std::vector<int> idx;
   for (int i = 0; i < kUnknowns; ++i) {
     if (free[static_cast<size_t>(i)]) idx.push_back(i);
   }
-  const size_t k = idx.size();
-  std::array<std::array<double, kUnknowns + 1>, kUnknowns> m{};  // [S | r] of the subset
-  for (const Row& r : rows) {
-    const double w = 1.0 / (r.y * r.y);
-    for (size_t i = 0; i < k; ++i) {
-      const double xi = r.x[static_cast<size_t>(idx[i])];
-      for (size_t j = 0; j < k; ++j) m[i][j] += w * xi * r.x[static_cast<size_t>(idx[j])];
-      m[i][k] += w * xi * r.y;
-    }
+  const auto n = static_cast<Eigen::Index>(rows.size()), k = static_cast<Eigen::Index>(idx.size());
+  Eigen::MatrixXd a(n, k);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Row& r = rows[static_cast<size_t>(i)];
+    for (Eigen::Index j = 0; j < k; ++j) a(i, j) = r.x[static_cast<size_t>(idx[j])] / r.y;
   }
-  Vec3 scale{};
-  for (size_t i = 0; i < k; ++i) {
-    if (!(m[i][i] > 0)) return std::nullopt;
-    scale[i] = 1.0 / std::sqrt(m[i][i]);
-  }
-  for (size_t i = 0; i < k; ++i) {
-    for (size_t j = 0; j < k; ++j) m[i][j] *= scale[i] * scale[j];
-    m[i][k] *= scale[i];
-  }
-  for (size_t c = 0; c < k; ++c) {
-    size_t pivot = c;
-    for (size_t i = c + 1; i < k; ++i) {
-      if (std::fabs(m[i][c]) > std::fabs(m[pivot][c])) pivot = i;
-    }
-    if (std::fabs(m[pivot][c]) < 1e-9) return std::nullopt;  // unit diagonal: relative
-    std::swap(m[c], m[pivot]);
-    for (size_t i = c + 1; i < k; ++i) {
-      const double f = m[i][c] / m[c][c];
-      for (size_t j = c; j <= k; ++j) m[i][j] -= f * m[c][j];
-    }
-  }
-  Vec3 theta{};
-  for (size_t c = k; c-- > 0;) {
-    double v = m[c][k];
-    for (size_t j = c + 1; j < k; ++j) v -= m[c][j] * theta[static_cast<size_t>(idx[j])];
-    theta[static_cast<size_t>(idx[c])] = v / m[c][c];
-  }
-  for (size_t i = 0; i < k; ++i) theta[static_cast<size_t>(idx[i])] *= scale[i];
-  return theta;
+  const Eigen::VectorXd norms = a.colwise().norm();
+  if (!(norms.array() > 0).all()) return std::nullopt;
+  a *= norms.cwiseInverse().asDiagonal();
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a);
+  qr.setThreshold(1e-9);  // unit columns: relative
+  if (qr.rank() < k) return std::nullopt;
+  const Eigen::VectorXd theta = qr.solve(Eigen::VectorXd::Ones(n)).cwiseQuotient(norms);
+  Vec3 out{};
+  for (Eigen::Index j = 0; j < k; ++j) out[static_cast<size_t>(idx[j])] = theta(j);
+  return out;
 }
 
 // Runs argv[0] with argv (no shell) and waits: its exit status, or -1 when it could not start.
