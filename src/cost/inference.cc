@@ -154,9 +154,9 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
 }
 
 // Prefill of one request of input_tokens on one ep group's tp x pp GPUs (its experts' work spread
-// over the ep groups): compute-bound roofline, expert fetches prefetched under it, then the
-// per-layer overhead (CostParams::inference_layer_overhead_s), the exposed TP all-reduces (2 a
-// layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
+// over the ep groups): its forward pass or the weights' read, whichever is longer, expert fetches
+// prefetched under it, then the per-layer overhead (CostParams::inference_layer_overhead_s), the
+// exposed TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
 void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
   const spec::ModelSpec& m = ctx.model();
   const double tokens = static_cast<double>(w.input_tokens);

@@ -1,8 +1,9 @@
 // Inference (serving) in the cost model: for a model on a GPU, a serving layout (tp x ep x pp per
 // replica, replicas), a number of concurrent requests and their input/output lengths: memory per
-// GPU (weights, KV cache), how many requests fit, prefill time (compute-bound roofline), decode
-// step time (memory-bound roofline: weights touched + KV read over HBM, plus the TP all-reduces,
-// EP all-to-alls and PP sends of a step), TTFT, inter-token latency, tokens/s per GPU and cost.
+// GPU (weights, KV cache), how many requests fit, prefill time (the training model's forward pass
+// of the request, internal::LayerForwardTime), decode step time (memory-bound roofline: weights
+// touched + KV read over HBM, plus the TP all-reduces, EP all-to-alls and PP sends of a step),
+// TTFT, inter-token latency, tokens/s per GPU and cost.
 // MoE: experts per GPU, experts a decode step touches, expert offloading to host memory.
 // docs/COST_MODEL.md, "Inference", states every formula and parameter with its source.
 //
