@@ -87,10 +87,9 @@ void linear_forward(Tensor y, ConstTensor x, ConstTensor w, bool accumulate) {
   PM_CHECK(mw.cols == mx.cols && my.cols == mw.rows && my.rows == mx.rows) << "linear shapes";
   ForEachWidenedTile(w, [&](ConstTensor tile, int64_t r0, int64_t r1) {
     if (mx.rows == 0) return;
-    if (mx.rows == 1) {  // a decode step: matrix-vector (see matmul)
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(r1 - r0), static_cast<int>(mx.cols),
-                  1.0f, tile.f32(), static_cast<int>(mx.cols), x.f32(), 1, accumulate ? 1.0f : 0.0f,
-                  y.f32() + r0, 1);
+    if (mx.rows == 1) {  // a decode step: the tile's outputs are contiguous, matmul's sgemv
+      matmul(Tensor(y.f32() + r0, {1, r1 - r0}), x, tile, Trans::kNo, Trans::kYes, 1.0f,
+             accumulate ? 1.0f : 0.0f);
       return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mx.rows),
