@@ -13,7 +13,7 @@
 #                 next to tp=4 inside 4-GPU nodes
 # Usage: scripts/inject.sh [build_dir=build] [--out outcomes.json]
 # Environment: PENTAMESH_DATASET (default out/data/finance-4096 under the repository, built from
-# ../shared/data/finance_corpus.txt on first use), MPIRUN (default mpirun).
+# data/finance_corpus.txt.xz on first use), MPIRUN (default mpirun).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=build
@@ -33,8 +33,7 @@ mpirun=${MPIRUN:-mpirun}
 command -v "$mpirun" >/dev/null || { echo "inject.sh: $mpirun not found" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 dataset=${PENTAMESH_DATASET:-$root/out/data/finance-4096}
-corpus="$root/../shared/data/finance_corpus.txt"
-[ -f "$corpus" ] || corpus=/work/shared/data/finance_corpus.txt
+corpus="$root/data/finance_corpus.txt.xz"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 results="$tmp/results.jsonl"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seeds' failure injection (issue 7): train the tiny MoE on the shared finance corpus twice,
+# Failure injection: train the tiny MoE on the finance corpus (data/) twice,
 # with the load-balancing loss on (optim.aux_loss_coef = 0.01) and off (0), dropless, and print
 # expert_load_imbalance (max/mean routed tokens per expert, summed over MoE layers) per step of
 # both runs side by side, then the mean over the last quarter. Single process.
@@ -10,12 +10,12 @@ build=${2:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/$build/src/cli/pentamesh"
 [[ -x "$bin" ]] || { echo "missing $bin: bash scripts/build.sh release pentamesh" >&2; exit 2; }
-dataset=${PENTAMESH_DATASET:-/work/shared/data/finance-4096}
+dataset=${PENTAMESH_DATASET:-$root/out/data/finance-4096}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for coef in 0.01 0; do
   "$bin" train --config "$root/configs/tiny-moe.toml" \
-    --set data.dataset="$dataset" --set run.steps="$steps" --set run.out_dir="$out/aux-$coef" \
+    --set data.dataset="$dataset" --set data.corpus="$root/data/finance_corpus.txt.xz" --set run.steps="$steps" --set run.out_dir="$out/aux-$coef" \
     --set model.moe.capacity_factor=0 --set optim.aux_loss_coef="$coef" \
     --set run.eval_every=100000 --set run.log_every=100000 > "$out/log-$coef.txt"
 done

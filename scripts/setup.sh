@@ -3,6 +3,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev jq
+  xz-utils liblzma-dev dpkg-dev file
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin slurm-wlm munge

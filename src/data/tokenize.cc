@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
+#include "data/xz_text.h"
 
 namespace pentamesh::data {
 
@@ -207,15 +208,17 @@ Status TokenizeFile(const std::string& path, const Tokenizer& tok, const Tokeniz
 
 }  // namespace
 
-Result<TokenizeStats> TokenizeCorpus(const TokenizeOptions& o) {
-  PM_RETURN_IF_ERROR(CheckOptions(o));
-  PM_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(o.model_path));
+Result<TokenizeStats> TokenizeCorpus(const TokenizeOptions& options) {
+  PM_RETURN_IF_ERROR(CheckOptions(options));
+  PM_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(options.model_path));
   std::error_code ec;
-  std::filesystem::create_directories(o.output_dir, ec);
+  std::filesystem::create_directories(options.output_dir, ec);
   if (ec) {
-    return Status::Error(
-        fmt::format("tokenize: --output: cannot create '{}': {}", o.output_dir, ec.message()));
+    return Status::Error(fmt::format("tokenize: --output: cannot create '{}': {}",
+                                     options.output_dir, ec.message()));
   }
+  TokenizeOptions o = options;  // .xz inputs read from their unpacked copies in output_dir
+  PM_ASSIGN_OR_RETURN(o.inputs, UnpackedTexts(options.inputs, o.output_dir, "tokenize: --input"));
   // A previous dataset here stops being valid before its shards are overwritten: a crash from
   // now on leaves no manifest rather than one listing half-replaced shards.
   std::filesystem::remove(std::filesystem::path(o.output_dir) / kManifestFile, ec);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "data/xz_text.h"
 
 // Exported by libsentencepiece 0.1.97 but not declared in its public headers.
 namespace sentencepiece::logging {
@@ -145,15 +146,19 @@ Status CheckTrainOptions(const TokenizerTrainOptions& o) {
 
 }  // namespace
 
-Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& o) {
-  PM_RETURN_IF_ERROR(CheckTrainOptions(o));
-  const auto parent = std::filesystem::path(o.model_prefix).parent_path();
+Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& options) {
+  PM_RETURN_IF_ERROR(CheckTrainOptions(options));
+  const auto parent = std::filesystem::path(options.model_prefix).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent)) {
     return Status::Error(
         fmt::format("tokenizer train: --model-prefix: directory '{}' does not "
                     "exist",
                     parent.string()));
   }
+  TokenizerTrainOptions o = options;  // .xz inputs read from their unpacked copies beside the model
+  PM_ASSIGN_OR_RETURN(o.inputs,
+                      UnpackedTexts(options.inputs, parent.empty() ? "." : parent.string(),
+                                    "tokenizer train: --input"));
   // Refused here, before SentencePiece's own (internal-sounding) complaint.
   if (std::none_of(o.inputs.begin(), o.inputs.end(), HasText)) {
     return Status::Error(

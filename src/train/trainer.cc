@@ -11,6 +11,7 @@
 
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
+#include "data/xz_text.h"
 #include "kernels/cpu/matmul.h"
 #include "train/engine_rules.h"
 
@@ -57,23 +58,26 @@ core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& c, int64_t voca
     if (!fs::exists(c.corpus)) {
       return core::Status::Error(fmt::format("data.corpus: {} does not exist", c.corpus));
     }
-    if (!data::HasText(c.corpus)) {
-      return core::Status::Error(
-          fmt::format("data.corpus: {} holds no text (no non-empty line to train on)", c.corpus));
-    }
     std::error_code ec;
     fs::create_directories(c.dataset, ec);
     if (ec)
       return core::Status::Error(
           fmt::format("data.dataset: cannot create {}: {}", c.dataset, ec.message()));
+    if (data::IsXz(c.corpus)) fmt::print("data: unpacking {} into {}\n", c.corpus, c.dataset);
+    PM_ASSIGN_OR_RETURN(const std::string corpus,
+                        data::UnpackedText(c.corpus, c.dataset, "data.corpus"));
+    if (!data::HasText(corpus)) {
+      return core::Status::Error(
+          fmt::format("data.corpus: {} holds no text (no non-empty line to train on)", c.corpus));
+    }
     const std::string prefix = (fs::path(c.dataset) / "tokenizer").string();
-    fmt::print("data: training a {}-token BPE tokenizer on {}\n", vocab, c.corpus);
-    PM_ASSIGN_OR_RETURN(auto tstats, data::TrainTokenizer({.inputs = {c.corpus},
+    fmt::print("data: training a {}-token BPE tokenizer on {}\n", vocab, corpus);
+    PM_ASSIGN_OR_RETURN(auto tstats, data::TrainTokenizer({.inputs = {corpus},
                                                            .model_prefix = prefix,
                                                            .vocab_size = static_cast<int>(vocab)}));
     (void)tstats;
-    fmt::print("data: tokenizing {} into {}\n", c.corpus, c.dataset);
-    PM_ASSIGN_OR_RETURN(auto stats, data::TokenizeCorpus({.inputs = {c.corpus},
+    fmt::print("data: tokenizing {} into {}\n", corpus, c.dataset);
+    PM_ASSIGN_OR_RETURN(auto stats, data::TokenizeCorpus({.inputs = {corpus},
                                                           .model_path = prefix + ".model",
                                                           .output_dir = c.dataset,
                                                           .heldout_fraction = c.heldout_fraction,

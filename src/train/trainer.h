@@ -226,7 +226,8 @@ cost::Memory PredictRankMemory(const RunConfig& config, int64_t pp_rank);
 core::Status CheckMemoryLimit(const RunConfig& config, const cost::Memory& predicted);
 
 // Opens config.dataset; when it has no manifest and config.corpus is set, trains a tokenizer of
-// `vocab` tokens and tokenizes the corpus into it first (prints what it does).
+// `vocab` tokens and tokenizes the corpus into it first, unpacking an .xz corpus there before
+// (prints what it does).
 core::Result<data::Dataset> OpenOrBuildDataset(const DataConfig& config, int64_t vocab);
 
 }  // namespace pentamesh::train

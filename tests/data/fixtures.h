@@ -21,16 +21,22 @@
 #include "data/token_shards.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
+#include "data/xz_text.h"
 #include "testing/temp_dir.h"
 
 namespace pentamesh::data::testing {
 
-// $PM_CORPUS, else the shared corpus beside the repository, else its usual absolute path.
+// The corpus as plain text: $PM_CORPUS, else the repository's data/finance_corpus.txt.xz unpacked
+// (data::UnpackedText) once per test process into a temporary directory.
 inline std::string CorpusPath() {
   if (const char* env = std::getenv("PM_CORPUS")) return env;
-  const std::string beside = std::string(PM_SOURCE_DIR) + "/../shared/data/finance_corpus.txt";
-  if (std::filesystem::exists(beside)) return beside;
-  return "/work/shared/data/finance_corpus.txt";
+  static const std::string path = [] {
+    auto text = UnpackedText(std::string(PM_SOURCE_DIR) + "/data/finance_corpus.txt.xz",
+                             pentamesh::testing::MakeTempDir("corpus"), "corpus");
+    PM_CHECK(text.ok()) << text.status().message();
+    return *text;
+  }();
+  return path;
 }
 
 // A fresh directory under $TMPDIR, removed when the test binary exits (testing/temp_dir.h).

@@ -6,11 +6,9 @@
 set -euo pipefail
 bin=$1 repo=$2
 shift 2
-corpus=${PM_CORPUS:-$repo/../shared/data/finance_corpus.txt}
-[ -f "$corpus" ] || corpus=/work/shared/data/finance_corpus.txt
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-head -c 400000 "$corpus" > "$dir/corpus.txt"
+head -c 400000 < <(xz -dc "$repo/data/finance_corpus.txt.xz") > "$dir/corpus.txt"
 out=$("$@" -np 2 "$bin" train --config "$repo/configs/tiny-dense.toml" --layout "dp=2 mbs=8" \
   --set model.vocab=512 --set "data.dataset=\"$dir/data\"" --set "data.corpus=\"$dir/corpus.txt\"" \
   --set run.steps=2 --set optim.warmup_steps=1 --set run.eval_every=0 --set "run.out_dir=\"$dir/run\"" 2>&1) || {

@@ -63,9 +63,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-corpus=$repo/../shared/data/finance_corpus.txt
-[ -f "$corpus" ] || corpus=/work/shared/data/finance_corpus.txt
-head -c 400000 "$corpus" > "$work/corpus.txt"
+head -c 400000 < <(xz -dc "$repo/data/finance_corpus.txt.xz") >"$work/corpus.txt"
 hosts() { timeout --kill-after=5 "$1" bash "$repo/scripts/netns_hosts.sh" "${@:2}"; }
 me=$(realpath "$0")
 case "$mode" in

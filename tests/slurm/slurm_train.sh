@@ -49,9 +49,7 @@ echo "$out"
 [[ $rc -eq 0 ]] || fail "slurm_cluster.sh start exited with status $rc"
 export SLURM_CONF=$cluster/slurm.conf
 
-corpus=$repo/../shared/data/finance_corpus.txt
-[[ -f "$corpus" ]] || corpus=/work/shared/data/finance_corpus.txt
-head -c 400000 "$corpus" >"$work/corpus.txt"
+head -c 400000 < <(xz -dc "$repo/data/finance_corpus.txt.xz") >"$work/corpus.txt"
 # Sets `args` to the train command line for run directory $1 (rank 0 builds the dataset on first
 # use).
 train_args() {
