@@ -302,13 +302,15 @@ int RunCalibrate(const CalibrateArgs& a) {
 RunFn AddCalibrateCommand(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* sub = app.add_subcommand(
-      "calibrate", "fit a stack profile to your own measured runs (published-runs JSON format)");
+      "calibrate",
+      "Fit a stack profile to measured runs (--runs), or measure this host for the engine's "
+      "predictions (--host)");
   CLI::Option* runs =
       sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)");
   CLI::Option* host = sub->add_flag(
       "--host", args->host,
-      "measure this machine instead (sgemm shapes fitted to the GEMM form, triad bandwidth): a "
-      "host profile for run.host_profile");
+      "measure this machine instead (sgemm and sgemv rates fitted to the GEMM form, triad "
+      "bandwidth, attention): a host profile for run.host_profile");
   runs->excludes(host);
   sub->add_option("--threads", args->threads, "--host: BLAS and triad threads (0 = all)")
       ->check(CLI::Range(0, 1024));

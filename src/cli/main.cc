@@ -6,12 +6,14 @@
 
 #include "cli/commands.h"
 #include "cli/launch_cli.h"
+#include "pm_git.h"  // PM_GIT_COMMIT, generated at build time
 
 int main(int argc, char** argv) {
   using namespace pentamesh::cli;
-  CLI::App app{"pentamesh: plan and run 5D-parallel (DP x TP x PP x CP x EP) LLM training"};
+  CLI::App app{"pentamesh: plan and run 5D-parallel (DP x TP x PP x CP x EP) LLM training",
+               "pentamesh"};  // named: usage lines say "pentamesh", not the path it ran from
   app.require_subcommand(1);
-  app.set_version_flag("--version", "pentamesh 0.1.0");
+  app.set_version_flag("--version", "pentamesh " PM_VERSION " (git " PM_GIT_COMMIT ")");
   std::vector<std::pair<CLI::App*, RunFn>> commands;
   auto add = [&](RunFn (*fn)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();

@@ -263,7 +263,7 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
 RunFn AddServeCommand(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand(
-      "serve", "plan inference: memory, TTFT, inter-token latency and cost of serving layouts");
+      "serve", "Plan inference: memory, TTFT, inter-token latency and cost of serving layouts");
   AddFlags(sub, args.get());
   sub->add_option("--tp", args->tp, "cost this layout (tensor parallel)")->transform(IntIn(1, 64));
   sub->add_option("--ep", args->ep, "expert parallel groups per replica")

@@ -16,7 +16,7 @@ RunFn AddTokenizerCommand(CLI::App& app) {
   sub->require_subcommand(1);
   auto* train = sub->add_subcommand("train", "Train a BPE tokenizer on text files (streamed)");
   auto o = std::make_shared<data::TokenizerTrainOptions>();
-  train->add_option("--input", o->inputs, "text files, one paragraph per line")
+  train->add_option("--input", o->inputs, "text files (or .xz), one paragraph per line")
       ->required()
       ->expected(1, -1);
   train->add_option("--vocab-size", o->vocab_size, "vocabulary size")->required();
@@ -51,7 +51,7 @@ RunFn AddTokenizeCommand(CLI::App& app) {
   auto* sub = app.add_subcommand("tokenize", "Tokenize text files into train/heldout shards");
   auto o = std::make_shared<data::TokenizeOptions>();
   sub->add_option("--model", o->model_path, "SentencePiece .model")->required();
-  sub->add_option("--input", o->inputs, "text files; an empty line ends a document")
+  sub->add_option("--input", o->inputs, "text files (or .xz); an empty line ends a document")
       ->required()
       ->expected(1, -1);
   sub->add_option("--output", o->output_dir, "output directory (manifest.json + shards)")

@@ -153,7 +153,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
 RunFn AddValidateCommand(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* sub = app.add_subcommand(
-      "validate", "predict measured runs (published-runs JSON) and report the errors");
+      "validate", "Predict measured runs (published-runs JSON) and report the errors");
   sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)")
       ->required();
   sub->add_flag("--cv", args->cv,
