@@ -1,5 +1,5 @@
 // `pentamesh train --config run.toml [--set table.key=value ...] [--layout "dp=2 tp=2 zero=1"]
-// [--resume auto|PATH] [--trace FILE]`: trains on one process, or as one rank of `mpirun -np N
+// [--resume auto|PATH] [--trace FILE]`: trains alone, or as one rank of `mpirun -np N
 // pentamesh train ...` (also under Slurm's srun through Open MPI's PMIx). Parses, builds the job
 // (train::Job) and runs train::RunTraining (resume, checkpoints, evaluation, metrics.jsonl,
 // divergence handling: train/run_loop.h); this file prints: the model and data lines, a progress
@@ -177,6 +177,15 @@ int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* w
       run->last_eval, baseline->heldout_xent,
       run->last_eval < baseline->heldout_xent ? "learned context"
                                               : "NOT below the unigram baseline");
+  if (run->step_time_median_s > 0) {
+    const double predicted = trainer.predicted().time.step;
+    fmt::print(
+        "step time: measured {:.4f} s (median{}), predicted {:.4f} s by the cost model ({:+.1f}%; "
+        "{})\n",
+        run->step_time_median_s, run->steps > 1 ? " of the steps after the first" : "", predicted,
+        (predicted - run->step_time_median_s) / run->step_time_median_s * 100,
+        c.run.host ? "this host's measured profile" : "nominal host numbers, no host profile");
+  }
   PrintMemory(run->peak_bytes, run->peak_bytes_total, trainer.predicted().memory);
   if (!run->metrics_path.empty()) fmt::print("metrics: {}\n", run->metrics_path);
   return 0;
@@ -185,7 +194,8 @@ int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* w
 }  // namespace
 
 RunFn AddTrainCommand(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train a model on one process (configs/tiny-dense.toml)");
+  auto* sub = app.add_subcommand(
+      "train", "Train a model on the CPU engine, alone or as one rank of mpirun / srun");
   auto args = std::make_shared<TrainArgs>();
   sub->add_option("--config", args->config, "run TOML: [model] [train] [optim] [data] [run]")
       ->required();
@@ -198,7 +208,7 @@ RunFn AddTrainCommand(CLI::App& app) {
       ->check(OutputFile());
   sub->add_option("--layout", args->layout,
                   "the layout, e.g. \"dp=2 tp=2 pp=2 schedule=1f1b zero=1 sp=off\" (run under "
-                  "mpirun -np dp*tp*pp)");
+                  "mpirun -np <the layout's rank count>)");
   return [args]() { return RunTrain(*args); };
 }
 

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -279,6 +280,14 @@ void MpiCommunicator::DoBarrier() {
 std::atomic<int> g_live_worlds{0};
 
 }  // namespace
+
+std::string MpiLibraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string version(text, static_cast<size_t>(std::max(0, length)));
+  return version.substr(0, version.find('\n'));
+}
 
 core::Result<double> ResolveCommTimeout(std::optional<double> option_s, const char* env_text) {
   if (option_s.has_value()) {

@@ -33,6 +33,10 @@ struct MpiOptions {
 // unset), else the default. Errors name the option or variable and the bad value.
 core::Result<double> ResolveCommTimeout(std::optional<double> option_s, const char* env_text);
 
+// The MPI library's version string (MPI_Get_library_version; callable before MPI_Init), first
+// line only, e.g. "Open MPI v4.1.4, package: Debian OpenMPI, ...".
+std::string MpiLibraryVersion();
+
 class MpiWorld final : public World {
  public:
   // Initialises MPI (MPI_THREAD_FUNNELED) unless the process already did; fails when MPI was

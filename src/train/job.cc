@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "train/host_cache.h"
+
 namespace pentamesh::train {
 namespace {
 
@@ -25,11 +27,34 @@ core::Status PrepareDatasetOnRankZero(const RunConfig& config, comm::Communicato
       world.rank() == 0 ? error : "data.dataset: rank 0 could not prepare it (see its message)");
 }
 
+// Prints, on the world's rank 0, where the run's host profile came from.
+void PrintHostOutcome(const RunConfig& config, const HostCacheOutcome& o,
+                      comm::Communicator* world) {
+  if (!config.run.auto_host_profile || (world != nullptr && world->rank() != 0)) return;
+  const HostProfile& h = *config.run.host;
+  std::string comm;
+  if (o.comm_nominal) {
+    comm = "; the link between hosts stays nominal";
+  } else if (world != nullptr && world->size() > 1) {
+    comm = fmt::format("; collectives at {} ranks {}", world->size(),
+                       o.measured_comm ? "measured now" : "from the cache");
+  }
+  fmt::print("host: {} ({} {:.1f} s): GEMM {:.1f} GFLOP/s on {} threads, triad {:.1f} GB/s{}\n",
+             o.path, o.measured_host || o.measured_comm ? "measured once, in" : "cached; measured",
+             o.seconds, h.peak_gflops, h.threads, h.mem_gbps, comm);
+}
+
 }  // namespace
 
-core::Result<Job> Job::Create(const RunConfig& config, comm::World* world) {
+core::Result<Job> Job::Create(const RunConfig& run_config, comm::World* world) {
   Job job;
   Distributed dist;
+  RunConfig config = run_config;
+  {
+    comm::Communicator* w = world != nullptr ? &world->world() : nullptr;
+    PM_ASSIGN_OR_RETURN(const HostCacheOutcome host, UseCachedHostProfile(config, w));
+    PrintHostOutcome(config, host, w);
+  }
   if (world != nullptr) {
     auto mesh = mesh::Mesh::Create(config.run.layout, *world);
     if (!mesh.ok())

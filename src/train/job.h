@@ -15,7 +15,9 @@ namespace pentamesh::train {
 
 class Job {
  public:
-  // world null: one process. Otherwise the mesh of config.run.layout over `world` (errors name
+  // First, when config.run.auto_host_profile, this host's profile from its cache (measured once;
+  // train/host_cache.h; rank 0 prints where it came from). world null: one process. Otherwise
+  // the mesh of config.run.layout over `world` (errors name
   // run.layout), then, when the world has several ranks, rank 0 alone builds a missing dataset
   // (tokenizer training, tokenization) while the others wait for the outcome, and every rank
   // opens it in Trainer::Create. `world` must outlive the Job.

@@ -64,7 +64,13 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Double("peak_gflops", o.peak_gflops, false, 0, true);
   r.Double("mem_gbps", o.mem_gbps, false, 0, true);
   r.String("host_profile", o.host_profile);
-  if (!o.host_profile.empty()) {
+  const toml::table* run_table = root["run"].as_table();
+  const bool explicit_host = run_table != nullptr && (run_table->contains("peak_gflops") ||
+                                                      run_table->contains("mem_gbps"));
+  o.auto_host_profile = o.host_profile.empty() && !explicit_host;
+  if (o.host_profile == "none") {
+    o.host_profile.clear();  // the nominal (or explicit) peak_gflops and mem_gbps
+  } else if (!o.host_profile.empty()) {
     const toml::table* run = root["run"].as_table();
     for (const char* key : {"peak_gflops", "mem_gbps"}) {
       if (run != nullptr && run->contains(key)) {

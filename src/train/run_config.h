@@ -4,13 +4,15 @@
 //            global_batch_seqs | global_batch_tokens, precision (fp32 | bf16), total_tokens
 //   [optim]  lr, min_lr, warmup_steps, beta1, beta2, eps, weight_decay, grad_clip,
 //            aux_loss_coef, z_loss_coef, bias_update_rate
-//   [data]   dataset (a tokenized dataset directory), corpus (text; when the dataset directory
+//   [data]   dataset (a tokenized dataset directory), corpus (text, or .xz-compressed text
+//            unpacked into the dataset directory first; when the dataset directory
 //            has no manifest, the tokenizer is trained and the corpus tokenized into it),
 //            heldout_fraction, split_seed
 //   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
 //            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
 //            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
-//            host_profile (a measured host: `pentamesh calibrate --host`),
+//            host_profile (a measured host: `pentamesh calibrate --host`; unset: this host
+//            measured once and cached, train/host_cache.h; "none": the nominal numbers),
 //            memory_limit_bytes (per rank; 0 = none), max_nonfinite_in_row, spike_factor,
 //            spike_window, debug_nan_step, debug_nan_count, debug_kill_step, debug_kill_rank
 //            (faults)
@@ -66,7 +68,11 @@ struct RunOptions {
   double mem_gbps = 20;      // this host's memory bandwidth, for the cost model
   // run.host_profile: a file from `pentamesh calibrate --host`; when set, its measured GEMM rate,
   // GEMM form and bandwidth replace peak_gflops and mem_gbps (setting both is an error).
+  // Without run.host_profile, run.peak_gflops and run.mem_gbps in the TOML, the job measures this
+  // host once and caches it (auto_host_profile, train/host_cache.h); run.host_profile = "none"
+  // keeps the nominal numbers. Configs built in code start with auto_host_profile false.
   std::string host_profile;
+  bool auto_host_profile = false;
   std::optional<HostProfile> host;
   // Ranks sharing this host's peak and bandwidth (not a TOML key: `pentamesh train` sets it from
   // MPI; 0 = every rank of the layout, all on one host).

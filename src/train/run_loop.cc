@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "core/numeric.h"
 #include "train/checkpoint_state.h"
 #include "train/memory_checkpoint.h"
 #include "train/metrics.h"
@@ -194,6 +195,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
     metrics.emplace(std::move(w));
   }
   RunSummary sum;
+  std::vector<double> step_times_s;  // completed steps after the first
   const int64_t total = trainer.total_steps(), first_step = trainer.step();
   const int world_size = options.world ? options.world->size() : 1;
   if (!options.trace.empty()) trainer.set_tracing(true);
@@ -207,6 +209,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
     if (s.loss_spike && lead)
       observer.OnWarning(fmt::format("step {}: loss spike {:.4g} > {} x median {:.4g}", s.step,
                                      s.loss, c.run.spike_factor, s.loss_median));
+    if (s.step > first_step + 1 || total == first_step + 1) step_times_s.push_back(s.step_time_s);
     MaybeSave(trainer, saver, mem, first_step, world_size, observer);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
@@ -224,6 +227,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
   if (const core::Status saved = saver.Wait(); !saved.ok()) observer.OnWarning(saved.message());
   if (mem != nullptr) mem->RemoveAll();  // a clean finish: the copies are not needed any more
   sum.steps = total - first_step;
+  if (!step_times_s.empty()) sum.step_time_median_s = Median(step_times_s);
   if (metrics) sum.metrics_path = metrics->path();
   return sum;
 }

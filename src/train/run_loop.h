@@ -51,6 +51,9 @@ struct LoopOptions {
 struct RunSummary {
   int64_t steps = 0;  // optimizer steps done by this process (after the resume point)
   double elapsed_s = 0;
+  // Median time of this run's completed steps after its first (the first pays one-time costs:
+  // page faults, BLAS thread start-up); the first step's time with a single step. 0 = none.
+  double step_time_median_s = 0;
   double last_eval = 0;                                  // held-out loss after the last step
   std::array<int64_t, core::kMemTagCount> peak_bytes{};  // per tag, over the whole run
   int64_t peak_bytes_total = 0;

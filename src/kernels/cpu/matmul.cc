@@ -124,5 +124,6 @@ void SetBlasThreads(int threads) {
   if (threads > 0) openblas_set_num_threads(threads);
 }
 int BlasThreads() { return openblas_get_num_threads(); }
+std::string BlasConfig() { return openblas_get_config(); }
 
 }  // namespace pentamesh::kernels

@@ -5,6 +5,8 @@
 // deterministically), which the determinism test relies on.
 #pragma once
 
+#include <string>
+
 #include "core/tensor.h"
 
 namespace pentamesh::kernels {
@@ -29,5 +31,7 @@ void linear_backward_weight(Tensor dw, ConstTensor dy, ConstTensor x);
 // Sets the BLAS thread count (0 = leave OpenBLAS's default).
 void SetBlasThreads(int threads);
 int BlasThreads();
+// OpenBLAS's build description (version, target core, threading), e.g. "OpenBLAS 0.3.21 ...".
+std::string BlasConfig();
 
 }  // namespace pentamesh::kernels
