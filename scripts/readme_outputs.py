@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Re-runs the commands whose output the README shows and writes (or checks) that output.
+"""Re-runs the commands whose output the README and the docs show and writes (or checks) it.
 
-A block in README.md marked by a line `<!-- output: pentamesh ... -->` followed by a fenced code
-block holds exactly what that command prints (run with build/src/cli/pentamesh). Usage:
+A block in README.md, docs/results.md or docs/commands.md marked by a line
+`<!-- output: pentamesh ... -->` followed by a fenced code block holds exactly what that command
+prints (run with build/src/cli/pentamesh from the repository's root). Usage:
   python3 scripts/readme_outputs.py            # rewrite the blocks in place
   python3 scripts/readme_outputs.py --check    # exit 1 naming each block that differs
   ... --binary PATH                             # another pentamesh binary (tests pass theirs)
@@ -27,19 +28,22 @@ def run(command, binary):
     return out.stdout
 
 
-def blocks(lines):
+DOCS = ("README.md", "docs/results.md", "docs/commands.md")
+
+
+def blocks(lines, name):
     """Yields (command, first content line index, closing fence index)."""
     i = 0
     while i < len(lines):
         m = MARK.match(lines[i])
         if m:
             if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
-                sys.exit(f"readme_outputs: README.md line {i + 1}: a marker must precede a ``` block")
+                sys.exit(f"readme_outputs: {name} line {i + 1}: a marker must precede a ``` block")
             j = i + 2
             while j < len(lines) and lines[j] != "```":
                 j += 1
             if j == len(lines):
-                sys.exit(f"readme_outputs: README.md line {i + 2}: unclosed ``` block")
+                sys.exit(f"readme_outputs: {name} line {i + 2}: unclosed ``` block")
             yield m.group(1), i + 2, j
             i = j
         i += 1
@@ -51,10 +55,25 @@ def main():
     binary = str(ROOT / "build/src/cli/pentamesh")
     if "--binary" in args:
         binary = args[args.index("--binary") + 1]
-    readme = ROOT / "README.md"
-    lines = readme.read_text().split("\n")
+    differ = []
+    for name in DOCS:
+        differ += [(name, c) for c in process(ROOT / name, name, binary, check)]
+    if check:
+        for name, c in differ:
+            print(f"{name}: the output of `{c}` differs from what the binary prints now")
+        if differ:
+            print("run: python3 scripts/readme_outputs.py")
+            return 1
+        return 0
+    print(f"readme_outputs: {len(differ)} block(s) rewritten")
+    return 0
+
+
+def process(path, name, binary, check):
+    """Rewrites (unless check) the blocks of one file; returns the commands whose output differs."""
+    lines = path.read_text().split("\n")
     new_lines, last, differ = [], 0, []
-    for command, begin, end in blocks(lines):
+    for command, begin, end in blocks(lines, name):
         output = run(command, binary).rstrip("\n").split("\n")
         old = lines[begin:end]
         if [TIMING.sub("T", l) for l in old] != [TIMING.sub("T", l) for l in output]:
@@ -62,16 +81,9 @@ def main():
         new_lines += lines[last:begin] + output
         last = end
     new_lines += lines[last:]
-    if check:
-        for c in differ:
-            print(f"README.md: the output of `{c}` differs from what the binary prints now")
-        if differ:
-            print("run: python3 scripts/readme_outputs.py")
-            return 1
-        return 0
-    readme.write_text("\n".join(new_lines))
-    print(f"readme_outputs: {len(differ)} block(s) rewritten")
-    return 0
+    if not check:
+        path.write_text("\n".join(new_lines))
+    return differ
 
 
 if __name__ == "__main__":
