@@ -16,9 +16,10 @@ echo "clone: $(git log -1 --format='%h %s')"
 
 # Paths outside the repository: ../shared and the developers' machines. The one allowed hit is
 # the optional lookup of the engines' published examples (tests/launch/launch_test.cc), which
-# skips saying why when the folder is absent.
+# skips saying why when the folder is absent. The checks that look for such paths (this script,
+# the help-text test's phrase list) name them and are left out.
 hits=$(grep -rnE '\.\./shared|"\.\." / "shared"|/work/|/root/|/home/' src configs scripts tests \
-  | grep -v '^tests/clone/clone_test.sh:' || true)
+  | grep -v -e '^tests/clone/clone_test.sh:' -e '^tests/cli/help_test.cc:' || true)
 unexpected=$(grep -v '^tests/launch/launch_test.cc:' <<<"$hits" | grep -v '^$' || true)
 if [ -n "$unexpected" ]; then
   echo "FAIL: these lines reach outside the repository:"
