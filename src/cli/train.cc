@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -185,6 +186,13 @@ int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* w
         run->step_time_median_s, run->steps > 1 ? " of the steps after the first" : "", predicted,
         (predicted - run->step_time_median_s) / run->step_time_median_s * 100,
         c.run.host ? "this host's measured profile" : "nominal host numbers, no host profile");
+    // A cached profile measured while the machine was busy predicts every later run too slow.
+    if (c.run.auto_host_profile && std::fabs(predicted / run->step_time_median_s - 1) > 0.5) {
+      fmt::print(
+          "  note: off by more than 50%: if {} was measured while the machine was busy, delete it "
+          "and the next run measures this host again\n",
+          c.run.host_profile);
+    }
   }
   PrintMemory(run->peak_bytes, run->peak_bytes_total, trainer.predicted().memory);
   if (!run->metrics_path.empty()) fmt::print("metrics: {}\n", run->metrics_path);

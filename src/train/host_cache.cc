@@ -247,6 +247,7 @@ core::Result<HostCacheOutcome> UseCachedHostProfile(RunConfig& config, comm::Com
         status.ok() ? "on another rank (see its message)" : status.message()));
   }
   UseHostProfile(config.run, profile);
+  config.run.host_profile = outcome.path;  // where the numbers came from, for the run's messages
   return outcome;
 }
 

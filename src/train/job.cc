@@ -39,9 +39,11 @@ void PrintHostOutcome(const RunConfig& config, const HostCacheOutcome& o,
     comm = fmt::format("; collectives at {} ranks {}", world->size(),
                        o.measured_comm ? "measured now" : "from the cache");
   }
-  fmt::print("host: {} ({} {:.1f} s): GEMM {:.1f} GFLOP/s on {} threads, triad {:.1f} GB/s{}\n",
-             o.path, o.measured_host || o.measured_comm ? "measured once, in" : "cached; measured",
-             o.seconds, h.peak_gflops, h.threads, h.mem_gbps, comm);
+  const std::string how = o.measured_host || o.measured_comm
+                              ? fmt::format("measured once, in {:.1f} s", o.seconds)
+                              : std::string("cached");
+  fmt::print("host: {} ({}): GEMM {:.1f} GFLOP/s on {} threads, triad {:.1f} GB/s{}\n", o.path, how,
+             h.peak_gflops, h.threads, h.mem_gbps, comm);
 }
 
 }  // namespace
