@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,8 +34,12 @@ constexpr std::array<Component, cost::kMemoryCategories.size()> MemoryParts() {
   return parts;
 }
 constexpr auto kMemoryParts = MemoryParts();
-const char* kTermColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                             "#59a14f", "#edc948", "#bab0ac", "#9c755f"};
+// One colour per plan::Term: a term added without its colour fails to compile.
+constexpr std::array<const char*, static_cast<size_t>(plan::Term::kCount)> kTermColors = {
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#bab0ac", "#9c755f"};
+static_assert(std::none_of(kTermColors.begin(), kTermColors.end(),
+                           [](const char* colour) { return colour == nullptr; }),
+              "every plan::Term needs a colour in kTermColors");
 
 std::string Pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
@@ -115,7 +120,8 @@ std::string TimeChart(const std::vector<Bar>& bars) {
   Svg svg(width, height);
   std::vector<std::pair<std::string, std::string>> legend;
   for (int t = 0; t < static_cast<int>(plan::Term::kCount); ++t) {
-    legend.emplace_back(plan::ToString(static_cast<plan::Term>(t)), kTermColors[t]);
+    legend.emplace_back(plan::ToString(static_cast<plan::Term>(t)),
+                        kTermColors[static_cast<size_t>(t)]);
   }
   legend.emplace_back("| step", "#000");
   Legend(svg, 20, 20, legend);
@@ -126,7 +132,7 @@ std::string TimeChart(const std::vector<Bar>& bars) {
     double x = left;
     for (int t = 0; t < static_cast<int>(plan::Term::kCount); ++t) {
       const double s = plan::TermSeconds(time, static_cast<plan::Term>(t));
-      svg.Rect(x, y + 4, s * scale, row - 10, kTermColors[t],
+      svg.Rect(x, y + 4, s * scale, row - 10, kTermColors[static_cast<size_t>(t)],
                fmt::format("{} {:.3f} s", plan::ToString(static_cast<plan::Term>(t)), s));
       x += s * scale;
     }
