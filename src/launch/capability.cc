@@ -176,6 +176,14 @@ const char* StackProfile(Engine engine) {
   return ToString(engine);
 }
 
+StackChoice ChooseStack(const std::string& given, Engine engine) {
+  if (given.empty()) {
+    return {StackProfile(engine),
+            fmt::format("{}'s own profile (no --stack given)", ToString(engine))};
+  }
+  return {given, fmt::format("--stack {}", given)};
+}
+
 int64_t ExpertTensorParallel(const Layout& layout) { return layout.expert_tp(); }
 
 int64_t EngineDataParallel(const Layout& layout) { return layout.data_ranks(); }

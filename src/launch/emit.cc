@@ -15,9 +15,15 @@ namespace internal {
 
 std::string Header(Engine engine, const EmitInput& in, const std::string& prefix) {
   const cost::Estimate& e = in.estimate;
+  const StackChoice stack = in.stack.profile.empty() ? ChooseStack("", engine) : in.stack;
   std::string out;
-  out += fmt::format("{}Emitted by pentamesh {} for {} (cost stack profile: {}).\n", prefix,
-                     PM_VERSION, ToString(engine), StackProfile(engine));
+  out += fmt::format("{}Emitted by pentamesh {} for {}.\n", prefix, PM_VERSION, ToString(engine));
+  // import-config costs the file with the engine's own profile unless told --stack.
+  out += fmt::format(
+      "{}cost stack profile: {}, {}{}\n", prefix, stack.profile, stack.reason,
+      stack.profile == StackProfile(engine)
+          ? std::string()
+          : fmt::format(" (import-config ... --stack {} costs it the same way)", stack.profile));
   out += fmt::format("{}command: {}\n", prefix, in.command);
   out += fmt::format("{}model {} on {} x {} ({} nodes x {}), seq {}, {} tokens/step\n", prefix,
                      in.model.name, in.cluster.gpus(), in.cluster.gpu, Nodes(in), GpusPerNode(in),
