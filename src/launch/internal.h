@@ -22,6 +22,9 @@ int64_t GpusPerNode(const EmitInput& in);
 // The sbatch script that starts `per_task` once per GPU with srun (RANK, LOCAL_RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT exported for torch.distributed's env:// rendezvous).
 std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task);
+// The #SBATCH lines (nodes, tasks_per_node tasks and all GPUs of each node, exclusive) and the
+// rendezvous exports, without the srun line.
+std::string SbatchPreamble(Engine engine, const EmitInput& in, int64_t tasks_per_node);
 
 // Megatron's --moe-layer-freq: an integer k (every k-th layer) or a Python list expression.
 std::string MoeLayerFreq(const spec::ModelSpec& model);

@@ -98,12 +98,15 @@ std::string RegisterFlavorNote(const spec::ModelSpec& m, const TitanJob& job) {
       "# dim {}, FFN {}, vocab {}, rope theta {}{}.\n",
       job.flavor, job.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden,
       m.vocab, m.rope_theta,
-      m.is_moe() ? fmt::format(", {} experts top-{} of FFN {}, first {} layers dense, every {} "
-                               "layer MoE, MoEArgs score_func \"softmax\" route_norm {}",
-                               m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden,
-                               m.moe.first_dense_layers, m.moe.moe_layer_freq,
-                               m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")
-                 : std::string());
+      m.is_moe()
+          ? fmt::format(
+                ", {} experts top-{} of FFN {}, first {} layers dense, every {} layer MoE,\n# "
+                "MoEArgs(num_experts={}, num_shared_experts={}, top_k={}, score_func=\"softmax\", "
+                "route_norm={})",
+                m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden, m.moe.first_dense_layers,
+                m.moe.moe_layer_freq, m.moe.experts, m.moe.shared_experts, m.moe.top_k,
+                m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")
+          : std::string());
 }
 
 // job.toml's [parallelism] table.
@@ -192,17 +195,20 @@ std::string OverridesTxt(const EmitInput& in, const TitanJob& job) {
   return o;
 }
 
-// sbatch.sh: torchtitan's launcher is torchrun, one per node (not one task per GPU), so the
-// srun line is replaced.
+// sbatch.sh: torchtitan's launcher is torchrun, exactly one per node, which starts the node's
+// GPUs' processes: the allocation asks for one task per node with all its GPUs, and srun says the
+// task count and gives the task the node's CPUs. $SLURM_NODEID is the task's (single quotes: the
+// task's shell expands it, not the batch script's).
 std::string TorchrunSbatch(const EmitInput& in) {
-  const std::string run = fmt::format(
-      "torchrun --nnodes=$SLURM_NNODES --nproc-per-node={} --node-rank=$SLURM_NODEID "
-      "--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m torchtitan.train "
-      "--job.config_file job.toml",
-      GpusPerNode(in));
-  std::string sb = Sbatch(Engine::kTorchtitan, in, "");
-  const size_t srun = sb.rfind("\nsrun ") + 1;
-  return sb.substr(0, srun) + "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + run + "\n";
+  return SbatchPreamble(Engine::kTorchtitan, in, 1) +
+         fmt::format(
+             "srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 "
+             "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" --kill-on-bad-exit=1 bash -c 'exec torchrun "
+             "--nnodes=\"$SLURM_NNODES\" --nproc-per-node={} --node-rank=\"$SLURM_NODEID\" "
+             "--rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" -m "
+             "torchtitan.train "
+             "--job.config_file job.toml'\n",
+             GpusPerNode(in));
 }
 
 }  // namespace
