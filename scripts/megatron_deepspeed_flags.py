@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes Megatron-DeepSpeed's command-line flag table (the TSV format of
-tests/launch/data/megatron_flags_core_v0.16.1.tsv) by building the parser pretrain_gpt.py uses.
+src/launch/data/megatron_flags_core_v0.16.1.tsv) by building the parser pretrain_gpt.py uses.
 
 Megatron-DeepSpeed's parse_args (megatron/arguments.py) builds an argparse parser from its
 _add_*_args functions, then deepspeed.add_config_arguments, and parses with parse_args (unknown
@@ -11,7 +11,7 @@ DeepSpeed's own add_config_arguments from the installed deepspeed. Nothing of th
 
 Usage (in the venv of scripts/engines_env.sh, which has deepspeed and torch):
   git -C MIRROR show COMMIT:megatron/arguments.py > arguments.py
-  python scripts/megatron_deepspeed_flags.py arguments.py COMMIT > tests/launch/data/...tsv
+  python scripts/megatron_deepspeed_flags.py arguments.py COMMIT > src/launch/data/...tsv
 """
 import argparse
 import ast
@@ -30,9 +30,11 @@ def parser_of(source):
                                      if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                                      and c.func.id == name))
     module = ast.Module(body=[f for f in funcs if f.name.startswith("_add_")], type_ignores=[])
+    import contextlib
     import os
-    import torch
-    import deepspeed
+    with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed logs its accelerator on stdout
+        import torch
+        import deepspeed
     env = {"argparse": argparse, "os": os, "torch": torch, "deepspeed": deepspeed}
     exec(compile(module, "megatron/arguments.py", "exec"), env)  # noqa: S102
     parser = argparse.ArgumentParser(allow_abbrev=False)

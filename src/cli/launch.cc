@@ -28,6 +28,7 @@ struct ImportArgs {
   std::string model;
   std::optional<int64_t> seq_len;
   std::string stack;  // empty: the engine's own profile
+  bool allow_unknown = false;
   bool json = false;
 };
 
@@ -40,6 +41,7 @@ core::Result<launch::ImportOptions> ImportOptionsOf(const ImportArgs& a) {
   o.gpus = a.gpus;
   if (!a.model.empty()) o.model = a.model;
   o.seq_len = a.seq_len;
+  o.allow_unknown = a.allow_unknown;
   return o;
 }
 
@@ -95,6 +97,7 @@ int RunImport(const ImportArgs& a) {
   auto imported = launch::ImportConfig(a.file, *o);
   if (!imported.ok()) return Fail(imported.status().message());
   const launch::Imported& im = *imported;
+  for (const auto& w : im.warnings) std::fprintf(stderr, "pentamesh: warning: %s\n", w.c_str());
   auto cluster = spec::LoadCluster(a.cluster, im.gpus);
   if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
   spec::TrainSpec train = im.train;
@@ -116,6 +119,7 @@ int RunImport(const ImportArgs& a) {
                         {"seq_len", train.seq_len},
                         {"global_batch_tokens", train.global_batch_tokens},
                         {"notes", im.notes},
+                        {"warnings", im.warnings},
                         {"invalid", invalid},
                         {"estimate", EstimateJson(e)}};
     fmt::print("{}\n", j.dump(2));
@@ -197,6 +201,9 @@ RunFn AddImportConfigCommand(CLI::App& app) {
   sub->add_option("--seq-len", args->seq_len, "sequence length, where the file does not say it");
   sub->add_option("--stack", args->stack,
                   "stack profile to cost with (default: the engine's own, as plan --emit uses)");
+  sub->add_flag("--allow-unknown", args->allow_unknown,
+                "import a script with flags the engine's parser lacks (a warning lists them; "
+                "default: exit 2 naming them)");
   sub->add_flag("--json", args->json, "print JSON");
   return [args]() { return RunImport(*args); };
 }

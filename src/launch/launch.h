@@ -108,6 +108,7 @@ struct Imported {
   std::optional<int64_t> gpus;           // the world size, when the file says it
   std::optional<int64_t> gpus_per_node;  // when the file says it
   std::vector<std::string> notes;        // what was assumed, and why
+  std::vector<std::string> warnings;     // what was ignored (unknown flags with allow_unknown)
 };
 
 struct ImportOptions {
@@ -115,6 +116,7 @@ struct ImportOptions {
   std::optional<int64_t> gpus;       // world size when the file does not say it
   std::optional<std::string> model;  // preset or TOML, when the file does not say the model
   std::optional<int64_t> seq_len;    // when the file does not say it
+  bool allow_unknown = false;        // flags the engine's parser lacks: a warning, not an error
 };
 
 // Reads a Megatron-LM script or command line, a torchtitan TOML, or a DeepSpeed launch script /

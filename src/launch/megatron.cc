@@ -487,11 +487,15 @@ core::Status ReadAttentionShape(const FlagReader& r, bool ds, spec::ModelSpec& m
   m.kv_heads = m.heads;
   if (ds) {
     PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-key-value-heads", m.heads));
-  } else if (r.Has("--group-query-attention") || r.Has("--num-query-groups")) {
-    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups"));
+  } else if (r.Has("--group-query-attention")) {
+    // Without --group-query-attention Megatron ignores --num-query-groups; without a count,
+    // TransformerConfig takes one group per head.
+    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups", m.heads));
   }
   PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
-  PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
+  // Both engines' default FFN: 4h, or with SwiGLU 2/3 of it rounded down to a multiple of 64.
+  const int64_t ffn_default = r.Has("--swiglu") ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+  PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", ffn_default));
   if (r.Has("--multi-latent-attention")) {
     m.kv_heads = m.heads;
     PM_RETURN_IF_ERROR(ReadInts(r, ds, kMlaFlags, m.mla));
@@ -594,6 +598,22 @@ core::Status ReadMegatronModel(const FlagReader& r, bool ds, Imported& out) {
   PM_RETURN_IF_ERROR(
       r.RealIfGiven(ds ? "--rotary-position-embeddings-theta" : "--rotary-base", m.rope_theta));
   if (r.Has("--num-experts")) PM_RETURN_IF_ERROR(ReadMoe(r, ds, m));
+  return core::Status::Ok();
+}
+
+// Both engines pad the vocabulary to a multiple of --make-vocab-size-divisible-by (default 128)
+// times tp (_vocab_size_with_padding): the embedding and output layer the run builds.
+core::Status PadVocab(const FlagReader& r, int64_t tp, Imported& out) {
+  PM_ASSIGN_OR_RETURN(const int64_t divisible, r.Int("--make-vocab-size-divisible-by", 128));
+  const int64_t multiple = divisible * tp;
+  const int64_t padded = (out.model.vocab + multiple - 1) / multiple * multiple;
+  if (padded != out.model.vocab) {
+    out.notes.push_back(
+        fmt::format("vocabulary {} padded to {} (--make-vocab-size-divisible-by {} x tp {}, as the "
+                    "engine pads)",
+                    out.model.vocab, padded, divisible, tp));
+    out.model.vocab = padded;
+  }
   return core::Status::Ok();
 }
 
@@ -731,6 +751,7 @@ core::Status ReadMegatronFlags(const std::string& name,
   PM_ASSIGN_OR_RETURN(out.train.seq_len, r.Int("--seq-length", options.seq_len));
   if (out.model.max_seq_len == 0) out.model.max_seq_len = out.train.seq_len;
   PM_RETURN_IF_ERROR(ReadInts(r, ds, kDegreeFlags, l));
+  if (!options.model) PM_RETURN_IF_ERROR(PadVocab(r, l.tp, out));
   PM_RETURN_IF_ERROR(ReadExpertTp(r, ds, l));
   l.sp = l.tp == 1 || r.Has("--sequence-parallel");
   PM_RETURN_IF_ERROR(ReadCpKind(r, ds, l));

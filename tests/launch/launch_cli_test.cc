@@ -139,6 +139,34 @@ TEST(LaunchCli, EmitCostsWithTheEngineStackAndImportAgrees) {
       << "the profiles differ, so the default import must not agree by accident";
 }
 
+// import-config names a flag Megatron-LM's parser lacks (exit 2); --allow-unknown imports without
+// it and warns, listing it.
+TEST(LaunchCli, ImportNamesUnknownFlags) {
+  const fs::path out = Dir("unknown");
+  fs::create_directories(out);
+  {
+    std::ofstream f(out / "train.sh");
+    f << "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 \\\n"
+         "  --num-attention-heads 8 --vocab-size 1024 --seq-length 1024 --micro-batch-size 1 \\\n"
+         "  --tensor-model-paralel-size 8 --global-batch-size 16\n";
+  }
+  const std::string file = (out / "train.sh").string();
+  CliRun r = Pentamesh("import-config " + file + " --gpus 16");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "line 3: --tensor-model-paralel-size (did you mean "
+                  "--tensor-model-parallel-size?)"))
+      << r.out;
+  r = Pentamesh("import-config " + file + " --gpus 16 --allow-unknown");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "pentamesh: warning: ")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "ignored, not in Megatron-LM's parser (core_v0.16.1): line 3: "
+                  "--tensor-model-paralel-size"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "--layout \"dp=16 tp=1 ")) << r.out;
+}
+
 TEST(LaunchCli, RefusalsAndBadInputExitTwo) {
   const fs::path out = Dir("bad");
   CliRun r = Pentamesh(

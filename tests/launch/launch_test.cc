@@ -57,13 +57,13 @@ std::string Slurp(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The flags of an engine's parser (tests/launch/data: extracted from the engine's own parser at
+// The flags of an engine's parser (src/launch/data: extracted from the engine's own parser at
 // the commit its header names): flag -> "switch" | "value" and nargs.
 struct ParserFlag {
   std::string kind, nargs;
 };
 std::map<std::string, ParserFlag> ParserFlags(Engine e) {
-  const fs::path data = fs::path(PM_SOURCE_DIR) / "tests" / "launch" / "data";
+  const fs::path data = fs::path(PM_SOURCE_DIR) / "src" / "launch" / "data";
   const fs::path file = e == Engine::kMegatron ? data / "megatron_flags_core_v0.16.1.tsv"
                                                : data / "megatron_deepspeed_flags_f4157be.tsv";
   std::map<std::string, ParserFlag> flags;
@@ -637,6 +637,99 @@ TEST(LaunchCapability, EngineSemanticsRefusedNamingTheRule) {
   EXPECT_TRUE(Violations(Engine::kDeepSpeed, *mixtral, *ok_ds).empty());
   EXPECT_TRUE(Violations(Engine::kTorchtitan, *llama, *ok_tt).empty());
   EXPECT_TRUE(Violations(Engine::kTorchtitan, *llama, *ok_cp).empty());
+}
+
+}  // namespace
+}  // namespace pentamesh::launch
+
+namespace pentamesh::launch {
+namespace {
+
+bool Noted(const std::vector<std::string>& lines, const std::string& part) {
+  for (const auto& l : lines) {
+    if (l.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A flag the engine's parser lacks is named (with the closest one), not silently imported as the
+// default; --allow-unknown turns that into a warning. Launcher flags before pretrain_gpt.py are
+// torchrun's, not Megatron's.
+TEST(LaunchImport, UnknownFlagsAreNamed) {
+  const std::string head =
+      "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+      "\\\n --num-attention-heads 8 --ffn-hidden-size 512 --vocab-size 1024 --seq-length 1024 \\\n"
+      " --micro-batch-size 1 --global-batch-size 16 \\\n";
+  ImportOptions o;
+  o.gpus = 16;
+  auto ok = ImportText("train.sh", head + " --tensor-model-parallel-size 8\n", ".", o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->layout.tp, 8);
+  EXPECT_TRUE(ok->warnings.empty());
+  const std::string misspelt = head + " --tensor-model-paralel-size 8\n";
+  auto bad = ImportText("train.sh", misspelt, ".", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 4: --tensor-model-paralel-size (did you mean "
+                                        "--tensor-model-parallel-size?)"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("Megatron-LM's parser (core_v0.16.1)"), std::string::npos);
+  o.allow_unknown = true;
+  auto warned = ImportText("train.sh", misspelt, ".", o);
+  ASSERT_TRUE(warned.ok()) << warned.status().message();
+  EXPECT_EQ(warned->layout.tp, 1);
+  ASSERT_EQ(warned->warnings.size(), 1u);
+  EXPECT_NE(warned->warnings[0].find("--tensor-model-paralel-size"), std::string::npos);
+  // Megatron-DeepSpeed's parser: --rope-theta is not one of its flags.
+  ImportOptions ds;
+  ds.engine = Engine::kDeepSpeed;
+  ds.gpus = 16;
+  auto ds_bad = ImportText("launch.sh",
+                           "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                           "--num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 "
+                           "--rope-theta 10000 --deepspeed_config ds.json\n",
+                           ".", ds);
+  ASSERT_FALSE(ds_bad.ok());
+  EXPECT_NE(ds_bad.status().message().find("--rope-theta"), std::string::npos);
+  EXPECT_NE(ds_bad.status().message().find("Megatron-DeepSpeed's parser"), std::string::npos);
+}
+
+// The engines' own defaults where a flag is absent, and the flags pentamesh does not carry listed
+// as notes.
+TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
+  ImportOptions o;
+  o.gpus = 16;
+  const std::string mg =
+      "python pretrain_gpt.py --num-layers 4 --hidden-size 4096 --num-attention-heads 32 "
+      "--swiglu --group-query-attention \\\n --vocab-size 50257 --seq-length 1024 "
+      "--micro-batch-size 1 --tensor-model-parallel-size 2 \\\n --recompute-granularity "
+      "selective --recompute-modules core_attn mlp --fp8-param-gather --mtp-num-layers 1\n";
+  auto im = ImportText("train.sh", mg, ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->model.ffn_hidden, (4 * 4096 * 2 / 3) / 64 * 64);  // 10880: Megatron's SwiGLU size
+  EXPECT_EQ(im->model.kv_heads, 32);  // --group-query-attention without --num-query-groups
+  EXPECT_EQ(im->model.vocab, 50432);  // padded to 128 x tp 2
+  EXPECT_TRUE(Noted(im->notes, "vocabulary 50257 padded to 50432"));
+  for (const char* f : {"--recompute-modules", "--fp8-param-gather", "--mtp-num-layers"}) {
+    EXPECT_TRUE(Noted(im->notes, std::string("dropped ") + f)) << f;
+  }
+  // Megatron-DeepSpeed: MoE every 2nd layer, top-1, capacity 1.0 with dropping, by default.
+  const fs::path dir = TempDir("ds_defaults");
+  {
+    std::ofstream(dir / "ds.json") << "{\"train_batch_size\": 16, "
+                                      "\"train_micro_batch_size_per_gpu\": 1, "
+                                      "\"gradient_accumulation_steps\": 1}";
+    std::ofstream(dir / "launch.sh")
+        << "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+           "--seq-length 1024 --max-position-embeddings 1024 --vocab-size 1024 "
+           "--micro-batch-size 1 --num-experts 8 --deepspeed --deepspeed_config ds.json\n";
+  }
+  auto ds = ImportConfig((dir / "launch.sh").string(), ImportOptions{});
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  EXPECT_EQ(ds->model.moe.moe_layer_freq, 2);
+  EXPECT_EQ(ds->model.moe.top_k, 1);
+  EXPECT_DOUBLE_EQ(ds->model.moe.capacity_factor, 1.0);
+  EXPECT_EQ(ds->model.moe.router, spec::MoeRouter::kSoftmaxTopK);
 }
 
 }  // namespace

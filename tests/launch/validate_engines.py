@@ -7,7 +7,7 @@ few fixed layouts that exercise more flags, `pentamesh plan|estimate --emit ENGI
 files, then:
   megatron   train.sh is run by bash with PYTHON pointing at a recorder, so the argv is what bash
              passes to pretrain_gpt.py. Every flag must be in Megatron-LM's parser (the flag list
-             extracted at core_v0.16.1, tests/launch/data), with its arity, type and choices; the
+             extracted at core_v0.16.1, src/launch/data), with its arity, type and choices; the
              flags that are megatron-core dataclass fields build TransformerConfig and
              DistributedDataParallelConfig (their __post_init__ checks run); the degrees build
              megatron-core's RankGenerator for the dense and the expert meshes, and the batch
@@ -18,7 +18,7 @@ files, then:
   deepspeed  DeepSpeedConfig loads ds_config.json with the data-parallel world size (its batch
              assertion runs), and the ZeRO stage it reads must be < 2 with pipeline parallelism;
              launch.sh's argv must parse with Megatron-DeepSpeed's parser (the flag list extracted
-             at commit f4157be, tests/launch/data) and carry FlashAttention and, for MoE, the MoE
+             at commit f4157be, src/launch/data) and carry FlashAttention and, for MoE, the MoE
              parameter group with ZeRO <= 2.
 Layouts an engine cannot run must be refused by pentamesh, naming the rule.
 Usage: validate_engines.py PENTAMESH_BINARY FLAGS_TSV WORKDIR
