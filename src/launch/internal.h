@@ -74,6 +74,8 @@ std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words);
 // type, nargs, choices per line.
 extern const char* const kMegatronFlagTable;
 extern const char* const kMegatronDeepSpeedFlagTable;
+// torchtitan 0.2.2's job-config keys (section.key, one a line; src/launch/data).
+extern const char* const kTorchtitanKeyTable;
 // The flags of Megatron-LM's (ds = false) or Megatron-DeepSpeed's parser.
 const std::set<std::string>& ParserFlagNames(bool ds);
 // Flags of argv the engine's parser does not have: an error naming each (with the closest known

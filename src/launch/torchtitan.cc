@@ -12,6 +12,10 @@
 
 #include <toml++/toml.h>
 
+#include <functional>
+#include <set>
+#include <sstream>
+
 #include "launch/internal.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
@@ -430,6 +434,50 @@ core::Status ImportTitanRecomputeAndPrecision(const TitanKeys& keys, Imported& o
   return core::Status::Ok();
 }
 
+// torchtitan 0.2.2's ConfigManager rejects keys its JobConfig lacks: each is named with its line
+// (an error, or a warning with allow_unknown).
+core::Status CheckTitanKeys(const std::string& name, const toml::table& root,
+                            const ImportOptions& options, Imported& out) {
+  static const std::set<std::string> known = [] {
+    std::set<std::string> keys;
+    std::istringstream in(kTorchtitanKeyTable);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] != '#') keys.insert(line);
+    }
+    return keys;
+  }();
+  std::string unknown;
+  int count = 0;
+  // A key is known, or a prefix of known keys (a section), walked into.
+  std::function<void(const toml::table&, const std::string&)> walk =
+      [&](const toml::table& table, const std::string& prefix) {
+        for (const auto& [key, node] : table) {
+          const std::string path = prefix + std::string(key.str());
+          if (known.count(path)) continue;
+          const auto section = known.lower_bound(path + ".");
+          if (node.is_table() && section != known.end() && section->rfind(path + ".", 0) == 0) {
+            walk(*node.as_table(), path + ".");
+            continue;
+          }
+          unknown += fmt::format("{}line {}: {}", unknown.empty() ? "" : "; ",
+                                 node.source().begin.line, path);
+          ++count;
+        }
+      };
+  walk(root, "");
+  if (count == 0) return core::Status::Ok();
+  if (!options.allow_unknown) {
+    return core::Status::Error(fmt::format(
+        "{}: {} not in torchtitan 0.2.2's job config, whose ConfigManager refuses unknown keys: "
+        "{} (pass --allow-unknown to import without them)",
+        name, count == 1 ? "a key is" : "keys are", unknown));
+  }
+  out.warnings.push_back(
+      fmt::format("{}: ignored, not in torchtitan 0.2.2's job config: {}", name, unknown));
+  return core::Status::Ok();
+}
+
 }  // namespace
 
 core::Result<Imported> ImportTorchtitan(const std::string& name, const std::string& text,
@@ -442,6 +490,7 @@ core::Result<Imported> ImportTorchtitan(const std::string& name, const std::stri
   const TitanKeys keys{name, *parsed};
   Imported out;
   out.engine = Engine::kTorchtitan;
+  PM_RETURN_IF_ERROR(CheckTitanKeys(name, *parsed, options, out));
   PM_RETURN_IF_ERROR(ImportTitanModel(keys, options, out));
   spec::Layout& l = out.layout;
   spec::TrainSpec& t = out.train;

@@ -694,6 +694,26 @@ TEST(LaunchImport, UnknownFlagsAreNamed) {
   EXPECT_NE(ds_bad.status().message().find("Megatron-DeepSpeed's parser"), std::string::npos);
 }
 
+// torchtitan's ConfigManager refuses keys its JobConfig lacks: named with their lines (the
+// misspelt section would otherwise leave tp at 1); --allow-unknown warns instead.
+TEST(LaunchImport, UnknownTorchtitanKeysAreNamed) {
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_sise = 4\n"
+      "[paralelism]\ntensor_parallel_degree = 2\n[parallelism]\ndata_parallel_shard_degree = 8\n";
+  ImportOptions o;
+  auto bad = ImportText("job.toml", toml, ".", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 6: paralelism; line 5: training.local_batch_sise"),
+            std::string::npos)
+      << bad.status().message();
+  o.allow_unknown = true;
+  auto warned = ImportText("job.toml", toml, ".", o);
+  ASSERT_TRUE(warned.ok()) << warned.status().message();
+  EXPECT_EQ(warned->layout.tp, 1);
+  ASSERT_EQ(warned->warnings.size(), 1u);
+  EXPECT_NE(warned->warnings[0].find("training.local_batch_sise"), std::string::npos);
+}
+
 // The engines' own defaults where a flag is absent, and the flags pentamesh does not carry listed
 // as notes.
 TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
