@@ -30,7 +30,7 @@ struct EstimateArgs {
   bool json = false;
   bool materialize_scores = false;
   double moe_imbalance = 1.0;
-  std::string stack = "megatron";
+  std::string stack;  // empty: --emit's engine's profile, else calib::kDefaultStack
   GoodputArgs goodput;
   EmitArgs emit;
 };
@@ -114,8 +114,15 @@ int RunEstimate(const EstimateArgs& a) {
   in.train = *train;
   auto layout = spec::ParseLayout(a.layout);
   if (!layout.ok()) return Fail(fmt::format("--layout: {}", layout.status().message()));
-  const core::Status stack = ApplyStack(a.stack, in);
-  if (!stack.ok()) return Fail(stack.message());
+  // With --emit, the engine's stack profile unless --stack names another (docs/launch.md).
+  std::optional<launch::Engine> engine;
+  if (!a.emit.engine.empty()) {
+    auto parsed = launch::ParseEngine("--emit", a.emit.engine);
+    if (!parsed.ok()) return Fail(parsed.status().message());
+    engine = *parsed;
+  }
+  const launch::StackChoice stack = StackFor(a.stack, engine);
+  if (const core::Status s = ApplyStack(stack.profile, in); !s.ok()) return Fail(s.message());
   cost::CostParams params = in.params;
   params.materialize_scores = params.materialize_scores || a.materialize_scores;
   params.moe_imbalance = a.moe_imbalance;
@@ -161,7 +168,8 @@ int RunEstimate(const EstimateArgs& a) {
                                                 .train = *train,
                                                 .layout = *layout,
                                                 .estimate = e,
-                                                .command = CommandLine()});
+                                                .command = CommandLine(),
+                                                .stack = stack});
 }
 
 }  // namespace
@@ -185,8 +193,8 @@ RunFn AddEstimateCommand(CLI::App& app) {
       ->check(NumberIn(1, spec::kMaxMoeImbalance));
   sub->add_option("--stack", args->stack,
                   "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
-                  "or a profile TOML from `pentamesh calibrate`")
-      ->capture_default_str();
+                  "or a profile TOML from `pentamesh calibrate` (default: the engine's of --emit, "
+                  "else megatron)");
   AddGoodputOptions(*sub, args->goodput);
   AddEmitOptions(*sub, args->emit);
   return [args]() { return RunEstimate(*args); };

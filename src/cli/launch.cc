@@ -27,6 +27,8 @@ struct ImportArgs {
   std::optional<int64_t> gpus;
   std::string model;
   std::optional<int64_t> seq_len;
+  std::string stack;  // empty: the engine's own profile
+  bool allow_unknown = false;
   bool json = false;
 };
 
@@ -39,6 +41,7 @@ core::Result<launch::ImportOptions> ImportOptionsOf(const ImportArgs& a) {
   o.gpus = a.gpus;
   if (!a.model.empty()) o.model = a.model;
   o.seq_len = a.seq_len;
+  o.allow_unknown = a.allow_unknown;
   return o;
 }
 
@@ -61,7 +64,8 @@ void PrintImportedModel(const spec::ModelSpec& m) {
 
 // The text report: the file's model, batch and layout, the estimate and the rules it breaks.
 void PrintImport(const ImportArgs& a, const launch::Imported& im, const spec::TrainSpec& train,
-                 const spec::ClusterSpec& cluster, const cost::Estimate& e) {
+                 const spec::ClusterSpec& cluster, const cost::Estimate& e,
+                 const launch::StackChoice& stack) {
   const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
   fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
   for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
@@ -69,6 +73,7 @@ void PrintImport(const ImportArgs& a, const launch::Imported& im, const spec::Tr
   fmt::print("batch: seq {}, {} sequences ({} tokens) per step, {} GPUs of {}\n", train.seq_len,
              train.global_batch_seqs(), train.global_batch_tokens, cluster.gpus(), cluster.name);
   fmt::print("--layout \"{}\"\n", spec::FormatLayout(im.layout));
+  fmt::print("stack profile: {}, {}\n", stack.profile, stack.reason);
   if (e.microbatches > 0) {
     fmt::print(
         "estimate: memory {:.2f} GB of {:.2f} GB, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%, "
@@ -92,29 +97,34 @@ int RunImport(const ImportArgs& a) {
   auto imported = launch::ImportConfig(a.file, *o);
   if (!imported.ok()) return Fail(imported.status().message());
   const launch::Imported& im = *imported;
+  for (const auto& w : im.warnings) std::fprintf(stderr, "pentamesh: warning: %s\n", w.c_str());
   auto cluster = spec::LoadCluster(a.cluster, im.gpus);
   if (!cluster.ok()) return Fail(fmt::format("--cluster: {}", cluster.status().message()));
   spec::TrainSpec train = im.train;
   train.name = "imported";
   const std::vector<std::string> invalid = spec::Validate(im.model, *cluster, train, im.layout);
-  // Costed with the stack profile of the engine the file is for (docs/launch.md).
+  // Costed with the stack profile of the engine the file is for unless --stack names another, as
+  // plan --emit chose and costed it (docs/launch.md).
+  const launch::StackChoice stack = launch::ChooseStack(a.stack, im.engine);
   Inputs in{.model = im.model, .cluster = *cluster, .train = train, .stack = {}, .params = {}};
-  if (const core::Status st = ApplyStack(launch::StackProfile(im.engine), in); !st.ok()) {
-    return Fail(st.message());
+  if (const core::Status st = ApplyStack(stack.profile, in); !st.ok()) {
+    return Fail(fmt::format("--stack: {}", st.message()));
   }
   const cost::Estimate e =
       cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
   if (a.json) {
     nlohmann::json j = {{"engine", launch::ToString(im.engine)},
+                        {"stack", stack.profile},
                         {"gpus", cluster->gpus()},
                         {"seq_len", train.seq_len},
                         {"global_batch_tokens", train.global_batch_tokens},
                         {"notes", im.notes},
+                        {"warnings", im.warnings},
                         {"invalid", invalid},
                         {"estimate", EstimateJson(e)}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    PrintImport(a, im, train, *cluster, e);
+    PrintImport(a, im, train, *cluster, e, stack);
   }
   if (!invalid.empty()) {
     for (const auto& v : invalid) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
@@ -136,6 +146,12 @@ void SetCommandLine(int argc, char** argv) {
 }
 
 const std::string& CommandLine() { return CommandLineStorage(); }
+
+launch::StackChoice StackFor(const std::string& given, std::optional<launch::Engine> engine) {
+  if (engine) return launch::ChooseStack(given, *engine);
+  if (!given.empty()) return {given, "--stack " + given};
+  return {calib::kDefaultStack, "the default (no --stack given)"};
+}
 
 void AddEmitOptions(CLI::App& sub, EmitArgs& args) {
   sub.add_option("--emit", args.engine,
@@ -183,6 +199,11 @@ RunFn AddImportConfigCommand(CLI::App& app) {
   sub->add_option("--gpus", args->gpus, "world size, where the file does not say it");
   sub->add_option("--model", args->model, "model preset or TOML, where the file does not say it");
   sub->add_option("--seq-len", args->seq_len, "sequence length, where the file does not say it");
+  sub->add_option("--stack", args->stack,
+                  "stack profile to cost with (default: the engine's own, as plan --emit uses)");
+  sub->add_flag("--allow-unknown", args->allow_unknown,
+                "import a script with flags the engine's parser lacks (a warning lists them; "
+                "default: exit 2 naming them)");
   sub->add_flag("--json", args->json, "print JSON");
   return [args]() { return RunImport(*args); };
 }

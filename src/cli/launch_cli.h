@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "cost/cost.h"
@@ -14,6 +15,10 @@ namespace pentamesh::cli {
 // The process's command line, as typed (main.cc records it).
 void SetCommandLine(int argc, char** argv);
 const std::string& CommandLine();
+
+// The --stack profile plan and estimate cost with: --stack when given, else the engine's own when
+// --emit/--engine names one (launch::ChooseStack), else calib::kDefaultStack; with the reason.
+launch::StackChoice StackFor(const std::string& given, std::optional<launch::Engine> engine);
 
 struct EmitArgs {
   std::string engine;  // --emit

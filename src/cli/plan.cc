@@ -232,7 +232,7 @@ core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inp
     return core::Status::Error(
         fmt::format("--baseline {}: its layout is not valid for --model: {}", file, invalid[0]));
   }
-  return cost::EstimateLayout(in.model, in.cluster, in.train, im.layout);
+  return cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
 }
 
 void PrintFileBaseline(const std::string& file, const cost::Estimate& b,
@@ -255,20 +255,19 @@ void PrintFileBaseline(const std::string& file, const cost::Estimate& b,
   }
 }
 
-int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best) {
+int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best,
+             const launch::StackChoice& stack) {
   return EmitAndWrite(a.emit, launch::EmitInput{.model = in.model,
                                                 .cluster = in.cluster,
                                                 .train = in.train,
                                                 .layout = best.layout,
                                                 .estimate = best,
-                                                .command = CommandLine()});
+                                                .command = CommandLine(),
+                                                .stack = stack});
 }
 
-// --engine (or --emit's engine): the engine, with the search space restricted to what it can run;
-// none when neither names one.
-core::Result<std::optional<launch::Engine>> RestrictToNamedEngine(const PlanArgs& a,
-                                                                  const Inputs& in,
-                                                                  plan::SearchOptions& options) {
+// --engine (or --emit's engine); none when neither names one.
+core::Result<std::optional<launch::Engine>> NamedEngine(const PlanArgs& a) {
   std::string engine_name = a.engine.empty() ? a.emit.engine : a.engine;
   if (!a.engine.empty() && !a.emit.engine.empty() && a.engine != a.emit.engine) {
     return core::Status::Error(
@@ -276,13 +275,19 @@ core::Result<std::optional<launch::Engine>> RestrictToNamedEngine(const PlanArgs
   }
   if (engine_name.empty()) return std::optional<launch::Engine>();
   PM_ASSIGN_OR_RETURN(const launch::Engine engine, launch::ParseEngine("--engine", engine_name));
+  return std::optional<launch::Engine>(engine);
+}
+
+// Restricts the search space to what the engine can run; refuses a model it runs no layout of.
+core::Status RestrictToEngine(launch::Engine engine, const Inputs& in,
+                              plan::SearchOptions& options) {
   // Rules about the model alone: the engine runs no layout of it.
   const auto model_rules = launch::Violations(engine, in.model, spec::Layout{});
   if (!model_rules.empty()) {
     return core::Status::Error(launch::DescribeViolations(engine, model_rules));
   }
   launch::RestrictToEngine(engine, in.model, options.space.allow);
-  return std::optional<launch::Engine>(engine);
+  return core::Status::Ok();
 }
 
 // What a plan compares its best layout with: a --baseline FILE costed on the plan's inputs, or
@@ -356,7 +361,14 @@ void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult
 }
 
 int RunPlan(const PlanArgs& a) {
-  auto in = LoadInputs(a.search);
+  if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
+  auto engine = NamedEngine(a);
+  if (!engine.ok()) return Fail(engine.status().message());
+  // The engine's stack profile chooses and costs the layouts unless --stack names another.
+  SearchArgs search = a.search;
+  const launch::StackChoice stack = StackFor(a.search.stack, *engine);
+  search.stack = stack.profile;
+  auto in = LoadInputs(search);
   if (!in.ok()) return Fail(in.status().message());
   auto options = MakeSearchOptions(a.search, *in, a.top);
   if (!options.ok()) return Fail(options.status().message());
@@ -367,9 +379,11 @@ int RunPlan(const PlanArgs& a) {
   options->goodput = goodput->params;
   options->rank = a.rank == "goodput" ? plan::Rank::kGoodput : plan::Rank::kThroughput;
   const Failures failures{*goodput, in->cluster, options->rank};
-  if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
-  auto engine = RestrictToNamedEngine(a, *in, *options);
-  if (!engine.ok()) return Fail(engine.status().message());
+  if (*engine) {
+    if (const core::Status s = RestrictToEngine(**engine, *in, *options); !s.ok()) {
+      return Fail(s.message());
+    }
+  }
   // --baseline FILE: an engine config the user runs today, imported and costed on these inputs.
   PlanBaselines baselines;
   if (!a.baseline.empty() && a.baseline != "fsdp") {
@@ -399,7 +413,7 @@ int RunPlan(const PlanArgs& a) {
   } else {
     PrintPlanText(a, *in, *result, baselines, failures);
   }
-  return EmitBest(a, *in, best);
+  return EmitBest(a, *in, best, stack);
 }
 
 }  // namespace

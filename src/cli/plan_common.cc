@@ -29,8 +29,8 @@ void AddSearchOptions(CLI::App& sub, SearchArgs& a, bool with_model) {
       ->check(OutputFile());
   sub.add_option("--stack", a.stack,
                  "software stack profile (megatron, torchtitan, maxtext, llm-foundry, deepspeed) "
-                 "or a profile TOML from `pentamesh calibrate`")
-      ->capture_default_str();
+                 "or a profile TOML from `pentamesh calibrate` (default: the engine's of --emit "
+                 "or --engine, else megatron)");
 }
 
 core::Status ApplyStack(const std::string& stack, Inputs& in) {
@@ -74,7 +74,7 @@ core::Result<Inputs> LoadInputs(const SearchArgs& a) {
   }
   PM_ASSIGN_OR_RETURN(in.cluster, spec::LoadCluster(a.cluster, a.gpus));
   PM_ASSIGN_OR_RETURN(in.train, spec::LoadTrain(a.train));
-  PM_RETURN_IF_ERROR(ApplyStack(a.stack, in));
+  PM_RETURN_IF_ERROR(ApplyStack(a.stack.empty() ? calib::kDefaultStack : a.stack, in));
   return in;
 }
 

@@ -36,7 +36,7 @@ struct SearchArgs {
   bool no_gpipe = false;
   bool json = false;
   std::string html;
-  std::string stack = "megatron";  // calib::kDefaultStack
+  std::string stack;  // --stack; empty: the engine's (--emit, --engine), else calib::kDefaultStack
 };
 
 // Adds --cluster --gpus --train --allow --threads --mbs-max --no-gpipe --json --html

@@ -25,14 +25,38 @@ bool TorchtitanDdpAlone(const ModelSpec&, const Layout& l) {
   if (l.zero != 0 || EngineDataParallel(l) == 1) return true;
   return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1;
 }
+// torchtitan 0.2.2 (distributed/utils.py maybe_enable_amp) mixes precision through FSDP when it
+// shards (dp_shard > 1 or cp > 1), with autocast under DDP or one GPU, and not at all when tp or
+// pp > 1 runs without FSDP: those layouts train in fp32.
+bool TorchtitanMixedPrecision(const ModelSpec&, const Layout& l) {
+  const bool fsdp = (l.zero >= 2 && EngineDataParallel(l) > 1) || l.cp > 1;
+  return fsdp || (l.tp == 1 && l.pp == 1);
+}
 // DeepSpeed-MoE carves expert groups out of the data-parallel group (not the Ulysses group).
 bool DeepSpeedEpInDp(const ModelSpec&, const Layout& l) {
   return l.ep == 1 || EngineDataParallel(l) % l.ep == 0;
 }
 // Megatron-DeepSpeed's MoE layers: experts of the dense FFN's size, every k-th layer, none shared.
+// Its k-th layers are the 1-based multiples of k (pentamesh's: 0, k, 2k, ...): the same number
+// of MoE layers when k divides the layers.
 bool DeepSpeedMoeShape(const ModelSpec& m, const Layout&) {
   return !m.is_moe() || (m.moe.expert_ffn_hidden == m.ffn_hidden && m.moe.first_dense_layers == 0 &&
-                         m.moe.shared_experts == 0);
+                         m.moe.shared_experts == 0 && m.layers % m.moe.moe_layer_freq == 0);
+}
+// DeepSpeed refuses its own MoE layers under ZeRO-3 (engine.py: native MoE with Stage 3).
+bool DeepSpeedMoeZero(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.zero <= 2; }
+// DeepSpeed's gate (sharded_moe.py): top-1 keeps the softmax probability of the expert
+// (softmax_topk), top-2 and top-k renormalise the k probabilities (topk_renorm); its aux loss is
+// over the tokens of the micro-batch on the rank (sequence scope).
+bool DeepSpeedMoeRouter(const ModelSpec& m, const Layout&) {
+  if (!m.is_moe()) return true;
+  const spec::MoeRouter gate =
+      m.moe.top_k == 1 ? spec::MoeRouter::kSoftmaxTopK : spec::MoeRouter::kTopKRenorm;
+  return m.moe.router == gate && m.moe.aux_loss_scope == spec::AuxLossScope::kSequence;
+}
+// Megatron-DeepSpeed's --rotary-position-embeddings-theta is an integer flag.
+bool IntegerRopeTheta(const ModelSpec& m, const Layout&) {
+  return m.rope_theta == static_cast<double>(static_cast<int64_t>(m.rope_theta));
 }
 // Expert tensor parallelism other than tp (etp = 1, experts whole over the tp ranks).
 bool EtpIsTp(const ModelSpec&, const Layout& l) { return l.expert_tp() == l.tp; }
@@ -66,6 +90,10 @@ constexpr CapabilityRule kRules[] = {
      "torchtitan's DDP (zero=0 with dp > 1) does not combine with tp, pp, cp or ep, and with cp > "
      "1 "
      "torchtitan always shards over cp with FSDP: use zero=2|3"},
+    {"tt-bf16-needs-fsdp", Engine::kTorchtitan, "", "", TorchtitanMixedPrecision,
+     "torchtitan 0.2.2 mixes precision through FSDP: with tp or pp > 1, no data sharding "
+     "(data_parallel_shard_degree 1) and cp = 1 it trains in fp32 (maybe_enable_amp), not in the "
+     "bf16 pentamesh costs: shard the data (zero=2|3 with dp > 1) or use cp > 1"},
     {"tt-etp-is-tp", Engine::kTorchtitan, "", "", EtpIsTp,
      "pentamesh emits torchtitan's expert parallelism with expert TP = TP only (etp=1 is not "
      "written for torchtitan yet)"},
@@ -94,9 +122,18 @@ constexpr CapabilityRule kRules[] = {
      "--sequence-parallel"},
     {"ds-moe-shape", Engine::kDeepSpeed, "", "", DeepSpeedMoeShape,
      "Megatron-DeepSpeed's MoE experts have the dense FFN's size, in every k-th layer "
-     "(--expert-interval), with no leading dense layers and no shared experts"},
-    {"ds-etp-is-tp", Engine::kDeepSpeed, "", "", EtpIsTp,
-     "DeepSpeed-MoE has no expert tensor parallelism of its own (etp must be tp)"},
+     "(--expert-interval, k dividing the layers), with no leading dense layers and no shared "
+     "experts"},
+    {"ds-moe-no-zero3", Engine::kDeepSpeed, "", "", DeepSpeedMoeZero,
+     "DeepSpeed refuses its MoE layers with ZeRO stage 3 (\"Native DeepSpeed MoE is not supported "
+     "with ZeRO Stage 3\"): zero must be 0, 1 or 2 for an MoE model"},
+    {"ds-moe-router", Engine::kDeepSpeed, "", "", DeepSpeedMoeRouter,
+     "DeepSpeed's MoE gate keeps the softmax probability for top-1 (router softmax_topk) and "
+     "renormalises the k probabilities for top-k >= 2 (router topk_renorm), with the aux loss "
+     "over the rank's micro-batch (aux_loss_scope sequence): the model's router differs"},
+    {"ds-rope-theta-int", Engine::kDeepSpeed, "", "", IntegerRopeTheta,
+     "Megatron-DeepSpeed's --rotary-position-embeddings-theta takes an integer: the model's "
+     "rope_theta is not one"},
     {"ds-ep-in-dp", Engine::kDeepSpeed, "", "", DeepSpeedEpInDp,
      "DeepSpeed-MoE builds expert groups from the data-parallel ranks: ep must divide them"},
 };
@@ -174,6 +211,14 @@ void RestrictToEngine(Engine engine, const ModelSpec& model, plan::Constraints& 
 const char* StackProfile(Engine engine) {
   // The --stack calibration profiles are named after the engines whose measured runs fit them.
   return ToString(engine);
+}
+
+StackChoice ChooseStack(const std::string& given, Engine engine) {
+  if (given.empty()) {
+    return {StackProfile(engine),
+            fmt::format("{}'s own profile (no --stack given)", ToString(engine))};
+  }
+  return {given, fmt::format("--stack {}", given)};
 }
 
 int64_t ExpertTensorParallel(const Layout& layout) { return layout.expert_tp(); }

@@ -175,6 +175,7 @@ core::Status ImportDsLaunchScript(const std::string& name, const std::string& te
                                   const std::string& dir, const ImportOptions& options,
                                   Imported& out, DsBatch& b) {
   PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
+  PM_RETURN_IF_ERROR(CheckParserFlags(name, EntryArgv(script, nullptr), true, options, out));
   const auto flags = CollectFlags(script.words);
   PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/true, options, out));
   const auto cfg = flags.find("--deepspeed_config") != flags.end()

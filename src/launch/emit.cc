@@ -15,9 +15,15 @@ namespace internal {
 
 std::string Header(Engine engine, const EmitInput& in, const std::string& prefix) {
   const cost::Estimate& e = in.estimate;
+  const StackChoice stack = in.stack.profile.empty() ? ChooseStack("", engine) : in.stack;
   std::string out;
-  out += fmt::format("{}Emitted by pentamesh {} for {} (cost stack profile: {}).\n", prefix,
-                     PM_VERSION, ToString(engine), StackProfile(engine));
+  out += fmt::format("{}Emitted by pentamesh {} for {}.\n", prefix, PM_VERSION, ToString(engine));
+  // import-config costs the file with the engine's own profile unless told --stack.
+  out += fmt::format(
+      "{}cost stack profile: {}, {}{}\n", prefix, stack.profile, stack.reason,
+      stack.profile == StackProfile(engine)
+          ? std::string()
+          : fmt::format(" (import-config ... --stack {} costs it the same way)", stack.profile));
   out += fmt::format("{}command: {}\n", prefix, in.command);
   out += fmt::format("{}model {} on {} x {} ({} nodes x {}), seq {}, {} tokens/step\n", prefix,
                      in.model.name, in.cluster.gpus(), in.cluster.gpu, Nodes(in), GpusPerNode(in),
@@ -43,7 +49,7 @@ int64_t GpusPerNode(const EmitInput& in) {
 }
 int64_t Nodes(const EmitInput& in) { return in.cluster.gpus() / GpusPerNode(in); }
 
-std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task) {
+std::string SbatchPreamble(Engine engine, const EmitInput& in, int64_t tasks_per_node) {
   std::string s = "#!/bin/bash\n";
   s += Header(engine, in, "# ");
   s += fmt::format(
@@ -52,15 +58,19 @@ std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_ta
       "#SBATCH --ntasks-per-node={}\n"
       "#SBATCH --gpus-per-node={}\n"
       "#SBATCH --exclusive\n",
-      ToString(engine), Nodes(in), GpusPerNode(in), GpusPerNode(in));
+      ToString(engine), Nodes(in), tasks_per_node, GpusPerNode(in));
   s += "set -euo pipefail\n"
        "cd \"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"\n"
        "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
-       "export MASTER_PORT=${MASTER_PORT:-29500}\n"
-       "srun --kill-on-bad-exit=1 bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
-       "WORLD_SIZE=$SLURM_NTASKS " +
-       per_task + "'\n";
+       "export MASTER_PORT=${MASTER_PORT:-29500}\n";
   return s;
+}
+
+std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task) {
+  return SbatchPreamble(engine, in, GpusPerNode(in)) +
+         "srun --kill-on-bad-exit=1 bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
+         "WORLD_SIZE=$SLURM_NTASKS " +
+         per_task + "'\n";
 }
 
 }  // namespace internal

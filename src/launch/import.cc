@@ -2,20 +2,134 @@
 // (world size from --gpus, the script's #SBATCH lines, or an sbatch.sh beside it).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "launch/internal.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::launch {
 namespace internal {
+namespace {
+
+// Flags the engine's parser has that change what runs, but that pentamesh does not read: each
+// becomes a note naming it, so the estimate's difference from the run has a named cause.
+struct DroppedFlag {
+  const char* flag;
+  bool ds;  // Megatron-DeepSpeed's (else Megatron-LM's)
+  const char* why;
+};
+constexpr DroppedFlag kDroppedFlags[] = {
+    {"--recompute-modules", false,
+     "selective recomputation is costed as pentamesh's own set (the attention core), not the "
+     "modules listed"},
+    {"--fp8-param-gather", false, "the fp8 parameter all-gather is not modelled (costed in bf16)"},
+    {"--mtp-num-layers", false,
+     "multi-token-prediction layers are not part of the model pentamesh costs"},
+    {"--decoder-first-pipeline-num-layers", false,
+     "an uneven pipeline split is not carried (costed with pentamesh's split)"},
+    {"--decoder-last-pipeline-num-layers", false,
+     "an uneven pipeline split is not carried (costed with pentamesh's split)"},
+    {"--pipeline-model-parallel-layout", false,
+     "a custom pipeline layout is not carried (costed with pentamesh's split)"},
+    {"--moe-router-score-function", false, "the router is costed as a softmax router"},
+    {"--moe-router-num-groups", false, "group-limited routing is not modelled"},
+    {"--moe-router-group-topk", false, "group-limited routing is not modelled"},
+    {"--moe-router-enable-expert-bias", false,
+     "the aux-loss-free expert bias is not modelled (the aux loss is)"},
+    {"--tp-comm-overlap", false, "TP communication overlap follows the --stack profile"},
+    {"--moe-shared-expert-overlap", false, "shared-expert overlap follows the --stack profile"},
+    {"--cpu-optimizer", true, "the optimizer on the CPU is not modelled (costed on the GPU)"},
+    {"--random-ltd", true, "random layer token drop is not modelled"},
+    {"--num-experts-switch", true, "Megatron-LM's switch MLP is not read (DeepSpeed-MoE is)"},
+    {"--mlp-type", true, "only the standard MoE (not residual PR-MoE) is modelled"},
+};
+
+// The flag names of one table (the first column of each line).
+std::set<std::string> FlagNames(const char* table) {
+  std::set<std::string> names;
+  std::istringstream in(table);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    names.insert(line.substr(0, line.find('\t')));
+  }
+  return names;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean --x?)" for the closest known flag within 3 edits, else "".
+std::string Suggestion(const std::string& flag, const std::set<std::string>& known) {
+  size_t best = 4;
+  std::string name;
+  for (const std::string& k : known) {
+    const size_t d = EditDistance(flag, k);
+    if (d < best) {
+      best = d;
+      name = k;
+    }
+  }
+  return name.empty() ? std::string() : fmt::format(" (did you mean {}?)", name);
+}
+
+}  // namespace
+
+const std::set<std::string>& ParserFlagNames(bool ds) {
+  static const std::set<std::string> megatron = FlagNames(kMegatronFlagTable);
+  static const std::set<std::string> deepspeed = FlagNames(kMegatronDeepSpeedFlagTable);
+  return ds ? deepspeed : megatron;
+}
+
+core::Status CheckParserFlags(const std::string& name, const std::vector<Word>& argv, bool ds,
+                              const ImportOptions& options, Imported& out) {
+  const std::set<std::string>& known = ParserFlagNames(ds);
+  const char* parser =
+      ds ? "Megatron-DeepSpeed's parser (commit f4157be)" : "Megatron-LM's parser (core_v0.16.1)";
+  std::vector<std::string> unknown;
+  for (const auto& [flag, value] : CollectFlags(argv)) {
+    if (known.count(flag) == 0) {
+      unknown.push_back(fmt::format("line {}: {}{}", value.line, flag, Suggestion(flag, known)));
+      continue;
+    }
+    for (const DroppedFlag& d : kDroppedFlags) {
+      if (d.ds == ds && flag == d.flag) {
+        out.notes.push_back(fmt::format("dropped {} (line {}): {}", flag, value.line, d.why));
+      }
+    }
+  }
+  if (unknown.empty()) return core::Status::Ok();
+  std::string list;
+  for (const std::string& u : unknown) list += (list.empty() ? "" : "; ") + u;
+  if (!options.allow_unknown) {
+    return core::Status::Error(fmt::format(
+        "{}: {} not in {}, which refuses unknown flags: {} (pass --allow-unknown to import "
+        "without them)",
+        name, unknown.size() == 1 ? "a flag is" : "flags are", parser, list));
+  }
+  out.warnings.push_back(fmt::format("{}: ignored, not in {}: {}", name, parser, list));
+  return core::Status::Ok();
+}
 
 core::Result<Imported> ImportMegatron(const std::string& name, const std::string& text,
                                       const std::string& dir, const ImportOptions& options) {
   PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
-  const auto flags = CollectFlags(script.words);
   Imported out;
   out.engine = Engine::kMegatron;
+  PM_RETURN_IF_ERROR(CheckParserFlags(name, EntryArgv(script, nullptr), false, options, out));
+  const auto flags = CollectFlags(script.words);
   PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/false, options, out));
   std::optional<int64_t> world = options.gpus;
   std::string source = "--gpus";

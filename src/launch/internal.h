@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ int64_t GpusPerNode(const EmitInput& in);
 // The sbatch script that starts `per_task` once per GPU with srun (RANK, LOCAL_RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT exported for torch.distributed's env:// rendezvous).
 std::string Sbatch(Engine engine, const EmitInput& in, const std::string& per_task);
+// The #SBATCH lines (nodes, tasks_per_node tasks and all GPUs of each node, exclusive) and the
+// rendezvous exports, without the srun line.
+std::string SbatchPreamble(Engine engine, const EmitInput& in, int64_t tasks_per_node);
 
 // Megatron's --moe-layer-freq: an integer k (every k-th layer) or a Python list expression.
 std::string MoeLayerFreq(const spec::ModelSpec& model);
@@ -47,12 +51,16 @@ int64_t SplitDeficit(const spec::ModelSpec& m, const spec::Layout& l);
 struct Word {
   std::string text;
   int line = 0;
+  int command = 0;  // which command of the script (1, 2, ...) the word belongs to
 };
 struct Script {
   std::vector<Word> words;                  // every word of every command, in order
   std::map<std::string, std::string> vars;  // scalar assignments
 };
 core::Result<Script> ReadScript(const std::string& name, const std::string& text);
+// The arguments of the training entry point (the words after pretrain_*.py in its command), with
+// the entry's word in *entry; all words when the script runs no pretrain_*.py (a bare flag list).
+std::vector<Word> EntryArgv(const Script& script, std::string* entry);
 
 // Flags of a command line: "--flag" -> values (words up to the next "--flag"), with the line of
 // the flag. A later flag replaces an earlier one (argparse's rule).
@@ -61,6 +69,20 @@ struct FlagValue {
   int line = 0;
 };
 std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words);
+
+// The engines' parsers' flag lists (src/launch/data/*.tsv, compiled in): flag, switch|value,
+// type, nargs, choices per line.
+extern const char* const kMegatronFlagTable;
+extern const char* const kMegatronDeepSpeedFlagTable;
+// torchtitan 0.2.2's job-config keys (section.key, one a line; src/launch/data).
+extern const char* const kTorchtitanKeyTable;
+// The flags of Megatron-LM's (ds = false) or Megatron-DeepSpeed's parser.
+const std::set<std::string>& ParserFlagNames(bool ds);
+// Flags of argv the engine's parser does not have: an error naming each (with the closest known
+// flag) unless options.allow_unknown, then a warning in out.warnings. Flags the parser has but
+// pentamesh does not model (kDroppedFlags) become notes.
+core::Status CheckParserFlags(const std::string& name, const std::vector<Word>& argv, bool ds,
+                              const ImportOptions& options, Imported& out);
 
 // Megatron-style model and parallel flags into model/train/layout; shared by the Megatron-LM and
 // Megatron-DeepSpeed importers. `ds` selects Megatron-DeepSpeed's flag names.

@@ -59,6 +59,16 @@ void RestrictToEngine(Engine engine, const spec::ModelSpec& model, plan::Constra
 // The --stack profile (cost calibration) that applies to runs on this engine.
 const char* StackProfile(Engine engine);
 
+// The --stack profile a run on `engine` is costed with, and why: `given` (--stack, a preset name
+// or a profile TOML) when not empty, else the engine's own (StackProfile). plan and estimate with
+// --emit/--engine choose and cost with it, every emitted header names it with the reason, and
+// import-config costs an imported file with it (its --stack overrides, as for plan).
+struct StackChoice {
+  std::string profile;  // what --stack would say
+  std::string reason;   // "torchtitan's own profile (no --stack given)" or "--stack megatron"
+};
+StackChoice ChooseStack(const std::string& given, Engine engine);
+
 // Expert-tensor-parallel degree the engines are given. Today the layout has none (experts are
 // split over tp like the dense layers), so it is tp.
 int64_t ExpertTensorParallel(const spec::Layout& layout);
@@ -75,6 +85,7 @@ struct EmitInput {
   spec::Layout layout;
   cost::Estimate estimate;  // the cost model's prediction for layout (printed in the header)
   std::string command;      // the pentamesh command line that produced it
+  StackChoice stack = {};   // the profile the estimate used (empty: the engine's own)
 };
 
 struct File {
@@ -97,6 +108,7 @@ struct Imported {
   std::optional<int64_t> gpus;           // the world size, when the file says it
   std::optional<int64_t> gpus_per_node;  // when the file says it
   std::vector<std::string> notes;        // what was assumed, and why
+  std::vector<std::string> warnings;     // what was ignored (unknown flags with allow_unknown)
 };
 
 struct ImportOptions {
@@ -104,6 +116,7 @@ struct ImportOptions {
   std::optional<int64_t> gpus;       // world size when the file does not say it
   std::optional<std::string> model;  // preset or TOML, when the file does not say the model
   std::optional<int64_t> seq_len;    // when the file does not say it
+  bool allow_unknown = false;        // flags the engine's parser lacks: a warning, not an error
 };
 
 // Reads a Megatron-LM script or command line, a torchtitan TOML, or a DeepSpeed launch script /

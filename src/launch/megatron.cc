@@ -61,10 +61,14 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
   f.push_back({"--seq-length", Num(t.seq_len)});
   f.push_back({"--max-position-embeddings", Num(m.max_seq_len)});
   if (ds) {
+    // Megatron-DeepSpeed's theta flag takes an integer (rule ds-rope-theta-int).
     f.push_back({"--use-rotary-position-embeddings", ""});
-    f.push_back({"--rope-theta", Num(m.rope_theta)});
+    f.push_back({"--rotary-position-embeddings-theta", Num(m.rope_theta)});
     f.push_back({"--normalization", "rmsnorm"});
     f.push_back({"--layernorm-epsilon", fmt::format("{}", m.norm_eps)});
+    // FlashAttention-2 (pentamesh costs attention without the s x s score matrix); without a
+    // --use-flash-attn* flag Megatron-DeepSpeed's attention materialises it.
+    f.push_back({"--use-flash-attn-v2", ""});
   } else {
     f.push_back({"--position-embedding-type", "rope"});
     f.push_back({"--rotary-base", Num(m.rope_theta)});
@@ -82,9 +86,22 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
   if (m.is_moe()) {
     const auto& e = m.moe;
     if (ds) {
+      // DeepSpeed-MoE (deepspeed/moe/sharded_moe.py): dropless top-k (capacity_factor 0) or
+      // capacity cf * tokens * k / experts with dropping; the second of two experts the argmax,
+      // not a Gumbel sample; the optimizer's MoE parameter group ZeRO asserts. Router and aux-loss
+      // scope are what DeepSpeed's gate does (rules ds-moe-router, ds-moe-aux-scope).
       f.push_back({"--num-experts", Num(e.experts)});
       f.push_back({"--topk", Num(e.top_k)});
       f.push_back({"--expert-interval", Num(e.moe_layer_freq)});
+      f.push_back({"--mlp-type", "standard"});
+      if (e.capacity_factor > 0) {
+        f.push_back({"--moe-train-capacity-factor", fmt::format("{}", e.capacity_factor)});
+        f.push_back({"--moe-eval-capacity-factor", fmt::format("{}", e.capacity_factor)});
+      } else {
+        f.push_back({"--disable-moe-token-dropping", ""});
+      }
+      if (e.top_k == 2) f.push_back({"--disable-moe-top2-2nd-expert-sampling", ""});
+      f.push_back({"--create-moe-param-group", ""});
     } else {
       f.push_back({"--num-experts", Num(e.experts)});
       f.push_back({"--moe-router-topk", Num(e.top_k)});
@@ -142,6 +159,11 @@ Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
   if (ds) {
     if (l.cp > 1) f.push_back({"--ds-sequence-parallel-size", Num(l.cp)});
     if (l.ep > 1) f.push_back({"--moe-expert-parallel-size", Num(l.ep)});
+    // Experts split over tp like the dense FFN (etp = tp); without the flag each tp rank holds
+    // whole experts and routes its 1/tp of the tokens (etp = 1).
+    if (m.is_moe() && l.tp > 1 && ExpertTensorParallel(l) == l.tp) {
+      f.push_back({"--enable-expert-tensor-parallelism", ""});
+    }
     f.push_back({"--zero-stage", Num(l.zero)});
   } else {
     f.push_back({"--context-parallel-size", Num(l.cp)});
@@ -156,9 +178,12 @@ Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
       f.push_back({"--overlap-grad-reduce", ""});
       f.push_back({"--overlap-param-gather", ""});
     } else if (l.zero >= 2) {
+      // The flags the Megatron-FSDP user guide of core_v0.16.1 lists as required.
       f.push_back({"--use-megatron-fsdp", ""});
       f.push_back({"--data-parallel-sharding-strategy",
                    l.zero == 2 ? "optim_grads" : "optim_grads_params"});
+      f.push_back({"--no-gradient-accumulation-fusion", ""});
+      f.push_back({"--use-distributed-optimizer", ""});
       f.push_back({"--ckpt-format", "fsdp_dtensor"});
     }
   }
@@ -225,7 +250,9 @@ std::vector<File> EmitMegatron(const EmitInput& in) {
        "# WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. MEGATRON_LM: a Megatron-LM checkout.\n"
        "# --mock-data trains on synthetic tokens: replace it with --data-path and a tokenizer.\n"
        "set -euo pipefail\n";
-  if (in.layout.zero < 2) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  // Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 (validate_args).
+  s += in.layout.zero < 2 ? "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                          : "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   s += "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
   s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, false));
   s += FlagArray("PARALLEL_ARGS", MegatronParallelFlags(in.model, in.train, in.layout, false));
@@ -460,11 +487,15 @@ core::Status ReadAttentionShape(const FlagReader& r, bool ds, spec::ModelSpec& m
   m.kv_heads = m.heads;
   if (ds) {
     PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-key-value-heads", m.heads));
-  } else if (r.Has("--group-query-attention") || r.Has("--num-query-groups")) {
-    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups"));
+  } else if (r.Has("--group-query-attention")) {
+    // Without --group-query-attention Megatron ignores --num-query-groups; without a count,
+    // TransformerConfig takes one group per head.
+    PM_ASSIGN_OR_RETURN(m.kv_heads, r.Int("--num-query-groups", m.heads));
   }
   PM_ASSIGN_OR_RETURN(m.head_dim, r.Int("--kv-channels", m.hidden / m.heads));
-  PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", 4 * m.hidden));
+  // Both engines' default FFN: 4h, or with SwiGLU 2/3 of it rounded down to a multiple of 64.
+  const int64_t ffn_default = r.Has("--swiglu") ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+  PM_ASSIGN_OR_RETURN(m.ffn_hidden, r.Int("--ffn-hidden-size", ffn_default));
   if (r.Has("--multi-latent-attention")) {
     m.kv_heads = m.heads;
     PM_RETURN_IF_ERROR(ReadInts(r, ds, kMlaFlags, m.mla));
@@ -531,16 +562,24 @@ core::Status ReadRouter(const FlagReader& r, spec::ModelSpec& m) {
 core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
   PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
   if (ds) {
+    // Megatron-DeepSpeed's defaults: top-1, an MoE layer every 2nd layer, capacity factor 1.0
+    // with token dropping (--disable-moe-token-dropping: dropless).
     PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--topk", 1));
-    PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq, r.Int("--expert-interval", 1));
+    PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq, r.Int("--expert-interval", 2));
     m.moe.expert_ffn_hidden = m.ffn_hidden;
-  } else {
-    PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--moe-router-topk", 2));
-    PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
-    PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
-    PM_RETURN_IF_ERROR(ReadSharedExperts(r, m));
-    PM_RETURN_IF_ERROR(ReadRouter(r, m));
+    // DeepSpeed's gate: top-1 keeps the softmax probability, top-k >= 2 renormalises over the k.
+    m.moe.router = m.moe.top_k == 1 ? spec::MoeRouter::kSoftmaxTopK : spec::MoeRouter::kTopKRenorm;
+    m.moe.aux_loss_scope = spec::AuxLossScope::kSequence;
+    m.moe.capacity_factor = 1.0;
+    PM_RETURN_IF_ERROR(r.RealIfGiven("--moe-train-capacity-factor", m.moe.capacity_factor));
+    if (r.Has("--disable-moe-token-dropping")) m.moe.capacity_factor = 0;
+    return core::Status::Ok();
   }
+  PM_ASSIGN_OR_RETURN(m.moe.top_k, r.Int("--moe-router-topk", 2));
+  PM_ASSIGN_OR_RETURN(m.moe.expert_ffn_hidden, r.Int("--moe-ffn-hidden-size", m.ffn_hidden));
+  PM_RETURN_IF_ERROR(ReadLayerFreq(r, m));
+  PM_RETURN_IF_ERROR(ReadSharedExperts(r, m));
+  PM_RETURN_IF_ERROR(ReadRouter(r, m));
   m.moe.capacity_factor = 0;  // Megatron's default: dropless
   return r.RealIfGiven("--moe-expert-capacity-factor", m.moe.capacity_factor);
 }
@@ -556,14 +595,36 @@ core::Status ReadMegatronModel(const FlagReader& r, bool ds, Imported& out) {
   m.activation = r.Has("--swiglu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
   m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
   PM_RETURN_IF_ERROR(r.RealIfGiven(ds ? "--layernorm-epsilon" : "--norm-epsilon", m.norm_eps));
-  PM_RETURN_IF_ERROR(r.RealIfGiven(ds ? "--rope-theta" : "--rotary-base", m.rope_theta));
+  PM_RETURN_IF_ERROR(
+      r.RealIfGiven(ds ? "--rotary-position-embeddings-theta" : "--rotary-base", m.rope_theta));
   if (r.Has("--num-experts")) PM_RETURN_IF_ERROR(ReadMoe(r, ds, m));
+  return core::Status::Ok();
+}
+
+// Both engines pad the vocabulary to a multiple of --make-vocab-size-divisible-by (default 128)
+// times tp (_vocab_size_with_padding): the embedding and output layer the run builds.
+core::Status PadVocab(const FlagReader& r, int64_t tp, Imported& out) {
+  PM_ASSIGN_OR_RETURN(const int64_t divisible, r.Int("--make-vocab-size-divisible-by", 128));
+  const int64_t multiple = divisible * tp;
+  const int64_t padded = (out.model.vocab + multiple - 1) / multiple * multiple;
+  if (padded != out.model.vocab) {
+    out.notes.push_back(
+        fmt::format("vocabulary {} padded to {} (--make-vocab-size-divisible-by {} x tp {}, as the "
+                    "engine pads)",
+                    out.model.vocab, padded, divisible, tp));
+    out.model.vocab = padded;
+  }
   return core::Status::Ok();
 }
 
 // --expert-tensor-parallel-size: 1 or tp (Megatron only).
 core::Status ReadExpertTp(const FlagReader& r, bool ds, spec::Layout& l) {
-  if (ds || !r.Has("--expert-tensor-parallel-size")) return core::Status::Ok();
+  if (ds) {  // Megatron-DeepSpeed: experts split over tp only with this flag
+    const bool moe = r.Has("--num-experts");
+    if (moe && l.tp > 1 && !r.Has("--enable-expert-tensor-parallelism")) l.etp = 1;
+    return core::Status::Ok();
+  }
+  if (!r.Has("--expert-tensor-parallel-size")) return core::Status::Ok();
   PM_ASSIGN_OR_RETURN(int64_t etp, r.Int("--expert-tensor-parallel-size"));
   if (etp != l.tp && etp != 1) {
     return core::Status::Error(fmt::format(
@@ -690,6 +751,7 @@ core::Status ReadMegatronFlags(const std::string& name,
   PM_ASSIGN_OR_RETURN(out.train.seq_len, r.Int("--seq-length", options.seq_len));
   if (out.model.max_seq_len == 0) out.model.max_seq_len = out.train.seq_len;
   PM_RETURN_IF_ERROR(ReadInts(r, ds, kDegreeFlags, l));
+  if (!options.model) PM_RETURN_IF_ERROR(PadVocab(r, l.tp, out));
   PM_RETURN_IF_ERROR(ReadExpertTp(r, ds, l));
   l.sp = l.tp == 1 || r.Has("--sequence-parallel");
   PM_RETURN_IF_ERROR(ReadCpKind(r, ds, l));

@@ -169,7 +169,14 @@ class Reader {
         if (it != arrays_.end()) {
           const bool had = in_word_ && !word_.empty();
           if (had) EmitWord();
-          for (const Word& w : it->second) Push(w);
+          if (command_start_ && !in_array_) {  // the array starts a command
+            ++command_;
+            command_start_ = false;
+          }
+          for (Word w : it->second) {
+            w.command = command_;
+            Push(w);
+          }
           in_word_ = false;
           word_.clear();
         }
@@ -211,7 +218,8 @@ class Reader {
   }
 
   void EmitWord() {
-    Push(Word{word_, word_line_});
+    if (command_start_ && !in_array_) ++command_;
+    Push(Word{word_, word_line_, command_});
     word_.clear();
   }
 
@@ -241,6 +249,7 @@ class Reader {
   bool in_word_ = false;
   bool quoted_ = false;
   bool command_start_ = true;
+  int command_ = 0;  // commands started so far (Word::command)
   int word_line_ = 1;
   std::string word_;
   bool in_array_ = false;
@@ -295,6 +304,21 @@ std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words) {
   return out;
 }
 
+std::vector<Word> EntryArgv(const Script& script, std::string* entry) {
+  static const std::regex kEntry(R"((^|/)pretrain_[A-Za-z0-9_]*\.py$)");
+  for (size_t i = 0; i < script.words.size(); ++i) {
+    if (!std::regex_search(script.words[i].text, kEntry)) continue;
+    if (entry != nullptr) *entry = script.words[i].text;
+    std::vector<Word> argv;
+    for (size_t k = i + 1; k < script.words.size(); ++k) {
+      if (script.words[k].command != script.words[i].command) break;
+      argv.push_back(script.words[k]);
+    }
+    return argv;
+  }
+  return script.words;
+}
+
 std::optional<int64_t> WorldFromScript(const std::string& text, std::optional<int64_t>* per_node) {
   auto directive = [&](const char* key) -> std::optional<int64_t> {
     const std::regex re(std::string(R"((?:^|\n)#SBATCH\s+)") + key + R"([=\s]+(\d+))");
@@ -303,8 +327,9 @@ std::optional<int64_t> WorldFromScript(const std::string& text, std::optional<in
     return std::nullopt;
   };
   const auto nodes = directive("--nodes");
-  auto gpn = directive("--ntasks-per-node");
-  if (!gpn) gpn = directive("--gpus-per-node");
+  // GPUs per node first: a torchrun job asks for one task per node and all its GPUs.
+  auto gpn = directive("--gpus-per-node");
+  if (!gpn) gpn = directive("--ntasks-per-node");
   if (per_node != nullptr) *per_node = gpn;
   if (nodes && gpn) return *nodes * *gpn;
   return std::nullopt;

@@ -12,6 +12,10 @@
 
 #include <toml++/toml.h>
 
+#include <functional>
+#include <set>
+#include <sstream>
+
 #include "launch/internal.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
@@ -98,12 +102,15 @@ std::string RegisterFlavorNote(const spec::ModelSpec& m, const TitanJob& job) {
       "# dim {}, FFN {}, vocab {}, rope theta {}{}.\n",
       job.flavor, job.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden,
       m.vocab, m.rope_theta,
-      m.is_moe() ? fmt::format(", {} experts top-{} of FFN {}, first {} layers dense, every {} "
-                               "layer MoE, MoEArgs score_func \"softmax\" route_norm {}",
-                               m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden,
-                               m.moe.first_dense_layers, m.moe.moe_layer_freq,
-                               m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")
-                 : std::string());
+      m.is_moe()
+          ? fmt::format(
+                ", {} experts top-{} of FFN {}, first {} layers dense, every {} layer MoE,\n# "
+                "MoEArgs(num_experts={}, num_shared_experts={}, top_k={}, score_func=\"softmax\", "
+                "route_norm={})",
+                m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden, m.moe.first_dense_layers,
+                m.moe.moe_layer_freq, m.moe.experts, m.moe.shared_experts, m.moe.top_k,
+                m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")
+          : std::string());
 }
 
 // job.toml's [parallelism] table.
@@ -192,17 +199,20 @@ std::string OverridesTxt(const EmitInput& in, const TitanJob& job) {
   return o;
 }
 
-// sbatch.sh: torchtitan's launcher is torchrun, one per node (not one task per GPU), so the
-// srun line is replaced.
+// sbatch.sh: torchtitan's launcher is torchrun, exactly one per node, which starts the node's
+// GPUs' processes: the allocation asks for one task per node with all its GPUs, and srun says the
+// task count and gives the task the node's CPUs. $SLURM_NODEID is the task's (single quotes: the
+// task's shell expands it, not the batch script's).
 std::string TorchrunSbatch(const EmitInput& in) {
-  const std::string run = fmt::format(
-      "torchrun --nnodes=$SLURM_NNODES --nproc-per-node={} --node-rank=$SLURM_NODEID "
-      "--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m torchtitan.train "
-      "--job.config_file job.toml",
-      GpusPerNode(in));
-  std::string sb = Sbatch(Engine::kTorchtitan, in, "");
-  const size_t srun = sb.rfind("\nsrun ") + 1;
-  return sb.substr(0, srun) + "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + run + "\n";
+  return SbatchPreamble(Engine::kTorchtitan, in, 1) +
+         fmt::format(
+             "srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 "
+             "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" --kill-on-bad-exit=1 bash -c 'exec torchrun "
+             "--nnodes=\"$SLURM_NNODES\" --nproc-per-node={} --node-rank=\"$SLURM_NODEID\" "
+             "--rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" -m "
+             "torchtitan.train "
+             "--job.config_file job.toml'\n",
+             GpusPerNode(in));
 }
 
 }  // namespace
@@ -424,6 +434,50 @@ core::Status ImportTitanRecomputeAndPrecision(const TitanKeys& keys, Imported& o
   return core::Status::Ok();
 }
 
+// torchtitan 0.2.2's ConfigManager rejects keys its JobConfig lacks: each is named with its line
+// (an error, or a warning with allow_unknown).
+core::Status CheckTitanKeys(const std::string& name, const toml::table& root,
+                            const ImportOptions& options, Imported& out) {
+  static const std::set<std::string> known = [] {
+    std::set<std::string> keys;
+    std::istringstream in(kTorchtitanKeyTable);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] != '#') keys.insert(line);
+    }
+    return keys;
+  }();
+  std::string unknown;
+  int count = 0;
+  // A key is known, or a prefix of known keys (a section), walked into.
+  std::function<void(const toml::table&, const std::string&)> walk =
+      [&](const toml::table& table, const std::string& prefix) {
+        for (const auto& [key, node] : table) {
+          const std::string path = prefix + std::string(key.str());
+          if (known.count(path)) continue;
+          const auto section = known.lower_bound(path + ".");
+          if (node.is_table() && section != known.end() && section->rfind(path + ".", 0) == 0) {
+            walk(*node.as_table(), path + ".");
+            continue;
+          }
+          unknown += fmt::format("{}line {}: {}", unknown.empty() ? "" : "; ",
+                                 node.source().begin.line, path);
+          ++count;
+        }
+      };
+  walk(root, "");
+  if (count == 0) return core::Status::Ok();
+  if (!options.allow_unknown) {
+    return core::Status::Error(fmt::format(
+        "{}: {} not in torchtitan 0.2.2's job config, whose ConfigManager refuses unknown keys: "
+        "{} (pass --allow-unknown to import without them)",
+        name, count == 1 ? "a key is" : "keys are", unknown));
+  }
+  out.warnings.push_back(
+      fmt::format("{}: ignored, not in torchtitan 0.2.2's job config: {}", name, unknown));
+  return core::Status::Ok();
+}
+
 }  // namespace
 
 core::Result<Imported> ImportTorchtitan(const std::string& name, const std::string& text,
@@ -436,6 +490,7 @@ core::Result<Imported> ImportTorchtitan(const std::string& name, const std::stri
   const TitanKeys keys{name, *parsed};
   Imported out;
   out.engine = Engine::kTorchtitan;
+  PM_RETURN_IF_ERROR(CheckTitanKeys(name, *parsed, options, out));
   PM_RETURN_IF_ERROR(ImportTitanModel(keys, options, out));
   spec::Layout& l = out.layout;
   spec::TrainSpec& t = out.train;

@@ -67,6 +67,106 @@ TEST(LaunchCli, PlanEmitsTheBestLayoutTheEngineRuns) {
   EXPECT_EQ(nlohmann::json::parse(back.out)["estimate"]["layout"]["text"], best);
 }
 
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// plan --emit E chooses and costs with E's stack profile (no --stack given), the header says which
+// and why, and import-config of the emitted file (costed with the engine's profile) gives the
+// plan's memory, fit and tokens/s. With --stack given, the header names it and import-config
+// agrees only when told the same --stack.
+TEST(LaunchCli, EmitCostsWithTheEngineStackAndImportAgrees) {
+  struct EngineFile {
+    const char* engine;
+    const char* file;
+  };
+  for (const EngineFile& ef :
+       {EngineFile{"torchtitan", "job.toml"}, EngineFile{"deepspeed", "launch.sh"},
+        EngineFile{"megatron", "train.sh"}}) {
+    const std::string engine = ef.engine;
+    const fs::path out = Dir("stack_" + engine);
+    const CliRun r = Pentamesh(
+        "plan --model llama3-405b --train llama3-405b-8k --gpus 16384 --top 1 --json --emit " +
+            engine + " --out " + out.string(),
+        /*merge_stderr=*/false);
+    ASSERT_EQ(r.code, 0) << engine << ": " << r.out;
+    const auto plan = nlohmann::json::parse(r.out);
+    EXPECT_EQ(plan["stack"], engine);
+    const auto& best = plan["top"][0];
+    const std::string header = ReadText(out / ef.file);
+    EXPECT_TRUE(Has(header, "cost stack profile: " + engine + ", " + engine +
+                                "'s own profile (no --stack given)"))
+        << header.substr(0, 400);
+    const CliRun back = Pentamesh("import-config " + (out / ef.file).string() + " --json",
+                                  /*merge_stderr=*/false);
+    ASSERT_EQ(back.code, 0) << back.out;
+    const auto im = nlohmann::json::parse(back.out);
+    EXPECT_EQ(im["stack"], engine);
+    EXPECT_EQ(im["estimate"]["layout"]["text"], best["layout"]["text"]) << engine;
+    EXPECT_DOUBLE_EQ(im["estimate"]["memory"]["total"].get<double>(),
+                     best["memory"]["total"].get<double>())
+        << engine;
+    EXPECT_EQ(im["estimate"]["fits"], best["fits"]) << engine;
+    EXPECT_DOUBLE_EQ(im["estimate"]["tokens_per_s"].get<double>(),
+                     best["tokens_per_s"].get<double>())
+        << engine;
+  }
+  // --stack given: the plan is chosen and costed with it, and the header says so.
+  const fs::path out = Dir("stack_given");
+  const CliRun r = Pentamesh(
+      "plan --model llama3-405b --train llama3-405b-8k --gpus 16384 --top 1 --json --stack "
+      "megatron --emit torchtitan --out " +
+          out.string(),
+      /*merge_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan["stack"], "megatron");
+  const std::string header = ReadText(out / "job.toml");
+  EXPECT_TRUE(Has(header,
+                  "cost stack profile: megatron, --stack megatron (import-config ... "
+                  "--stack megatron costs it the same way)"))
+      << header.substr(0, 400);
+  const std::string file = (out / "job.toml").string();
+  const auto same = nlohmann::json::parse(
+      Pentamesh("import-config " + file + " --json --stack megatron", false).out);
+  EXPECT_DOUBLE_EQ(same["estimate"]["memory"]["total"].get<double>(),
+                   plan["top"][0]["memory"]["total"].get<double>());
+  const auto own = nlohmann::json::parse(Pentamesh("import-config " + file + " --json", false).out);
+  EXPECT_EQ(own["stack"], "torchtitan");
+  EXPECT_NE(own["estimate"]["memory"]["total"].get<double>(),
+            plan["top"][0]["memory"]["total"].get<double>())
+      << "the profiles differ, so the default import must not agree by accident";
+}
+
+// import-config names a flag Megatron-LM's parser lacks (exit 2); --allow-unknown imports without
+// it and warns, listing it.
+TEST(LaunchCli, ImportNamesUnknownFlags) {
+  const fs::path out = Dir("unknown");
+  fs::create_directories(out);
+  {
+    std::ofstream f(out / "train.sh");
+    f << "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 \\\n"
+         "  --num-attention-heads 8 --vocab-size 1024 --seq-length 1024 --micro-batch-size 1 \\\n"
+         "  --tensor-model-paralel-size 8 --global-batch-size 16\n";
+  }
+  const std::string file = (out / "train.sh").string();
+  CliRun r = Pentamesh("import-config " + file + " --gpus 16");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "line 3: --tensor-model-paralel-size (did you mean "
+                  "--tensor-model-parallel-size?)"))
+      << r.out;
+  r = Pentamesh("import-config " + file + " --gpus 16 --allow-unknown");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "pentamesh: warning: ")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "ignored, not in Megatron-LM's parser (core_v0.16.1): line 3: "
+                  "--tensor-model-paralel-size"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "--layout \"dp=16 tp=1 ")) << r.out;
+}
+
 TEST(LaunchCli, RefusalsAndBadInputExitTwo) {
   const fs::path out = Dir("bad");
   CliRun r = Pentamesh(

@@ -6,11 +6,15 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "launch/internal.h"
 #include "plan/space.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
@@ -48,6 +52,77 @@ const char* MainFile(Engine e) {
   return "";
 }
 
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The flags of an engine's parser (src/launch/data: extracted from the engine's own parser at
+// the commit its header names): flag -> "switch" | "value" and nargs.
+struct ParserFlag {
+  std::string kind, nargs;
+};
+std::map<std::string, ParserFlag> ParserFlags(Engine e) {
+  const fs::path data = fs::path(PM_SOURCE_DIR) / "src" / "launch" / "data";
+  const fs::path file = e == Engine::kMegatron ? data / "megatron_flags_core_v0.16.1.tsv"
+                                               : data / "megatron_deepspeed_flags_f4157be.tsv";
+  std::map<std::string, ParserFlag> flags;
+  std::istringstream in(Slurp(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cols;
+    std::istringstream row(line);
+    std::string col;
+    while (std::getline(row, col, '\t')) cols.push_back(col);
+    if (cols.size() >= 4) flags[cols[0]] = {cols[1], cols[3]};
+  }
+  return flags;
+}
+
+// Every flag the emitted script passes to pretrain_gpt.py is one the engine's parser knows, with
+// its arity (a switch takes no value, a value flag one, nargs '+' at least one). Returns the
+// flags, for the caller's own checks.
+std::map<std::string, internal::FlagValue> ExpectParserAccepts(Engine e, const std::string& text,
+                                                               const std::string& where) {
+  static const std::map<std::string, ParserFlag> megatron = ParserFlags(Engine::kMegatron);
+  static const std::map<std::string, ParserFlag> deepspeed = ParserFlags(Engine::kDeepSpeed);
+  const auto& known = e == Engine::kMegatron ? megatron : deepspeed;
+  EXPECT_GT(known.size(), 300u);
+  auto script = internal::ReadScript("emitted", text);
+  EXPECT_TRUE(script.ok()) << where;
+  if (!script.ok()) return {};
+  // The words after pretrain_gpt.py, up to "$@".
+  std::vector<internal::Word> argv;
+  bool on = false;
+  for (const internal::Word& w : script->words) {
+    if (w.text.find("pretrain_gpt.py") != std::string::npos) {
+      on = true;
+      continue;
+    }
+    if (on && w.text == "$@") break;
+    if (on) argv.push_back(w);
+  }
+  EXPECT_FALSE(argv.empty()) << where;
+  const auto flags = internal::CollectFlags(argv);
+  for (const auto& [flag, value] : flags) {
+    const auto it = known.find(flag);
+    if (it == known.end()) {
+      ADD_FAILURE() << where << ": " << flag << " is not a flag of " << ToString(e) << "'s parser";
+      continue;
+    }
+    const size_t n = value.values.size();
+    if (it->second.kind == "switch") {
+      EXPECT_EQ(n, 0u) << where << ": " << flag;
+    } else if (it->second.nargs == "+") {
+      EXPECT_GE(n, 1u) << where << ": " << flag;
+    } else {
+      EXPECT_EQ(n, 1u) << where << ": " << flag;
+    }
+  }
+  return flags;
+}
+
 void ExpectSameModel(const spec::ModelSpec& a, const spec::ModelSpec& b, const std::string& where) {
   EXPECT_EQ(a.layers, b.layers) << where;
   EXPECT_EQ(a.hidden, b.hidden) << where;
@@ -70,7 +145,7 @@ void ExpectSameModel(const spec::ModelSpec& a, const spec::ModelSpec& b, const s
   if (a.is_moe()) {
     EXPECT_DOUBLE_EQ(a.moe.capacity_factor, b.moe.capacity_factor) << where;
   }
-  if (a.is_moe() && where.rfind("megatron ", 0) == 0) {  // Megatron-LM's flags carry both
+  if (a.is_moe() && where.rfind("torchtitan ", 0) != 0) {  // Megatron's flags, DeepSpeed's gate
     EXPECT_EQ(a.moe.router, b.moe.router) << where;
     EXPECT_EQ(a.moe.aux_loss_scope, b.moe.aux_loss_scope) << where;
   }
@@ -123,6 +198,9 @@ void RoundTrip(Engine engine, const std::vector<Case>& cases, int n) {
     ASSERT_TRUE(files.ok()) << where << ": " << files.status().message();
     const fs::path dir = TempDir(std::string(ToString(engine)) + std::to_string(checked));
     ASSERT_TRUE(WriteFiles(dir.string(), *files).ok());
+    if (engine != Engine::kTorchtitan) {
+      ExpectParserAccepts(engine, Slurp(dir / MainFile(engine)), where);
+    }
     // Nothing but the emitted files: torchtitan's custom flavors carry the preset's name.
     const ImportOptions options;
     auto im = ImportConfig((dir / MainFile(engine)).string(), options);
@@ -379,6 +457,299 @@ TEST(LaunchImport, BadFilesNameTheLineOrKey) {
   ASSERT_TRUE(global.ok()) << global.status().message();
   EXPECT_EQ(global->model.moe.aux_loss_scope, spec::AuxLossScope::kGlobal);
   EXPECT_EQ(global->model.moe.router, spec::MoeRouter::kTopKRenorm);  // no --moe-router-pre-softmax
+}
+
+}  // namespace
+}  // namespace pentamesh::launch
+
+namespace pentamesh::launch {
+namespace {
+
+struct Emitted {
+  std::map<std::string, std::string> files;  // name -> text
+};
+
+Emitted EmitOrDie(Engine engine, const spec::ModelSpec& model, int64_t gpus, const char* train,
+                  const char* layout) {
+  auto cluster = spec::LoadCluster("h100-sxm", gpus);
+  auto t = spec::LoadTrain(train);
+  auto l = spec::ParseLayout(layout);
+  EXPECT_TRUE(cluster.ok() && t.ok() && l.ok()) << layout;
+  auto files = Emit(engine, EmitInput{.model = model,
+                                      .cluster = *cluster,
+                                      .train = *t,
+                                      .layout = *l,
+                                      .estimate = {},
+                                      .command = "pentamesh test"});
+  EXPECT_TRUE(files.ok()) << layout << ": " << files.status().message();
+  Emitted out;
+  if (files.ok()) {
+    for (const File& f : *files) out.files[f.name] = f.text;
+  }
+  return out;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Megatron-DeepSpeed's launch.sh: only flags its parser has (the theta flag is
+// --rotary-position-embeddings-theta), FlashAttention-2, and DeepSpeed-MoE set to what pentamesh
+// costs: dropless top-k (or the model's capacity with dropping), argmax second expert, the MoE
+// parameter group ZeRO asserts, experts split over tp (or whole with etp=1); import reads it back.
+TEST(LaunchEmit, DeepSpeedMoeIsWhatWasCosted) {
+  auto model = spec::LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  const char* layout =
+      "dp=64 tp=2 cp=2 ep=8 ep_placement=folded zero=2 recompute=full cp_kind=ulysses sp=off";
+  Emitted e = EmitOrDie(Engine::kDeepSpeed, *model, 256, "pretrain-4k", layout);
+  const std::string& sh = e.files["launch.sh"];
+  const auto flags = ExpectParserAccepts(Engine::kDeepSpeed, sh, layout);
+  for (const char* f :
+       {"--use-flash-attn-v2", "--create-moe-param-group", "--disable-moe-token-dropping",
+        "--disable-moe-top2-2nd-expert-sampling", "--enable-expert-tensor-parallelism"}) {
+    EXPECT_TRUE(flags.count(f)) << f;
+  }
+  ASSERT_TRUE(flags.count("--rotary-position-embeddings-theta"));
+  EXPECT_EQ(flags.at("--rotary-position-embeddings-theta").values.front(), "1000000");
+  EXPECT_FALSE(Contains(sh, "--rope-theta"));
+  EXPECT_FALSE(flags.count("--moe-train-capacity-factor"));
+
+  // A capacity factor: carried, with dropping on; whole experts per tp rank (etp=1): no flag.
+  spec::ModelSpec capped = *model;
+  capped.moe.capacity_factor = 1.25;
+  const char* etp1 = "dp=128 tp=2 ep=8 etp=1 ep_placement=folded zero=1";
+  e = EmitOrDie(Engine::kDeepSpeed, capped, 256, "pretrain-4k", etp1);
+  const auto capped_flags = ExpectParserAccepts(Engine::kDeepSpeed, e.files["launch.sh"], etp1);
+  ASSERT_TRUE(capped_flags.count("--moe-train-capacity-factor"));
+  EXPECT_EQ(capped_flags.at("--moe-train-capacity-factor").values.front(), "1.25");
+  EXPECT_FALSE(capped_flags.count("--disable-moe-token-dropping"));
+  EXPECT_FALSE(capped_flags.count("--enable-expert-tensor-parallelism"));
+  const fs::path dir = TempDir("ds_moe");
+  std::vector<File> files;
+  for (const auto& [name, text] : e.files) files.push_back(File{name, text, false});
+  ASSERT_TRUE(WriteFiles(dir.string(), files).ok());
+  auto im = ImportConfig((dir / "launch.sh").string(), ImportOptions{});
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_DOUBLE_EQ(im->model.moe.capacity_factor, 1.25);
+  EXPECT_EQ(im->layout.expert_tp(), 1);
+  EXPECT_EQ(im->model.moe.router, spec::MoeRouter::kTopKRenorm);
+}
+
+// Megatron-FSDP (zero 2/3) with every flag the core_v0.16.1 user guide lists as required, and
+// CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args asserts it is not 1).
+TEST(LaunchEmit, MegatronFsdpRequiredFlags) {
+  auto model = spec::LoadModel("llama3-70b");
+  ASSERT_TRUE(model.ok());
+  for (const char* layout : {"dp=64 tp=8 zero=3", "dp=64 tp=8 zero=2"}) {
+    Emitted e = EmitOrDie(Engine::kMegatron, *model, 512, "pretrain-4k", layout);
+    const std::string& sh = e.files["train.sh"];
+    const auto flags = ExpectParserAccepts(Engine::kMegatron, sh, layout);
+    for (const char* f :
+         {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+          "--no-gradient-accumulation-fusion", "--use-distributed-optimizer", "--ckpt-format"}) {
+      EXPECT_TRUE(flags.count(f)) << layout << ": " << f;
+    }
+    EXPECT_EQ(flags.at("--ckpt-format").values.front(), "fsdp_dtensor");
+    EXPECT_TRUE(Contains(sh, "\nunset CUDA_DEVICE_MAX_CONNECTIONS\n")) << layout;
+    EXPECT_FALSE(Contains(sh, "CUDA_DEVICE_MAX_CONNECTIONS=1")) << layout;
+    ImportOptions o;
+    o.gpus = 512;
+    auto im = ImportText("train.sh", sh, ".", o);
+    ASSERT_TRUE(im.ok()) << im.status().message();
+    EXPECT_EQ(im->layout.zero, layout[std::string(layout).size() - 1] - '0');
+  }
+}
+
+// torchtitan's sbatch.sh starts one torchrun per node: the allocation asks for one task per node
+// (with all its GPUs), and srun names the task count itself; the node rank is the task's own.
+// The MoE flavour note says the shared experts (MoEArgs' default is one).
+TEST(LaunchEmit, TorchtitanOneTorchrunPerNodeAndMoeNote) {
+  auto model = spec::LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  Emitted e = EmitOrDie(Engine::kTorchtitan, *model, 256, "pretrain-4k",
+                        "dp=32 tp=8 ep=8 ep_placement=folded zero=3");
+  const std::string& sb = e.files["sbatch.sh"];
+  EXPECT_TRUE(Contains(sb,
+                       "#SBATCH --nodes=32\n#SBATCH --ntasks-per-node=1\n"
+                       "#SBATCH --gpus-per-node=8\n"))
+      << sb;
+  size_t sruns = 0;
+  std::istringstream lines(sb);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("srun ", 0) != 0) continue;
+    ++sruns;
+    EXPECT_TRUE(Contains(line, "srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 ")) << line;
+    EXPECT_TRUE(Contains(line,
+                         "bash -c 'exec torchrun --nnodes=\"$SLURM_NNODES\" "
+                         "--nproc-per-node=8 --node-rank=\"$SLURM_NODEID\""))
+        << line;
+  }
+  EXPECT_EQ(sruns, 1u);
+  EXPECT_TRUE(Contains(e.files["job.toml"], "num_shared_experts=0, top_k=2"))
+      << e.files["job.toml"];
+}
+
+// The engine rules part 2 of issue 28 added, each refusing naming itself.
+TEST(LaunchCapability, EngineSemanticsRefusedNamingTheRule) {
+  auto mixtral = spec::LoadModel("mixtral-8x7b");
+  auto llama = spec::LoadModel("llama3-70b");
+  ASSERT_TRUE(mixtral.ok() && llama.ok());
+  spec::ModelSpec softmax = *mixtral;
+  softmax.moe.router = spec::MoeRouter::kSoftmaxTopK;
+  spec::ModelSpec global = *mixtral;
+  global.moe.aux_loss_scope = spec::AuxLossScope::kGlobal;
+  spec::ModelSpec odd_theta = *llama;
+  odd_theta.rope_theta = 500000.5;
+  spec::ModelSpec odd_layers = *mixtral;
+  odd_layers.moe.moe_layer_freq = 3;  // 32 layers: Megatron-DeepSpeed places 10, pentamesh 11
+  struct Refusal {
+    Engine engine;
+    const spec::ModelSpec* model;
+    const char* layout;
+    const char* rule;
+  };
+  for (const Refusal& r : {
+           Refusal{Engine::kDeepSpeed, &*mixtral, "dp=32 tp=8 ep=8 ep_placement=folded zero=3",
+                   "ds-moe-no-zero3"},
+           Refusal{Engine::kDeepSpeed, &softmax, "dp=32 tp=8 ep=8 ep_placement=folded zero=2",
+                   "ds-moe-router"},
+           Refusal{Engine::kDeepSpeed, &global, "dp=32 tp=8 ep=8 ep_placement=folded zero=2",
+                   "ds-moe-router"},
+           Refusal{Engine::kDeepSpeed, &odd_theta, "dp=32 tp=8 zero=1", "ds-rope-theta-int"},
+           Refusal{Engine::kDeepSpeed, &odd_layers, "dp=32 tp=8 ep=8 ep_placement=folded zero=2",
+                   "ds-moe-shape"},
+           Refusal{Engine::kTorchtitan, &*llama, "dp=1 tp=8 pp=32 zero=3", "tt-bf16-needs-fsdp"},
+           Refusal{Engine::kTorchtitan, &*llama, "dp=1 tp=8 pp=32 zero=0", "tt-bf16-needs-fsdp"},
+       }) {
+    auto layout = spec::ParseLayout(r.layout);
+    ASSERT_TRUE(layout.ok()) << r.layout;
+    std::set<std::string> ids;
+    for (const CapabilityRule* rule : Violations(r.engine, *r.model, *layout)) ids.insert(rule->id);
+    EXPECT_TRUE(ids.count(r.rule)) << r.rule << " for " << r.layout;
+  }
+  // What the rules leave: ZeRO-2 MoE on DeepSpeed, FSDP or cp with tp/pp on torchtitan.
+  auto ok_ds = spec::ParseLayout("dp=32 tp=8 ep=8 ep_placement=folded zero=2");
+  auto ok_tt = spec::ParseLayout("dp=2 tp=8 pp=16 zero=3");
+  auto ok_cp = spec::ParseLayout("dp=1 tp=8 pp=16 cp=2 zero=3");
+  ASSERT_TRUE(ok_ds.ok() && ok_tt.ok() && ok_cp.ok());
+  EXPECT_TRUE(Violations(Engine::kDeepSpeed, *mixtral, *ok_ds).empty());
+  EXPECT_TRUE(Violations(Engine::kTorchtitan, *llama, *ok_tt).empty());
+  EXPECT_TRUE(Violations(Engine::kTorchtitan, *llama, *ok_cp).empty());
+}
+
+}  // namespace
+}  // namespace pentamesh::launch
+
+namespace pentamesh::launch {
+namespace {
+
+bool Noted(const std::vector<std::string>& lines, const std::string& part) {
+  for (const auto& l : lines) {
+    if (l.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A flag the engine's parser lacks is named (with the closest one), not silently imported as the
+// default; --allow-unknown turns that into a warning. Launcher flags before pretrain_gpt.py are
+// torchrun's, not Megatron's.
+TEST(LaunchImport, UnknownFlagsAreNamed) {
+  const std::string head =
+      "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+      "\\\n --num-attention-heads 8 --ffn-hidden-size 512 --vocab-size 1024 --seq-length 1024 \\\n"
+      " --micro-batch-size 1 --global-batch-size 16 \\\n";
+  ImportOptions o;
+  o.gpus = 16;
+  auto ok = ImportText("train.sh", head + " --tensor-model-parallel-size 8\n", ".", o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->layout.tp, 8);
+  EXPECT_TRUE(ok->warnings.empty());
+  const std::string misspelt = head + " --tensor-model-paralel-size 8\n";
+  auto bad = ImportText("train.sh", misspelt, ".", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 4: --tensor-model-paralel-size (did you mean "
+                                        "--tensor-model-parallel-size?)"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("Megatron-LM's parser (core_v0.16.1)"), std::string::npos);
+  o.allow_unknown = true;
+  auto warned = ImportText("train.sh", misspelt, ".", o);
+  ASSERT_TRUE(warned.ok()) << warned.status().message();
+  EXPECT_EQ(warned->layout.tp, 1);
+  ASSERT_EQ(warned->warnings.size(), 1u);
+  EXPECT_NE(warned->warnings[0].find("--tensor-model-paralel-size"), std::string::npos);
+  // Megatron-DeepSpeed's parser: --rope-theta is not one of its flags.
+  ImportOptions ds;
+  ds.engine = Engine::kDeepSpeed;
+  ds.gpus = 16;
+  auto ds_bad = ImportText("launch.sh",
+                           "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                           "--num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 "
+                           "--rope-theta 10000 --deepspeed_config ds.json\n",
+                           ".", ds);
+  ASSERT_FALSE(ds_bad.ok());
+  EXPECT_NE(ds_bad.status().message().find("--rope-theta"), std::string::npos);
+  EXPECT_NE(ds_bad.status().message().find("Megatron-DeepSpeed's parser"), std::string::npos);
+}
+
+// torchtitan's ConfigManager refuses keys its JobConfig lacks: named with their lines (the
+// misspelt section would otherwise leave tp at 1); --allow-unknown warns instead.
+TEST(LaunchImport, UnknownTorchtitanKeysAreNamed) {
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_sise = 4\n"
+      "[paralelism]\ntensor_parallel_degree = 2\n[parallelism]\ndata_parallel_shard_degree = 8\n";
+  ImportOptions o;
+  auto bad = ImportText("job.toml", toml, ".", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 6: paralelism; line 5: training.local_batch_sise"),
+            std::string::npos)
+      << bad.status().message();
+  o.allow_unknown = true;
+  auto warned = ImportText("job.toml", toml, ".", o);
+  ASSERT_TRUE(warned.ok()) << warned.status().message();
+  EXPECT_EQ(warned->layout.tp, 1);
+  ASSERT_EQ(warned->warnings.size(), 1u);
+  EXPECT_NE(warned->warnings[0].find("training.local_batch_sise"), std::string::npos);
+}
+
+// The engines' own defaults where a flag is absent, and the flags pentamesh does not carry listed
+// as notes.
+TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
+  ImportOptions o;
+  o.gpus = 16;
+  const std::string mg =
+      "python pretrain_gpt.py --num-layers 4 --hidden-size 4096 --num-attention-heads 32 "
+      "--swiglu --group-query-attention \\\n --vocab-size 50257 --seq-length 1024 "
+      "--micro-batch-size 1 --tensor-model-parallel-size 2 \\\n --recompute-granularity "
+      "selective --recompute-modules core_attn mlp --fp8-param-gather --mtp-num-layers 1\n";
+  auto im = ImportText("train.sh", mg, ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->model.ffn_hidden, (4 * 4096 * 2 / 3) / 64 * 64);  // 10880: Megatron's SwiGLU size
+  EXPECT_EQ(im->model.kv_heads, 32);  // --group-query-attention without --num-query-groups
+  EXPECT_EQ(im->model.vocab, 50432);  // padded to 128 x tp 2
+  EXPECT_TRUE(Noted(im->notes, "vocabulary 50257 padded to 50432"));
+  for (const char* f : {"--recompute-modules", "--fp8-param-gather", "--mtp-num-layers"}) {
+    EXPECT_TRUE(Noted(im->notes, std::string("dropped ") + f)) << f;
+  }
+  // Megatron-DeepSpeed: MoE every 2nd layer, top-1, capacity 1.0 with dropping, by default.
+  const fs::path dir = TempDir("ds_defaults");
+  {
+    std::ofstream(dir / "ds.json") << "{\"train_batch_size\": 16, "
+                                      "\"train_micro_batch_size_per_gpu\": 1, "
+                                      "\"gradient_accumulation_steps\": 1}";
+    std::ofstream(dir / "launch.sh")
+        << "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+           "--seq-length 1024 --max-position-embeddings 1024 --vocab-size 1024 "
+           "--micro-batch-size 1 --num-experts 8 --deepspeed --deepspeed_config ds.json\n";
+  }
+  auto ds = ImportConfig((dir / "launch.sh").string(), ImportOptions{});
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  EXPECT_EQ(ds->model.moe.moe_layer_freq, 2);
+  EXPECT_EQ(ds->model.moe.top_k, 1);
+  EXPECT_DOUBLE_EQ(ds->model.moe.capacity_factor, 1.0);
+  EXPECT_EQ(ds->model.moe.router, spec::MoeRouter::kSoftmaxTopK);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ few fixed layouts that exercise more flags, `pentamesh plan|estimate --emit ENGI
 files, then:
   megatron   train.sh is run by bash with PYTHON pointing at a recorder, so the argv is what bash
              passes to pretrain_gpt.py. Every flag must be in Megatron-LM's parser (the flag list
-             extracted at core_v0.16.1, tests/launch/data), with its arity, type and choices; the
+             extracted at core_v0.16.1, src/launch/data), with its arity, type and choices; the
              flags that are megatron-core dataclass fields build TransformerConfig and
              DistributedDataParallelConfig (their __post_init__ checks run); the degrees build
              megatron-core's RankGenerator for the dense and the expert meshes, and the batch
@@ -16,7 +16,10 @@ files, then:
              world size of sbatch.sh; the batch rules of torchtitan's trainer and the stage split
              of its pipeline builder (generate_llm_fqn_per_model_part) are checked.
   deepspeed  DeepSpeedConfig loads ds_config.json with the data-parallel world size (its batch
-             assertion runs), and the ZeRO stage it reads must be < 2 with pipeline parallelism.
+             assertion runs), and the ZeRO stage it reads must be < 2 with pipeline parallelism;
+             launch.sh's argv must parse with Megatron-DeepSpeed's parser (the flag list extracted
+             at commit f4157be, src/launch/data) and carry FlashAttention and, for MoE, the MoE
+             parameter group with ZeRO <= 2.
 Layouts an engine cannot run must be refused by pentamesh, naming the rule.
 Usage: validate_engines.py PENTAMESH_BINARY FLAGS_TSV WORKDIR
 """
@@ -69,9 +72,9 @@ def header_ok(path):
 
 
 # ---------------------------------------------------------------- Megatron-LM
-def load_flags():
+def load_flags(path):
     flags = {}
-    for line in open(FLAGS_TSV):
+    for line in open(path):
         if line.startswith("#") or not line.strip():
             continue
         cols = line.rstrip("\n").split("\t")
@@ -80,7 +83,10 @@ def load_flags():
     return flags
 
 
-MEGATRON_FLAGS = load_flags()
+MEGATRON_FLAGS = load_flags(FLAGS_TSV)
+# Megatron-DeepSpeed's parser (pinned commit; scripts/megatron_deepspeed_flags.py), beside it.
+DS_FLAGS_TSV = os.path.join(os.path.dirname(FLAGS_TSV), "megatron_deepspeed_flags_f4157be.tsv")
+MEGATRON_DS_FLAGS = load_flags(DS_FLAGS_TSV)
 
 
 def recorded_argv(directory, script):
@@ -101,15 +107,16 @@ def recorded_argv(directory, script):
     return argv[1:]  # drop pretrain_gpt.py
 
 
-def parse_megatron_argv(argv, where):
+def parse_megatron_argv(argv, where, table=None, engine="a Megatron-LM flag at core_v0.16.1"):
     """Megatron's parser rules from the extracted list: known flag, arity, type, choices."""
+    table = MEGATRON_FLAGS if table is None else table
     args = {}
     i = 0
     while i < len(argv):
         flag = argv[i]
         check(flag.startswith("--"), f"{where}: '{flag}' is not a flag")
-        spec = MEGATRON_FLAGS.get(flag)
-        check(spec is not None, f"{where}: {flag} is not a Megatron-LM flag at core_v0.16.1")
+        spec = table.get(flag)
+        check(spec is not None, f"{where}: {flag} is not {engine}")
         i += 1
         values = []
         while i < len(argv) and not argv[i].startswith("--"):
@@ -358,6 +365,15 @@ def validate_deepspeed(directory, layout):
         check(cfg._param_dict.get("sequence_parallel_size") == layout["cp"],
               f"{path}: sequence_parallel_size")
     check(cfg.bfloat16_config.enabled, f"{path}: bf16")
+    # launch.sh: what bash passes to pretrain_gpt.py must parse with Megatron-DeepSpeed's parser
+    # (which rejects unknown flags), and MoE must carry what DeepSpeed asserts and pentamesh costs.
+    argv = recorded_argv(directory, "launch.sh")
+    args = parse_megatron_argv(argv, f"{directory}/launch.sh", MEGATRON_DS_FLAGS,
+                               "a Megatron-DeepSpeed flag at f4157be")
+    check("--use-flash-attn-v2" in args, f"{directory}/launch.sh: FlashAttention")
+    if "--num-experts" in args:
+        check("--create-moe-param-group" in args, f"{directory}/launch.sh: MoE parameter group")
+        check(cfg.zero_optimization_stage <= 2, f"{path}: DeepSpeed MoE needs ZeRO <= 2")
 
 
 VALIDATORS = {"megatron": validate_megatron, "torchtitan": validate_torchtitan,
