@@ -104,7 +104,7 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   // Facts of the run (not fitted).
   params.materialize_scores = !facts.flash_attention;
   params.dropout = facts.dropout;
-  if (facts.fp32_grads) params.grad_bytes = 4;
+  params.fp32_main_grads = facts.fp32_grads;
   if (!facts.grad_overlap) params.dp_overlap = 0;
   // The stack's parameters, where the run's facts call for them.
   params.tp_overlap = facts.tp_comm_overlap ? cal.Get(*FindParam("tp_overlap"), stack) : 0.0;
