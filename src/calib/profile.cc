@@ -24,6 +24,12 @@ struct BoolFact {
   bool cost::CostParams::*param;
 };
 constexpr BoolFact kBoolFacts[] = {
+    // The generation of the stack: before FlashAttention (scores, softmax output and dropout
+    // masks stored), GPT-3-era dropout, fp32 main grads (cost/precision.h). Megatron-LM 2021-22
+    // is all three (calib/runs.cc MapFacts); a profile selects them in [defaults].
+    {"flash_attention", &RunFacts::flash_attention, nullptr},
+    {"dropout", &RunFacts::dropout, &cost::CostParams::dropout},
+    {"fp32_grads", &RunFacts::fp32_grads, &cost::CostParams::fp32_main_grads},
     {"compiled", &RunFacts::compiled, nullptr},
     {"tp_comm_overlap", &RunFacts::tp_comm_overlap, nullptr},
     {"selective_op_sac", &RunFacts::selective_op_sac, &cost::CostParams::selective_op_sac},
@@ -103,8 +109,6 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
                       spec::ClusterSpec& cluster, cost::CostParams& params) {
   // Facts of the run (not fitted).
   params.materialize_scores = !facts.flash_attention;
-  params.dropout = facts.dropout;
-  if (facts.fp32_grads) params.grad_bytes = 4;
   if (!facts.grad_overlap) params.dp_overlap = 0;
   // The stack's parameters, where the run's facts call for them.
   params.tp_overlap = facts.tp_comm_overlap ? cal.Get(*FindParam("tp_overlap"), stack) : 0.0;

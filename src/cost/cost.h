@@ -25,6 +25,7 @@
 
 #include "core/mem_tag.h"
 #include "cost/attention.h"
+#include "cost/precision.h"
 #include "spec/cluster_spec.h"
 #include "spec/layout.h"
 #include "spec/model_spec.h"
@@ -72,9 +73,7 @@ FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompu
 // seq_len). Flops() counts 3x this (forward + backward).
 double AttentionForwardFlops(const spec::ModelSpec& model, double seq_len, bool causal);
 
-// Bytes per parameter of the model state (mixed-precision Adam, Rajbhandari et al. 2020).
-inline constexpr double kBytesMasterWeight = 4;  // fp32 master copy (absent when training in fp32)
-inline constexpr double kBytesAdamMoments = 8;   // fp32 m and v
+// Bytes per parameter of the model state: cost/precision.h (PrecisionPolicyOf).
 inline constexpr double kDefaultGemmEfficiency = 0.75;
 
 // Tunable efficiency and overhead parameters. The defaults are calibrated against published runs
@@ -117,7 +116,9 @@ struct CostParams {
   // MoE: the worst EP rank gets mean * imbalance tokens (capped by the capacity factor when > 0).
   double moe_imbalance = 1.0;
   // Memory.
-  double grad_bytes = 2;             // bytes per gradient element (bf16; 4 = fp32 main grads)
+  // Gradients accumulated and reduced in fp32 (Megatron's main grads; cost/precision.h), else in
+  // the weights' dtype.
+  bool fp32_main_grads = false;
   double framework_bytes = 2.5e9;    // CUDA context, NCCL, cuBLAS workspaces
   double fragmentation = 0.10;       // fraction of the dynamic bytes lost to the allocator
   double safety_margin_bytes = 2e9;  // kept free below HBM capacity

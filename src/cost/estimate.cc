@@ -30,7 +30,7 @@ int CandidateStages(int64_t pp, int64_t out[3]) {
 
 double OptimizerTime(const Context& ctx, const spec::Layout& l, const Terms& t, const Stage& s) {
   // AdamW reads and writes master weights, m and v, reads the gradient, writes the bf16 weight.
-  const double per_param = 2.0 * (t.master_bytes + kBytesAdamMoments) + t.grad_bytes +
+  const double per_param = 2.0 * (t.master_bytes + t.moment_bytes) + t.grad_bytes +
                            (t.master_bytes > 0 ? t.weight_bytes : 0.0);
   const bool shard = l.zero >= 1;
   const double params =
@@ -59,7 +59,7 @@ double ExposedDp(const Context& ctx, const spec::Layout& l, const Terms& t, cons
   const double fwd_s = compute_mb_s / (l.recompute == spec::Recompute::kFull ? 4.0 : 3.0);
   const double bwd_s = compute_mb_s - fwd_s;
   const double layers = std::max(1.0, s.layers);
-  const double w = t.weight_bytes, g = t.grad_bytes;
+  const double w = t.weight_bytes, g = t.grad_reduce_bytes;
   auto hide = [&](double comm_s, double window_s) {
     return std::max(comm_s / layers, comm_s - ov * window_s);
   };

@@ -64,9 +64,12 @@ struct Terms {
   bool fp8 = false;                 // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
   double fp8_speedup = 1;           // FP8 GEMM rate / BF16 GEMM rate
   bool fp8_weights_stored = false;  // FP8 weights kept as such (inference): no weight casts
+  // Bytes per parameter of the model state (cost/precision.h: PrecisionPolicyOf).
   double weight_bytes = 2;
-  double grad_bytes = 2;
+  double grad_bytes = 2;         // accumulation buffer
+  double grad_reduce_bytes = 2;  // on the DP wire
   double master_bytes = 4;
+  double moment_bytes = 8;
   Link tp_link, cp_link, ep_link, pp_link, dp_link, edp_link;
   // Activations stashed per layer and micro-batch (bytes).
   double act_dense_layer = 0, act_moe_layer = 0, act_input_layer = 0;

@@ -223,7 +223,7 @@ void StageMemory(const Context& ctx, const spec::Layout& l, const Terms& t, cons
   const bool kept = t.fsdp_kept_with_pp;
   mem.weights = sharded(l.zero >= 3 && !kept, t.weight_bytes);
   mem.grads = kept ? sharded(false, 4.0) : sharded(l.zero >= 2, t.grad_bytes);
-  mem.optimizer = sharded(l.zero >= 1, t.master_bytes + kBytesAdamMoments);
+  mem.optimizer = sharded(l.zero >= 1, t.master_bytes + t.moment_bytes);
   mem.activations = StageActivations(l, t, s);
   if (p.materialize_scores) {
     mem.attention_scores =
@@ -261,7 +261,7 @@ void DpCommunication(const spec::Layout& /*l*/, const Terms& t, const Stage& s, 
   auto group = [&](double params, const Link& link) {
     const double g = link.size;
     if (g <= 1 || params <= 0) return;
-    const double w = params * t.weight_bytes, gr = params * t.grad_bytes;
+    const double w = params * t.weight_bytes, gr = params * t.grad_reduce_bytes;
     const double f = (g - 1) / g;
     if (t.dp_comm_zero == 0) {  // all-reduce of the accumulated gradients
       bytes += 2.0 * f * gr;

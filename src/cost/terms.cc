@@ -685,9 +685,12 @@ void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   t.elem_bytes = fp32 ? 4.0 : 2.0;
   t.fp8 = train.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops > 0;
   t.fp8_speedup = Fp8GemmSpeedup(ctx);
-  t.weight_bytes = t.elem_bytes;
-  t.grad_bytes = fp32 ? 4.0 : p.grad_bytes;
-  t.master_bytes = fp32 ? 0.0 : kBytesMasterWeight;
+  const StateBytes& state = PrecisionPolicyOf(train.precision, p.fp32_main_grads);
+  t.weight_bytes = state.weight;
+  t.grad_bytes = state.grad;
+  t.grad_reduce_bytes = state.grad_reduce;
+  t.master_bytes = state.master;
+  t.moment_bytes = state.moments;
   MakeLinks(ctx, l, t);
   Activations(ctx, l, t);
   Compute(ctx, l, t);

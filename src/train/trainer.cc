@@ -136,7 +136,7 @@ spec::ClusterSpec HostCluster(const RunConfig& c) {
 
 cost::CostParams EngineCostParams() {
   cost::CostParams p;
-  p.grad_bytes = 4;
+  p.fp32_main_grads = true;
   p.framework_bytes = 0;
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;

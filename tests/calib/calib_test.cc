@@ -201,6 +201,30 @@ TEST(Calibrate, RecoversKnownParameters) {
   EXPECT_LT(fit.rms_log, 1e-3);
 }
 
+// A profile selects the 2022 Megatron generation (no flash attention, dropout, fp32 main grads)
+// in [defaults]; the shipped megatron profile keeps flash, no dropout masks and bf16 grads.
+TEST(Profile, GenerationFactsReachCostParams) {
+  auto old = ProfileFromToml(
+      "[stack]\nname = \"megatron-2022\"\nstack = \"megatron\"\n[defaults]\n"
+      "flash_attention = false\ndropout = true\nfp32_grads = true\ntp_comm_overlap = false\n",
+      "megatron-2022.toml");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  spec::ClusterSpec cluster = spec::LoadCluster("a100-80gb").value();
+  cost::CostParams params;
+  ApplyProfile(*old, cluster, params);
+  EXPECT_TRUE(params.materialize_scores);
+  EXPECT_TRUE(params.dropout);
+  EXPECT_TRUE(params.fp32_main_grads);
+  EXPECT_EQ(params.tp_overlap, 0.0);
+  auto back = ProfileFromToml(ProfileToml(*old), "back");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_FALSE(back->defaults.flash_attention);
+  EXPECT_TRUE(back->defaults.dropout && back->defaults.fp32_grads);
+  cost::CostParams now;
+  ApplyProfile(LoadProfile("megatron").value(), cluster, now);
+  EXPECT_FALSE(now.materialize_scores || now.dropout || now.fp32_main_grads);
+}
+
 TEST(Profile, TomlRoundTrip) {
   Profile p;
   p.name = "mine";

@@ -103,17 +103,41 @@ TEST(AttentionScores, SeedRingAttentionExample) {
 TEST(ModelState, Llama405bSeedNumbers) {
   // Seed 001: 405e9 params: 810 GB bf16 weights, 810 GB bf16 grads, 3,240 GB Adam m + v.
   EXPECT_DOUBLE_EQ(405e9 * 2, 810e9);
-  EXPECT_DOUBLE_EQ(405e9 * kBytesAdamMoments, 3240e9);
+  const StateBytes& bf16 = PrecisionPolicyOf(spec::Precision::kBf16, false);
+  EXPECT_DOUBLE_EQ(405e9 * bf16.moments, 3240e9);
   // The derived count (405.9B) through EstimateLayout on one (huge) GPU.
   const spec::ModelSpec m = *spec::LoadModel("llama3-405b");
   const double n = CountParams(m).total;
   const Estimate e = EstimateLayout(m, testing::H100Cluster(1), testing::Train(8192, 1), Layout{});
   EXPECT_DOUBLE_EQ(e.memory.weights, 2 * n);
   EXPECT_DOUBLE_EQ(e.memory.grads, 2 * n);
-  EXPECT_DOUBLE_EQ(e.memory.optimizer, (kBytesMasterWeight + kBytesAdamMoments) * n);
+  EXPECT_DOUBLE_EQ(e.memory.optimizer, (bf16.master + bf16.moments) * n);
   EXPECT_NEAR(e.memory.weights / 1e9, 810, 810 * 0.003);
   // Seed 001 "FSDP" per rank with TP 8, PP 16 and DP 128 on 16,384 GPUs: the 810 / 128 of the
   // seed omits TP and PP; with them a middle stage holds 8 layers / 8.
+}
+
+// The precision policy (cost/precision.h): 16 bytes a parameter for bf16 mixed precision
+// (Rajbhandari et al. 2020), 18 with Megatron's fp32 main grads (Korthikanti et al. 2022, Fig. 1:
+// 2 + 4 + 4 + 8), 16 for fp32 (no master copy); memory and the DP all-reduce both follow it.
+TEST(ModelState, PrecisionPolicyBytes) {
+  EXPECT_DOUBLE_EQ(PrecisionPolicyOf(spec::Precision::kBf16, false).total(), 16);
+  EXPECT_DOUBLE_EQ(PrecisionPolicyOf(spec::Precision::kBf16, true).total(), 18);
+  EXPECT_DOUBLE_EQ(PrecisionPolicyOf(spec::Precision::kFp32, false).total(), 16);
+  EXPECT_DOUBLE_EQ(PrecisionPolicyOf(spec::Precision::kFp32, false).master, 0);
+  const spec::ModelSpec m = testing::GptTiny();
+  const double n = CountParams(m).total;
+  CostParams p;
+  const Layout l{.dp = 2};
+  const Estimate bf16 = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 2), l, p);
+  p.fp32_main_grads = true;
+  const Estimate main = EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 2), l, p);
+  ASSERT_TRUE(bf16.fits && main.fits);
+  EXPECT_DOUBLE_EQ(bf16.memory.weights + bf16.memory.grads + bf16.memory.optimizer, 16 * n);
+  EXPECT_DOUBLE_EQ(main.memory.weights + main.memory.grads + main.memory.optimizer, 18 * n);
+  // All-reduce over dp = 2 of the gradient buffer: 2 (g-1)/g n bytes, in the reduction dtype.
+  EXPECT_DOUBLE_EQ(bf16.comm_bytes.dp, 2 * 0.5 * 2 * n);
+  EXPECT_DOUBLE_EQ(main.comm_bytes.dp, 2 * 0.5 * 4 * n);
 }
 
 TEST(Zero, StagesShardMonotonicallyAndExactly) {

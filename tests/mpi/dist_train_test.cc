@@ -93,7 +93,7 @@ TEST(DistTrain, MatchesSingleProcess) {
     // Communication: measured wire bytes per group == the cost model's, exactly.
     const cost::Context ctx(config.model, HostCluster(config), config.train, [] {
       cost::CostParams p;
-      p.grad_bytes = 4;
+      p.fp32_main_grads = true;
       return p;
     }());
     const cost::CommBytes predicted = cost::CommBytesForStage(ctx, l, 0);

@@ -180,7 +180,7 @@ cost::Context CostModel(int gpus) {
                             .nics_per_node = 1,
                             .inter_node_gbps = 100};
   cost::CostParams p;
-  p.grad_bytes = 4;
+  p.fp32_main_grads = true;
   p.framework_bytes = 0;
   p.fragmentation = 0;
   p.safety_margin_bytes = 0;
