@@ -66,6 +66,9 @@ def differences(want, got, path="$"):
 
 
 def main():
+    if "--help" in sys.argv or "-h" in sys.argv:  # print the usage; rewrite nothing
+        print(__doc__)
+        return 0
     check = "--check" in sys.argv
     binary = str(ROOT / "build" / "src" / "cli" / "pentamesh")
     if "--binary" in sys.argv:

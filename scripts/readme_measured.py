@@ -53,6 +53,9 @@ def screenshot(html, png):
 
 
 def main():
+    if "--help" in sys.argv or "-h" in sys.argv:  # print the usage; rewrite nothing
+        print(__doc__)
+        return 0
     for doc in DOCS:
         fill(ROOT / doc)
     (ROOT / "docs/img").mkdir(exist_ok=True)
@@ -62,4 +65,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -50,6 +50,9 @@ def blocks(lines, name):
 
 
 def main():
+    if "--help" in sys.argv or "-h" in sys.argv:  # print the usage; rewrite nothing
+        print(__doc__)
+        return 0
     args = sys.argv[1:]
     check = "--check" in args
     binary = str(ROOT / "build/src/cli/pentamesh")
