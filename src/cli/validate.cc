@@ -87,6 +87,19 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
   for (const auto& g : v.groups) PrintSummary(g, v.cross_validated);
   fmt::print("by GPU\n");
   for (const auto& g : v.gpus) PrintSummary(g, v.cross_validated);
+  fmt::print("by regime (|error|: median / p90; a run counts in every regime it is in)\n");
+  if (v.cross_validated) {
+    fmt::print("  {:<28} {:>3}  {:>15}  {:>15}  {:>15}\n", "regime", "n", "shipped", "5-fold",
+               "leave-group-out");
+  }
+  for (const auto& g : v.regimes) {
+    auto pair = [](const calib::ErrorStats& e) {
+      return e.n == 0 ? std::string("-") : AbsPct(e.median_abs) + " / " + AbsPct(e.p90_abs);
+    };
+    fmt::print("  {:<28} {:>3}  {:>15}", g.group, g.shipped.n, pair(g.shipped));
+    if (v.cross_validated) fmt::print("  {:>15}  {:>15}", pair(g.kfold), pair(g.logo));
+    fmt::print("\n");
+  }
   fmt::print("\nall runs\n");
   PrintStatsLine("shipped calibration", v.all.shipped);
   if (v.cross_validated) {
@@ -154,6 +167,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
   };
   for (const auto& g : v.groups) j["groups"].push_back(summary(g));
   for (const auto& g : v.gpus) j["gpus"].push_back(summary(g));
+  for (const auto& g : v.regimes) j["regimes"].push_back(summary(g));
   j["all"] = summary(v.all);
   for (const auto& [name, value] : v.fitted) j["fitted"][name] = value;
   return j;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -150,6 +151,38 @@ TEST(PublishedRuns, CrossValidatedAccuracy) {
   EXPECT_GE(kfold.n, 95);
   EXPECT_LE(kfold.median_abs, 0.07);
   EXPECT_LE(kfold.p90_abs, 0.20);
+}
+
+// The regime breakdown (bench/calibration.sh): each regime holds exactly the rows the published
+// file puts in it, counted here from the file's own fields, and its statistics are those rows'.
+TEST(PublishedRuns, ByRegime) {
+  std::ifstream in(kRuns);
+  const nlohmann::json rows = nlohmann::json::parse(in);
+  std::map<std::string, int> want;
+  for (const auto& r : rows) {
+    const auto& m = r["model"];
+    const std::string precision = r["parallelism"]["precision"].is_string()
+                                      ? r["parallelism"]["precision"].get<std::string>()
+                                      : "";
+    want["MoE"] += m["num_experts"].is_number() && m["num_experts"].get<int>() > 1;
+    want["seq >= 32K"] += m["seq_length"].get<int>() >= 32768;
+    want["FP8"] +=
+        precision.find("fp8") != std::string::npos || precision.find("float8") != std::string::npos;
+    want[">= 1,024 GPUs"] += r["hardware"]["num_gpus"].get<int>() >= 1024;
+  }
+  auto shipped = ShippedCalibration();
+  ASSERT_TRUE(shipped.ok());
+  const Validation v = ValidateRuns(Runs(), *shipped, {});
+  ASSERT_EQ(v.regimes.size(), 4u);
+  for (const GroupSummary& g : v.regimes) {
+    EXPECT_EQ(g.shipped.n, want[g.group]) << g.group;
+    std::vector<double> errors;
+    for (const RowResult& r : v.rows) {
+      if (InRegime(*r.run, g.group)) errors.push_back(r.shipped.error);
+    }
+    EXPECT_DOUBLE_EQ(g.shipped.p90_abs, Stats(errors).p90_abs) << g.group;
+  }
+  EXPECT_EQ(want["MoE"], 4);  // the Grok-1 proxies (bench/data/README.md)
 }
 
 // torchtitan publishes the allocator's max reserved memory per GPU (an upper bound of what is

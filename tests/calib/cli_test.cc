@@ -43,6 +43,8 @@ TEST(ValidateCli, PublishedRunsJsonAndHtml) {
   EXPECT_EQ(j["rows"].size(), 118u);
   EXPECT_EQ(j["unusable"].size(), 0u);
   EXPECT_LE(j["all"]["shipped"]["median_abs"].get<double>(), 0.07);
+  ASSERT_EQ(j["regimes"].size(), 4u);  // MoE, seq >= 32K, FP8, >= 1,024 GPUs
+  EXPECT_EQ(j["regimes"][0]["name"], "MoE");
   const std::string html = ReadFile(dir + "/v.html");
   EXPECT_NE(html.find("pmChart(\""), std::string::npos);  // Vega charts (rendered: tests/report)
   EXPECT_NE(html.find("megatron2021-t1-18B"), std::string::npos);
