@@ -342,7 +342,16 @@ spec::Recompute RecomputeFrom(const std::string& words, const std::string& detai
     }
     return std::nullopt;
   };
-  if (auto k = kind(w)) return *k;
+  if (auto k = kind(w)) {
+    // Megatron's block method recomputes only --recompute-num-layers layers of each stage; the
+    // cost model recomputes every layer or none.
+    if (*k == spec::Recompute::kFull && Has(d, "block")) {
+      run.assumptions.push_back(fmt::format(
+          "recompute_detail '{}': block recomputation of some layers, costed as full on all",
+          detail));
+    }
+    return *k;
+  }
   if (w.empty()) {
     if (auto k = kind(d)) {
       run.assumptions.push_back(

@@ -374,6 +374,7 @@ TEST(RowReading, RecomputeDetail) {
       {"yes", "selective (core attention)", spec::Recompute::kSelective},
       {"no", nullptr, spec::Recompute::kNone},
       {"selective op", nullptr, spec::Recompute::kSelective},
+      {"full", "--recompute-method block --recompute-num-layers 2", spec::Recompute::kFull},
   };
   for (const auto& [words, detail, want] : cases) {
     nlohmann::json row = DenseRow();
@@ -384,6 +385,9 @@ TEST(RowReading, RecomputeDetail) {
     const calib::Run r = ReadOne(row);
     EXPECT_EQ(r.layout.recompute, want)
         << (words ? words : "null") << " / " << (detail ? detail : "null");
+    if (detail != nullptr && std::string(detail).find("block") != std::string::npos) {
+      EXPECT_TRUE(Assumed(r, "costed as full on all"));
+    }
   }
 }
 
