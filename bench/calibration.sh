@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cost model against the published runs (bench/data/published_runs.json): the shipped
 # calibration's errors, and a fresh fit's in-sample, 5-fold (fixed seed) and leave-one-group-out
-# errors, by source group and GPU. docs/COST_MODEL.md ("Accuracy") quotes this output.
-#   bash bench/calibration.sh            # print
+# errors, by source group, GPU and regime (MoE, seq >= 32K, FP8, >= 1,024 GPUs: median and p90).
+# docs/COST_MODEL.md ("Accuracy") quotes this output.
+#   bash bench/calibration.sh            # print (by source group, GPU and regime)
 #   bash bench/calibration.sh --write    # also refit and rewrite the presets (then rebuild)
 # Uses build/src/cli/pentamesh (scripts/build.sh release).
 set -euo pipefail

@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <regex>
 
 #include "core/numeric.h"
 #include "spec/limits.h"
@@ -27,6 +28,17 @@ std::string Lower(std::string s) {
 }
 
 bool Has(const std::string& text, const char* word) { return text.find(word) != std::string::npos; }
+
+// `word` in `text` with no letter or digit on either side ("opt" in "OPT-175B", not in "optim").
+bool HasWord(const std::string& text, const std::string& word) {
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(text[at - 1]));
+    const size_t end = at + word.size();
+    const bool right = end >= text.size() || !std::isalnum(static_cast<unsigned char>(text[end]));
+    if (left && right) return true;
+  }
+  return false;
+}
 
 // The whole number that `text` starts with (digits only), clamped to [0, 2^31 - 1]; 0 for none.
 int64_t LeadingCount(const char* text) {
@@ -65,6 +77,19 @@ class RowReader {
     return x;
   }
   // A positive whole number below 2^31 (degrees, sizes, counts).
+  // A whole number from 0 (a count where zero means none: shared_experts 0, num_experts 0).
+  std::optional<int64_t> Whole(const char* section, const char* field) {
+    const json* v = Find(section, field);
+    if (v == nullptr) return std::nullopt;
+    const double x = v->is_number() ? v->get<double>() : -1;
+    if (!v->is_number() || !std::isfinite(x) || x < 0 || x != std::floor(x) || x >= 2147483648.0) {
+      Fail(section, field,
+           v->is_number() ? fmt::format("must be a whole number from 0 below 2^31, got {}", x)
+                          : fmt::format("must be a number, not {}", v->type_name()));
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(x);
+  }
   std::optional<int64_t> Count(const char* section, const char* field) {
     const std::optional<double> x = Positive(section, field);
     if (!x) return std::nullopt;
@@ -92,22 +117,92 @@ class RowReader {
     return v->get<bool>();
   }
   void Fail(const char* section, const char* field, const std::string& why) {
-    if (error.empty()) error = fmt::format("row '{}': {}.{} {}", id_, section, field, why);
+    if (error.empty()) error = fmt::format("{}.{} {}", section, field, why);
   }
-  std::string error;
+  std::string error;  // "section.field why" (the caller names the row)
 
  private:
   const json& row_;
   std::string id_;
 };
 
-// Vocabulary of a family whose row leaves it out (the sources' tokenizers).
-std::optional<int64_t> FamilyVocab(const std::string& family) {
-  const std::string f = Lower(family);
-  if (Has(f, "grok")) return 131072;
-  if (Has(f, "llama 3") || Has(f, "llama3")) return 128256;
-  if (Has(f, "nemotron")) return 256000;
+// Vocabulary of a family whose row leaves it out: the family's published tokenizer. `f` is the
+// row's family and model name, lower case.
+struct FamilyVocab {
+  int64_t vocab = 0;
+  const char* tokenizer = "";
+};
+std::optional<FamilyVocab> VocabOfFamily(const std::string& f) {
+  if (Has(f, "grok")) return FamilyVocab{131072, "Grok-1's"};
+  if (Has(f, "llama 4") || Has(f, "llama4") || Has(f, "llama-4")) {
+    return FamilyVocab{202048, "Llama 4's"};
+  }
+  if (Has(f, "llama 3") || Has(f, "llama3") || Has(f, "llama-3")) {
+    return FamilyVocab{128256, "Llama 3's"};
+  }
+  if (Has(f, "llama 2") || Has(f, "llama2") || Has(f, "llama-2")) {
+    return FamilyVocab{32000, "Llama 2's"};
+  }
+  if (Has(f, "nemotron")) return FamilyVocab{256000, "Nemotron-4's"};
+  if (Has(f, "qwen3") || Has(f, "qwen 3") || Has(f, "qwen-3"))
+    return FamilyVocab{151936, "Qwen3's"};
+  if (Has(f, "deepseek-v3") || Has(f, "deepseek v3")) return FamilyVocab{129280, "DeepSeek-V3's"};
+  if (Has(f, "deepseek-v2") || Has(f, "deepseek v2")) return FamilyVocab{102400, "DeepSeek-V2's"};
+  if (Has(f, "gpt-oss") || Has(f, "gpt oss")) return FamilyVocab{201088, "GPT-OSS's o200k_harmony"};
+  if (Has(f, "mixtral") && Has(f, "8x22")) return FamilyVocab{32768, "Mixtral 8x22B's"};
+  if (Has(f, "mixtral")) return FamilyVocab{32000, "Mixtral's"};
+  if (Has(f, "bloom")) return FamilyVocab{250880, "BLOOM's"};
+  // GPT-3 (Brown et al. 2020), OPT (Zhang et al. 2022) and MT-NLG (Smith et al. 2022) all use
+  // GPT-2's byte-level BPE.
+  if (HasWord(f, "gpt-3") || HasWord(f, "gpt3") || HasWord(f, "gpt-2") || HasWord(f, "gpt2") ||
+      HasWord(f, "opt") || HasWord(f, "mt-nlg") || Has(f, "megatron-turing")) {
+    return FamilyVocab{50257, "GPT-2 BPE, GPT-3/OPT/MT-NLG's"};
+  }
   return std::nullopt;
+}
+
+// Activation of a row that leaves it out: every listed MoE family (Mixtral, Qwen3, DeepSeek,
+// GPT-OSS, Llama 4; Grok-1's GeGLU is gated too) and the Llama/Qwen/Mistral dense families use a
+// gated FFN (three GEMMs); GPT-3/OPT/MPT/BLOOM GELU and Nemotron squared ReLU (two).
+std::pair<spec::Activation, std::string> ActivationOfFamily(const std::string& f, bool moe) {
+  if (moe) {
+    return {spec::Activation::kSwiGLU,
+            "activation not published: SwiGLU (the MoE families' published configs: Mixtral, "
+            "Qwen3, DeepSeek, GPT-OSS, Llama 4 gate their FFNs)"};
+  }
+  for (const char* gated : {"llama", "qwen", "mistral", "deepseek"}) {
+    if (Has(f, gated)) {
+      return {spec::Activation::kSwiGLU,
+              fmt::format("activation not published: SwiGLU ({}'s published config)", gated)};
+    }
+  }
+  if (Has(f, "nemotron")) {
+    return {spec::Activation::kGeLU,
+            "activation not published: squared ReLU (Nemotron's config; 2 FFN GEMMs)"};
+  }
+  return {spec::Activation::kGeLU, "activation not published: GELU (2 FFN GEMMs)"};
+}
+
+// Published MoE routing of a family whose row leaves top_k out.
+std::optional<int64_t> TopKOfFamily(const std::string& f) {
+  if (Has(f, "qwen3") || Has(f, "deepseek-v3") || Has(f, "deepseek v3")) return 8;
+  if (Has(f, "gpt-oss") || Has(f, "gpt oss")) return 4;
+  if (Has(f, "llama 4") || Has(f, "llama4") || Has(f, "llama-4")) return 1;
+  return std::nullopt;
+}
+
+// DeepSeek-V3's published config (deepseek-ai/DeepSeek-V3 config.json, the deepseek-v3-like
+// preset): multi-head latent attention and the first 3 layers dense; the row format has no fields
+// for either.
+void MapDeepSeekV3(const std::string& f, Run& run) {
+  spec::ModelSpec& m = run.model;
+  if (!(Has(f, "deepseek-v3") || Has(f, "deepseek v3")) || m.hidden != 7168) return;
+  m.mla = {1536, 512, 128, 64, 128};
+  m.kv_heads = m.heads;
+  m.moe.first_dense_layers = 3;
+  run.assumptions.push_back(
+      "DeepSeek-V3's published config: MLA (q_lora 1536, kv_lora 512, qk 128+64, v 128), the "
+      "first 3 layers dense");
 }
 
 void MapModel(RowReader& r, Run& run) {
@@ -129,65 +224,177 @@ void MapModel(RowReader& r, Run& run) {
   m.max_seq_len = *seq;
   m.kv_heads = r.Count("model", "num_kv_heads").value_or(m.heads);
   m.head_dim = r.Count("model", "head_dim").value_or(m.hidden / m.heads);
+  const std::string f = Lower(family + " " + m.name);
+  const auto experts = r.Whole("model", "num_experts");
+  const bool moe =
+      (experts && *experts > 1) || (!experts && Lower(r.Text("model", "arch")) == "moe");
   const std::string act = Lower(r.Text("model", "activation"));
-  // Two FFN GEMMs (GELU, squared ReLU) or three (SwiGLU, GEGLU: gated).
-  m.activation = Has(act, "glu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
-  if (act.empty()) run.assumptions.push_back("activation not published: GELU (2 FFN GEMMs)");
-  if (auto f = r.Count("model", "ffn_hidden_size")) {
-    m.ffn_hidden = *f;
+  // Two FFN GEMMs (GELU, squared ReLU) or three (SwiGLU, GEGLU: gated; "silu" in a Hugging Face
+  // config is Llama's gated SiLU).
+  if (act.empty()) {
+    auto [a, why] = ActivationOfFamily(f, moe);
+    m.activation = a;
+    run.assumptions.push_back(why);
+  } else {
+    m.activation = Has(act, "glu") || Has(act, "silu") || Has(act, "swish")
+                       ? spec::Activation::kSwiGLU
+                       : spec::Activation::kGeLU;
+  }
+  if (auto ffn = r.Count("model", "ffn_hidden_size")) {
+    m.ffn_hidden = *ffn;
   } else {
     m.ffn_hidden = 4 * m.hidden;
     run.assumptions.push_back("ffn_hidden_size not published: 4 x hidden (GPT default)");
   }
   if (auto v = r.Count("model", "vocab_size")) {
     m.vocab = *v;
-  } else if (auto fv = FamilyVocab(family)) {
-    m.vocab = *fv;
+  } else if (auto fv = VocabOfFamily(f)) {
+    m.vocab = fv->vocab;
     run.assumptions.push_back(
-        fmt::format("vocab_size not published: {} ({} tokenizer)", *fv, family));
+        fmt::format("vocab_size not published: {} ({} tokenizer)", fv->vocab, fv->tokenizer));
   } else {
     run.unusable = "model.vocab_size is null and the family's tokenizer is not known";
     return;
   }
-  if (auto e = r.Count("model", "num_experts"); e && *e > 1) {
-    m.moe.experts = *e;
-    m.moe.top_k = r.Count("model", "top_k").value_or(2);
-    m.moe.expert_ffn_hidden = r.Count("model", "moe_ffn_hidden_size").value_or(m.ffn_hidden);
-    m.moe.shared_experts = r.Count("model", "shared_experts").value_or(0);
+  if (experts && *experts > 1) {
+    m.moe.experts = *experts;
+    if (auto k = r.Count("model", "top_k")) {
+      m.moe.top_k = *k;
+    } else {
+      m.moe.top_k = TopKOfFamily(f).value_or(2);
+      run.assumptions.push_back(fmt::format("top_k not published: {} ({})", m.moe.top_k,
+                                            TopKOfFamily(f) ? "the family's config" : "Mixtral's"));
+    }
+    if (auto e = r.Count("model", "moe_ffn_hidden_size")) {
+      m.moe.expert_ffn_hidden = *e;
+    } else {
+      m.moe.expert_ffn_hidden = m.ffn_hidden;
+      run.assumptions.push_back("moe_ffn_hidden_size not published: ffn_hidden_size");
+    }
+    m.moe.shared_experts = r.Whole("model", "shared_experts").value_or(0);  // 0 = none
     m.moe.capacity_factor = 0;  // dropless (Megatron-Core's default; Bridge force-balances)
+    MapDeepSeekV3(f, run);
+  } else if (moe) {
+    run.unusable = "model.arch is moe but num_experts is not published";
+    return;
   }
   // GPT-style models (Megatron GPT, MPT) tie the LM head to the embedding.
   m.tied_embeddings = Has(Lower(family), "gpt") || Has(Lower(family), "mpt");
 }
 
-// ZeRO stage from the source's words for its data-parallel sharding.
+// ZeRO stage from the source's words for its data-parallel sharding. Words that switch FSDP off
+// ("FSDP=0", "fsdp: false", "FSDP off", "no FSDP", "without FSDP") are removed first, so "DDP +
+// distributed optimizer (FSDP=0)" is ZeRO-1. Then, first match wins: PyTorch FSDP's and
+// Megatron-FSDP's strategy names, an explicit ZeRO stage, FSDP's other words, the distributed
+// optimizer, DDP.
 int ZeroStage(const std::string& sharding_words, const std::string& stack, Run& run) {
-  const std::string s = Lower(sharding_words);
-  if (Has(s, "shard_grad_op") || Has(s, "zero-2") || Has(s, "zero2") ||
-      Has(s, "not resharded after forward")) {
-    return 2;
+  static const std::regex kFsdpOff(
+      R"((fsdp2?|full_shard|zero-?3)\s*[=:]?\s*(0|false|off|none|disabled|not used)\b|\b(no|without|not)\s+fsdp2?\b)");
+  static const std::regex kZeroStage(R"(zero[\s_-]*(stage)?[\s_=:-]*([0-3])\b)");
+  const std::string s = std::regex_replace(Lower(sharding_words), kFsdpOff, " ");
+  if (Has(s, "no_shard")) return 0;
+  if (Has(s, "shard_grad_op") || Has(s, "hybrid_shard_zero2") || Has(s, "optim_grads_params")) {
+    return Has(s, "optim_grads_params") ? 3 : 2;
   }
-  if (Has(s, "full_shard") || Has(s, "fsdp") || Has(s, "fully sharded") || Has(s, "zero-3")) {
-    return 3;
-  }
-  if (Has(s, "distributed optimizer") || Has(s, "distributed_fused_adam") || Has(s, "zero-1")) {
+  if (Has(s, "full_shard") || Has(s, "hybrid_shard")) return 3;
+  if (Has(s, "optim_grads")) return 2;  // Megatron-FSDP's sharding strategies
+  if (std::smatch z; std::regex_search(s, z, kZeroStage)) return z[2].str()[0] - '0';
+  if (Has(s, "not resharded after forward")) return 2;
+  if (Has(s, "fsdp") || Has(s, "fully sharded") || Has(s, "hsdp")) return 3;
+  if (Has(s, "distributed optimizer") || Has(s, "distributed_fused_adam") ||
+      Has(s, "distributed-optimizer") || Has(s, "dist_optim") || Has(s, "dist opt") ||
+      HasWord(s, "optim")) {
     return 1;
   }
-  if (s.empty()) {
+  if (Lower(sharding_words).empty()) {
     // Megatron-Core / NeMo recipes of 2023 on use the distributed optimizer; torchtitan FSDP2.
     const int z = stack == "megatron" ? 1 : stack == "torchtitan" ? 3 : 0;
     run.assumptions.push_back(
         fmt::format("data_parallel_sharding not published: ZeRO-{} ({} default)", z, stack));
     return z;
   }
+  if (!Has(s, "ddp") && !Has(s, "none") && !Has(s, "data parallel") && !Has(s, "no shard")) {
+    run.assumptions.push_back(fmt::format(
+        "data_parallel_sharding '{}' names no sharding stage: ZeRO-0 (DDP)", sharding_words));
+  }
   return 0;  // DDP, "none"
 }
 
-spec::Recompute RecomputeFrom(const std::string& words) {
-  const std::string s = Lower(words);
-  if (Has(s, "full")) return spec::Recompute::kFull;
-  if (Has(s, "selective")) return spec::Recompute::kSelective;
-  return spec::Recompute::kNone;
+// Recomputation from `activation_recompute`, else from `recompute_detail` (Megatron's flags or
+// the source's sentence). Module lists (--recompute-modules core_attn / moe_act / mla_up_proj
+// ..., torchtitan's per-op SAC) are selective; a yes without a kind is full.
+spec::Recompute RecomputeFrom(const std::string& words, const std::string& detail, Run& run) {
+  const std::string w = Lower(words), d = Lower(detail);
+  auto kind = [](const std::string& s) -> std::optional<spec::Recompute> {
+    if (Has(s, "without activation checkpointing") || Has(s, "without recompute") ||
+        Has(s, "no recompute")) {
+      return spec::Recompute::kNone;
+    }
+    if (Has(s, "full") || Has(s, "uniform") || Has(s, "block")) return spec::Recompute::kFull;
+    if (Has(s, "selective") || Has(s, "sac") || HasWord(s, "op") || Has(s, "per-op") ||
+        Has(s, "recompute-modules") || Has(s, "recompute_modules") || Has(s, "core_attn") ||
+        Has(s, "moe_act") || Has(s, "partial")) {
+      return spec::Recompute::kSelective;
+    }
+    if (HasWord(s, "none") || HasWord(s, "no") || HasWord(s, "false") || HasWord(s, "off") ||
+        HasWord(s, "disabled")) {
+      return spec::Recompute::kNone;
+    }
+    return std::nullopt;
+  };
+  if (auto k = kind(w)) {
+    // Megatron's block method recomputes only --recompute-num-layers layers of each stage; the
+    // cost model recomputes every layer or none.
+    if (*k == spec::Recompute::kFull && Has(d, "block")) {
+      run.assumptions.push_back(fmt::format(
+          "recompute_detail '{}': block recomputation of some layers, costed as full on all",
+          detail));
+    }
+    return *k;
+  }
+  if (w.empty()) {
+    if (auto k = kind(d)) {
+      run.assumptions.push_back(
+          fmt::format("activation_recompute not published: {} (recompute_detail '{}')",
+                      spec::ToString(*k), detail));
+      return *k;
+    }
+    if (!d.empty()) {
+      run.assumptions.push_back(fmt::format(
+          "activation_recompute not published and recompute_detail '{}' names no kind: full",
+          detail));
+      return spec::Recompute::kFull;
+    }
+    run.assumptions.push_back("activation_recompute not published: none");
+    return spec::Recompute::kNone;
+  }
+  // "yes", "true", "activation checkpointing": recomputation of an unnamed kind.
+  const auto from_detail = kind(d);
+  const spec::Recompute k = from_detail.value_or(spec::Recompute::kFull);
+  run.assumptions.push_back(fmt::format("activation_recompute '{}' names no kind: {}{}", words,
+                                        spec::ToString(k),
+                                        from_detail ? " (from recompute_detail)" : ""));
+  return k;
+}
+
+// Expert tensor parallelism: `etp` as published (equal to tp: the default, experts split like the
+// dense FFN). Unpublished, with EP folded and ep not dividing dp*cp but dividing dp*cp*tp, the
+// source can only have run whole experts with EP spanning the tp ranks (etp 1: Megatron's MoE
+// parallel folding).
+void MapExpertTp(RowReader& r, Run& run) {
+  spec::Layout& l = run.layout;
+  if (auto e = r.Count("parallelism", "etp")) {
+    l.etp = *e == l.tp ? 0 : *e;
+    return;
+  }
+  if (!run.model.is_moe() || l.ep_placement != spec::EpPlacement::kFolded || l.ep <= 1) return;
+  const auto dpcp = CheckedMul(l.dp, l.cp), all = CheckedMul(l.dp * l.cp, l.tp);
+  if (!dpcp || !all || *dpcp % l.ep == 0 || l.tp == 1 || *all % l.ep != 0) return;
+  l.etp = 1;
+  run.assumptions.push_back(fmt::format(
+      "etp not published: 1 (ep {} does not divide dp*cp = {} but divides dp*cp*tp = {}: whole "
+      "experts, EP spanning the tp ranks; Megatron's MoE parallel folding)",
+      l.ep, *dpcp, *all));
 }
 
 void MapLayout(RowReader& r, Run& run) {
@@ -231,7 +438,8 @@ void MapLayout(RowReader& r, Run& run) {
   l.sp = sp.value_or(l.tp > 1 && run.stack != "maxtext");
   if (!sp && l.tp > 1) run.assumptions.push_back("sequence_parallel not published: on with tp > 1");
   if (!l.sp && l.tp == 1) l.sp = false;
-  l.recompute = RecomputeFrom(r.Text("parallelism", "activation_recompute"));
+  l.recompute = RecomputeFrom(r.Text("parallelism", "activation_recompute"),
+                              r.Text("parallelism", "recompute_detail"), run);
   if (auto mbs = r.Count("parallelism", "micro_batch_size")) {
     l.mbs = *mbs;
   } else if (run.stack == "torchtitan" && l.pp > 1) {
@@ -252,6 +460,7 @@ void MapLayout(RowReader& r, Run& run) {
     run.assumptions.push_back("micro_batch_size not published: 1");
   }
   l.zero = ZeroStage(r.Text("parallelism", "data_parallel_sharding"), run.stack, run);
+  MapExpertTp(r, run);
   const auto layout_gpus = CheckedMul(l.dp, other);
   if (!layout_gpus || *layout_gpus != gpus) {
     run.unusable =
@@ -272,15 +481,27 @@ void MapTrain(RowReader& r, Run& run) {
   t.precision = run.facts.fp8 ? spec::Precision::kFp8 : spec::Precision::kBf16;
   run.facts.fp32_grads = Has(precision, "fp32 reduce") || Has(precision, "fp32 grad");
   int64_t seqs = 0;
-  if (auto g = r.Count("parallelism", "global_batch_size")) {
+  // The token count and the accumulation steps are read only when the batch in sequences is not
+  // published (sources write them in words there: "16M").
+  const auto g = r.Count("parallelism", "global_batch_size");
+  std::optional<double> tok;
+  if (!g) tok = r.Positive("parallelism", "global_batch_tokens");
+  if (!g && !tok) tok = r.Positive("parallelism", "global_batch_tokens_derived");
+  const auto accum = g || tok ? std::nullopt : r.Count("parallelism", "grad_accum_steps");
+  if (g) {
     seqs = *g;
-  } else if (auto tok = r.Positive("parallelism", "global_batch_tokens_derived")) {
+  } else if (tok) {
     const double n = std::round(*tok / static_cast<double>(t.seq_len));
     if (!(n >= 1 && n <= static_cast<double>(spec::kMaxField))) {
-      run.unusable = "parallelism.global_batch_tokens_derived is not a whole number of sequences";
+      run.unusable = "parallelism.global_batch_tokens is not a whole number of sequences";
       return;
     }
     seqs = static_cast<int64_t>(n);
+  } else if (accum) {
+    seqs = CheckedMul(run.layout.data_ranks() * run.layout.mbs, *accum)
+               .value_or(spec::kMaxBatchTokens + 1);
+    run.assumptions.push_back(fmt::format(
+        "global_batch_size not published: data ranks x micro-batch x grad_accum_steps = {}", seqs));
   } else {
     const std::string notes = Lower(r.Text("parallelism", "notes"));
     int64_t local = run.layout.mbs * (run.stack == "torchtitan" ? run.layout.pp : 1);
@@ -389,6 +610,12 @@ void MapCluster(RowReader& r, Run& run) {
     return;
   }
   if (run.sku.empty()) {
+    const SkuGuess guess =
+        GuessSku(model, type, r.Positive("hardware", "gpu_memory_gb").value_or(0));
+    run.sku = guess.sku;
+    if (!guess.sku.empty()) run.assumptions.push_back(guess.assumption);
+  }
+  if (run.sku.empty()) {
     run.unusable = fmt::format("GPU '{} / {}' has no cluster preset", model, type);
     return;
   }
@@ -403,6 +630,53 @@ void MapCluster(RowReader& r, Run& run) {
   if (!st.ok()) run.unusable = st.message();
 }
 
+// Megatron splits layers unevenly when they do not fill the pp x vpp chunks
+// (--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split:
+// DeepSeek-V3's 61 layers on pp 16, a 94-layer model on pp 32 x vpp 3). spec::ChunkLayers takes
+// at most two layers off the first and last chunks; a row needing more is costed with its layers
+// rounded up to the nearest split it takes (ceil(layers / chunks) a chunk, the first and last one
+// less), at most one layer a pipeline rank more: the slowest stage, which sets the step, then
+// holds what Megatron's heaviest stage holds.
+void MapUnevenStages(Run& run) {
+  const spec::Layout& l = run.layout;
+  const int64_t chunks = l.pp * l.virtual_stages, layers = run.model.layers;
+  if (chunks <= 1 || spec::ChunkLayers(layers, chunks, 0) >= 0) return;
+  const int64_t n = (layers + chunks - 1) / chunks;
+  const int64_t costed = n >= 2 ? chunks * n - 2 : chunks;
+  if (costed < layers || costed - layers > l.pp || spec::ChunkLayers(costed, chunks, 0) < 0) return;
+  run.model.layers = costed;
+  run.assumptions.push_back(fmt::format(
+      "{} layers on pp {} x vpp {} = {} chunks: Megatron's uneven first/last stages, costed as {} "
+      "layers ({} a chunk on the heaviest stage)",
+      layers, l.pp, l.virtual_stages, chunks, costed, n));
+}
+
+// The MoE token dispatcher and routing the row names (fields or notes). The cost model has one
+// dispatcher (all-to-all dispatch and combine, cost::Terms ep) and routes as balanced as
+// cost::CostParams::moe_imbalance says (1 = the force-balanced benchmarks); the words are read so
+// the row says what was assumed.
+void MapDispatcher(RowReader& r, Run& run) {
+  if (!run.model.is_moe()) return;
+  const std::string words =
+      Lower(r.Text("parallelism", "moe_token_dispatcher_type") + " " +
+            r.Text("parallelism", "token_dispatcher") + " " + r.Text("parallelism", "notes") + " " +
+            r.Text("model", "notes") + " " + r.Text("source", "notes"));
+  std::string kind = "not published";
+  if (Has(words, "deepep") || Has(words, "flex")) {
+    kind = "DeepEP / flex";
+  } else if (Has(words, "allgather") || Has(words, "all-gather dispatcher")) {
+    kind = "all-gather";
+  } else if (Has(words, "alltoall") || Has(words, "all-to-all") || Has(words, "a2a")) {
+    kind = "all-to-all";
+  }
+  run.assumptions.push_back(fmt::format(
+      "token dispatcher {}: costed as an all-to-all dispatch and combine over ep", kind));
+  const bool forced = Has(words, "force-balanc") || Has(words, "force balanc") ||
+                      Has(words, "force_load_balancing") || Has(words, "forced balanc");
+  run.assumptions.push_back(forced ? "routing force-balanced: tokens spread evenly (imbalance 1)"
+                                   : "routing: costed as balanced over the experts (imbalance 1)");
+}
+
 Run MapRow(const json& row, const std::string& id, std::string& error) {
   RowReader r(row, id);
   Run run;
@@ -415,9 +689,12 @@ Run MapRow(const json& row, const std::string& id, std::string& error) {
   MapCluster(r, run);
   if (run.usable()) MapModel(r, run);
   if (run.usable()) MapLayout(r, run);
+  if (run.usable()) MapDispatcher(r, run);
   if (run.usable()) MapTrain(r, run);
   if (run.usable()) MapFacts(r, run);
   if (run.usable()) MapMeasured(r, run);
+  if (run.usable())
+    MapUnevenStages(run);  // after MapMeasured: TFLOP/s convert with the true layers
   if (run.usable()) {
     const auto v = spec::Validate(run.model, run.cluster, run.train, run.layout);
     if (!v.empty()) run.unusable = v.front();
@@ -438,6 +715,36 @@ std::string SkuForGpu(const std::string& gpu_model, const std::string& gpu_type)
   if (Has(s, "b200")) return "b200";
   if (Has(s, "mi300x")) return "mi300x";
   return "";
+}
+
+SkuGuess GuessSku(const std::string& gpu_model, const std::string& gpu_type, double memory_gb) {
+  const std::string s = Lower(gpu_model + " " + gpu_type);
+  const std::string words = gpu_model + (gpu_type.empty() ? "" : " / " + gpu_type);
+  if (Has(s, "a800")) {
+    return {"a100-80gb",
+            fmt::format("GPU '{}': estimated as an A100 80GB (the A800 is an A100 with NVLink cut "
+                        "to 400 GB/s; the preset keeps 600)",
+                        words)};
+  }
+  if (Has(s, "gh200")) {
+    return {"h200",
+            fmt::format("GPU '{}': estimated as an H200 (GH200's Hopper die and HBM3e)", words)};
+  }
+  if (Has(s, "ampere")) {
+    const bool small = memory_gb > 0 && memory_gb <= 48;
+    return {small ? "a100-40gb" : "a100-80gb",
+            fmt::format("GPU '{}' names no SKU: estimated as an A100 {} SXM (the Ampere training "
+                        "GPU{})",
+                        words, small ? "40GB" : "80GB",
+                        memory_gb > 0 ? fmt::format(", {} GB published", memory_gb) : "")};
+  }
+  if (Has(s, "hopper")) {
+    return {"h100-sxm", fmt::format("GPU '{}' names no SKU: estimated as an H100 SXM 80GB", words)};
+  }
+  if (Has(s, "blackwell")) {
+    return {"b200", fmt::format("GPU '{}' names no SKU: estimated as a B200", words)};
+  }
+  return {};
 }
 
 std::string StackForSoftware(const std::string& software, const std::string& group) {
@@ -467,24 +774,38 @@ core::Result<std::vector<Run>> RunsFromJson(const json& rows, const std::string&
     return core::Status::Error(fmt::format("{}: must be a JSON array of runs", source));
   }
   std::vector<Run> runs;
-  std::set<std::string> ids;
+  std::map<std::string, size_t> ids;  // id -> the row that used it first
   for (size_t i = 0; i < rows.size(); ++i) {
     const json& row = rows[i];
+    Run bad;
+    bad.index = i;
+    bad.unreadable = true;
+    bad.id = fmt::format("#{}", i);
     if (!row.is_object()) {
-      return core::Status::Error(fmt::format("{}: row {} is not an object", source, i));
+      bad.unusable = fmt::format("is not an object but {}", row.type_name());
+      runs.push_back(std::move(bad));
+      continue;
     }
     const auto id_it = row.find("id");
     if (id_it == row.end() || !id_it->is_string() || id_it->get<std::string>().empty()) {
-      return core::Status::Error(
-          fmt::format("{}: row {}: id must be a non-empty string", source, i));
+      bad.unusable = "id must be a non-empty string";
+      runs.push_back(std::move(bad));
+      continue;
     }
     const std::string id = id_it->get<std::string>();
-    if (!ids.insert(id).second) {
-      return core::Status::Error(fmt::format("{}: row '{}': id is used twice", source, id));
+    if (const auto [at, fresh] = ids.emplace(id, i); !fresh) {
+      bad.id = id;
+      bad.unusable = fmt::format("id is used twice (first by row {})", at->second);
+      runs.push_back(std::move(bad));
+      continue;
     }
     std::string error;
     Run run = MapRow(row, id, error);
-    if (!error.empty()) return core::Status::Error(fmt::format("{}: {}", source, error));
+    run.index = i;
+    if (!error.empty()) {
+      run.unreadable = true;
+      run.unusable = error;
+    }
     runs.push_back(std::move(run));
   }
   return runs;

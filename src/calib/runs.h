@@ -66,20 +66,31 @@ struct Run {
   std::optional<double> memory_gib;  // published per-GPU memory (torchtitan: max reserved)
   std::vector<std::string> assumptions;  // every value filled in by a default, with the reason
   std::string unusable;                  // empty = usable; else why it cannot be estimated
+  size_t index = 0;                      // the row's position in its file (0-based)
+  bool unreadable = false;  // the row's data is malformed (`unusable` names the field and why)
   bool usable() const { return unusable.empty(); }
 };
 
-// Reads a JSON array of rows. Errors (exit status 2 at the CLI) name the file, the row id (or
-// index) and the field: not an array, a row that is not an object, a missing id, a duplicate id,
-// a number that is not a positive finite value where one is required. Rows that cannot be
+// Reads a JSON array of rows. Only a file that is not JSON or not an array is an error. One bad
+// row never sinks the others: a row that cannot be read (not an object, no id, an id used twice,
+// a wrong type, a number that is not a positive finite value where one is required) comes back
+// with `unreadable` set and `unusable` naming the field and the reason; rows that cannot be
 // estimated (no throughput published, a GPU pentamesh has no preset for, degrees that do not
-// multiply to the GPU count) come back with `unusable` set.
+// multiply to the GPU count) come back with `unusable` set. Rows with no id are named "#<index>".
 core::Result<std::vector<Run>> LoadRuns(const std::string& path);
 core::Result<std::vector<Run>> RunsFromJson(const nlohmann::json& rows, const std::string& source);
 
 // The cluster preset for a row's GPU words ("A100-SXM4-80GB", "h100_80gb", "H100 (96GB HBM2e,
 // 500W, ...)"); empty when none matches.
 std::string SkuForGpu(const std::string& gpu_model, const std::string& gpu_type);
+// A preset for GPU words that name a GPU generation or a variant without a preset of its own
+// ("Ampere", "Hopper", "Blackwell", "A800", "GH200"), with the assumption that makes it one
+// ("" when the words name none). `memory_gb` (0 = unknown) picks A100 40 GB vs 80 GB.
+struct SkuGuess {
+  std::string sku;
+  std::string assumption;
+};
+SkuGuess GuessSku(const std::string& gpu_model, const std::string& gpu_type, double memory_gb);
 
 // The stack profile for a row's software words; empty when none matches.
 std::string StackForSoftware(const std::string& software, const std::string& group);

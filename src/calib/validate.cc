@@ -79,6 +79,14 @@ GroupSummary Summarize(const std::string& name, const std::vector<const RowResul
 
 }  // namespace
 
+bool InRegime(const Run& run, const std::string& regime) {
+  if (regime == kRegimes[0]) return run.model.is_moe();
+  if (regime == kRegimes[1]) return run.train.seq_len >= 32768;
+  if (regime == kRegimes[2]) return run.facts.fp8;
+  if (regime == kRegimes[3]) return run.cluster.gpus() >= 1024;
+  return false;
+}
+
 core::Result<Calibration> ShippedCalibration() {
   Calibration cal;
   for (const std::string& name : StackNames()) {
@@ -126,6 +134,13 @@ Validation ValidateRuns(const std::vector<Run>& runs, const Calibration& shipped
   }
   for (const auto& [g, rows] : by_group) v.groups.push_back(Summarize(g, rows, v.cross_validated));
   for (const auto& [g, rows] : by_gpu) v.gpus.push_back(Summarize(g, rows, v.cross_validated));
+  for (const char* regime : kRegimes) {
+    std::vector<const RowResult*> rows;
+    for (const RowResult& r : v.rows) {
+      if (InRegime(*r.run, regime)) rows.push_back(&r);
+    }
+    v.regimes.push_back(Summarize(regime, rows, v.cross_validated));
+  }
   v.all = Summarize("all", all, v.cross_validated);
   return v;
 }

@@ -61,14 +61,20 @@ struct GroupSummary {
 };
 
 struct Validation {
-  std::vector<RowResult> rows;       // usable runs
-  std::vector<const Run*> unusable;  // with the reason in Run::unusable
-  std::vector<GroupSummary> groups;  // by source group
-  std::vector<GroupSummary> gpus;    // by GPU class
+  std::vector<RowResult> rows;        // usable runs
+  std::vector<const Run*> unusable;   // with the reason in Run::unusable
+  std::vector<GroupSummary> groups;   // by source group
+  std::vector<GroupSummary> gpus;     // by GPU class
+  std::vector<GroupSummary> regimes;  // by regime (kRegimes order; a run may be in several)
   GroupSummary all;
   bool cross_validated = false;
   std::vector<std::pair<std::string, double>> fitted;  // the in-sample fit: name, value
 };
+
+// The regimes accuracy is reported by (issue 29's case study lives in them): MoE, sequences of
+// 32K tokens or more, FP8 GEMMs, 1,024 GPUs or more. A run is in every regime it matches.
+inline constexpr const char* kRegimes[] = {"MoE", "seq >= 32K", "FP8", ">= 1,024 GPUs"};
+bool InRegime(const Run& run, const std::string& regime);
 
 // The shipped calibration: every stack preset's parameters and the cluster presets' GPU values.
 core::Result<Calibration> ShippedCalibration();

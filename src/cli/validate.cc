@@ -1,7 +1,9 @@
 // `pentamesh validate --runs FILE.json [--cv] [--json] [--html OUT]`: predicts measured runs (the
 // published-runs format) and prints each row's error and each group's statistics, why a row
 // cannot be estimated, and with --cv the in-sample, k-fold and leave-one-group-out errors of a
-// fresh fit. Thin: parse, call calib::ValidateRuns, print.
+// fresh fit. A row that cannot be read is reported by index and reason while the others are
+// validated; the exit status is then 2 (bad input), else 0. Thin: parse, call calib::ValidateRuns,
+// print.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -72,7 +74,10 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
   }
   if (!v.unusable.empty()) {
     fmt::print("\nnot estimated:\n");
-    for (const calib::Run* r : v.unusable) fmt::print("  {}: {}\n", r->id, r->unusable);
+    for (const calib::Run* r : v.unusable) {
+      fmt::print("  row {} '{}': {}{}\n", r->index, r->id, r->unreadable ? "unreadable: " : "",
+                 r->unusable);
+    }
   }
   fmt::print("\nby source group (tokens/s per GPU: median |error|, signed median)\n");
   if (v.cross_validated) {
@@ -82,6 +87,19 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
   for (const auto& g : v.groups) PrintSummary(g, v.cross_validated);
   fmt::print("by GPU\n");
   for (const auto& g : v.gpus) PrintSummary(g, v.cross_validated);
+  fmt::print("by regime (|error|: median / p90; a run counts in every regime it is in)\n");
+  if (v.cross_validated) {
+    fmt::print("  {:<28} {:>3}  {:>15}  {:>15}  {:>15}\n", "regime", "n", "shipped", "5-fold",
+               "leave-group-out");
+  }
+  for (const auto& g : v.regimes) {
+    auto pair = [](const calib::ErrorStats& e) {
+      return e.n == 0 ? std::string("-") : AbsPct(e.median_abs) + " / " + AbsPct(e.p90_abs);
+    };
+    fmt::print("  {:<28} {:>3}  {:>15}", g.group, g.shipped.n, pair(g.shipped));
+    if (v.cross_validated) fmt::print("  {:>15}  {:>15}", pair(g.kfold), pair(g.logo));
+    fmt::print("\n");
+  }
   fmt::print("\nall runs\n");
   PrintStatsLine("shipped calibration", v.all.shipped);
   if (v.cross_validated) {
@@ -119,6 +137,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
                           {"error", r.shipped.error},
                           {"predicted_memory_gib", r.shipped.memory_gib},
                           {"fits", r.shipped.fits},
+                          {"row", r.run->index},
                           {"assumptions", r.run->assumptions}};
     if (r.run->memory_gib) row["published_memory_gib"] = *r.run->memory_gib;
     if (v.cross_validated) {
@@ -129,8 +148,13 @@ nlohmann::json ToJson(const calib::Validation& v) {
     j["rows"].push_back(row);
   }
   j["unusable"] = nlohmann::json::array();
-  for (const calib::Run* r : v.unusable)
-    j["unusable"].push_back({{"id", r->id}, {"why", r->unusable}});
+  for (const calib::Run* r : v.unusable) {
+    j["unusable"].push_back({{"id", r->id},
+                             {"row", r->index},
+                             {"unreadable", r->unreadable},
+                             {"why", r->unusable},
+                             {"assumptions", r->assumptions}});
+  }
   auto summary = [&](const calib::GroupSummary& g) {
     nlohmann::json s = {{"name", g.group}, {"shipped", StatsJson(g.shipped)}};
     if (v.cross_validated) {
@@ -143,6 +167,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
   };
   for (const auto& g : v.groups) j["groups"].push_back(summary(g));
   for (const auto& g : v.gpus) j["gpus"].push_back(summary(g));
+  for (const auto& g : v.regimes) j["regimes"].push_back(summary(g));
   j["all"] = summary(v.all);
   for (const auto& [name, value] : v.fitted) j["fitted"][name] = value;
   return j;
@@ -199,7 +224,16 @@ RunFn AddValidateCommand(CLI::App& app) {
       out << report::CalibrationHtml(v, args->runs);
       if (!out) return Fail(fmt::format("--html: writing '{}' failed", args->html));
     }
-    return 0;
+    // One bad row never sinks the file: the others are validated and printed above; the bad
+    // rows are bad input all the same, so they are named on stderr and the status is 2.
+    int unreadable = 0;
+    for (const calib::Run* r : v.unusable) {
+      if (!r->unreadable) continue;
+      ++unreadable;
+      fmt::print(stderr, "pentamesh: {}: row {} '{}': {}\n", args->runs, r->index, r->id,
+                 r->unusable);
+    }
+    return unreadable > 0 ? 2 : 0;
   };
 }
 

@@ -43,9 +43,49 @@ TEST(ValidateCli, PublishedRunsJsonAndHtml) {
   EXPECT_EQ(j["rows"].size(), 118u);
   EXPECT_EQ(j["unusable"].size(), 0u);
   EXPECT_LE(j["all"]["shipped"]["median_abs"].get<double>(), 0.07);
+  ASSERT_EQ(j["regimes"].size(), 4u);  // MoE, seq >= 32K, FP8, >= 1,024 GPUs
+  EXPECT_EQ(j["regimes"][0]["name"], "MoE");
   const std::string html = ReadFile(dir + "/v.html");
   EXPECT_NE(html.find("pmChart(\""), std::string::npos);  // Vega charts (rendered: tests/report)
   EXPECT_NE(html.find("megatron2021-t1-18B"), std::string::npos);
+}
+
+// One bad row among good ones: the good rows are validated and printed (text and --json, each with
+// its assumptions), the bad one is named by index and reason, and the status is 2 (bad input).
+TEST(ValidateCli, ABadRowNeverSinksTheFile) {
+  const std::string dir = testing::MakeTempDir("validate_bad_row");
+  nlohmann::json rows = TwoRows();
+  rows[1]["parallelism"]["tp"] = "eight";
+  const std::string bad_id = rows[1]["id"];
+  const std::string path = Write(dir, "mixed.json", rows.dump());
+  const auto run = Pentamesh(fmt::format("validate --runs {} --json", path));
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find(fmt::format("row 1 '{}': parallelism.tp must be a number", bad_id)),
+            std::string::npos)
+      << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["rows"].size(), rows.size() - 1);
+  for (const auto& r : j["rows"]) {
+    EXPECT_NE(r["id"], bad_id);
+    EXPECT_TRUE(r["assumptions"].is_array());
+    EXPECT_GT(r["predicted_tokens_per_s_gpu"].get<double>(), 0);
+  }
+  ASSERT_EQ(j["unusable"].size(), 1u);
+  EXPECT_EQ(j["unusable"][0]["row"], 1);
+  EXPECT_TRUE(j["unusable"][0]["unreadable"].get<bool>());
+  const auto text = Pentamesh(fmt::format("validate --runs {}", path));
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.out.find(rows[0]["id"].get<std::string>()), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("row 1 '" + bad_id + "': unreadable: parallelism.tp"), std::string::npos)
+      << text.out;
+  // Without the bad row the status is 0; a file that is not an array is still refused whole.
+  rows.erase(1);
+  EXPECT_EQ(
+      Pentamesh(fmt::format("validate --runs {}", Write(dir, "good.json", rows.dump()))).exit_code,
+      0);
+  const auto obj = Pentamesh(fmt::format("validate --runs {}", Write(dir, "obj.json", "{}")));
+  EXPECT_EQ(obj.exit_code, 2);
+  EXPECT_NE(obj.err.find("must be a JSON array"), std::string::npos) << obj.err;
 }
 
 TEST(CalibrateCli, WritesAProfileEstimateUses) {
