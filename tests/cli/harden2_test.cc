@@ -133,6 +133,23 @@ data_parallel_shard_degree = -1
                 "exceeds the limit of 1048576 GPUs");
 }
 
+// Megatron degrees of 2^32 each: tp x pp x cp wrapped to 0 and divided the world size (SIGFPE).
+TEST(Harden2Numbers, MegatronDegreeProductChecked) {
+  const std::string dir = data::testing::MakeTempDir("harden2_megatron");
+  const std::string script = Write(
+      dir, "train.sh",
+      "torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+      "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size "
+      "1024 --vocab-size 128256 --tensor-model-parallel-size 4294967296 "
+      "--pipeline-model-parallel-size 4294967296 --context-parallel-size 4294967296 --bf16\n");
+  ExpectRefused(Pentamesh("import-config " + script + " --engine megatron --gpus 8"),
+                "tp x pp x cp = 4294967296 x 4294967296 x 4294967296 exceeds the limit");
+  ExpectRefused(Pentamesh("plan --model llama3-8b --cluster h100-sxm --train pretrain-4k "
+                          "--baseline " +
+                          script),
+                "exceeds the limit of 1048576 GPUs");
+}
+
 // A 20-digit #SBATCH count aborted (std::stoll): now named.
 TEST(Harden2Numbers, SbatchCountNamed) {
   const std::string dir = data::testing::MakeTempDir("harden2_sbatch");
