@@ -150,6 +150,32 @@ TEST(Harden2Numbers, MegatronDegreeProductChecked) {
                 "exceeds the limit of 1048576 GPUs");
 }
 
+// --moe-layer-freq with a 20-digit count aborted (std::stoll) and a 10-digit run count allocated
+// that many entries (std::bad_alloc): named, bounded by the model's layers.
+TEST(Harden2Numbers, MoeLayerFreqCountsBounded) {
+  const std::string dir = data::testing::MakeTempDir("harden2_freq");
+  const std::string base =
+      "torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+      "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size "
+      "1024 --vocab-size 128256 --num-experts 8 --moe-router-topk 2 --bf16 --moe-layer-freq ";
+  const struct {
+    std::string freq, want;
+  } cases[] = {
+      {"99999999999999999999", "--moe-layer-freq: '99999999999999999999' is not an integer"},
+      {"'([0]*1+[1]*99999999999999999999)'",
+       "(the model has 32 layers): '99999999999999999999' is not an integer"},
+      {"'([0]*1+[1]*9999999999)'", "must be <= 31 (got 9999999999)"},
+  };
+  for (const auto& c : cases) {
+    const std::string script = Write(dir, "train.sh", base + c.freq + "\n");
+    SCOPED_TRACE(c.freq);
+    ExpectRefused(Pentamesh("import-config " + script + " --engine megatron --gpus 8"), c.want);
+  }
+  // The same form within the model's layers is read.
+  const std::string ok = Write(dir, "ok.sh", base + "'([0]*1+[1]*31)'\n");
+  EXPECT_EQ(Pentamesh("import-config " + ok + " --engine megatron --gpus 8").exit_code, 0);
+}
+
 // A 20-digit #SBATCH count aborted (std::stoll): now named.
 TEST(Harden2Numbers, SbatchCountNamed) {
   const std::string dir = data::testing::MakeTempDir("harden2_sbatch");
