@@ -580,7 +580,8 @@ TEST(CkptMultiRank, Bf16ResumeBitwise) {
 // of the tiny model (~0.6 MiB) but not two. If mount is not permitted (an unprivileged
 // container), the fallback is RLIMIT_FSIZE (`ulimit -f`, SIGXFSZ ignored so write fails with
 // EFBIG), also a real kernel limit, on one process (Open MPI's PMIx store fails under it). The save
-// fails naming the reason, the previous checkpoint stays whole, and a resume from it works.
+// fails naming the reason, the run (whose last checkpoint was not saved) exits 2, the previous
+// checkpoint stays whole, and a resume from it works.
 TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
   const std::string dir = WriteRun("ckpt_mr_full");
   const std::string mnt = dir + "/ckpt";
@@ -607,10 +608,14 @@ TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
       Shell(tmpfs ? Mpi(2, TrainMr(dir, layout + resume))
                   : "trap '' XFSZ; ulimit -f 64; " +
                         TrainMr(dir, "--layout mbs=1 --set optim.warmup_steps=1" + resume));
-  EXPECT_EQ(b.exit_code, 0) << b.out << b.err;
+  // The last checkpoint is the run's result: not saving it is a failed run (exit 2), not 0.
+  EXPECT_EQ(b.exit_code, 2) << b.out << b.err;
   EXPECT_NE(b.out.find("resumed from " + mnt + "/step-00000002 at step 2"), std::string::npos)
       << b.out;
-  EXPECT_NE(b.err.find("checkpoint step-00000004 NOT saved"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("the run's last checkpoint (step 4) was not saved: checkpoint "
+                       "step-00000004 NOT saved"),
+            std::string::npos)
+      << b.err;
   EXPECT_NE(b.err.find(tmpfs ? "No space left on device" : "File too large"), std::string::npos)
       << b.err;
   EXPECT_NE(b.err.find("the previous checkpoint " + mnt + "/step-00000002 is intact"),
@@ -618,12 +623,13 @@ TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
       << b.err;
   EXPECT_FALSE(std::filesystem::exists(mnt + "/step-00000004.tmp"));
   EXPECT_FALSE(std::filesystem::exists(mnt + "/step-00000004"));
-  // The previous checkpoint verifies and resumes (now without the limit).
+  // The previous checkpoint verifies and resumes (without the ulimit; the tmpfs is still full, so
+  // there the last save fails again and the run ends with exit 2).
   const CliRun c = Shell(Mpi(2, TrainMr(dir, layout +
                                                  " --resume auto --set run.steps=4 "
                                                  "--set run.out_dir='\"" +
                                                  dir + "/out2\"'")));
-  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_EQ(c.exit_code, tmpfs ? 2 : 0) << c.out << c.err;
   EXPECT_NE(c.out.find("resumed from " + mnt + "/step-00000002 at step 2"), std::string::npos)
       << c.out;
 }
