@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "core/numeric.h"
+#include "spec/json_input.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
@@ -813,13 +814,7 @@ core::Result<std::vector<Run>> RunsFromJson(const json& rows, const std::string&
 
 core::Result<std::vector<Run>> LoadRuns(const std::string& path) {
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
-  json rows;
-  try {
-    rows = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() names the line and column ("parse error at line 3, column 7: ...").
-    return core::Status::Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
+  PM_ASSIGN_OR_RETURN(const json rows, spec::ParseJson(text, path));  // spec/json_input.h
   return RunsFromJson(rows, path);
 }
 

@@ -1,6 +1,7 @@
 #include "ckpt/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -260,14 +261,11 @@ std::vector<Box> FlatRangeBoxes(const std::vector<int64_t>& shape, int64_t begin
   return out;
 }
 
-std::vector<std::string> ListCheckpoints(const std::string& root) {
+std::vector<std::string> ListStepDirs(const std::string& root) {
   std::vector<std::string> dirs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && name.find(".tmp") == std::string::npos &&
-        fs::exists(e.path() / kManifest))
-      dirs.push_back(e.path().string());
+    if (e.is_directory() && StepOfDir(e.path().string())) dirs.push_back(e.path().string());
   }
   std::sort(dirs.begin(), dirs.end(), std::greater<>());
   if (const auto latest = LatestName(root)) {
@@ -276,6 +274,26 @@ std::vector<std::string> ListCheckpoints(const std::string& root) {
     if (it != dirs.end()) std::rotate(dirs.begin(), it, it + 1);
   }
   return dirs;
+}
+
+std::vector<std::string> ListCheckpoints(const std::string& root) {
+  std::vector<std::string> dirs = ListStepDirs(root);
+  std::erase_if(dirs, [](const std::string& d) { return !fs::exists(fs::path(d) / kManifest); });
+  return dirs;
+}
+
+core::Result<std::vector<std::string>> SetAsideDamaged(const std::vector<std::string>& dirs,
+                                                       Env* env) {
+  if (env == nullptr) env = Env::Default();
+  std::vector<std::string> moved;
+  for (const std::string& dir : dirs) {
+    std::string to = dir + ".damaged";
+    for (int k = 2; fs::exists(to); ++k) to = fmt::format("{}.damaged-{}", dir, k);
+    PM_RETURN_IF_ERROR(env->Rename(dir, to));
+    moved.push_back(to);
+  }
+  if (!dirs.empty()) PM_RETURN_IF_ERROR(env->SyncDir(fs::path(dirs[0]).parent_path().string()));
+  return moved;
 }
 
 namespace {
@@ -446,7 +464,8 @@ core::Status RestoreParams(const Checkpoint& ckpt, model::ParamSet& params) {
 
 core::Result<std::optional<Checkpoint>> ResolveResume(
     const std::string& spec, const std::string& root,
-    const std::function<void(const std::string&)>& log) {
+    const std::function<void(const std::string&)>& log, std::vector<std::string>* damaged) {
+  if (damaged != nullptr) damaged->clear();
   if (spec != "auto") {
     std::string dir = spec;
     if (!fs::exists(fs::path(dir) / kManifest)) {
@@ -461,12 +480,23 @@ core::Result<std::optional<Checkpoint>> ResolveResume(
     return std::optional<Checkpoint>(std::move(c));
   }
   if (root.empty()) return core::Status::Error("--resume auto: set ckpt.dir (the checkpoint root)");
-  for (const std::string& dir : ListCheckpoints(root)) {
+  std::vector<std::string> passed_over;
+  for (const std::string& dir : ListStepDirs(root)) {
     auto c = Checkpoint::Open(dir);
-    if (c.ok()) return std::optional<Checkpoint>(std::move(*c));
+    if (c.ok()) {
+      if (damaged != nullptr) *damaged = std::move(passed_over);
+      return std::optional<Checkpoint>(std::move(*c));
+    }
     log(fmt::format("checkpoint {} is damaged: {}; falling back to the previous one", dir,
                     c.status().message()));
+    passed_over.push_back(dir);
   }
+  if (!passed_over.empty())
+    return core::Status::Error(fmt::format(
+        "--resume auto: every checkpoint under {} is damaged ({}); not starting again from step 0 "
+        "over them. Resume from a good copy with --resume PATH, or start a new run with "
+        "--overwrite (which deletes them)",
+        root, fmt::join(passed_over, ", ")));
   return std::optional<Checkpoint>();
 }
 

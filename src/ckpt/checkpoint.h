@@ -139,16 +139,28 @@ class Checkpoint {
 // Loads this rank's shard of every parameter (master, m, v) and refreshes the compute weights.
 core::Status RestoreParams(const Checkpoint& ckpt, model::ParamSet& params);
 
-// Complete checkpoint directories under root (step-N with a manifest), newest first; the one
-// `latest` names comes first when it exists.
+// Every step-N directory under root (N a number: not step-N.tmp or step-N.damaged), complete or
+// not, newest first; the one `latest` names comes first when it exists.
+std::vector<std::string> ListStepDirs(const std::string& root);
+// The complete ones among them (with a manifest), in the same order. Pruning removes only these.
 std::vector<std::string> ListCheckpoints(const std::string& root);
 
-// Resolves --resume: "auto" = the newest checkpoint under root that verifies (each damaged one is
-// reported through `log` by file and skipped); nullopt when root has none. Otherwise `spec` is a
-// checkpoint directory (or a root with `latest`) that must verify.
+// Resolves --resume: "auto" = the newest step-N directory under root that verifies (each damaged
+// one is reported through `log` by file, skipped, and listed in *damaged); nullopt when root has
+// no step-N directory; an error naming them all when every one is damaged (a run never restarts
+// from step 0 over checkpoints it could not read). Otherwise `spec` is a checkpoint directory (or
+// a root with `latest`) that must verify.
 core::Result<std::optional<Checkpoint>> ResolveResume(
     const std::string& spec, const std::string& root,
-    const std::function<void(const std::string&)>& log);
+    const std::function<void(const std::string&)>& log,
+    std::vector<std::string>* damaged = nullptr);
+
+// Recovery keeps what it could not read: renames each damaged step-N directory to step-N.damaged
+// (step-N.damaged-2, ... when taken), which no listing, pruning or later save touches, so a
+// resumed run's saves neither prune nor replace it. Called once (rank 0) after every rank resumed.
+// Returns the new names.
+core::Result<std::vector<std::string>> SetAsideDamaged(const std::vector<std::string>& dirs,
+                                                       Env* env = nullptr);
 
 // Background saves: Save() finishes the previous save, then writes the snapshot on a thread while
 // the caller continues. Errors of a background save are returned by the next Save(), Poll() or

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/output.h"
+
 namespace pentamesh::ckpt {
 namespace {
 
@@ -17,29 +19,10 @@ core::Status Errno(const std::string& what, const std::string& path, int err) {
   return core::Status::Error(fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }
 
-// Writes all of `data` to fd; returns errno or 0.
-int WriteAll(int fd, std::string_view data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 }  // namespace
 
 core::Status Env::WriteFile(const std::string& path, std::string_view data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", path, errno);
-  int err = WriteAll(fd, data);
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  return err == 0 ? core::Status::Ok() : Errno("cannot write", path, err);
+  return core::WriteFileAtomic(path, data);  // the one output layer (core/output.h)
 }
 
 core::Status Env::CreateDir(const std::string& path) {

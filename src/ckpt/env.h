@@ -17,7 +17,8 @@ namespace pentamesh::ckpt {
 class Env {
  public:
   virtual ~Env() = default;
-  // Creates (truncates) `path`, writes `data`, fsyncs and closes it.
+  // Writes `data` as the whole of `path` through core::WriteFileAtomic (a temporary name, fsync,
+  // rename; never through a symlink).
   virtual core::Status WriteFile(const std::string& path, std::string_view data);
   virtual core::Status CreateDir(const std::string& path);
   // rename(2): atomic replacement of `to` (a file, or an empty/absent directory).

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "comm/mpi_communicator.h"
+#include "core/output.h"
 #include "spec/load_toml.h"
 #include "train/host_profile.h"
 
@@ -52,9 +53,8 @@ int RunCommWorker(const CalibrateArgs& a) {
       group, {.max_bytes = a.comm_max_bytes, .repetitions = a.repetitions});
   c.fit = train::FitCollectives(c.ranks, c.samples);
   if (group.rank() == 0) {
-    std::ofstream file(a.out);
-    file << train::CommProfileToml(c);
-    if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+    if (const core::Status st = core::WriteFileAtomic(a.out, train::CommProfileToml(c)); !st.ok())
+      return Fail("--out: " + st.message());
   }
   return 0;
 }
@@ -137,9 +137,8 @@ int RunCalibrateHost(const CalibrateArgs& a) {
   fmt::print("  one thread: {:.1f} GFLOP/s, per-dimension overhead {:.1f} elements\n",
              p.peak_gflops_1t, p.gemm_dim_overhead_1t);
   fmt::print("  triad bandwidth {:.1f} GB/s\n", p.mem_gbps);
-  std::ofstream file(a.out);
-  file << train::HostProfileToml(p);
-  if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+  if (const core::Status st = core::WriteFileAtomic(a.out, train::HostProfileToml(p)); !st.ok())
+    return Fail("--out: " + st.message());
   fmt::print("\nwrote {} (use it in a run config as run.host_profile = \"{}\")\n", a.out, a.out);
   return 0;
 }
@@ -290,9 +289,8 @@ int RunCalibrate(const CalibrateArgs& a) {
   fmt::print("pentamesh calibrate: {} runs of stack {} from {}\n\n", ptrs.size(), stack, a.runs);
   PrintFit(ptrs, options.prior, fit, before, in_sample, loo);
   const calib::Profile out = FittedProfile(a, *preset, stack, fit, ptrs, loo);
-  std::ofstream file(a.out);
-  file << calib::ProfileToml(out);
-  if (!file) return Fail(fmt::format("--out: writing '{}' failed", a.out));
+  if (const core::Status st = core::WriteFileAtomic(a.out, calib::ProfileToml(out)); !st.ok())
+    return Fail("--out: " + st.message());
   fmt::print("\nwrote {} (use it as --stack {})\n", a.out, a.out);
   return 0;
 }

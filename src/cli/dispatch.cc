@@ -1,9 +1,14 @@
 // Dispatch (cli/commands.h): the parse-and-run step shared by main.cc and the CLI fuzz target.
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
 #include <string>
+#include <system_error>
 
 #include "cli/commands.h"
+#include "core/output.h"
 
 namespace pentamesh::cli {
 
@@ -31,7 +36,22 @@ int Dispatch(CLI::App& app, const std::vector<std::pair<CLI::App*, RunFn>>& comm
                             named ? std::string(argv[1]) + " " : ""));
   }
   for (const auto& [sub, run] : commands) {
-    if (sub->parsed()) return run();
+    if (!sub->parsed()) continue;
+    // The output layer's last check: everything printed reached stdout (a full disk, /dev/full,
+    // a closed pipe are exit 2, never a silent 0). fmt::print throws when a write fails.
+    int code = 0;
+    try {
+      code = run();
+    } catch (const std::system_error& e) {
+      if (!std::ferror(stdout)) throw;  // not a write to stdout
+      return Fail(fmt::format("cannot write to standard output: {}", e.code().message()));
+    } catch (const nlohmann::json::exception& e) {
+      // Last line of defence: JSON readers go through spec/json_input.h, which names the key;
+      // a value that still reaches nlohmann's throwing accessors is a user error, not an abort.
+      return Fail(fmt::format("a JSON value of an unexpected type or size: {}", e.what()));
+    }
+    if (const core::Status out = core::FinishStdout(); !out.ok()) return Fail(out.message());
+    return code;
   }
   return Fail("no subcommand given");
 }

@@ -1,5 +1,7 @@
 #include "cli/flags.h"
 
+#include "core/output.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +39,9 @@ core::Status CheckOutputFile(const std::string& what, const std::string& path) {
   };
   if (path.empty()) return fail("empty path");
   struct stat st {};
+  // Files the program creates go through core::WriteFileAtomic, which never follows a symlink.
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return fail(core::OutputPathProblem(path));
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return fail("is a directory");
     if (access(path.c_str(), W_OK) != 0) return fail(std::strerror(errno));

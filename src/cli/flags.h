@@ -3,7 +3,8 @@
 //   IntIn(min, max)     a whole number in [min, max] ("1e6" is accepted and rewritten 1000000, so
 //                       add it with ->transform(), not ->check(), which cannot rewrite);
 //   NumberIn(min, max)  a finite number in [min, max];
-//   OutputFile()        a file we will write: not a directory, and its directory exists and is
+//   OutputFile()        a file we will write: not a directory or a symbolic link, and its directory
+//   exists and is
 //                       writable (checked without creating or truncating anything).
 #pragma once
 

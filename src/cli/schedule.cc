@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/output.h"
 #include "report/timeline.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
@@ -78,10 +79,10 @@ int Run(const ScheduleOptions& o) {
   fmt::print("  peak in-flight activations per rank (chunks):{}\n",
              RankList(*sim, o.rank, [](const schedule::RankStats& s) { return s.peak_in_flight; }));
   if (!o.trace.empty()) {
-    std::ofstream out(o.trace);
-    if (!out) return Fail(fmt::format("schedule: cannot open --trace file '{}'", o.trace));
-    out << schedule::ChromeTrace(*sim, spec.virtual_stages).dump(1) << "\n";
-    if (!out) return Fail(fmt::format("schedule: writing --trace file '{}' failed", o.trace));
+    if (const core::Status st = core::WriteFileAtomic(
+            o.trace, schedule::ChromeTrace(*sim, spec.virtual_stages).dump(1) + "\n");
+        !st.ok())
+      return Fail("schedule: --trace: " + st.message());
     fmt::print("  trace written to {} (open in Perfetto or chrome://tracing)\n", o.trace);
   }
   if (!o.html.empty()) {

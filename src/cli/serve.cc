@@ -12,6 +12,7 @@
 #include "cli/flags.h"
 #include "cli/plan_common.h"
 #include "cli/serve_json.h"
+#include "core/output.h"
 #include "cost/inference.h"
 #include "plan/serve.h"
 #include "report/serve_html.h"
@@ -148,10 +149,8 @@ namespace {
 core::Status WriteHtml(const ServeArgs& a, const std::string& title,
                        const std::vector<cost::ServeEstimate>& rows) {
   if (a.html.empty()) return core::Status::Ok();
-  std::ofstream out(a.html);
-  out << report::ServeHtml(title, rows);
-  if (!out) return core::Status::Error(fmt::format("--html: writing '{}' failed", a.html));
-  return core::Status::Ok();
+  const core::Status st = core::WriteFileAtomic(a.html, report::ServeHtml(title, rows));
+  return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
 std::string ListViolations(const std::vector<std::string>& violations) {

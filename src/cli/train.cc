@@ -38,9 +38,10 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
-  std::string resume;  // "", "auto" or a checkpoint path
-  std::string layout;  // overrides run.layout
-  std::string trace;   // --trace FILE
+  std::string resume;      // "", "auto" or a checkpoint path
+  std::string layout;      // overrides run.layout
+  std::string trace;       // --trace FILE
+  bool overwrite = false;  // --overwrite: replace another run's checkpoints in ckpt.dir
 };
 
 int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* world);
@@ -166,8 +167,10 @@ int RunJob(train::Trainer& trainer, const TrainArgs& args, comm::Communicator* w
   core::Result<train::RunSummary> run = [&] {
     Printer printer(isatty(fileno(stdout)) != 0 && (world == nullptr || world->size() == 1),
                     c.run.log_every);
-    return train::RunTraining(trainer, {.resume = args.resume, .trace = args.trace, .world = world},
-                              &printer);
+    return train::RunTraining(
+        trainer,
+        {.resume = args.resume, .trace = args.trace, .world = world, .overwrite = args.overwrite},
+        &printer);
   }();
   if (!run.ok()) return Fail(run.status().message());
   fmt::print(
@@ -211,6 +214,9 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "auto: newest intact checkpoint under ckpt.dir (none: start fresh); or a "
                   "checkpoint directory");
+  sub->add_flag("--overwrite", args->overwrite,
+                "a fresh run replaces the checkpoints of another run in ckpt.dir (without it: "
+                "refused, naming that run)");
   sub->add_option("--trace", args->trace,
                   "write a Chrome trace-event JSON of every action and collective of every rank")
       ->check(OutputFile());

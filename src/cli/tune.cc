@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/output.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -48,14 +49,14 @@ int RunTune(TuneArgs& a) {
                             : tune::Tune(a.options, a.json ? tune::Progress{} : PrintProgress);
   if (!result.ok()) return Fail(result.status().message());
   if (!a.html.empty()) {
-    std::ofstream file(a.html);
-    file << tune::Html(*result);
-    if (!file) return Fail(fmt::format("--html: writing '{}' failed", a.html));
+    if (const core::Status st = core::WriteFileAtomic(a.html, tune::Html(*result)); !st.ok())
+      return Fail("--html: " + st.message());
   }
   if (!a.json_out.empty()) {
-    std::ofstream file(a.json_out);
-    file << tune::ToJson(*result).dump(2) << "\n";
-    if (!file) return Fail(fmt::format("--json-out: writing '{}' failed", a.json_out));
+    if (const core::Status st =
+            core::WriteFileAtomic(a.json_out, tune::ToJson(*result).dump(2) + "\n");
+        !st.ok())
+      return Fail("--json-out: " + st.message());
   }
   if (a.json) {
     fmt::print("{}\n", tune::ToJson(*result).dump(2));

@@ -14,6 +14,7 @@
 #include "calib/validate.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/output.h"
 #include "report/calib_html.h"
 
 namespace pentamesh::cli {
@@ -220,9 +221,10 @@ RunFn AddValidateCommand(CLI::App& app) {
       PrintText(v, args->runs, args->rows);
     }
     if (!args->html.empty()) {
-      std::ofstream out(args->html);
-      out << report::CalibrationHtml(v, args->runs);
-      if (!out) return Fail(fmt::format("--html: writing '{}' failed", args->html));
+      if (const core::Status st =
+              core::WriteFileAtomic(args->html, report::CalibrationHtml(v, args->runs));
+          !st.ok())
+        return Fail("--html: " + st.message());
     }
     // One bad row never sinks the file: the others are validated and printed above; the bad
     // rows are bad input all the same, so they are named on stderr and the status is 2.

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/internal.h"
+#include "spec/json_input.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::launch::internal {
@@ -81,12 +83,7 @@ namespace {
 // The ds_config fields pentamesh reads, with the key named in every error.
 core::Status ReadDsConfig(const std::string& name, const std::string& text, Imported& out,
                           int64_t* train_batch, int64_t* micro, int64_t* gas) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return core::Status::Error(fmt::format("{}: not JSON: {}", name, e.what()));
-  }
+  PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, name));
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", name));
   auto get_int = [&](const nlohmann::json& obj, const std::string& key,
                      const std::string& path) -> core::Result<std::optional<int64_t>> {
@@ -96,11 +93,7 @@ core::Status ReadDsConfig(const std::string& name, const std::string& text, Impo
           "{}: \"{}\" is \"auto\" (filled in by the HF Trainer): pentamesh needs the number", name,
           path));
     }
-    if (!obj[key].is_number_integer() || obj[key].get<int64_t>() < 0) {
-      return core::Status::Error(
-          fmt::format("{}: \"{}\" must be a non-negative integer", name, path));
-    }
-    return std::optional<int64_t>(obj[key].get<int64_t>());
+    return spec::JsonInt(obj, key, path, name);
   };
   PM_ASSIGN_OR_RETURN(auto tb, get_int(j, "train_batch_size", "train_batch_size"));
   PM_ASSIGN_OR_RETURN(
@@ -132,11 +125,12 @@ core::Status ReadDsConfig(const std::string& name, const std::string& text, Impo
         auto tp, get_int(j["tensor_parallel"], "autotp_size", "tensor_parallel.autotp_size"));
     if (tp && *tp > 1) out.layout.tp = *tp;
   }
-  const bool bf16 =
-      j.contains("bf16") && j["bf16"].is_object() && j["bf16"].value("enabled", false);
-  const bool fp16 =
-      j.contains("fp16") && j["fp16"].is_object() && j["fp16"].value("enabled", false);
-  out.train.precision = bf16 || fp16 ? spec::Precision::kBf16 : spec::Precision::kFp32;
+  PM_ASSIGN_OR_RETURN(const auto bf16, spec::JsonBool(j.value("bf16", nlohmann::json()), "enabled",
+                                                      "bf16.enabled", name));
+  PM_ASSIGN_OR_RETURN(const auto fp16, spec::JsonBool(j.value("fp16", nlohmann::json()), "enabled",
+                                                      "fp16.enabled", name));
+  out.train.precision = bf16.value_or(false) || fp16.value_or(false) ? spec::Precision::kBf16
+                                                                     : spec::Precision::kFp32;
   if (j.contains("activation_checkpointing")) out.layout.recompute = spec::Recompute::kFull;
   return core::Status::Ok();
 }
@@ -220,7 +214,9 @@ core::Status ImportDsWorld(const std::string& name, const ImportOptions& options
     }
     dp = b.train_batch / (b.micro * b.gas);
   }
-  const int64_t model_par = out.layout.tp * out.layout.pp * out.layout.cp;
+  PM_ASSIGN_OR_RETURN(
+      const int64_t model_par,
+      spec::GpuProduct(name + ": tp x pp x cp", {out.layout.tp, out.layout.pp, out.layout.cp}));
   if (dp == 0) {
     const auto gpus = options.gpus ? options.gpus : out.gpus;
     if (!gpus) {

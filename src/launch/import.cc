@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "launch/internal.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::launch {
@@ -134,14 +135,14 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
   std::optional<int64_t> world = options.gpus;
   std::string source = "--gpus";
   if (!world) {
-    world = WorldFromScript(text, &out.gpus_per_node);
+    PM_ASSIGN_OR_RETURN(world, WorldFromScript(text, &out.gpus_per_node));
     source = name + "'s #SBATCH lines";
   }
   if (!world) {
     const std::filesystem::path sbatch = std::filesystem::path(dir) / "sbatch.sh";
     if (std::filesystem::exists(sbatch)) {
       PM_ASSIGN_OR_RETURN(std::string s, spec::ReadFile(sbatch.string()));
-      world = WorldFromScript(s, &out.gpus_per_node);
+      PM_ASSIGN_OR_RETURN(world, WorldFromScript(s, &out.gpus_per_node));
       source = sbatch.string() + "'s #SBATCH lines";
     }
   }
@@ -152,7 +153,8 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
                     name));
   }
   spec::Layout& l = out.layout;
-  const int64_t model_par = l.tp * l.pp * l.cp;
+  PM_ASSIGN_OR_RETURN(const int64_t model_par,
+                      spec::GpuProduct(name + ": tp x pp x cp", {l.tp, l.pp, l.cp}));
   if (*world % model_par != 0) {
     return core::Status::Error(
         fmt::format("{}: world size {} (from {}) is not a multiple of tp x pp x cp = {}", name,

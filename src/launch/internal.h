@@ -91,7 +91,8 @@ core::Status ReadMegatronFlags(const std::string& name,
                                const ImportOptions& options, Imported& out);
 
 // World size from #SBATCH directives or launcher flags (torchrun/deepspeed) in a script text.
-std::optional<int64_t> WorldFromScript(const std::string& text, std::optional<int64_t>* per_node);
+core::Result<std::optional<int64_t>> WorldFromScript(const std::string& text,
+                                                     std::optional<int64_t>* per_node);
 
 std::vector<File> EmitMegatron(const EmitInput& in);
 std::vector<File> EmitTorchtitan(const EmitInput& in);

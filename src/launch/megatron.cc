@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "launch/internal.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 
 namespace pentamesh::launch::internal {
@@ -354,7 +355,8 @@ core::Status ReadLayerFreq(const FlagReader& r, spec::ModelSpec& m) {
   static const std::regex kRuns(R"(^\(?\s*((?:\[[01]\]\s*\*\s*\d+\s*\+?\s*)+)\)?$)");
   static const std::regex kList(R"(^\[\s*[01](\s*,\s*[01])*\s*\]$)");
   if (std::regex_match(s, kInt)) {
-    m.moe.moe_layer_freq = std::stoll(s);
+    PM_ASSIGN_OR_RETURN(m.moe.moe_layer_freq,
+                        spec::ParseInt(r.Where("--moe-layer-freq") + ": --moe-layer-freq", s, 0));
     m.moe.first_dense_layers = 0;
     if (m.moe.moe_layer_freq <= 0) {
       return core::Status::Error(
@@ -366,7 +368,15 @@ core::Status ReadLayerFreq(const FlagReader& r, spec::ModelSpec& m) {
     static const std::regex kRun(R"(\[([01])\]\s*\*\s*(\d+))");
     for (auto it = std::sregex_iterator(s.begin(), s.end(), kRun); it != std::sregex_iterator();
          ++it) {
-      pattern.insert(pattern.end(), std::stoll((*it)[2]), std::stoi((*it)[1]));
+      // Each count is bounded by the layers still to describe (a huge count is an error, not an
+      // allocation of that many entries).
+      const int64_t room = std::max<int64_t>(m.layers - static_cast<int64_t>(pattern.size()), 0);
+      PM_ASSIGN_OR_RETURN(
+          const int64_t count,
+          spec::ParseInt(fmt::format("{}: --moe-layer-freq '{}' (the model has {} layers)",
+                                     r.Where("--moe-layer-freq"), s, m.layers),
+                         (*it)[2].str(), 0, room));
+      pattern.insert(pattern.end(), static_cast<size_t>(count), (*it)[1].str() == "1" ? 1 : 0);
     }
   } else if (std::regex_match(s, kList)) {
     for (char c : s) {

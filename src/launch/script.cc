@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "launch/internal.h"
+#include "spec/limits.h"
 
 namespace pentamesh::launch::internal {
 namespace {
@@ -319,20 +320,29 @@ std::vector<Word> EntryArgv(const Script& script, std::string* entry) {
   return script.words;
 }
 
-std::optional<int64_t> WorldFromScript(const std::string& text, std::optional<int64_t>* per_node) {
-  auto directive = [&](const char* key) -> std::optional<int64_t> {
+core::Result<std::optional<int64_t>> WorldFromScript(const std::string& text,
+                                                     std::optional<int64_t>* per_node) {
+  // Each directive is held to the input rules (spec/limits.h): a 20-digit count is an error
+  // naming it, and the world is an overflow-checked product.
+  auto directive = [&](const char* key) -> core::Result<std::optional<int64_t>> {
     const std::regex re(std::string(R"((?:^|\n)#SBATCH\s+)") + key + R"([=\s]+(\d+))");
     std::smatch m;
-    if (std::regex_search(text, m, re)) return std::stoll(m[1]);
-    return std::nullopt;
+    if (!std::regex_search(text, m, re)) return std::optional<int64_t>();
+    PM_ASSIGN_OR_RETURN(const int64_t v, spec::ParseInt(std::string("#SBATCH ") + key, m[1].str(),
+                                                        1, spec::kMaxGpus));
+    return std::optional<int64_t>(v);
   };
-  const auto nodes = directive("--nodes");
+  PM_ASSIGN_OR_RETURN(const auto nodes, directive("--nodes"));
   // GPUs per node first: a torchrun job asks for one task per node and all its GPUs.
-  auto gpn = directive("--gpus-per-node");
-  if (!gpn) gpn = directive("--ntasks-per-node");
+  PM_ASSIGN_OR_RETURN(auto gpn, directive("--gpus-per-node"));
+  if (!gpn) {
+    PM_ASSIGN_OR_RETURN(gpn, directive("--ntasks-per-node"));
+  }
   if (per_node != nullptr) *per_node = gpn;
-  if (nodes && gpn) return *nodes * *gpn;
-  return std::nullopt;
+  if (!nodes || !gpn) return std::optional<int64_t>();
+  PM_ASSIGN_OR_RETURN(const int64_t world,
+                      spec::GpuProduct("#SBATCH --nodes x GPUs per node", {*nodes, *gpn}));
+  return std::optional<int64_t>(world);
 }
 
 }  // namespace pentamesh::launch::internal

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "launch/internal.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -495,9 +496,11 @@ core::Result<Imported> ImportTorchtitan(const std::string& name, const std::stri
   spec::Layout& l = out.layout;
   spec::TrainSpec& t = out.train;
   PM_ASSIGN_OR_RETURN(TitanBatch b, ImportTitanDegrees(keys, options, out));
-  const int64_t fixed = b.rep * l.tp * l.pp * l.cp;
+  PM_ASSIGN_OR_RETURN(const int64_t fixed, spec::GpuProduct(name + ": replicate x tp x pp x cp",
+                                                            {b.rep, l.tp, l.pp, l.cp}));
   PM_ASSIGN_OR_RETURN(b.shard, ResolveShard(keys, options, b.shard, fixed));
-  out.gpus = fixed * b.shard;
+  PM_ASSIGN_OR_RETURN(
+      out.gpus, spec::GpuProduct(name + ": replicate x shard x tp x pp x cp", {fixed, b.shard}));
   l.dp = b.rep * b.shard;
   PM_RETURN_IF_ERROR(ImportTitanZero(keys, b, out));
   if (l.pp > 1) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/output.h"
 #include "report/svg.h"
 #include "report/timeline.h"
 
@@ -391,15 +392,8 @@ std::string RenderHtml(const PlanReport& r) {
 }
 
 core::Status WriteHtml(const PlanReport& report, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    return core::Status::Error(
-        fmt::format("--html: cannot write '{}': {}", path, std::strerror(errno)));
-  }
-  out << RenderHtml(report);
-  out.close();
-  if (!out) return core::Status::Error(fmt::format("--html: writing '{}' failed", path));
-  return core::Status::Ok();
+  const core::Status st = core::WriteFileAtomic(path, RenderHtml(report));
+  return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
 }  // namespace pentamesh::report

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/output.h"
 #include "cost/cost.h"
 #include "report/chart.h"
 #include "report/svg.h"
@@ -521,15 +522,8 @@ std::string RenderRunHtml(const RunMetrics& run) {
 }
 
 core::Status WriteRunHtml(const RunMetrics& run, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    return core::Status::Error(
-        fmt::format("--html: cannot write '{}': {}", path, std::strerror(errno)));
-  }
-  out << RenderRunHtml(run);
-  out.close();
-  if (!out) return core::Status::Error(fmt::format("--html: writing '{}' failed", path));
-  return core::Status::Ok();
+  const core::Status st = core::WriteFileAtomic(path, RenderRunHtml(run));
+  return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
 }  // namespace pentamesh::report

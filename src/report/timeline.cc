@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/output.h"
 #include "report/svg.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
@@ -292,15 +293,9 @@ core::Status WriteScheduleHtml(const schedule::ScheduleSpec& spec,
                                const std::vector<schedule::Program>& programs,
                                const schedule::SimResult& sim, const std::string& costs_text,
                                const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    return core::Status::Error(
-        fmt::format("--html: cannot write '{}': {}", path, std::strerror(errno)));
-  }
-  out << RenderScheduleHtml(spec, programs, sim, costs_text);
-  out.close();
-  if (!out) return core::Status::Error(fmt::format("--html: writing '{}' failed", path));
-  return core::Status::Ok();
+  const core::Status st =
+      core::WriteFileAtomic(path, RenderScheduleHtml(spec, programs, sim, costs_text));
+  return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
 }  // namespace pentamesh::report

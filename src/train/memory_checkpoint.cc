@@ -15,6 +15,7 @@
 #include "train/checkpoint_state.h"
 
 namespace pentamesh::train {
+namespace fs = std::filesystem;
 namespace {
 
 // Chunk of one send_recv (MPI counts are int).
@@ -60,6 +61,7 @@ int MemoryHeldFor(int rank, int ranks_per_node, int world) {
 core::Result<MemoryCheckpointer> MemoryCheckpointer::Create(const Trainer& trainer,
                                                             comm::Communicator* world,
                                                             const std::string& shm_root,
+                                                            const std::string& run_id,
                                                             const Log& info) {
   MemoryCheckpointer m;
   const RunConfig& c = trainer.config();
@@ -71,7 +73,7 @@ core::Result<MemoryCheckpointer> MemoryCheckpointer::Create(const Trainer& train
   m.held_for_ = MemoryHeldFor(m.rank_, per_node, m.world_size_);
   const std::string key =
       c.ckpt.memory_key.empty() ? ckpt::MemoryJobKey(c.ckpt.dir) : c.ckpt.memory_key;
-  m.job_dir_ = ckpt::MemoryJobDir(shm_root, key);
+  m.job_dir_ = ckpt::MemoryJobDir(shm_root, key) + "/run-" + run_id;
   m.own_root_ = ckpt::OwnCopyRoot(m.job_dir_, m.rank_);
   if (m.held_for_ >= 0) m.held_root_ = ckpt::HeldCopyRoot(m.job_dir_, m.held_for_);
   m.layout_ = spec::ShortLayout(c.run.layout);
@@ -118,7 +120,8 @@ core::Status MemoryCheckpointer::Save(Trainer& trainer) {
   const int64_t step = trainer.step();
   ckpt::Snapshot s = TrainerSnapshot(trainer, 0, 1, SnapshotScope::kOwnRank);
   s.state["memory"] = {{"rank", rank_}, {"world", world_size_}};
-  core::Status own = ckpt::Env::Default()->CreateDir(job_dir_);
+  core::Status own = ckpt::Env::Default()->CreateDir(fs::path(job_dir_).parent_path().string());
+  if (own.ok()) own = ckpt::Env::Default()->CreateDir(job_dir_);
   if (own.ok())
     own =
         ckpt::SaveCheckpoint({.root = own_root_, .keep = INT_MAX, .env = nullptr, .all_ok = {}}, s);
@@ -262,9 +265,13 @@ void MemoryCheckpointer::RemoveAll() {
   ckpt::Env* env = ckpt::Env::Default();
   (void)env->RemoveAll(own_root_);
   if (!held_root_.empty()) (void)env->RemoveAll(held_root_);
-  (void)AllOk(true);  // every rank's directories are gone
+  (void)AllOk(true);  // every rank is done with its copies
+  // Everything under run-<id> is this run's (ranks of one node share it; each removes what is
+  // left, errors ignored: another rank may be removing the same entries).
   std::error_code ec;
-  std::filesystem::remove(job_dir_, ec);  // only when empty (other nodes' ranks share it here)
+  std::filesystem::remove_all(job_dir_, ec);
+  (void)AllOk(true);
+  std::filesystem::remove(fs::path(job_dir_).parent_path(), ec);  // only when empty
 }
 
 }  // namespace pentamesh::train

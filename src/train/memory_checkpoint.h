@@ -54,10 +54,13 @@ class MemoryCheckpointer {
  public:
   using Log = std::function<void(const std::string&)>;
   // world: null on one process. shm_root: "/dev/shm" in `pentamesh train`; tests pass a temp dir.
-  // Errors: a bad ranks-per-node variable. `info` gets the start-up line (where the copies go,
-  // or why there is no partner copy).
+  // run_id: the run's id (ckpt/owner.h); the copies live under
+  // <shm_root>/pentamesh-<key>/run-<run_id>, so a run never sees another run's copies under the
+  // same key. Errors: a bad ranks-per-node variable. `info` gets the start-up line (where the
+  // copies go, or why there is no partner copy).
   static core::Result<MemoryCheckpointer> Create(const Trainer& trainer, comm::Communicator* world,
-                                                 const std::string& shm_root, const Log& info);
+                                                 const std::string& shm_root,
+                                                 const std::string& run_id, const Log& info);
 
   // Writes this rank's copy of the trainer's current step and the partner's copy it holds; then
   // removes older steps if every rank succeeded. A failure is returned (the previous complete
@@ -72,7 +75,8 @@ class MemoryCheckpointer {
   // verified copies into the trainer failed on some rank (the trainer's state is then mixed).
   core::Result<std::optional<MemoryRestore>> Resume(Trainer& trainer, const Log& warn);
 
-  // A clean finish: removes this rank's copies and the job directory once it is empty.
+  // A clean finish: removes this run's whole directory (every rank's copies and anything a
+  // resume passed over), then the key's directory once it is empty. Collective.
   void RemoveAll();
 
   const std::string& job_dir() const { return job_dir_; }

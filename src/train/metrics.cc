@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/numeric.h"
+#include "core/output.h"
 #include "cost/expert_balance.h"
 
 namespace pentamesh::train {
@@ -175,11 +176,7 @@ MetricsWriter::~MetricsWriter() {
   // Best effort: a destructor cannot report; metrics.jsonl holds everything it summarises.
   const std::string summary =
       (std::filesystem::path(path_).parent_path() / "summary.json").string();
-  if (std::FILE* f = std::fopen(summary.c_str(), "w")) {
-    const std::string text = outcome_.ToJson().dump(2) + "\n";
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
+  (void)core::WriteFileAtomic(summary, outcome_.ToJson().dump(2) + "\n");  // whole or not at all
 }
 
 core::Status MetricsWriter::Write(const StepStats& s, const cost::Estimate* predicted,

@@ -1,6 +1,7 @@
 #include "train/run_loop.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/owner.h"
 #include "core/numeric.h"
+#include "core/output.h"
 #include "train/checkpoint_state.h"
 #include "train/memory_checkpoint.h"
 #include "train/metrics.h"
@@ -40,6 +43,7 @@ ckpt::AllOk AllOkOver(comm::Communicator* world) {
 struct Resumed {
   std::string what;
   bool restored = false;
+  std::vector<std::string> damaged;  // durable checkpoints passed over (set aside by rank 0)
 };
 
 // "auto" with in-memory copies: memory first (when every rank agrees on a step at least as new
@@ -60,27 +64,35 @@ core::Result<Resumed> Resume(const std::string& spec, Trainer& trainer, RunObser
           .what = fmt::format("resumed from memory ({}) at step {}: every rank from its own copy{}",
                               restored->dir, restored->step,
                               ranks.empty() ? "" : " except " + ranks + ", fetched over MPI"),
-          .restored = true};
+          .restored = true,
+          .damaged = {}};
     }
   }
-  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(spec, root, [&](const std::string& m) {
-                        if (lead) observer.OnWarning(m);
-                      }));
+  std::vector<std::string> damaged;
+  PM_ASSIGN_OR_RETURN(auto found, ckpt::ResolveResume(
+                                      spec, root,
+                                      [&](const std::string& m) {
+                                        if (lead) observer.OnWarning(m);
+                                      },
+                                      &damaged));
   if (!found)
     return Resumed{
         .what = fmt::format("resume: no checkpoint under {}; starting from step 0", root),
-        .restored = false};
+        .restored = false,
+        .damaged = {}};
   PM_RETURN_IF_ERROR(RestoreTrainer(*found, trainer));
   return Resumed{.what = fmt::format("resumed from {} at step {} (durable checkpoint)",
                                      found->dir(), trainer.step()),
-                 .restored = true};
+                 .restored = true,
+                 .damaged = std::move(damaged)};
 }
 
 // Every ckpt.interval steps and at the end; otherwise a finished background save is committed.
 // Then the run.debug_kill_step fault injection (a first run only: a resumed one goes on).
 // In-memory copies every ckpt.memory_interval steps (before the kill: a complete step survives).
 void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, MemoryCheckpointer* memory,
-               int64_t first_step, int world_size, RunObserver& observer) {
+               int64_t first_step, int world_size, const std::string& run_id,
+               RunObserver& observer) {
   const RunConfig& c = trainer.config();
   const int64_t step = trainer.step();
   if (memory != nullptr && step % c.ckpt.memory_interval == 0) {
@@ -89,8 +101,14 @@ void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, MemoryCheckpointer* me
   const bool due =
       step == trainer.total_steps() || (c.ckpt.interval > 0 && step % c.ckpt.interval == 0);
   if (!c.ckpt.dir.empty()) {
-    const core::Status st =
-        due ? saver.Save(TrainerSnapshot(trainer, trainer.rank(), world_size)) : saver.Poll();
+    core::Status st;
+    if (due) {
+      ckpt::Snapshot snapshot = TrainerSnapshot(trainer, trainer.rank(), world_size);
+      snapshot.state["run_id"] = run_id;
+      st = saver.Save(std::move(snapshot));
+    } else {
+      st = saver.Poll();
+    }
     if (!st.ok()) observer.OnWarning(st.message());
   }
   if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0 &&
@@ -139,11 +157,8 @@ core::Status OnNonFinite(const StepStats& s, Trainer& trainer, ckpt::AsyncSaver&
 core::Status WriteTrace(Trainer& trainer, const std::string& path, RunObserver& observer) {
   const std::string json = trainer.GatherTrace();  // collective: every rank
   if (trainer.rank() != 0) return core::Status::Ok();
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return core::Status::Error(fmt::format("--trace: cannot write {}", path));
-  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-  if (std::fclose(f) != 0 || !ok)
-    return core::Status::Error(fmt::format("--trace: cannot write {}", path));
+  if (const core::Status st = core::WriteFileAtomic(path, json); !st.ok())
+    return core::Status::Error("--trace: " + st.message());
   observer.OnInfo(fmt::format("trace: {} (Chrome trace-event JSON; open in Perfetto)", path));
   return core::Status::Ok();
 }
@@ -159,11 +174,40 @@ core::Status ResumeEverywhere(Trainer& trainer, const LoopOptions& options,
   const bool all = all_ok ? all_ok(r.ok()) : r.ok();
   if (!r.ok()) return r.status();
   if (!all) return core::Status::Error("resume failed on another rank (see its message)");
+  if (trainer.rank() == 0 && !r->damaged.empty()) {
+    // Every rank has read what it needed: the damaged ones are kept aside, never pruned.
+    const auto moved = ckpt::SetAsideDamaged(r->damaged);
+    if (!moved.ok())
+      observer.OnWarning("keeping the damaged checkpoints aside: " + moved.status().message());
+    else
+      observer.OnWarning(fmt::format("kept the damaged checkpoint{} as {} (never pruned)",
+                                     moved->size() > 1 ? "s" : "", fmt::join(*moved, ", ")));
+  }
   const double took_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   observer.OnInfo(r->restored ? fmt::format("{}; restore took {:.3f} s", r->what, took_s)
                               : r->what);
   return core::Status::Ok();
+}
+
+// Rank 0 claims ckpt.dir (ckpt/owner.h) and every rank learns the run id: the manifest's
+// state.run_id and the key of the in-memory copies. Without ckpt.dir a run gets a new id.
+core::Result<std::string> ClaimRun(const Trainer& trainer, const LoopOptions& options,
+                                   const ckpt::AllOk& all_ok) {
+  const std::string& root = trainer.config().ckpt.dir;
+  core::Result<std::string> id = ckpt::NewRunId();
+  if (trainer.rank() == 0 && !root.empty())
+    id = ckpt::ClaimRoot(
+        root, {.resume = !options.resume.empty(), .overwrite = options.overwrite, .env = nullptr});
+  const bool all = all_ok ? all_ok(id.ok()) : id.ok();
+  if (!id.ok()) return id.status();
+  if (!all) return core::Status::Error("rank 0 could not claim ckpt.dir (see its message)");
+  std::string run_id = *id;
+  if (options.world != nullptr && options.world->size() > 1) {
+    run_id.resize(16);
+    options.world->broadcast(run_id.data(), 16, core::Dtype::kU8, 0);
+  }
+  return run_id;
 }
 
 }  // namespace
@@ -175,11 +219,12 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
   const bool lead = trainer.rank() == 0;
   const int64_t start_step = trainer.step();
   const ckpt::AllOk all_ok = AllOkOver(options.world);
+  PM_ASSIGN_OR_RETURN(const std::string run_id, ClaimRun(trainer, options, all_ok));
   std::optional<MemoryCheckpointer> memory;
   if (c.ckpt.memory_interval > 0) {
     PM_ASSIGN_OR_RETURN(
         MemoryCheckpointer m,
-        MemoryCheckpointer::Create(trainer, options.world, options.shm_root,
+        MemoryCheckpointer::Create(trainer, options.world, options.shm_root, run_id,
                                    [&](const std::string& line) { observer.OnInfo(line); }));
     memory.emplace(std::move(m));
   }
@@ -210,7 +255,7 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
       observer.OnWarning(fmt::format("step {}: loss spike {:.4g} > {} x median {:.4g}", s.step,
                                      s.loss, c.run.spike_factor, s.loss_median));
     if (s.step > first_step + 1 || total == first_step + 1) step_times_s.push_back(s.step_time_s);
-    MaybeSave(trainer, saver, mem, first_step, world_size, observer);
+    MaybeSave(trainer, saver, mem, first_step, world_size, run_id, observer);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
     if (eval_now) sum.last_eval = *(s.eval_loss = trainer.Evaluate());
@@ -224,7 +269,11 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
     observer.OnStep(s, total, eta, eval_now);
   }
   if (!options.trace.empty()) PM_RETURN_IF_ERROR(WriteTrace(trainer, options.trace, observer));
-  if (const core::Status saved = saver.Wait(); !saved.ok()) observer.OnWarning(saved.message());
+  // The last checkpoint is the run's result: a run that could not save it has failed (its
+  // in-memory copies, if any, are kept: they may be the only copy of the final state).
+  if (const core::Status saved = saver.Wait(); !saved.ok())
+    return core::Status::Error(fmt::format("the run's last checkpoint (step {}) was not saved: {}",
+                                           total, saved.message()));
   if (mem != nullptr) mem->RemoveAll();  // a clean finish: the copies are not needed any more
   sum.steps = total - first_step;
   if (!step_times_s.empty()) sum.step_time_median_s = Median(step_times_s);

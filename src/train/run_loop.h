@@ -3,7 +3,8 @@
 // its shard and all go on only if all succeeded; the line says where from and how long it took),
 // optimizer steps to train.steps, held-out evaluation every run.eval_every steps and at the end,
 // checkpoints every ckpt.interval steps and at the end (each rank writes its shard in the
-// background; a failed save is a warning and the previous checkpoint stays intact), in-memory
+// background; a failed save is a warning and the previous checkpoint stays intact, a failed last
+// save ends the run with an error), in-memory
 // copies every ckpt.memory_interval steps (train/memory_checkpoint.h; removed at a clean finish),
 // metrics.jsonl on rank 0, the --trace gather, and the run.debug_kill_step fault injection. A
 // skipped (non-finite) step is reported and logged; more than run.max_nonfinite_in_row in a row end
@@ -46,6 +47,9 @@ struct LoopOptions {
   // Where in-memory copies go (ckpt.memory_interval > 0): node-local memory that outlives the
   // process.
   std::string shm_root = "/dev/shm";
+  // A fresh run (resume "") in a ckpt.dir holding another run's checkpoints replaces them instead
+  // of refusing (ckpt/owner.h).
+  bool overwrite = false;
 };
 
 struct RunSummary {
@@ -60,8 +64,11 @@ struct RunSummary {
   std::string metrics_path;  // "" when none was written
 };
 
-// Runs `trainer` to its last step. Errors (a failed resume, an unwritable metrics file or trace,
-// a divergence) come back as a Status whose message says what happened.
+// Runs `trainer` to its last step. First rank 0 claims ckpt.dir for this run (ckpt/owner.h: a
+// fresh run in another run's ckpt.dir is refused naming it, unless options.overwrite); the run id
+// goes into every manifest and keys the in-memory copies. Errors (a claim refused, a failed
+// resume, every checkpoint damaged, an unwritable metrics file or trace, a divergence, the last
+// checkpoint not saved) come back as a Status whose message says what happened.
 core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& options,
                                      RunObserver* observer = nullptr);
 

@@ -13,6 +13,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/crc32c.h"
+#include "ckpt/owner.h"
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
 #include "data/fixtures.h"
@@ -292,6 +293,121 @@ TEST(Checkpoint, DamagedFileFoundByChecksumFallsBack) {
     // An explicit path to the damaged checkpoint is an error, not a fallback.
     EXPECT_FALSE(ResolveResume(root + "/step-00000008", root, {}).ok());
   }
+}
+
+// Every checkpoint damaged (a flipped byte, a truncated file, a step directory without its
+// manifest): --resume auto is an error naming each, not a restart from step 0, and nothing is
+// removed or renamed.
+TEST(Checkpoint, EveryCheckpointDamagedIsAnErrorAndNothingIsRemoved) {
+  const std::string root = data::testing::MakeTempDir("ckpt_all_damaged");
+  ASSERT_TRUE(SaveRanks(root, 2, 1).ok());
+  ASSERT_TRUE(SaveRanks(root, 4, 1).ok());
+  ASSERT_TRUE(SaveRanks(root, 6, 1).ok());
+  Damage(root + "/step-00000006/rank-00000.safetensors", false);
+  Damage(root + "/step-00000004/rank-00000.safetensors", true);
+  fs::remove(root + "/step-00000002/manifest.json");
+  std::vector<std::string> logs, damaged;
+  auto r = ResolveResume(
+      "auto", root, [&](const std::string& m) { logs.push_back(m); }, &damaged);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("every checkpoint under " + root + " is damaged"),
+            std::string::npos)
+      << r.status().message();
+  for (const char* step : {"step-00000006", "step-00000004", "step-00000002"}) {
+    EXPECT_NE(r.status().message().find(root + "/" + step), std::string::npos) << step;
+    EXPECT_TRUE(fs::exists(root + "/" + step)) << step;
+  }
+  EXPECT_EQ(logs.size(), 3u);
+  // An empty root is still a fresh start.
+  auto empty = ResolveResume("auto", data::testing::MakeTempDir("ckpt_none"), {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->has_value());
+}
+
+// Recovery passes over the damaged newest checkpoint and sets it aside: the resumed run's saves
+// (the same step number again, then pruning with keep=1) never remove it.
+TEST(Checkpoint, DamagedCheckpointSetAsideIsNeverPruned) {
+  const std::string root = data::testing::MakeTempDir("ckpt_set_aside");
+  ASSERT_TRUE(SaveRanks(root, 4, 1).ok());
+  ASSERT_TRUE(SaveRanks(root, 6, 1).ok());
+  const std::string victim = root + "/step-00000006/rank-00000.safetensors";
+  Damage(victim, false);
+  std::string damaged_bytes;
+  {
+    std::ifstream in(victim, std::ios::binary);
+    damaged_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<std::string> damaged;
+  auto r = ResolveResume(
+      "auto", root, [](const std::string&) {}, &damaged);
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->step(), 4);
+  ASSERT_EQ(damaged, std::vector<std::string>{root + "/step-00000006"});
+  const auto moved = SetAsideDamaged(damaged);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(*moved, std::vector<std::string>{root + "/step-00000006.damaged"});
+  for (int64_t step : {5, 6, 7, 8}) ASSERT_TRUE(SaveRanks(root, step, 1, /*keep=*/1).ok());
+  EXPECT_EQ(ListCheckpoints(root), std::vector<std::string>{root + "/step-00000008"});
+  std::ifstream in(root + "/step-00000006.damaged/rank-00000.safetensors", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), damaged_bytes);
+}
+
+// A run owns its checkpoint root: the owner file holds its id; a fresh run in an occupied root
+// is refused naming the owner; a resume continues the id; --overwrite replaces the old run.
+TEST(CheckpointOwner, FreshRunRefusedResumeContinuesOverwriteReplaces) {
+  const std::string root = data::testing::MakeTempDir("ckpt_owner") + "/ckpt";
+  auto first = ClaimRoot(root, {});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->size(), 16u);
+  std::ifstream owner(root + "/" + kOwnerFile);
+  std::string line;
+  std::getline(owner, line);
+  EXPECT_EQ(line, *first);
+  ASSERT_TRUE(SaveRanks(root, 4, 1).ok());
+  auto again = ClaimRoot(root, {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("holds the checkpoints of run " + *first),
+            std::string::npos)
+      << again.status().message();
+  EXPECT_NE(again.status().message().find("newest " + root + "/step-00000004"), std::string::npos)
+      << again.status().message();
+  EXPECT_TRUE(fs::exists(root + "/step-00000004/manifest.json"));
+  auto resumed = ClaimRoot(root, {.resume = true, .overwrite = false, .env = nullptr});
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(*resumed, *first);
+  auto replaced = ClaimRoot(root, {.resume = false, .overwrite = true, .env = nullptr});
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_NE(*replaced, *first);
+  EXPECT_TRUE(ListStepDirs(root).empty());
+  EXPECT_FALSE(fs::exists(root + "/latest"));
+}
+
+TEST(CheckpointOwner, LegacyRootAdoptedOnResumeRefusedWhenFresh) {
+  const std::string root = data::testing::MakeTempDir("ckpt_owner_legacy");
+  ASSERT_TRUE(SaveRanks(root, 2, 1).ok());  // saved before run ids: no owner file
+  auto fresh = ClaimRoot(root, {});
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_NE(fresh.status().message().find("no owner file"), std::string::npos)
+      << fresh.status().message();
+  auto resumed = ClaimRoot(root, {.resume = true, .overwrite = false, .env = nullptr});
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_TRUE(fs::exists(root + "/" + kOwnerFile));
+}
+
+TEST(CheckpointOwner, BadRootsNamed) {
+  const std::string dir = data::testing::MakeTempDir("ckpt_owner_bad");
+  std::ofstream(dir + "/file") << "x";
+  auto file = ClaimRoot(dir + "/file", {});
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find(dir + "/file exists and is not a directory"),
+            std::string::npos)
+      << file.status().message();
+  fs::create_directories(dir + "/root");
+  std::ofstream(dir + "/root/" + kOwnerFile) << "not an id\n";
+  auto bad = ClaimRoot(dir + "/root", {.resume = true, .overwrite = false, .env = nullptr});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("should hold a run id"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(Checkpoint, AsyncSaverWritesTheSnapshotNotLaterValues) {

@@ -30,6 +30,7 @@ using testing::CliRun;
 using testing::LastMetrics;
 using testing::ReadFile;
 using testing::Shell;
+namespace fs = std::filesystem;
 
 // A run directory with run.toml (8 steps, a checkpoint every 2, synchronous saves off).
 std::string WriteRun(const std::string& tag) {
@@ -99,6 +100,79 @@ TEST(CkptCli, FlippedByteFallsBackToPreviousCheckpoint) {
   EXPECT_NE(b.err.find(victim + ": CRC32C"), std::string::npos) << b.err;
   EXPECT_NE(b.out.find("resumed from " + dir + "/ckpt/step-00000004 at step 4"), std::string::npos)
       << b.out;
+  // The damaged checkpoint is kept aside (the resumed run saved a new step 6), never pruned.
+  EXPECT_NE(b.err.find("kept the damaged checkpoint as " + dir + "/ckpt/step-00000006.damaged"),
+            std::string::npos)
+      << b.err;
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step-00000006.damaged/rank-00000.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step-00000006/manifest.json"));
+}
+
+// A run owns its ckpt.dir: a fresh `train` in another run's directory is refused naming that run
+// (exit 2, every checkpoint byte left as it was); --overwrite replaces it under a new run id.
+TEST(CkptCli, FreshRunInAnotherRunsCkptDirRefused) {
+  const std::string dir = WriteRun("ckpt_owner");
+  ASSERT_EQ(Shell(Train(dir, "--set run.steps=4")).exit_code, 0);
+  const std::string owner = ReadFile(dir + "/ckpt/run-id");
+  ASSERT_EQ(owner.size(), 17u) << owner;
+  const nlohmann::json manifest =
+      nlohmann::json::parse(ReadFile(dir + "/ckpt/step-00000004/manifest.json"));
+  EXPECT_EQ(manifest["state"]["run_id"], owner.substr(0, 16));
+  const std::string before = ReadFile(dir + "/ckpt/step-00000004/rank-00000.safetensors");
+  const CliRun b = Shell(Train(dir));
+  EXPECT_EQ(b.exit_code, 2) << b.err;
+  EXPECT_NE(
+      b.err.find("ckpt.dir " + dir + "/ckpt holds the checkpoints of run " + owner.substr(0, 16)),
+      std::string::npos)
+      << b.err;
+  EXPECT_NE(b.err.find("--overwrite"), std::string::npos) << b.err;
+  EXPECT_EQ(ReadFile(dir + "/ckpt/step-00000004/rank-00000.safetensors"), before);
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step-00000002"));
+  const CliRun c = Shell(Train(dir, "--overwrite --set run.steps=3"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(ReadFile(dir + "/ckpt/run-id"), owner);
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/step-00000004"));
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step-00000002/manifest.json"));
+}
+
+// Every checkpoint damaged: --resume auto refuses (exit 2, naming them) instead of starting again
+// from step 0, and deletes none of them.
+TEST(CkptCli, EveryCheckpointDamagedRefusedAndKept) {
+  const std::string dir = WriteRun("ckpt_all_bad");
+  ASSERT_EQ(Shell(Train(dir, "--set run.steps=6")).exit_code, 0);
+  std::vector<std::string> steps;
+  for (const char* step : {"step-00000002", "step-00000004", "step-00000006"}) {
+    steps.push_back(dir + "/ckpt/" + step);
+    std::fstream f(steps.back() + "/rank-00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  const CliRun r = Shell(Train(dir, "--resume auto"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("every checkpoint under " + dir + "/ckpt is damaged"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << "no step was trained";
+  for (const std::string& s : steps) EXPECT_TRUE(fs::exists(s + "/manifest.json")) << s;
+}
+
+// A run whose saves fail does not exit 0: ckpt.dir is a file (refused before the first step); a
+// `latest.tmp` that is a directory makes every publish fail (the last save too).
+TEST(CkptCli, FailedSavesAreNotSuccess) {
+  const std::string dir = WriteRun("ckpt_save_fails");
+  std::ofstream(dir + "/ckpt") << "a file";
+  const CliRun a = Shell(Train(dir));
+  EXPECT_EQ(a.exit_code, 2) << a.err;
+  EXPECT_NE(a.err.find("ckpt.dir: " + dir + "/ckpt exists and is not a directory"),
+            std::string::npos)
+      << a.err;
+  fs::remove(dir + "/ckpt");
+  fs::create_directories(dir + "/ckpt/latest.tmp/x");
+  const CliRun b = Shell(Train(dir, "--resume auto --set run.steps=4"));
+  EXPECT_NE(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("the run's last checkpoint (step 4) was not saved"), std::string::npos)
+      << b.err;
+  EXPECT_EQ(b.out.find("done:"), std::string::npos) << b.out;
 }
 
 TEST(CkptCli, BadCkptKeyNamed) {
@@ -506,7 +580,8 @@ TEST(CkptMultiRank, Bf16ResumeBitwise) {
 // of the tiny model (~0.6 MiB) but not two. If mount is not permitted (an unprivileged
 // container), the fallback is RLIMIT_FSIZE (`ulimit -f`, SIGXFSZ ignored so write fails with
 // EFBIG), also a real kernel limit, on one process (Open MPI's PMIx store fails under it). The save
-// fails naming the reason, the previous checkpoint stays whole, and a resume from it works.
+// fails naming the reason, the run (whose last checkpoint was not saved) exits 2, the previous
+// checkpoint stays whole, and a resume from it works.
 TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
   const std::string dir = WriteRun("ckpt_mr_full");
   const std::string mnt = dir + "/ckpt";
@@ -533,10 +608,14 @@ TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
       Shell(tmpfs ? Mpi(2, TrainMr(dir, layout + resume))
                   : "trap '' XFSZ; ulimit -f 64; " +
                         TrainMr(dir, "--layout mbs=1 --set optim.warmup_steps=1" + resume));
-  EXPECT_EQ(b.exit_code, 0) << b.out << b.err;
+  // The last checkpoint is the run's result: not saving it is a failed run (exit 2), not 0.
+  EXPECT_EQ(b.exit_code, 2) << b.out << b.err;
   EXPECT_NE(b.out.find("resumed from " + mnt + "/step-00000002 at step 2"), std::string::npos)
       << b.out;
-  EXPECT_NE(b.err.find("checkpoint step-00000004 NOT saved"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("the run's last checkpoint (step 4) was not saved: checkpoint "
+                       "step-00000004 NOT saved"),
+            std::string::npos)
+      << b.err;
   EXPECT_NE(b.err.find(tmpfs ? "No space left on device" : "File too large"), std::string::npos)
       << b.err;
   EXPECT_NE(b.err.find("the previous checkpoint " + mnt + "/step-00000002 is intact"),
@@ -544,14 +623,35 @@ TEST(CkptMultiRank, DiskFullKeepsPreviousCheckpoint) {
       << b.err;
   EXPECT_FALSE(std::filesystem::exists(mnt + "/step-00000004.tmp"));
   EXPECT_FALSE(std::filesystem::exists(mnt + "/step-00000004"));
-  // The previous checkpoint verifies and resumes (now without the limit).
+  // The previous checkpoint verifies and resumes (without the ulimit; the tmpfs is still full, so
+  // there the last save fails again and the run ends with exit 2).
   const CliRun c = Shell(Mpi(2, TrainMr(dir, layout +
                                                  " --resume auto --set run.steps=4 "
                                                  "--set run.out_dir='\"" +
                                                  dir + "/out2\"'")));
-  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_EQ(c.exit_code, tmpfs ? 2 : 0) << c.out << c.err;
   EXPECT_NE(c.out.find("resumed from " + mnt + "/step-00000002 at step 2"), std::string::npos)
       << c.out;
+}
+
+// Under mpirun: rank 0 claims ckpt.dir and every rank learns the outcome, so a fresh run in an
+// occupied directory ends on every rank (exit 2, no hang) and the 2-rank run's checkpoint stays.
+TEST(CkptMultiRank, FreshRunInOccupiedDirRefusedOnEveryRank) {
+  const std::string dir = WriteRun("ckpt_mr_owner");
+  const std::string layout = "--layout 'dp=2 zero=1 mbs=2' --set run.steps=3";
+  const CliRun a = Shell(Mpi(2, Train(dir, layout)));
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const std::string owner = ReadFile(dir + "/ckpt/run-id").substr(0, 16);
+  const nlohmann::json manifest =
+      nlohmann::json::parse(ReadFile(dir + "/ckpt/step-00000002/manifest.json"));
+  EXPECT_EQ(manifest["state"]["run_id"], owner);
+  const CliRun b = Shell(Mpi(2, Train(dir, layout)));
+  EXPECT_NE(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.err.find("holds the checkpoints of run " + owner), std::string::npos) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(dir + "/ckpt/step-00000002/manifest.json")), manifest);
+  const CliRun c = Shell(Mpi(2, Train(dir, layout + " --resume auto")));
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_EQ(ReadFile(dir + "/ckpt/run-id").substr(0, 16), owner);
 }
 
 }  // namespace

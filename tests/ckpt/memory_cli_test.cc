@@ -74,6 +74,15 @@ std::string LineWith(const std::string& out, const std::string& part) {
   return "";
 }
 
+// The run's in-memory directory: the key's, then run-<the id in ckpt.dir's owner file>.
+std::string RunJobDir(const std::string& key_dir, const std::string& run_dir) {
+  std::ifstream in(run_dir + "/ckpt/run-id");
+  std::string id;
+  std::getline(in, id);
+  EXPECT_EQ(id.size(), 16u) << run_dir;
+  return key_dir + "/run-" + id;
+}
+
 // A copy of the crashed run (checkpoints and the metrics of its first 5 steps) to resume again.
 std::string CloneRun(const std::string& from, const std::string& tag) {
   const std::string dir = WriteRun(tag);
@@ -91,17 +100,18 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
   ASSERT_EQ(want.size(), 8u);
 
   const std::string key = fmt::format("memckpt-test-{}", ::getpid());
-  const std::string job = MemoryJobDir("/dev/shm", key);
+  const std::string key_dir = MemoryJobDir("/dev/shm", key);
   struct Cleanup {  // also when an ASSERT ends the test early
     std::string path;
     ~Cleanup() { fs::remove_all(path); }
-  } cleanup{job};
+  } cleanup{key_dir};
   const std::string mem = fmt::format("--set ckpt.memory_interval=1 --set ckpt.memory_key={}", key);
   const std::string dir = WriteRun("memckpt_crashed");
   const CliRun k =
       Train4(dir, mem + " --resume auto --set run.debug_kill_step=5 --set run.debug_kill_rank=1");
   ASSERT_NE(k.exit_code, 0) << k.out << k.err;
   EXPECT_NE(k.err.find("SIGKILL after step 5 (world rank 1)"), std::string::npos) << k.err;
+  const std::string job = RunJobDir(key_dir, dir);
   EXPECT_NE(k.out.find("memory checkpoints: every 1 steps under " + job +
                        "; 2 ranks per node, each rank's copy also kept by rank (rank + 2) % 4"),
             std::string::npos)
@@ -132,7 +142,7 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
   const std::map<int64_t, double> got = Losses(dir + "/out");
   ASSERT_EQ(got.size(), 8u);
   for (const auto& [step, loss] : got) EXPECT_EQ(loss, want.at(step)) << "step " << step;
-  EXPECT_FALSE(fs::exists(job)) << "a clean finish removes the copies";
+  EXPECT_FALSE(fs::exists(key_dir)) << "a clean finish removes the copies";
 
   // The same state from the durable checkpoint (memory copies off).
   const CliRun d = Train4(durable, "--resume auto");
@@ -153,6 +163,7 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
       memory_s, durable_s);
 
   // Rank 1's copies gone from both nodes: the ranks' newest steps differ, the durable path runs.
+  fs::create_directories(key_dir);  // the clean finish removed it
   fs::copy(saved_job, job, fs::copy_options::recursive);
   fs::remove_all(OwnCopyRoot(job, 1));
   fs::remove_all(HeldCopyRoot(job, 1));
@@ -167,7 +178,7 @@ TEST(MemoryCkptMpi, KilledRankResumesFromMemoryBitwise) {
       << f.out;
   for (const auto& [step, loss] : Losses(disagree + "/out"))
     EXPECT_EQ(loss, want.at(step)) << "fallback, step " << step;
-  EXPECT_FALSE(fs::exists(job));
+  EXPECT_FALSE(fs::exists(key_dir));
 }
 
 // ZeRO-0: a durable checkpoint has only the first rank of each gradient group write, but every
@@ -181,17 +192,18 @@ TEST(MemoryCkptMpi, Zero0ReplicaRestoresFromPartnerBitwise) {
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
   const std::map<int64_t, double> want = Losses(straight + "/out");
   const std::string key = fmt::format("memckpt-z0-{}", ::getpid());
-  const std::string job = MemoryJobDir("/dev/shm", key);
+  const std::string key_dir = MemoryJobDir("/dev/shm", key);
   struct Cleanup {
     std::string path;
     ~Cleanup() { fs::remove_all(path); }
-  } cleanup{job};
+  } cleanup{key_dir};
   const std::string mem = fmt::format("--set ckpt.memory_interval=1 --set ckpt.memory_key={}", key);
   const std::string dir = WriteRun("memckpt_z0_crashed");
   const CliRun k = Train4(
       dir, mem + " --resume auto --set run.debug_kill_step=3 --set run.debug_kill_rank=2", layout);
   ASSERT_NE(k.exit_code, 0) << k.out << k.err;
   EXPECT_FALSE(fs::exists(dir + "/ckpt/step-00000003"));
+  const std::string job = RunJobDir(key_dir, dir);
   fs::remove_all(OwnCopyRoot(job, 2));
   const CliRun r = Train4(dir, mem + " --resume auto", layout);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

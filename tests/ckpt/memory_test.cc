@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/memory_copy.h"
+#include "ckpt/owner.h"
 #include "data/fixtures.h"
 #include "testing/run_toml.h"
 #include "train/checkpoint_state.h"
@@ -151,6 +152,10 @@ class MemoryCkpt : public ::testing::Test {
     sets_ = {"run.steps=8",      "run.eval_every=0",       "ckpt.dir=\"" + dir_ + "/ckpt\"",
              "ckpt.async=false", "ckpt.memory_interval=1", "ckpt.memory_key=\"unit\""};
     toml_ = testing::RunTomlText({.dataset = data::testing::Corpus().dataset});
+    // The run that saves the copies owns ckpt.dir; a --resume auto continues its id.
+    auto claimed = ClaimRoot(dir_ + "/ckpt", {.resume = false, .overwrite = false, .env = nullptr});
+    ASSERT_TRUE(claimed.ok()) << claimed.status().message();
+    run_id_ = *claimed;
     auto straight = Make({"ckpt.memory_interval=0", "ckpt.dir=\"\""});
     for (int i = 0; i < 8; ++i) want_.push_back(straight->Step().loss);
   }
@@ -164,7 +169,7 @@ class MemoryCkpt : public ::testing::Test {
     return std::move(*t);
   }
   MemoryCheckpointer Memory(const train::Trainer& t) {
-    auto m = MemoryCheckpointer::Create(t, nullptr, shm_, [](const std::string&) {});
+    auto m = MemoryCheckpointer::Create(t, nullptr, shm_, run_id_, [](const std::string&) {});
     EXPECT_TRUE(m.ok()) << m.status().message();
     return std::move(*m);
   }
@@ -193,9 +198,9 @@ class MemoryCkpt : public ::testing::Test {
     EXPECT_TRUE(run.ok()) << run.status().message();
     return rec;
   }
-  std::string Job() const { return MemoryJobDir(shm_, "unit"); }
+  std::string Job() const { return MemoryJobDir(shm_, "unit") + "/run-" + run_id_; }
 
-  std::string dir_, shm_, toml_;
+  std::string dir_, shm_, toml_, run_id_;
   std::vector<std::string> sets_;
   std::vector<double> want_;
 };
@@ -265,6 +270,24 @@ TEST_F(MemoryCkpt, CopyOfAnotherLayoutNotUsed) {
   ASSERT_FALSE(warnings.empty());
   EXPECT_NE(warnings[0].find("not rank 0 of 1 at"), std::string::npos) << warnings[0];
   EXPECT_EQ(t->step(), 0);
+}
+
+// Copies are keyed by run id: another run under the same ckpt.memory_key (a different ckpt.dir,
+// here of a different model width) never sees them, starts from step 0, finishes, and removes
+// only its own run directory; the first run's copies stay for it.
+TEST_F(MemoryCkpt, AnotherRunsCopiesUnderTheSameKeyNotSeen) {
+  ASSERT_NO_FATAL_FAILURE(TrainWithCopies(3, 0));
+  const std::string other_ckpt = dir_ + "/other-ckpt";
+  Recorder rec;
+  auto t = Make({"ckpt.dir=\"" + other_ckpt + "\"", "model.hidden=48"});
+  ASSERT_NE(t, nullptr);
+  auto run = train::RunTraining(
+      *t, {.resume = "auto", .trace = "", .world = nullptr, .shm_root = shm_}, &rec);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(rec.losses.size(), 8u) << "started from step 0";
+  EXPECT_TRUE(rec.Said("resume: no checkpoint under " + other_ckpt + "; starting from step 0"));
+  EXPECT_TRUE(fs::exists(OwnCopyRoot(Job(), 0) + "/step-00000003/manifest.json"));
+  EXPECT_EQ(Entries(MemoryJobDir(shm_, "unit")), std::vector<std::string>{"run-" + run_id_});
 }
 
 }  // namespace
