@@ -29,10 +29,10 @@ namespace pentamesh::train {
 inline constexpr int kHostMeasureVersion = 1;
 
 struct HostKey {
-  std::string cpu_model;  // /proc/cpuinfo's first "model name"
-  int cores = 0;          // hardware threads
-  std::string blas;       // kernels::BlasConfig()
-  std::string mpi;        // comm::MpiLibraryVersion()
+  std::string cpu_model;         // /proc/cpuinfo's first "model name"
+  int cores = 0;                 // hardware threads
+  std::string blas;              // kernels::BlasConfig()
+  std::string mpi;               // comm::MpiLibraryVersion()
   std::string Text() const;      // every field, one "name: value" line each
   std::string FileName() const;  // host-<hash>.toml
 };
@@ -45,11 +45,11 @@ core::Result<std::string> HostCacheDir();
 
 // What UseCachedHostProfile did, for the run's log.
 struct HostCacheOutcome {
-  std::string path;             // the cache file
-  bool measured_host = false;   // this process measured the single-process part
-  bool measured_comm = false;   // the job measured its collectives
-  bool comm_nominal = false;    // a multi-host world: the link stays nominal
-  double seconds = 0;           // spent measuring (this process)
+  std::string path;            // the cache file
+  bool measured_host = false;  // this process measured the single-process part
+  bool measured_comm = false;  // the job measured its collectives
+  bool comm_nominal = false;   // a multi-host world: the link stays nominal
+  double seconds = 0;          // spent measuring (this process)
 };
 
 // When config.run.auto_host_profile: sets config.run.host (and peak_gflops, mem_gbps) from the
