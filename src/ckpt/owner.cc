@@ -80,6 +80,11 @@ core::Result<std::string> ClaimRoot(const std::string& root, const ClaimOptions&
         fmt::format("ckpt.dir: {} exists and is not a directory; no checkpoint could be saved "
                     "there",
                     root));
+  // The claim comes before anything else of the run is written, so the parents of ckpt.dir
+  // (e.g. inside run.out_dir) may not exist yet; a failure here shows in CreateDir below.
+  if (const fs::path parent = fs::path(root).parent_path(); !parent.empty()) {
+    fs::create_directories(parent, ec);
+  }
   PM_RETURN_IF_ERROR(env->CreateDir(root));
   PM_ASSIGN_OR_RETURN(const std::optional<std::string> owner, ReadOwner(root));
   const std::vector<fs::path> entries = RunEntries(root);
