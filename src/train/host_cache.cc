@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "comm/mpi_communicator.h"
+#include "core/output.h"
 #include "data/token_shards.h"
 #include "kernels/cpu/matmul.h"
 
@@ -79,27 +80,6 @@ class FileLock {
   int fd_;
 };
 
-core::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string temp = fmt::format("{}.tmp{}", path, static_cast<long>(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(temp, ec);
-      return core::Status::Error(fmt::format("cannot write {}", temp));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    fs::remove(temp, ec);
-    return core::Status::Error(fmt::format("cannot write {}: {}", path, ec.message()));
-  }
-  return core::Status::Ok();
-}
-
 std::string ProfileFile(const HostKey& key, const HostProfile& profile) {
   std::string header =
       "# This host, measured by `pentamesh train` for runs without run.host_profile\n"
@@ -130,7 +110,7 @@ core::Result<HostProfile> LoadOrMeasureHost(const HostKey& key, const std::strin
   outcome.measured_host = true;
   outcome.seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PM_RETURN_IF_ERROR(WriteAtomically(path, ProfileFile(key, profile)));
+  PM_RETURN_IF_ERROR(core::WriteFileAtomic(path, ProfileFile(key, profile)));
   return profile;
 }
 
@@ -143,7 +123,7 @@ core::Status StoreComm(const HostKey& key, const std::string& path, const CommPr
   profile.comm.push_back(comm);
   std::sort(profile.comm.begin(), profile.comm.end(),
             [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
-  return WriteAtomically(path, ProfileFile(key, profile));
+  return core::WriteFileAtomic(path, ProfileFile(key, profile));
 }
 
 }  // namespace

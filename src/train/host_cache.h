@@ -14,7 +14,7 @@
 //    a one-host world together (MeasureCollectives), and added to the file by rank 0. A world
 //    over several hosts keeps the nominal link (its hosts' shared memory is not the link between
 //    them).
-// Every file write is a temporary file renamed into place: a reader never sees half a profile.
+// Every file write goes through core::WriteFileAtomic: a reader never sees half a profile.
 #pragma once
 
 #include <string>
