@@ -35,7 +35,7 @@ bool IsCanonical(const Layout& l) {
 
 Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
              const spec::TrainSpec& train, const SpaceOptions& options)
-    : model_(model), cluster_(cluster), train_(train), options_(options) {
+    : model_(model), train_(train), options_(options) {
   for (Recompute r : {Recompute::kFull, Recompute::kSelective, Recompute::kNone}) {
     if (options_.allow.Allows(Field::kRecompute, static_cast<int64_t>(r))) recomputes_.push_back(r);
   }

@@ -86,7 +86,6 @@ class Space {
   void AddBranches(Mesh& mesh) const;
 
   const spec::ModelSpec& model_;
-  const spec::ClusterSpec& cluster_;
   const spec::TrainSpec& train_;
   SpaceOptions options_;
   int64_t seqs_ = 0;  // sequences per global batch
