@@ -2,7 +2,7 @@
 # A real Slurm cluster on this one machine: a private munged, slurmctld and N slurmd "nodes"
 # (Debian 12's slurm-wlm 22.05; docs/multihost.md, "Slurm").
 #
-#   scripts/slurm_cluster.sh start  [--dir DIR] [--nodes N] [--port-base P]
+#   scripts/slurm_cluster.sh start  [--dir DIR] [--nodes N] [--gpus-per-node G] [--port-base P]
 #   scripts/slurm_cluster.sh status [--dir DIR]
 #   scripts/slurm_cluster.sh stop   [--dir DIR]
 #   scripts/slurm_cluster.sh stepds [--dir DIR]
@@ -19,28 +19,35 @@
 # logs stay in DIR/log. status prints the daemons and `sinfo`; exit 1 if not up. stepds prints
 # the cluster's slurmstepd processes ("pid slurmstepd: [job.step]", or "pid exiting"): a requeued
 # job is released once its previous run's are gone.
-# DIR defaults to $PM_SLURM_DIR, else /tmp/pentamesh-slurm.
+# --gpus-per-node G gives every node G GPUs with no device behind them (GresTypes=gpu, `Gres=gpu:G`,
+# gres.conf `File=DIR/dev/gpu[0-G-1]`, links to /dev/null: Slurm drops a GPU without a device), so jobs that
+# ask `--gpus-per-node` are scheduled as on a GPU cluster. DIR defaults to $PM_SLURM_DIR, else /tmp/pentamesh-slurm.
 # Exit status: 0; 2 for bad arguments; 77 (skipped) with "slurm_cluster: SKIP: <reason>" when
 # the cluster cannot run here (not root, packages missing, a daemon that does not start).
 set -u
 readonly kSkip=77
 readonly nl=$'\n'
 readonly kWaitS=40  # for the nodes to show idle, and for daemons to exit
-usage() { echo "usage: slurm_cluster.sh start|stop|status|stepds [--dir DIR] [--nodes N] [--port-base P]" >&2; exit 2; }
+usage() { echo "usage: slurm_cluster.sh start|stop|status|stepds [--dir DIR] [--nodes N] [--gpus-per-node G] [--port-base P]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 action=$1; shift
-dir=${PM_SLURM_DIR:-/tmp/pentamesh-slurm} nodes=2 port_base=""
+dir=${PM_SLURM_DIR:-/tmp/pentamesh-slurm} nodes=2 port_base="" gpus=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --nodes) nodes="$2"; shift 2 ;;
     --port-base) port_base="$2"; shift 2 ;;
+    --gpus-per-node) gpus="$2"; shift 2 ;;
     *) echo "slurm_cluster: unknown option '$1'" >&2; usage ;;
   esac
 done
 case "$action" in start | stop | status | stepds) ;; *) echo "slurm_cluster: unknown action '$action'" >&2; usage ;; esac
 if ! [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || [[ $nodes -gt 16 ]]; then
   echo "slurm_cluster: --nodes must be an integer in [1, 16] (got '$nodes')" >&2
+  exit 2
+fi
+if ! [[ "$gpus" =~ ^[0-9]+$ ]] || [[ $gpus -gt 64 ]]; then
+  echo "slurm_cluster: --gpus-per-node must be an integer in [0, 64] (got '$gpus')" >&2
   exit 2
 fi
 if [[ -n "$port_base" ]] && ! { [[ "$port_base" =~ ^[1-9][0-9]*$ ]] && [[ $port_base -ge 1024 && $port_base -le 65000 ]]; }; then
@@ -243,11 +250,23 @@ PROLOG
     echo "KillWait=5"
     echo "MinJobAge=600"
     echo "JobRequeue=1"
+    local gres=""
+    if [[ $gpus -gt 0 ]]; then
+      echo "GresTypes=gpu"
+      gres="Gres=gpu:$gpus "
+    fi
     for ((k = 1; k <= nodes; k++)); do
-      echo "NodeName=pm$k NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port_base + k)) ${shape}State=UNKNOWN"
+      echo "NodeName=pm$k NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port_base + k)) ${shape}${gres}State=UNKNOWN"
     done
     echo "PartitionName=pm Nodes=pm[1-$nodes] Default=YES MaxTime=INFINITE State=UP"
   } >"$conf"
+  rm -f "$dir/gres.conf"
+  if [[ $gpus -gt 0 ]]; then
+    # Slurm drops a GPU without a character device: each is a link to /dev/null under DIR/dev.
+    mkdir -p "$dir/dev"
+    for ((g = 0; g < gpus; g++)); do ln -sfn /dev/null "$dir/dev/gpu$g"; done
+    printf "AutoDetect=off\nName=gpu File=%s/dev/gpu[0-%d]\n" "$dir" "$((gpus - 1))" >"$dir/gres.conf"
+  fi
 
   slurmctld -D -c -f "$conf" </dev/null >>"$dir/log/slurmctld.log" 2>&1 &
   echo $! >"$dir/slurmctld.pid"

@@ -209,8 +209,8 @@ std::string TorchrunSbatch(const EmitInput& in) {
          fmt::format(
              "srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 "
              "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" --kill-on-bad-exit=1 bash -c 'exec torchrun "
-             "--nnodes=\"$SLURM_NNODES\" --nproc-per-node={} --node-rank=\"$SLURM_NODEID\" "
-             "--rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" -m "
+             "--nnodes=\"$SLURM_NNODES\" --nproc_per_node={} --node_rank=\"$SLURM_NODEID\" "
+             "--rdzv_backend=c10d --rdzv_endpoint=\"$MASTER_ADDR:$MASTER_PORT\" -m "
              "torchtitan.train "
              "--job.config_file job.toml'\n",
              GpusPerNode(in));

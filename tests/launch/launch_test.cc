@@ -583,7 +583,7 @@ TEST(LaunchEmit, TorchtitanOneTorchrunPerNodeAndMoeNote) {
     EXPECT_TRUE(Contains(line, "srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 ")) << line;
     EXPECT_TRUE(Contains(line,
                          "bash -c 'exec torchrun --nnodes=\"$SLURM_NNODES\" "
-                         "--nproc-per-node=8 --node-rank=\"$SLURM_NODEID\""))
+                         "--nproc_per_node=8 --node_rank=\"$SLURM_NODEID\""))
         << line;
   }
   EXPECT_EQ(sruns, 1u);
