@@ -3,21 +3,22 @@
 
 namespace pentamesh::cli {
 
+// Every field of spec::LayoutFields() under its key (enumerated fields as their word, sp as a
+// bool, etp as the expert TP degree in effect), and the --layout text.
 nlohmann::json LayoutJson(const spec::Layout& l) {
-  return {{"dp", l.dp},
-          {"tp", l.tp},
-          {"pp", l.pp},
-          {"cp", l.cp},
-          {"ep", l.ep},
-          {"zero", l.zero},
-          {"mbs", l.mbs},
-          {"recompute", spec::ToString(l.recompute)},
-          {"schedule", spec::ToString(l.schedule)},
-          {"virtual_stages", l.virtual_stages},
-          {"cp_kind", spec::ToString(l.cp_kind)},
-          {"ep_placement", spec::ToString(l.ep_placement)},
-          {"sp", l.sp},
-          {"text", spec::FormatLayout(l)}};
+  nlohmann::json j = nlohmann::json::object();
+  for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    const int64_t v = spec::FieldValue(l, f.field);
+    if (f.field == spec::LayoutField::kSp) {
+      j[f.key] = v != 0;
+    } else if (!f.words.empty()) {
+      j[f.key] = spec::FieldWordFor(f.field, v);
+    } else {
+      j[f.key] = v;
+    }
+  }
+  j["text"] = spec::FormatLayout(l);
+  return j;
 }
 
 static nlohmann::json MemoryJson(const cost::Estimate& e) {

@@ -9,61 +9,6 @@
 namespace pentamesh::plan {
 namespace {
 
-struct FieldName {
-  const char* name;
-  Field field;
-  bool enumerated;
-};
-constexpr FieldName kFieldNames[] = {
-    {"dp", Field::kDp, false},
-    {"tp", Field::kTp, false},
-    {"pp", Field::kPp, false},
-    {"cp", Field::kCp, false},
-    {"ep", Field::kEp, false},
-    {"zero", Field::kZero, false},
-    {"mbs", Field::kMbs, false},
-    {"v", Field::kVirtualStages, false},
-    {"recompute", Field::kRecompute, true},
-    {"schedule", Field::kSchedule, true},
-    {"cp_kind", Field::kCpKind, true},
-    {"ep_placement", Field::kEpPlacement, true},
-    {"sp", Field::kSp, true},
-    {"etp", Field::kEtp, false},
-};
-
-core::Result<int64_t> EnumValue(Field field, const std::string& v) {
-  using spec::CpKind, spec::EpPlacement, spec::Recompute, spec::Schedule;
-  auto e = [](auto x) { return static_cast<int64_t>(x); };
-  switch (field) {
-    case Field::kRecompute:
-      if (v == "none") return e(Recompute::kNone);
-      if (v == "selective") return e(Recompute::kSelective);
-      if (v == "full") return e(Recompute::kFull);
-      break;
-    case Field::kSchedule:
-      if (v == "gpipe") return e(Schedule::kGPipe);
-      if (v == "1f1b") return e(Schedule::kOneFOneB);
-      if (v == "interleaved") return e(Schedule::kInterleaved);
-      if (v == "zb") return e(Schedule::kZeroBubble);
-      break;
-    case Field::kCpKind:
-      if (v == "ring") return e(CpKind::kRing);
-      if (v == "ulysses") return e(CpKind::kUlysses);
-      break;
-    case Field::kEpPlacement:
-      if (v == "separate") return e(EpPlacement::kSeparate);
-      if (v == "folded") return e(EpPlacement::kFolded);
-      break;
-    case Field::kSp:
-      if (v == "on") return int64_t{1};
-      if (v == "off") return int64_t{0};
-      break;
-    default:
-      break;
-  }
-  return core::Status::Error(fmt::format("value '{}' is not valid here", v));
-}
-
 core::Result<int64_t> IntValue(const std::string& v) {
   int64_t out = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
@@ -85,18 +30,20 @@ core::Result<Clause> ParseClause(const std::string& token, bool& enumerated) {
   const std::string op = token.substr(op_begin, op_end - op_begin);
   const std::string value = token.substr(op_end);
   Clause clause;
-  const FieldName* field = nullptr;
-  for (const auto& f : kFieldNames) {
-    if (key == f.name) field = &f;
+  const spec::LayoutFieldInfo* field = nullptr;
+  for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    if (key == f.key || (f.alias != nullptr && key == f.alias)) field = &f;
   }
   if (field == nullptr) {
-    return core::Status::Error(
-        fmt::format("unknown key '{}' (keys: dp tp pp cp ep zero mbs v recompute schedule cp_kind "
-                    "ep_placement sp etp)",
-                    key));
+    std::string keys;
+    for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+      keys += (keys.empty() ? "" : " ") + std::string(f.key);
+      if (f.alias != nullptr) keys += fmt::format(" ({})", f.alias);
+    }
+    return core::Status::Error(fmt::format("unknown key '{}' (keys: {})", key, keys));
   }
   clause.field = field->field;
-  enumerated = field->enumerated;
+  enumerated = !field->words.empty();
   if (op == "=" || op == "==")
     clause.op = Op::kEq;
   else if (op == "!=")
@@ -117,7 +64,7 @@ core::Result<Clause> ParseClause(const std::string& token, bool& enumerated) {
   std::istringstream alternatives(value);
   std::string alt;
   while (std::getline(alternatives, alt, '|')) {
-    auto parsed = enumerated ? EnumValue(clause.field, alt) : IntValue(alt);
+    auto parsed = enumerated ? spec::ParseFieldWord(clause.field, alt) : IntValue(alt);
     if (!parsed.ok()) return parsed.status();
     clause.values.push_back(*parsed);
   }
@@ -181,13 +128,10 @@ bool Constraints::Allows(Field field, int64_t value) const {
 }
 
 bool Constraints::AllowsLayout(const spec::Layout& l) const {
-  auto e = [](auto x) { return static_cast<int64_t>(x); };
-  return Allows(Field::kDp, l.dp) && Allows(Field::kTp, l.tp) && Allows(Field::kPp, l.pp) &&
-         Allows(Field::kCp, l.cp) && Allows(Field::kEp, l.ep) && Allows(Field::kZero, l.zero) &&
-         Allows(Field::kMbs, l.mbs) && Allows(Field::kVirtualStages, l.virtual_stages) &&
-         Allows(Field::kRecompute, e(l.recompute)) && Allows(Field::kSchedule, e(l.schedule)) &&
-         Allows(Field::kCpKind, e(l.cp_kind)) && Allows(Field::kEpPlacement, e(l.ep_placement)) &&
-         Allows(Field::kSp, l.sp ? 1 : 0) && Allows(Field::kEtp, l.expert_tp()) && PassesFilters(l);
+  for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    if (!Allows(f.field, spec::FieldValue(l, f.field))) return false;
+  }
+  return PassesFilters(l);
 }
 
 void Constraints::AddFilter(const std::string& name,

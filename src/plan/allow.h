@@ -14,24 +14,9 @@
 
 namespace pentamesh::plan {
 
-// The layout fields a clause may name. Enumerated fields compare by their enum's integer value.
-enum class Field : uint8_t {
-  kDp,
-  kTp,
-  kPp,
-  kCp,
-  kEp,
-  kZero,
-  kMbs,
-  kVirtualStages,
-  kRecompute,
-  kSchedule,
-  kCpKind,
-  kEpPlacement,
-  kSp,
-  kEtp,  // expert tensor parallel degree in effect (tp, or 1)
-  kCount
-};
+// The layout fields a clause may name: spec's field table (spec/layout.h), so --allow takes the
+// keys and words --layout takes. Enumerated fields compare by their enum's integer value.
+using Field = spec::LayoutField;
 enum class Op : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 
 struct Clause {
@@ -42,9 +27,10 @@ struct Clause {
 
 class Constraints {
  public:
-  // Parses space-separated clauses KEY OP VALUE, OP one of = == != < <= > >=. Keys: dp tp pp cp ep
-  // zero mbs v (virtual stages) recompute schedule cp_kind ep_placement sp. Enumerated keys take
-  // = or != and alternatives separated by '|' (schedule=1f1b|zb). Errors name the clause.
+  // Parses space-separated clauses KEY OP VALUE, OP one of = == != < <= > >=. Keys and words are
+  // spec::LayoutFields()'s (dp tp pp cp ep etp zero mbs recompute schedule virtual_stages/v cp_kind
+  // ep_placement sp). Enumerated keys take = or != and alternatives separated by '|'
+  // (schedule=1f1b|zb). Errors name the clause.
   static core::Result<Constraints> Parse(const std::string& text);
 
   // True when every clause on `field` holds for `value`.

@@ -6,6 +6,17 @@
 #include "schedule/generate.h"
 
 namespace pentamesh::schedule {
+namespace {
+
+std::string ScheduleWords() {
+  std::string out;
+  for (const spec::FieldWord& w : spec::FieldInfo(spec::LayoutField::kSchedule).words) {
+    out += (out.empty() ? "" : ", ") + std::string(w.word);
+  }
+  return out;
+}
+
+}  // namespace
 
 constexpr int kMaxPp = 1024;
 constexpr int kMaxMicrobatches = 65536;
@@ -21,28 +32,33 @@ std::string ToString(const ScheduleSpec& spec) {
   return spec::ToString(spec.kind);
 }
 
+// The layout's schedule words (spec::LayoutFields(): gpipe, 1f1b, interleaved, zb and their
+// aliases), with interleaved's chunk count required (interleaved:V), plus the V-shaped zero-bubble
+// schedule, which only `pentamesh schedule` draws (zbv, zb-v).
 core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text) {
   ScheduleSpec spec;
-  if (text == "gpipe") {
-    spec.kind = Schedule::kGPipe;
-  } else if (text == "1f1b") {
-    spec.kind = Schedule::kOneFOneB;
-  } else if (text == "zb" || text == "zb-h1") {
-    spec.kind = Schedule::kZeroBubble;
-  } else if (text == "zbv" || text == "zb-v") {
+  auto fail = [&text] {
+    return core::Status::Error(fmt::format(
+        "schedule: kind='{}' is not one of {}, interleaved:V, zbv", text, ScheduleWords()));
+  };
+  if (text == "zbv" || text == "zb-v") {
     spec.kind = Schedule::kZeroBubble;
     spec.virtual_stages = 2;
-  } else if (text.rfind("interleaved:", 0) == 0) {
-    spec.kind = Schedule::kInterleaved;
-    const std::string v = text.substr(12);
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), spec.virtual_stages);
-    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
-      return core::Status::Error(
-          fmt::format("schedule: kind='{}': V='{}' is not an integer", text, v));
-    }
-  } else {
+    return spec;
+  }
+  const std::string::size_type colon = text.find(':');
+  auto kind = spec::ParseFieldWord(spec::LayoutField::kSchedule, text.substr(0, colon));
+  if (!kind.ok()) return fail();
+  spec.kind = static_cast<Schedule>(*kind);
+  if (spec.kind != Schedule::kInterleaved) {
+    if (colon != std::string::npos) return fail();
+    return spec;
+  }
+  const std::string v = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), spec.virtual_stages);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
     return core::Status::Error(
-        fmt::format("schedule: kind='{}' is not one of gpipe, 1f1b, interleaved:V, zb, zbv", text));
+        fmt::format("schedule: kind='{}': V='{}' is not an integer (interleaved:V)", text, v));
   }
   return spec;
 }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -25,101 +27,182 @@ core::Result<int64_t> ParsePositive(const std::string& key, const std::string& v
   return out;
 }
 
-core::Status ParseSchedule(const std::string& value, Layout& layout) {
-  if (value == "1f1b") {
-    layout.schedule = Schedule::kOneFOneB;
-  } else if (value == "gpipe") {
-    layout.schedule = Schedule::kGPipe;
-  } else if (value == "zb" || value == "zero-bubble" || value == "zb-h1") {
-    layout.schedule = Schedule::kZeroBubble;
-  } else if (value.rfind("interleaved", 0) == 0) {
-    layout.schedule = Schedule::kInterleaved;
-    layout.virtual_stages = 2;
-    if (value.size() > 11) {
-      if (value[11] != ':') {
-        return core::Status::Error(fmt::format(
-            "layout: schedule='{}' is not valid (use interleaved or interleaved:V)", value));
-      }
-      PM_ASSIGN_OR_RETURN(layout.virtual_stages, ParsePositive("schedule", value.substr(12)));
+constexpr int64_t V(auto e) { return static_cast<int64_t>(e); }
+
+constexpr FieldWord kRecomputeWords[] = {{"none", V(Recompute::kNone)},
+                                         {"selective", V(Recompute::kSelective)},
+                                         {"full", V(Recompute::kFull)}};
+constexpr FieldWord kScheduleWords[] = {{"gpipe", V(Schedule::kGPipe)},
+                                        {"1f1b", V(Schedule::kOneFOneB)},
+                                        {"interleaved", V(Schedule::kInterleaved)},
+                                        {"zb", V(Schedule::kZeroBubble)},
+                                        {"zero-bubble", V(Schedule::kZeroBubble)},
+                                        {"zb-h1", V(Schedule::kZeroBubble)}};
+constexpr FieldWord kCpKindWords[] = {{"ring", V(CpKind::kRing)}, {"ulysses", V(CpKind::kUlysses)}};
+constexpr FieldWord kEpPlacementWords[] = {{"separate", V(EpPlacement::kSeparate)},
+                                           {"folded", V(EpPlacement::kFolded)}};
+constexpr FieldWord kSwitchWords[] = {{"on", 1},  {"true", 1},  {"1", 1},
+                                      {"off", 0}, {"false", 0}, {"0", 0}};
+
+constexpr LayoutFieldInfo kLayoutFields[] = {
+    {LayoutField::kDp, "dp", nullptr, {}},
+    {LayoutField::kTp, "tp", nullptr, {}},
+    {LayoutField::kPp, "pp", nullptr, {}},
+    {LayoutField::kCp, "cp", nullptr, {}},
+    {LayoutField::kEp, "ep", nullptr, {}},
+    {LayoutField::kEtp, "etp", nullptr, {}},
+    {LayoutField::kZero, "zero", nullptr, {}},
+    {LayoutField::kMbs, "mbs", nullptr, {}},
+    {LayoutField::kRecompute, "recompute", nullptr, kRecomputeWords},
+    {LayoutField::kSchedule, "schedule", nullptr, kScheduleWords},
+    {LayoutField::kVirtualStages, "virtual_stages", "v", {}},
+    {LayoutField::kCpKind, "cp_kind", nullptr, kCpKindWords},
+    {LayoutField::kEpPlacement, "ep_placement", nullptr, kEpPlacementWords},
+    {LayoutField::kSp, "sp", nullptr, kSwitchWords},
+};
+static_assert(std::size(kLayoutFields) == static_cast<size_t>(LayoutField::kCount));
+constexpr bool FieldsInEnumOrder() {
+  for (size_t i = 0; i < std::size(kLayoutFields); ++i) {
+    if (static_cast<size_t>(kLayoutFields[i].field) != i) return false;
+  }
+  return true;
+}
+static_assert(FieldsInEnumOrder());
+
+// One name per Layout member: a member added to Layout without a LayoutField entry (and a case
+// in FieldValue) stops this structured binding from compiling.
+[[maybe_unused]] void EveryMemberHasAField(const Layout& l) {
+  [[maybe_unused]] const auto& [dp, tp, pp, cp, ep, etp, zero, mbs, recompute, schedule,
+                                virtual_stages, cp_kind, ep_placement, sp] = l;
+}
+
+std::string WordList(LayoutField field) {
+  std::string out;
+  for (const FieldWord& w : FieldInfo(field).words)
+    out += (out.empty() ? "" : ", ") + std::string(w.word);
+  return out;
+}
+
+// The LayoutField a key (or its alias) names; kCount when none.
+LayoutField KeyField(const std::string& key) {
+  for (const LayoutFieldInfo& f : kLayoutFields) {
+    if (key == f.key || (f.alias != nullptr && key == f.alias)) return f.field;
+  }
+  return LayoutField::kCount;
+}
+
+std::string KeyList() {
+  std::string out;
+  for (const LayoutFieldInfo& f : kLayoutFields) {
+    out += (out.empty() ? "" : " ") + std::string(f.key);
+    if (f.alias != nullptr) out += fmt::format(" ({})", f.alias);
+  }
+  return out;
+}
+
+struct ParseState {
+  std::optional<int64_t> virtual_stages_key;  // virtual_stages=V / v=V
+  std::optional<int64_t> schedule_v;          // schedule=interleaved:V
+};
+
+core::Status ParseSchedule(const std::string& value, Layout& layout, ParseState& state) {
+  const std::string::size_type colon = value.find(':');
+  const std::string word = value.substr(0, colon);
+  auto kind = ParseFieldWord(LayoutField::kSchedule, word);
+  if (!kind.ok()) {
+    return core::Status::Error(fmt::format("layout: schedule='{}' is not one of {} (interleaved:V)",
+                                           value, WordList(LayoutField::kSchedule)));
+  }
+  layout.schedule = static_cast<Schedule>(*kind);
+  if (layout.schedule != Schedule::kInterleaved) {
+    if (colon != std::string::npos) {
+      return core::Status::Error(
+          fmt::format("layout: schedule='{}': only interleaved takes :V", value));
     }
-  } else {
-    return core::Status::Error(
-        fmt::format("layout: schedule='{}' is not one of gpipe, 1f1b, interleaved:V, zb", value));
+    return core::Status::Ok();
+  }
+  layout.virtual_stages = 2;
+  if (colon != std::string::npos) {
+    PM_ASSIGN_OR_RETURN(state.schedule_v, ParsePositive("schedule", value.substr(colon + 1)));
+    layout.virtual_stages = *state.schedule_v;
   }
   return core::Status::Ok();
 }
 
-core::Status ParseKey(const std::string& key, const std::string& value, Layout& layout) {
-  auto degree = [&](int64_t& field) -> core::Status {
-    PM_ASSIGN_OR_RETURN(field, ParsePositive(key, value));
+core::Status ParseKey(LayoutField field, const std::string& key, const std::string& value,
+                      Layout& layout, ParseState& state) {
+  auto degree = [&](int64_t& out) -> core::Status {
+    PM_ASSIGN_OR_RETURN(out, ParsePositive(key, value));
     return core::Status::Ok();
   };
-  if (key == "dp") return degree(layout.dp);
-  if (key == "tp") return degree(layout.tp);
-  if (key == "pp") return degree(layout.pp);
-  if (key == "cp") return degree(layout.cp);
-  if (key == "ep") return degree(layout.ep);
-  if (key == "etp") return degree(layout.etp);
-  if (key == "mbs") return degree(layout.mbs);
-  if (key == "zero") {
-    if (value.size() != 1 || value[0] < '0' || value[0] > '3') {
-      return core::Status::Error(fmt::format("layout: zero='{}' must be 0, 1, 2 or 3", value));
+  auto word = [&]() -> core::Result<int64_t> {
+    auto v = ParseFieldWord(field, value);
+    if (!v.ok()) {
+      return core::Status::Error(
+          fmt::format("layout: {}='{}' is not one of {}", key, value, WordList(field)));
     }
-    layout.zero = value[0] - '0';
-    return core::Status::Ok();
+    return *v;
+  };
+  switch (field) {
+    case LayoutField::kDp:
+      return degree(layout.dp);
+    case LayoutField::kTp:
+      return degree(layout.tp);
+    case LayoutField::kPp:
+      return degree(layout.pp);
+    case LayoutField::kCp:
+      return degree(layout.cp);
+    case LayoutField::kEp:
+      return degree(layout.ep);
+    case LayoutField::kEtp:
+      return degree(layout.etp);
+    case LayoutField::kMbs:
+      return degree(layout.mbs);
+    case LayoutField::kZero:
+      if (value.size() != 1 || value[0] < '0' || value[0] > '3') {
+        return core::Status::Error(fmt::format("layout: zero='{}' must be 0, 1, 2 or 3", value));
+      }
+      layout.zero = value[0] - '0';
+      return core::Status::Ok();
+    case LayoutField::kVirtualStages: {
+      int64_t v = 0;
+      PM_RETURN_IF_ERROR(degree(v));
+      state.virtual_stages_key = v;
+      return core::Status::Ok();
+    }
+    case LayoutField::kSchedule:
+      return ParseSchedule(value, layout, state);
+    case LayoutField::kRecompute: {
+      PM_ASSIGN_OR_RETURN(const int64_t v, word());
+      layout.recompute = static_cast<Recompute>(v);
+      return core::Status::Ok();
+    }
+    case LayoutField::kCpKind: {
+      PM_ASSIGN_OR_RETURN(const int64_t v, word());
+      layout.cp_kind = static_cast<CpKind>(v);
+      return core::Status::Ok();
+    }
+    case LayoutField::kEpPlacement: {
+      PM_ASSIGN_OR_RETURN(const int64_t v, word());
+      layout.ep_placement = static_cast<EpPlacement>(v);
+      return core::Status::Ok();
+    }
+    case LayoutField::kSp: {
+      PM_ASSIGN_OR_RETURN(const int64_t v, word());
+      layout.sp = v != 0;
+      return core::Status::Ok();
+    }
+    case LayoutField::kCount:
+      break;
   }
-  if (key == "recompute") {
-    if (value == "none")
-      layout.recompute = Recompute::kNone;
-    else if (value == "selective")
-      layout.recompute = Recompute::kSelective;
-    else if (value == "full")
-      layout.recompute = Recompute::kFull;
-    else
-      return core::Status::Error(
-          fmt::format("layout: recompute='{}' is not one of none, selective, full", value));
-    return core::Status::Ok();
-  }
-  if (key == "schedule") return ParseSchedule(value, layout);
-  if (key == "cp_kind") {
-    if (value == "ring")
-      layout.cp_kind = CpKind::kRing;
-    else if (value == "ulysses")
-      layout.cp_kind = CpKind::kUlysses;
-    else
-      return core::Status::Error(
-          fmt::format("layout: cp_kind='{}' is not one of ring, ulysses", value));
-    return core::Status::Ok();
-  }
-  if (key == "ep_placement") {
-    if (value == "separate")
-      layout.ep_placement = EpPlacement::kSeparate;
-    else if (value == "folded")
-      layout.ep_placement = EpPlacement::kFolded;
-    else
-      return core::Status::Error(
-          fmt::format("layout: ep_placement='{}' is not one of separate, folded", value));
-    return core::Status::Ok();
-  }
-  if (key == "sp") {
-    if (value == "on" || value == "true" || value == "1")
-      layout.sp = true;
-    else if (value == "off" || value == "false" || value == "0")
-      layout.sp = false;
-    else
-      return core::Status::Error(fmt::format("layout: sp='{}' must be on or off", value));
-    return core::Status::Ok();
-  }
-  return core::Status::Error(fmt::format(
-      "layout: unknown key '{}' (known: dp tp pp cp ep etp zero mbs recompute schedule cp_kind "
-      "ep_placement sp)",
-      key));
+  return core::Status::Error(fmt::format("layout: unknown key '{}' (known: {})", key, KeyList()));
 }
 
 }  // namespace
 
 core::Result<Layout> ParseLayout(const std::string& text) {
   Layout layout;
+  ParseState state;
   std::istringstream in(text);
   std::string token;
   bool any = false;
@@ -138,14 +221,27 @@ core::Result<Layout> ParseLayout(const std::string& text) {
         return core::Status::Error(fmt::format("layout: '{}' is not of the form key=value", item));
       }
       const std::string key = item.substr(0, eq);
-      if (!seen.insert(key).second) {
+      const LayoutField field = KeyField(key);
+      if (field == LayoutField::kCount) {
+        return core::Status::Error(
+            fmt::format("layout: unknown key '{}' (known: {})", key, KeyList()));
+      }
+      if (!seen.insert(FieldInfo(field).key).second) {
         return core::Status::Error(fmt::format("layout: key '{}' given twice", key));
       }
-      PM_RETURN_IF_ERROR(ParseKey(key, item.substr(eq + 1), layout));
+      PM_RETURN_IF_ERROR(ParseKey(field, key, item.substr(eq + 1), layout, state));
       any = true;
     }
   }
   if (!any) return core::Status::Error("layout: empty layout string");
+  if (state.virtual_stages_key) {
+    if (state.schedule_v && *state.schedule_v != *state.virtual_stages_key) {
+      return core::Status::Error(
+          fmt::format("layout: virtual_stages={} contradicts schedule=interleaved:{}",
+                      *state.virtual_stages_key, *state.schedule_v));
+    }
+    layout.virtual_stages = *state.virtual_stages_key;
+  }
   // Degrees bounded so that gpus(), data_ranks() * mbs and every product downstream fit int64_t.
   const bool separate = layout.ep_placement == EpPlacement::kSeparate;
   PM_RETURN_IF_ERROR(
@@ -160,34 +256,66 @@ core::Result<Layout> ParseLayout(const std::string& text) {
   return layout;
 }
 
-const char* ToString(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
+const char* ToString(Recompute r) { return FieldWordFor(LayoutField::kRecompute, V(r)); }
+const char* ToString(Schedule s) { return FieldWordFor(LayoutField::kSchedule, V(s)); }
+const char* ToString(CpKind k) { return FieldWordFor(LayoutField::kCpKind, V(k)); }
+const char* ToString(EpPlacement p) { return FieldWordFor(LayoutField::kEpPlacement, V(p)); }
+
+std::span<const LayoutFieldInfo> LayoutFields() { return kLayoutFields; }
+
+const LayoutFieldInfo& FieldInfo(LayoutField field) {
+  return kLayoutFields[static_cast<size_t>(field)];
+}
+
+int64_t FieldValue(const Layout& l, LayoutField field) {
+  switch (field) {
+    case LayoutField::kDp:
+      return l.dp;
+    case LayoutField::kTp:
+      return l.tp;
+    case LayoutField::kPp:
+      return l.pp;
+    case LayoutField::kCp:
+      return l.cp;
+    case LayoutField::kEp:
+      return l.ep;
+    case LayoutField::kEtp:
+      return l.expert_tp();
+    case LayoutField::kZero:
+      return l.zero;
+    case LayoutField::kMbs:
+      return l.mbs;
+    case LayoutField::kRecompute:
+      return V(l.recompute);
+    case LayoutField::kSchedule:
+      return V(l.schedule);
+    case LayoutField::kVirtualStages:
+      return l.virtual_stages;
+    case LayoutField::kCpKind:
+      return V(l.cp_kind);
+    case LayoutField::kEpPlacement:
+      return V(l.ep_placement);
+    case LayoutField::kSp:
+      return l.sp ? 1 : 0;
+    case LayoutField::kCount:
+      break;
+  }
+  return 0;
+}
+
+core::Result<int64_t> ParseFieldWord(LayoutField field, const std::string& word) {
+  for (const FieldWord& w : FieldInfo(field).words) {
+    if (word == w.word) return w.value;
+  }
+  return core::Status::Error(fmt::format("'{}' is not one of {}", word, WordList(field)));
+}
+
+const char* FieldWordFor(LayoutField field, int64_t value) {
+  for (const FieldWord& w : FieldInfo(field).words) {
+    if (w.value == value) return w.word;
   }
   return "?";
 }
-
-const char* ToString(Schedule s) {
-  switch (s) {
-    case Schedule::kGPipe:
-      return "gpipe";
-    case Schedule::kOneFOneB:
-      return "1f1b";
-    case Schedule::kInterleaved:
-      return "interleaved";
-    case Schedule::kZeroBubble:
-      return "zb";
-  }
-  return "?";
-}
-
-const char* ToString(CpKind k) { return k == CpKind::kRing ? "ring" : "ulysses"; }
-const char* ToString(EpPlacement p) { return p == EpPlacement::kSeparate ? "separate" : "folded"; }
 
 namespace {
 std::string ScheduleText(const Layout& l) {

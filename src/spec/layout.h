@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -66,7 +67,8 @@ int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk);
 
 // Parses "dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2
 // cp_kind=ring ep_placement=folded sp=on". Keys may come in any order; omitted keys keep their
-// defaults. Errors name the key and the reason.
+// defaults; the keys and words are those of LayoutFields() (virtual_stages, alias v, is also
+// written schedule=interleaved:V). Errors name the key and the reason.
 core::Result<Layout> ParseLayout(const std::string& text);
 // The inverse of ParseLayout: every key, in canonical order.
 std::string FormatLayout(const Layout& layout);
@@ -77,5 +79,47 @@ const char* ToString(Recompute r);
 const char* ToString(Schedule s);
 const char* ToString(CpKind k);
 const char* ToString(EpPlacement p);
+
+// The layout's fields, one entry per member of Layout (layout.cc breaks the build when a member
+// is added without one). `--layout` (ParseLayout), `--allow` (plan::Constraints), FormatLayout and
+// the JSON writer all read this table, so they accept and print the same keys and words.
+enum class LayoutField : uint8_t {
+  kDp,
+  kTp,
+  kPp,
+  kCp,
+  kEp,
+  kEtp,  // compared and printed as the expert TP degree in effect (tp, or etp)
+  kZero,
+  kMbs,
+  kRecompute,
+  kSchedule,
+  kVirtualStages,
+  kCpKind,
+  kEpPlacement,
+  kSp,
+  kCount
+};
+// A word an enumerated field accepts and the integer it stands for (the enum's value; sp: 1/0).
+// The first word of each value is the one printed; the others are aliases.
+struct FieldWord {
+  const char* word;
+  int64_t value;
+};
+struct LayoutFieldInfo {
+  LayoutField field;
+  const char* key;                   // as in --layout, --allow and the JSON layout
+  const char* alias;                 // another key both parsers accept (nullptr: none)
+  std::span<const FieldWord> words;  // empty: an integer field
+};
+std::span<const LayoutFieldInfo> LayoutFields();
+const LayoutFieldInfo& FieldInfo(LayoutField field);
+// The field's value as an integer: degrees and counts as they are (etp: expert_tp()), enums
+// their underlying value, sp 1 or 0.
+int64_t FieldValue(const Layout& layout, LayoutField field);
+// An enumerated field's word ("zero-bubble", "true") as its value; the error lists the words.
+core::Result<int64_t> ParseFieldWord(LayoutField field, const std::string& word);
+// The printed word of an enumerated field's value.
+const char* FieldWordFor(LayoutField field, int64_t value);
 
 }  // namespace pentamesh::spec

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace pentamesh::plan {
 namespace {
 
@@ -64,7 +67,7 @@ TEST(Constraints, ErrorsNameTheClause) {
       {"tp<=x", "'x' is not a non-negative integer"},
       {"tp=>8", "unknown operator '=>'"},
       {"recompute<=full", "'recompute' takes only = or !="},
-      {"schedule=fast", "'fast' is not valid"},
+      {"schedule=fast", "'fast' is not one of gpipe, 1f1b"},
       {"tp<=4|8", "alternatives"},
       {"tp", "expected KEY OP VALUE"},
       {"tp<=", "missing value"},
@@ -75,6 +78,45 @@ TEST(Constraints, ErrorsNameTheClause) {
     EXPECT_NE(r.status().message().find(c.part), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("--allow"), std::string::npos);
   }
+}
+
+// --layout (spec::ParseLayout) and --allow take the same keys and words, and read each word as
+// the same value: for every field of spec::LayoutFields(), under its key and its alias, every word
+// (enumerated fields) or a degree (integer fields) parses in both, and the clause `key=word`
+// allows the layout `key=word` parsed to. A word neither knows is refused by both.
+TEST(Constraints, AcceptTheWordsLayoutAccepts) {
+  int checked = 0;
+  for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    std::vector<std::string> words;
+    for (const spec::FieldWord& w : f.words) words.push_back(w.word);
+    if (words.empty()) words = {"2"};
+    for (const char* key : {f.key, f.alias}) {
+      if (key == nullptr) continue;
+      for (const std::string& word : words) {
+        const std::string clause = std::string(key) + "=" + word;
+        // Virtual stages need the interleaved schedule to be a valid layout.
+        const std::string layout_text = f.field == spec::LayoutField::kVirtualStages
+                                            ? clause + " schedule=interleaved"
+                                            : clause;
+        auto layout = spec::ParseLayout(layout_text);
+        ASSERT_TRUE(layout.ok()) << layout_text << ": " << layout.status().message();
+        auto allow = Constraints::Parse(clause);
+        ASSERT_TRUE(allow.ok()) << clause << ": " << allow.status().message();
+        EXPECT_TRUE(allow->AllowsLayout(*layout)) << clause;
+        EXPECT_EQ(spec::FieldValue(*layout, f.field),
+                  word == "2" ? 2 : *spec::ParseFieldWord(f.field, word))
+            << clause;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 29);  // 14 fields (virtual_stages also as v), every word of the enumerated
+  for (const char* bad : {"schedule=zbq", "sp=yes", "cp_kind=rings", "recompute=half", "q=1"}) {
+    EXPECT_FALSE(spec::ParseLayout(bad).ok()) << bad;
+    EXPECT_FALSE(Constraints::Parse(bad).ok()) << bad;
+  }
+  // The ones that used to differ: --allow refused both.
+  EXPECT_TRUE(Constraints::Parse("schedule=zero-bubble sp=true").ok());
 }
 
 }  // namespace

@@ -8,7 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "spec/layout.h"
+
 namespace {
+
+namespace spec = pentamesh::spec;
 
 struct CliRun {
   int code = -1;
@@ -52,6 +56,32 @@ TEST(PlanCli, JsonTopAndCounts) {
   EXPECT_GE(j["top"][0]["tokens_per_s"].get<double>(), j["top"][1]["tokens_per_s"].get<double>());
   EXPECT_FALSE(j["pareto"].empty());
   EXPECT_EQ(j["baseline"]["fsdp"]["layout"]["dp"], 64);
+}
+
+// The JSON layout has every field of spec::LayoutFields() (etp as the expert TP degree in effect),
+// and its values are the layout its text parses to.
+TEST(PlanCli, JsonLayoutHasEveryField) {
+  const CliRun r = Pentamesh(
+      "estimate --model mixtral-8x7b --cluster h100-sxm --train pretrain-4k --gpus 16 --layout "
+      "'dp=8 tp=2 ep=8 etp=1 ep_placement=folded zero=1' --json",
+      /*merge_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto layout = nlohmann::json::parse(r.out)["layout"];
+  auto parsed = spec::ParseLayout(layout["text"].get<std::string>());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    ASSERT_TRUE(layout.contains(f.key)) << f.key << " missing from " << layout.dump();
+    const int64_t want = spec::FieldValue(*parsed, f.field);
+    if (f.field == spec::LayoutField::kSp) {
+      EXPECT_EQ(layout[f.key].get<bool>(), want != 0);
+    } else if (!f.words.empty()) {
+      EXPECT_EQ(layout[f.key].get<std::string>(), spec::FieldWordFor(f.field, want)) << f.key;
+    } else {
+      EXPECT_EQ(layout[f.key].get<int64_t>(), want) << f.key;
+    }
+  }
+  EXPECT_EQ(layout["etp"].get<int64_t>(), 1);
+  EXPECT_EQ(layout.size(), spec::LayoutFields().size() + 1);  // + "text"
 }
 
 TEST(PlanCli, TextOutput) {

@@ -53,6 +53,20 @@ TEST(ParseLayout, RoundTrips) {
   EXPECT_EQ(*ParseLayout(FormatLayout(l)), l);
 }
 
+// Virtual stages: schedule=interleaved:V, or the field's own key (virtual_stages, alias v, as
+// --allow takes it) beside schedule=interleaved.
+TEST(ParseLayout, VirtualStagesByKeyOrSchedule) {
+  for (const char* text :
+       {"pp=4 schedule=interleaved:3", "pp=4 schedule=interleaved v=3",
+        "pp=4 v=3 schedule=interleaved", "pp=4 virtual_stages=3 schedule=interleaved:3"}) {
+    auto l = ParseLayout(text);
+    ASSERT_TRUE(l.ok()) << text << ": " << l.status().message();
+    EXPECT_EQ(l->virtual_stages, 3) << text;
+    EXPECT_EQ(l->schedule, Schedule::kInterleaved) << text;
+  }
+  EXPECT_EQ(ParseLayout("schedule=interleaved")->virtual_stages, 2);
+}
+
 TEST(ParseLayout, ErrorsNameTheKey) {
   struct Case {
     const char* text;
@@ -65,7 +79,11 @@ TEST(ParseLayout, ErrorsNameTheKey) {
         Case{"dp", "not of the form key=value"}, Case{"", "empty layout"},
         Case{"schedule=foo", "schedule='foo'"},
         Case{"schedule=interleaved:0", "schedule=0 must be positive"},
-        Case{"recompute=some", "recompute='some'"}, Case{"sp=maybe", "sp='maybe'"}}) {
+        Case{"recompute=some", "recompute='some'"}, Case{"sp=maybe", "sp='maybe'"},
+        Case{"schedule=zb:2", "only interleaved takes :V"},
+        Case{"schedule=interleaved:4 v=2", "virtual_stages=2 contradicts schedule=interleaved:4"},
+        Case{"v=2 virtual_stages=2 schedule=interleaved", "key 'virtual_stages' given twice"},
+        Case{"v=3", "virtual stages need schedule=interleaved:V"}}) {
     auto r = ParseLayout(c.text);
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
