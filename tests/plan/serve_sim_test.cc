@@ -5,12 +5,11 @@
 // exactly when the KV blocks run out in a hand-counted case; determinism; the speed (printed).
 // Also prints the published serving rows (bench/data/published_serving.json) before (the
 // single-request formulas) and after (the simulation), and holds each within 25% like
-// Inference.PublishedServing.
+// Inference.PublishedServing (here also NIM's TTFT at concurrency 5).
 #include "plan/serve_sim.h"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -245,10 +244,9 @@ TEST(ServeSim, PublishedServingUnderLoad) {
       std::printf("%-48s %-8s measured %9.2f  before %9.2f (%+6.1f%%)  after %9.2f (%+6.1f%%)\n",
                   row["name"].get<std::string>().c_str(), key, measured, before,
                   100 * (before / measured - 1), after, 100 * (after / measured - 1));
-      const auto& compare = row["compare"];
-      if (std::find(compare.begin(), compare.end(), k) != compare.end()) {
-        EXPECT_NEAR(after / measured, 1.0, 0.25) << row["name"] << " " << key;
-      }
+      // Every published quantity, also NIM's TTFT at concurrency 5 that the burst queue of
+      // EstimateServe cannot compare (its clients stagger their arrivals).
+      EXPECT_NEAR(after / measured, 1.0, 0.25) << row["name"] << " " << key;
     }
   }
 }
