@@ -213,6 +213,18 @@ TEST(ServeSim, Benchmark) {
       static_cast<long long>(sims), static_cast<long long>(steps), s, static_cast<double>(sims) / s,
       static_cast<double>(steps) / s / 1e6);
   EXPECT_GT(steps, 0);
+  // What a search pays per layout before simulating: the estimate (KV blocks) and the step cost.
+  const auto setup = std::chrono::steady_clock::now();
+  const int layouts = 200;
+  double blocks = 0;
+  for (int i = 0; i < layouts; ++i) {
+    blocks += static_cast<double>(cost::EstimateServe(ctx, Tp(4), w).kv_blocks);
+    blocks += cost::MakeServeStepCost(ctx, Tp(4), w).linear_s.size();
+  }
+  const double per =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup).count() / layouts;
+  std::printf("serve_sim benchmark: estimate + step cost of a layout %.0f us\n", per * 1e6);
+  EXPECT_GT(blocks, 0);
 }
 
 // The published rows: concurrency c as a closed loop of c clients (NIM's AIPerf), vLLM's fixed
