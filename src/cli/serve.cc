@@ -2,7 +2,8 @@
 // that serving layout (cost::EstimateServe); without, it searches the layouts that meet
 // --ttft-p95 / --itl at the lowest cost per request (plan::SearchServe). Table by default,
 // --json, --html; a layout that breaks a rule or does not fit, or no layout meeting the targets,
-// exits 2 naming the field.
+// exits 2 naming the field. With --tp and --concurrency or --rate it also simulates the layout
+// under that load (plan::SimulateLayout: continuous batching, chunked prefill, paged KV).
 #include <fmt/format.h>
 
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "core/output.h"
 #include "cost/inference.h"
 #include "plan/serve.h"
+#include "plan/serve_sim.h"
 #include "report/serve_html.h"
 #include "spec/load_toml.h"
 
@@ -32,6 +34,11 @@ struct ServeArgs {
   std::optional<int64_t> tp;
   int64_t ep = 1, pp = 1, replicas = 1;
   double ttft_p95_ms = 0, itl_ms = 0;
+  // Simulation under load (with --tp): a closed loop of clients or Poisson arrivals.
+  std::optional<int64_t> concurrency;
+  std::optional<double> rate;
+  int64_t sim_requests = 1000, seed = 1;
+  double slo_ttft_ms = 0, slo_itl_ms = 0;
   int top = 5;
   bool json = false;
   std::string html;
@@ -82,6 +89,74 @@ void PrintEstimate(const cost::ServeEstimate& e) {
       e.output_tokens_per_s_gpu, e.usd_per_request, e.usd_per_million_output_tokens);
 }
 
+std::string Describe(const ServeArgs& a, const plan::ServeLoad& load) {
+  const std::string arrivals = a.concurrency
+                                   ? fmt::format("closed loop of {} clients", *a.concurrency)
+                                   : fmt::format("Poisson arrivals at {} requests/s", *a.rate);
+  return fmt::format("{}, {} requests over {} engine(s) (replicas x ep)", arrivals, a.sim_requests,
+                     load.groups);
+}
+
+void PrintPercentiles(const char* name, const plan::Percentiles& p) {
+  fmt::print("  {:<14} mean {:.1f}  p50 {:.1f}  p95 {:.1f}  p99 {:.1f}  max {:.1f}\n", name,
+             p.mean * kMs, p.p50 * kMs, p.p95 * kMs, p.p99 * kMs, p.max * kMs);
+}
+
+void PrintLoad(const ServeArgs& a, const plan::ServeLoad& load, int64_t block_tokens) {
+  const plan::ServeSimResult& g = load.group;
+  fmt::print("\nsimulated: {}\n", Describe(a, load));
+  fmt::print(
+      "  engine         {} steps, {:.0f} tokens/step, up to {} running, {} preemptions, {} KV "
+      "blocks of {} tokens\n",
+      g.steps, g.mean_batch_tokens, g.max_running, g.preemptions, g.kv_blocks, block_tokens);
+  PrintPercentiles("TTFT ms", g.ttft_s);
+  PrintPercentiles("ITL ms", g.itl_s);
+  PrintPercentiles("TPOT ms", g.tpot_s);
+  PrintPercentiles("end-to-end ms", g.e2e_s);
+  fmt::print(
+      "  throughput     {:.2f} requests/s  {:.0f} output tokens/s ({:.1f}/GPU)  {:.1f} requests "
+      "in the system\n",
+      load.requests_per_s, load.output_tokens_per_s, load.output_tokens_per_s_gpu,
+      g.mean_in_system * static_cast<double>(load.groups));
+  fmt::print("  goodput        {:.2f} requests/s with TTFT <= {} ms and TPOT <= {} ms (0 = none)\n",
+             load.goodput_requests_per_s, a.slo_ttft_ms, a.slo_itl_ms);
+}
+
+nlohmann::json PercentilesJson(const plan::Percentiles& p) {
+  return {{"mean", p.mean * kMs},
+          {"p50", p.p50 * kMs},
+          {"p95", p.p95 * kMs},
+          {"p99", p.p99 * kMs},
+          {"max", p.max * kMs}};
+}
+
+nlohmann::json LoadJson(const ServeArgs& a, const plan::ServeLoad& load) {
+  const plan::ServeSimResult& g = load.group;
+  nlohmann::json j = {{"engines", load.groups},
+                      {"requests", a.sim_requests},
+                      {"seed", a.seed},
+                      {"steps", g.steps},
+                      {"mean_batch_tokens", g.mean_batch_tokens},
+                      {"max_running", g.max_running},
+                      {"preemptions", g.preemptions},
+                      {"kv_blocks", g.kv_blocks},
+                      {"ttft_ms", PercentilesJson(g.ttft_s)},
+                      {"itl_ms", PercentilesJson(g.itl_s)},
+                      {"tpot_ms", PercentilesJson(g.tpot_s)},
+                      {"e2e_ms", PercentilesJson(g.e2e_s)},
+                      {"duration_ms", g.duration_s * kMs},
+                      {"requests_per_s", load.requests_per_s},
+                      {"output_tokens_per_s", load.output_tokens_per_s},
+                      {"output_tokens_per_s_gpu", load.output_tokens_per_s_gpu},
+                      {"goodput_requests_per_s", load.goodput_requests_per_s},
+                      {"slo_ttft_ms", a.slo_ttft_ms},
+                      {"slo_itl_ms", a.slo_itl_ms},
+                      {"mean_in_system", g.mean_in_system * static_cast<double>(load.groups)}};
+  if (a.concurrency) j["concurrency"] = *a.concurrency;
+  if (a.rate) j["rate_per_s"] = *a.rate;
+  return j;
+}
+
 void PrintTable(const std::vector<cost::ServeEstimate>& rows) {
   fmt::print("  {:>2}  {:<30} {:>5} {:>7} {:>12} {:>8} {:>10} {:>11} {:>10}\n", "#", "layout",
              "GPUs", "mem GB", "TTFT p95 ms", "ITL ms", "tok/s/GPU", "USD/request", "USD/M out");
@@ -106,6 +181,7 @@ nlohmann::json ServeEstimateJson(const cost::ServeEstimate& e) {
            {{"weights", m.weights},
             {"kv_cache", m.kv_cache},
             {"activations", m.activations},
+            {"activation_reserve", m.activation_reserve},
             {"framework", m.framework},
             {"total", m.total},
             {"capacity", m.capacity}}},
@@ -165,13 +241,26 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (!e.fits) return Fail(ListViolations(e.violations));
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
+  std::optional<plan::ServeLoad> load;
+  if (a.concurrency || a.rate) {
+    const plan::ServeTraffic traffic{.rate_per_s = a.rate.value_or(0.0),
+                                     .concurrency = a.concurrency.value_or(0),
+                                     .requests = a.sim_requests,
+                                     .seed = static_cast<uint64_t>(a.seed),
+                                     .slo_ttft_s = a.slo_ttft_ms / kMs,
+                                     .slo_itl_s = a.slo_itl_ms / kMs};
+    load = plan::SimulateLayout(ctx, l, a.workload, traffic);
+  }
   if (a.json) {
-    fmt::print("{}\n", ServeEstimateJson(e).dump(2));
+    nlohmann::json j = ServeEstimateJson(e);
+    if (load) j["simulation"] = LoadJson(a, *load);
+    fmt::print("{}\n", j.dump(2));
     return 0;
   }
   fmt::print("pentamesh serve: {}\nlayout: {} ({} GPUs)\n", title, cost::FormatServeLayout(l),
              l.gpus());
   PrintEstimate(e);
+  if (load) PrintLoad(a, *load, a.workload.engine.block_tokens);
   return 0;
 }
 
@@ -224,6 +313,10 @@ int RunServe(const ServeArgs& args) {
   spec::TrainSpec train;
   train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
   const cost::Context ctx(in.model, in.cluster, train, in.params);
+  if (a.concurrency && a.rate) return Fail("--concurrency/--rate: give one of them, not both");
+  if ((a.concurrency || a.rate) && !a.tp) {
+    return Fail("--concurrency/--rate: simulate one layout: give --tp (and --ep --pp --replicas)");
+  }
   return a.tp ? RunOne(a, in, ctx) : RunSearch(a, in, ctx);
 }
 
@@ -255,6 +348,29 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--pcie-gbps", w.pcie_gbps, "host-to-GPU GB/s achieved per GPU")
       ->check(NumberIn(0.1, 1e4));
   sub->add_option("--usd-per-gpu-hour", w.usd_per_gpu_hour, "GPU price")->check(NumberIn(0, 1e4));
+  cost::ServeEngine& engine = w.engine;
+  sub->add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
+                  "fraction of the device memory the engine uses (vLLM's default 0.9)")
+      ->check(NumberIn(0.01, 1));
+  sub->add_option("--max-batched-tokens", engine.max_batched_tokens,
+                  "token budget of a step: chunked prefill (vLLM's max_num_batched_tokens)")
+      ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--max-seqs", engine.max_seqs, "requests in one step at most (max_num_seqs)")
+      ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--block-size", engine.block_tokens, "tokens per paged KV block")
+      ->transform(IntIn(1, 1024));
+  sub->add_option("--concurrency", a->concurrency,
+                  "simulate a closed loop of N clients (with --tp)")
+      ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--rate", a->rate, "simulate Poisson arrivals, requests/s (with --tp)")
+      ->check(NumberIn(1e-6, 1e9));
+  sub->add_option("--sim-requests", a->sim_requests, "requests the simulation serves")
+      ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--seed", a->seed, "simulation: seed of the arrivals")->transform(IntIn(0));
+  sub->add_option("--slo-ttft", a->slo_ttft_ms, "simulation goodput: TTFT target, ms")
+      ->check(NumberIn(0, 1e9));
+  sub->add_option("--slo-itl", a->slo_itl_ms, "simulation goodput: TPOT target, ms")
+      ->check(NumberIn(0, 1e9));
 }
 
 }  // namespace

@@ -121,14 +121,22 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
   const double ffn_dense = s.layers > s.moe_layers ? static_cast<double>(m.ffn_hidden) : 0.0;
   const double ffn_moe = (s.top_k + static_cast<double>(m.moe.shared_experts)) *
                          static_cast<double>(m.moe.expert_ffn_hidden);
-  mem.activations = static_cast<double>(w.input_tokens) * kActivationBytes *
-                    (4.0 * s.hidden + 3.0 * std::max(ffn_dense, ffn_moe) / s.tp);
+  const double per_token =
+      kActivationBytes * (4.0 * s.hidden + 3.0 * std::max(ffn_dense, ffn_moe) / s.tp);
+  mem.activations = static_cast<double>(w.input_tokens) * per_token;
+  // The engine sizes its KV cache after a profile run of a full step (vLLM's dummy batch of
+  // max_num_batched_tokens): that step's working set is held back whatever the prompts.
+  mem.activation_reserve = static_cast<double>(w.engine.max_batched_tokens) * per_token;
   mem.framework = ctx.params().framework_bytes;
-  mem.capacity = ctx.cluster().hbm_gb * kGB - ctx.params().safety_margin_bytes;
-  const double free = mem.capacity - mem.weights - mem.activations - mem.framework;
+  // The engine's share of the device (vLLM: gpu_memory_utilization x total device memory).
+  mem.capacity = ctx.cluster().usable_hbm_bytes() * w.engine.gpu_memory_utilization;
+  const double free = mem.capacity - mem.weights -
+                      std::max(mem.activations, mem.activation_reserve) - mem.framework;
   const double fit = free > 0 ? std::floor(free / e.kv_bytes_per_request_gpu) : 0.0;
   e.requests_fit = static_cast<int64_t>(fit * s.ep);
   e.tokens_fit = free > 0 ? free / e.kv_bytes_per_token_gpu : 0.0;
+  e.kv_blocks =
+      static_cast<int64_t>(std::floor(e.tokens_fit / static_cast<double>(w.engine.block_tokens)));
   e.requests_per_group = static_cast<int64_t>(s.requests_group);
   mem.kv_cache = s.requests_group * e.kv_bytes_per_request_gpu;
   mem.total = mem.weights + mem.kv_cache + mem.activations + mem.framework;
@@ -137,8 +145,8 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
     e.violations.push_back(fmt::format(
         "memory: weights {:.1f} GB + prefill activations {:.1f} GB + framework {:.1f} GB exceed "
         "the {:.1f} GB per GPU at {} (raise --tp, --ep or --pp, or --precision fp8)",
-        mem.weights / kGB, mem.activations / kGB, mem.framework / kGB, mem.capacity / kGB,
-        FormatServeLayout(l)));
+        mem.weights / kGB, std::max(mem.activations, mem.activation_reserve) / kGB,
+        mem.framework / kGB, mem.capacity / kGB, FormatServeLayout(l)));
   } else if (fit < 1) {
     e.violations.push_back(fmt::format(
         "--input-tokens/--output-tokens: the KV cache of one request ({} tokens) needs {:.1f} GB "
@@ -153,15 +161,13 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
   }
 }
 
-// Prefill of one request of input_tokens on one ep group's tp x pp GPUs (its experts' work spread
-// over the ep groups): its forward pass or the weights' read, whichever is longer, expert fetches
-// prefetched under it, then the per-layer overhead (CostParams::inference_layer_overhead_s), the
-// exposed TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
-void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+// The forward pass of one micro-batch of one sequence at tp x ep (the training model's forward
+// layer time, summed over the layers); the request's routed tokens spread over the ep groups'
+// experts. Calls f(pass, terms, layers) with the pass's Context, its Terms and the layer count of
+// each kind [moe][local].
+template <typename F>
+void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s, F&& f) {
   const spec::ModelSpec& m = ctx.model();
-  const double tokens = static_cast<double>(w.input_tokens);
-  // The forward pass of one micro-batch of one sequence of input_tokens at tp x ep (the training
-  // model's forward layer time); the request's routed tokens spread over the ep groups' experts.
   spec::TrainSpec train = ctx.train();
   train.seq_len = w.input_tokens;
   train.global_batch_tokens = w.input_tokens;
@@ -175,10 +181,41 @@ void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEs
   internal::ComputeTerms(pass, layout, t);
   t.expert_sources = 1;
   t.fp8_weights_stored = true;
-  double compute = 0;
-  for (int64_t i = 0; i < m.layers; ++i) {
-    compute += internal::LayerForwardTime(pass, t, m.IsMoeLayer(i), m.IsLocalLayer(i));
-  }
+  double layers[2][2] = {{0, 0}, {0, 0}};
+  for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
+  f(pass, t, layers);
+}
+
+// Forward seconds of one sequence of input_tokens, summed over the layers.
+double ForwardTime(const Context& ctx, const ServeWorkload& w, const Serve& s) {
+  double total = 0;
+  WithForwardPass(ctx, w, s, [&](const Context& pass, const internal::Terms& t, auto& layers) {
+    for (int moe = 0; moe < 2; ++moe) {
+      for (int local = 0; local < 2; ++local) {
+        if (layers[moe][local] == 0) continue;
+        total += layers[moe][local] * internal::LayerForwardTime(pass, t, moe, local);
+      }
+    }
+  });
+  return total;
+}
+
+// TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer) and PP sends of
+// one forward pass of `tokens` tokens.
+double CommTime(const Serve& s, double tokens) {
+  const double act = tokens * s.hidden * kActivationBytes;
+  return 2.0 * s.layers * internal::AllReduceTime(s.tp_link, act) +
+         2.0 * s.moe_layers * internal::AllToAllTime(s.ep_link, act * s.top_k / s.tp) +
+         (s.pp - 1.0) * internal::P2pTime(s.pp_link, act);
+}
+
+// Prefill of one request of input_tokens on one ep group's tp x pp GPUs (its experts' work spread
+// over the ep groups): its forward pass or the weights' read, whichever is longer, expert fetches
+// prefetched under it, then the per-layer overhead (CostParams::inference_layer_overhead_s), the
+// exposed TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
+void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
+  const double tokens = static_cast<double>(w.input_tokens);
+  const double compute = ForwardTime(ctx, w, s);
   const double read = e.memory.weights * s.pp / s.read_Bps;  // every stage reads its weights once
   e.prefill_compute_s = std::max(compute, read);
   const double touched = ExpertsTouched(s.experts, s.top_k, tokens) / s.ep;
@@ -305,6 +342,14 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
                     FormatServeLayout(l), l.gpus(), c.name, c.gpus()));
   }
   AddOffloadRules(m, l, w, out);
+  const ServeEngine& engine = w.engine;
+  if (!(engine.gpu_memory_utilization > 0 && engine.gpu_memory_utilization <= 1)) {
+    add(fmt::format("--gpu-memory-utilization: {} must be in (0, 1]",
+                    engine.gpu_memory_utilization));
+  }
+  if (engine.max_batched_tokens < 1 || engine.max_seqs < 1 || engine.block_tokens < 1) {
+    add("--max-batched-tokens/--max-seqs/--block-size: each must be >= 1");
+  }
   return out;
 }
 
@@ -320,6 +365,101 @@ ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& l, const Serv
   Totals(l, w, s, e);
   e.fits = e.violations.empty();
   return e;
+}
+
+ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
+  const spec::ModelSpec& m = ctx.model();
+  const Serve s = MakeServe(ctx, l, w);
+  ServeStepCost c;
+  // The linear layers' forward time at the grid's token counts (powers of two up to the step
+  // budget, and the prompt, so that a lone prefill is EstimateServe's): every layer's forward
+  // without its core attention, for a step of that many tokens (the rows of its GEMMs).
+  std::vector<double> grid = {static_cast<double>(w.input_tokens)};
+  const auto budget = static_cast<double>(std::max(w.engine.max_batched_tokens, w.input_tokens));
+  for (double n = 1; n <= 2 * budget; n *= 2) grid.push_back(n);
+  std::sort(grid.begin(), grid.end());
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  WithForwardPass(ctx, w, s, [&](const Context& pass, const internal::Terms& terms, auto& layers) {
+    internal::Terms one = terms;  // one query over one key
+    one.tokens = 1;
+    const double pair = internal::AttentionCoreForwardTime(pass, one, {.full = 1, .causal = 1});
+    for (int moe = 0; moe < 2; ++moe) {
+      c.attention_s_per_pair_global += layers[moe][0] * pair;
+      c.attention_s_per_pair_local += layers[moe][1] * pair;
+    }
+    for (double n : grid) {
+      internal::Terms t = terms;
+      t.tokens = t.seq = n;
+      double linear = 0;
+      for (int moe = 0; moe < 2; ++moe) {
+        for (int local = 0; local < 2; ++local) {
+          if (layers[moe][local] == 0) continue;
+          const double core =
+              internal::AttentionCoreForwardTime(pass, t, AttentionKeysOf(m, n, local));
+          linear += layers[moe][local] * (internal::LayerForwardTime(pass, t, moe, local) - core);
+        }
+      }
+      c.linear_tokens.push_back(n);
+      c.linear_s.push_back(linear);
+    }
+  });
+  const double embedding = ctx.counts().embedding;  // a lookup of the step's rows, not a read
+  c.dense_read_s = (ctx.counts().non_expert() - embedding) * s.weight_bytes / s.tp / s.read_Bps;
+  c.expert_read_s_one = ExpertBytesPerGpu(ctx, s, 1.0) / s.read_Bps;
+  c.expert_offload_s_one = ExpertBytesPerGpu(ctx, s, 1.0 - s.hit) / s.pcie_Bps;
+  c.experts = s.experts;
+  c.top_k = s.top_k;
+  c.ep = s.ep;
+  // KV of one token in one layer on one GPU (len 1 is inside any window).
+  const double kv_layer_token = KvBytesAllStages(ctx, s, 1.0) / s.layers / s.read_Bps;
+  const double local = static_cast<double>(LocalLayerCount(m));
+  c.kv_s_per_token_global = kv_layer_token * (s.layers - local);
+  c.kv_s_per_token_local = kv_layer_token * local;
+  c.window = local > 0 ? static_cast<double>(m.sliding_window) : 0.0;
+  c.overhead_s = s.layers * ctx.params().inference_layer_overhead_s;
+  // The collectives are affine in the bytes (alpha + n / bandwidth): two points give the line.
+  const double one = CommTime(s, 1.0), two = CommTime(s, 2.0);
+  c.comm_s_per_token = two - one;
+  c.comm_fixed_s = one - c.comm_s_per_token;
+  return c;
+}
+
+double CausalPairs(double prior, double tokens, double window) {
+  // Pairs of the first n tokens: n^2 / 2, or n w - w^2 / 2 once n passes the window w
+  // (AttentionKeysOf's causal keys times n).
+  auto first = [window](double n) {
+    return window > 0 && n > window ? n * window - 0.5 * window * window : 0.5 * n * n;
+  };
+  return first(prior + tokens) - first(prior);
+}
+
+namespace {
+
+// The linear layers' time at `tokens`: linear between the grid's points (the time is piecewise
+// affine in the rows: each GEMM the longer of two affine terms), affine past its last two.
+double LinearTime(const ServeStepCost& c, double tokens) {
+  const std::vector<double>& x = c.linear_tokens;
+  const std::vector<double>& y = c.linear_s;
+  size_t i = static_cast<size_t>(std::upper_bound(x.begin(), x.end(), tokens) - x.begin());
+  if (i > 0 && x[i - 1] == tokens) return y[i - 1];
+  i = std::clamp<size_t>(i, 1, x.size() - 1);
+  return y[i - 1] + (y[i] - y[i - 1]) * (tokens - x[i - 1]) / (x[i] - x[i - 1]);
+}
+
+}  // namespace
+
+double ServeStepTime(const ServeStepCost& c, const ServeStepBatch& b) {
+  if (b.tokens <= 0) return 0;
+  const double touched = ExpertsTouched(c.experts, c.top_k, b.tokens * c.ep) / c.ep;
+  const double weights = c.dense_read_s + c.expert_read_s_one * touched;
+  const double linear = std::max(weights, LinearTime(c, b.tokens));
+  const double kv =
+      c.kv_s_per_token_global * b.kv_tokens_global + c.kv_s_per_token_local * b.kv_tokens_local;
+  const double scores =
+      c.attention_s_per_pair_global * b.pairs_global + c.attention_s_per_pair_local * b.pairs_local;
+  const double offload = c.expert_offload_s_one * touched;
+  return std::max(linear + std::max(kv, scores), offload) + c.overhead_s + c.comm_fixed_s +
+         c.comm_s_per_token * b.tokens;
 }
 
 std::string FormatServeLayout(const ServeLayout& l) {

@@ -41,6 +41,19 @@ struct ServeLayout {
 };
 std::string FormatServeLayout(const ServeLayout& l);  // "tp=4 ep=1 pp=1 replicas=2"
 
+// Engine memory and batching policy (vLLM's names and defaults, vllm/config: EngineArgs):
+// the engine may use gpu_memory_utilization x the device's usable bytes
+// (ClusterSpec::hbm_usable_gb); weights, the activations of one step of max_batched_tokens
+// and CostParams::framework_bytes (CUDA context, NCCL, cuBLAS workspaces, CUDA graphs) come
+// out of it, the rest is the paged KV cache in blocks of block_tokens tokens. A step
+// schedules at most max_batched_tokens tokens (chunked prefill) of at most max_seqs requests.
+struct ServeEngine {
+  double gpu_memory_utilization = 0.9;
+  int64_t max_batched_tokens = 8192;
+  int64_t max_seqs = 256;
+  int64_t block_tokens = 16;
+};
+
 struct ServeWorkload {
   int64_t input_tokens = 0;   // prompt tokens per request
   int64_t output_tokens = 0;  // generated tokens per request (the first comes from prefill)
@@ -56,14 +69,19 @@ struct ServeWorkload {
   double expert_hit_rate = 1.0;
   double pcie_gbps = 50;  // host-to-GPU bandwidth achieved per GPU (PCIe Gen5 x16: 64 GB/s peak)
   double usd_per_gpu_hour = 2.5;
+  ServeEngine engine = {};
 };
 
-// Bytes per GPU. capacity: HBM minus CostParams::safety_margin_bytes.
+// Bytes per GPU. capacity: the engine's share of the device, gpu_memory_utilization x
+// ClusterSpec::usable_hbm_bytes(). The KV cache gets what is left after the weights, the
+// framework and the larger of the request's activations and the engine's activation_reserve
+// (a step of max_batched_tokens tokens, the working set the engine profiles before sizing it).
 struct ServeMemory {
-  double weights = 0;      // dense / (tp pp) + resident routed experts / (tp pp)
-  double kv_cache = 0;     // the ep group's requests, input + output tokens each
-  double activations = 0;  // one layer's prefill working set (below)
-  double framework = 0;    // CostParams::framework_bytes
+  double weights = 0;             // dense / (tp pp) + resident routed experts / (tp pp)
+  double kv_cache = 0;            // the ep group's requests, input + output tokens each
+  double activations = 0;         // one layer's prefill working set (below)
+  double activation_reserve = 0;  // the same for a step of max_batched_tokens tokens
+  double framework = 0;           // CostParams::framework_bytes
   double total = 0;
   double capacity = 0;
 };
@@ -78,6 +96,7 @@ struct ServeEstimate {
   double kv_bytes_per_token = 0, kv_bytes_per_token_gpu = 0, kv_bytes_per_request_gpu = 0;
   int64_t requests_fit = 0;  // per replica: ep groups x requests whose KV fits beside the weights
   double tokens_fit = 0;     // per ep group: tokens of KV cache the free memory holds
+  int64_t kv_blocks = 0;     // paged KV: floor(tokens_fit / block_tokens) blocks per ep group
   int64_t requests_per_group = 0;  // requests one ep group serves (the decode batch)
   double experts_per_gpu = 0;      // routed experts per MoE layer on one GPU (each 1/tp of it)
   double experts_touched = 0;      // distinct routed experts per MoE layer a decode step reads
@@ -101,6 +120,50 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
 // Costs one serving layout. ctx: the model, cluster and cost parameters (its TrainSpec is not
 // read). fits = no rule broken and one request's KV cache fits per GPU beside the weights.
 ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
+
+// One step of a continuous-batching engine (vLLM / SGLang / TensorRT-LLM in-flight batching) on
+// one ep group's tp x pp GPUs, summed over the pp stages: decodes (one token each) and prefill
+// chunks, all costed as ONE forward pass of their tokens. Each kernel is its own roofline and
+// kernels run one after another: the linear layers read the weights once per step (the dense
+// weights and the experts the step's tokens touch) or run their GEMMs, whichever is longer; the
+// attention kernel reads every scheduled request's KV (its context) or runs its score FLOPs,
+// whichever is longer; then the per-layer overhead and the step's TP all-reduces, EP
+// all-to-alls and PP sends of all its tokens. A lone prefill step equals EstimateServe's
+// prefill_s and a lone decode batch its itl_s whenever the GEMMs of the prefill outlast the
+// weight read and the decode is memory-bound (docs/COST_MODEL.md, "Serving simulation").
+struct ServeStepCost {
+  // Linear layers (every layer's forward but its core attention: GEMMs, elementwise kernels) of
+  // a step of linear_tokens[i] tokens take linear_s[i] seconds (ascending; interpolated between),
+  // or the weight read, whichever is longer.
+  std::vector<double> linear_tokens, linear_s;
+  double dense_read_s = 0;          // non-expert weights except the embedding table
+  double expert_read_s_one = 0;     // one routed expert of every MoE layer (1/tp of it)
+  double expert_offload_s_one = 0;  // the same crossing PCIe, times the miss rate (offloading)
+  double experts = 0, top_k = 0, ep = 1;
+  // Attention: seconds per (query, key) pair and per token of KV read, for the global and the
+  // sliding-window layers (window tokens; 0 = none).
+  double attention_s_per_pair_global = 0, attention_s_per_pair_local = 0;
+  double kv_s_per_token_global = 0, kv_s_per_token_local = 0;
+  double window = 0;
+  double overhead_s = 0;  // layers x CostParams::inference_layer_overhead_s
+  // TP + EP + PP communication of a step of n tokens: comm_fixed_s + comm_s_per_token n.
+  double comm_fixed_s = 0, comm_s_per_token = 0;
+};
+ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& layout,
+                                const ServeWorkload& w);
+
+// The (query, key) pairs a chunk of `tokens` tokens after `prior` cached ones attends to under
+// the causal mask (the flash convention of AttentionKeysOf: s^2 / 2 for a whole sequence of s),
+// and the same within `window` (0 = none). A decode is a chunk of one token.
+double CausalPairs(double prior, double tokens, double window);
+
+// What one step schedules: decodes (one token each) and prefill chunks, summed over requests.
+struct ServeStepBatch {
+  double tokens = 0;                         // scheduled tokens (decodes + prefill chunk tokens)
+  double pairs_global = 0, pairs_local = 0;  // CausalPairs over the scheduled chunks
+  double kv_tokens_global = 0, kv_tokens_local = 0;  // KV tokens read (context incl. the chunk)
+};
+double ServeStepTime(const ServeStepCost& c, const ServeStepBatch& b);
 
 // Expected distinct experts among `experts` that `tokens` tokens touch when each picks top_k
 // distinct experts uniformly: E (1 - (1 - k/E)^T).

@@ -125,6 +125,9 @@ void ComputeTerms(const Context& ctx, const spec::Layout& l, Terms& t);
 // and their elementwise kernels, at rep = 1 (no sequence parallelism). Training's layer time is
 // built from the same parts (LayerTime); inference's prefill is this summed over the layers.
 double LayerForwardTime(const Context& ctx, const Terms& t, bool moe, bool local);
+// Its core attention alone: t.tokens queries, each over keys.causal keys on average (flash) or
+// keys.full (materialized scores).
+double AttentionCoreForwardTime(const Context& ctx, const Terms& t, const AttentionKeys& keys);
 
 // What one pp rank holds: layers, MoE layers and parameters before ZeRO sharding.
 struct Stage {

@@ -642,6 +642,10 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
 
 }  // namespace
 
+double AttentionCoreForwardTime(const Context& ctx, const Terms& t, const AttentionKeys& keys) {
+  return AttentionCore(ctx, t, keys).fwd;
+}
+
 double LayerForwardTime(const Context& ctx, const Terms& t, bool moe, bool local) {
   const double rep = 1.0;
   const LayerCompute core = AttentionCore(ctx, t, AttentionKeysOf(ctx.model(), t.seq, local));

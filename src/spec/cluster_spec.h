@@ -31,6 +31,12 @@ struct ClusterSpec {
   // FP8 GEMM rate / BF16 GEMM rate achieved in training; 0 = peak_fp8_tflops / peak_tflops.
   // Calibrated per GPU (docs/COST_MODEL.md).
   double fp8_gemm_speedup = 0;
+  // Device memory the driver exposes, GB (1e9 bytes): nvidia-smi's "Memory-Usage" total, which is
+  // what an engine's memory fraction multiplies (vLLM's gpu_memory_utilization x total). An H100
+  // 80GB reports 81,559 MiB = 85.52 GB, not 80. 0 = hbm_gb. Serving (cost/inference.h) reads it;
+  // the training model keeps hbm_gb minus its safety margin.
+  double hbm_usable_gb = 0;
+  double usable_hbm_bytes() const { return (hbm_usable_gb > 0 ? hbm_usable_gb : hbm_gb) * 1e9; }
 
   int64_t gpus() const { return gpus_per_node * nodes; }
 };

@@ -201,6 +201,7 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Double("peak_fp8_tflops", c.peak_fp8_tflops, false, 0, false);
   r.Double("hbm_gb", c.hbm_gb, true);
   r.Double("hbm_gbps", c.hbm_gbps, true);
+  r.Double("hbm_usable_gb", c.hbm_usable_gb, false, 0, false);
   r.Int("gpus_per_node", c.gpus_per_node, true);
   r.Int("nodes", c.nodes, true);
   r.Double("intra_node_gbps", c.intra_node_gbps, true);

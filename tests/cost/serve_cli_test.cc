@@ -40,6 +40,17 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
       {"serve --model llama3-70b --input-tokens 10 --output-tokens 10 --expert-hit-rate 1.5",
        "--expert-hit-rate"},
       {kMeridian + "--output-tokens 2000 --ttft-p95 1", "no serving layout meets --ttft-p95 1 ms"},
+      // The simulation: one layout, one kind of arrivals; the engine policy's bounds.
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --concurrency 4",
+       "--concurrency/--rate: simulate one layout: give --tp"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --concurrency 4 "
+       "--rate 2",
+       "--concurrency/--rate: give one of them"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 "
+       "--gpu-memory-utilization 1.5",
+       "--gpu-memory-utilization"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --block-size 0",
+       "--block-size"},
   };
   for (const Case& c : cases) {
     const pt::CliRun r = pt::Pentamesh(c.args);
@@ -62,6 +73,35 @@ TEST(ServeCli, JsonOfOneLayout) {
   }
   EXPECT_EQ(j["layout"], "tp=2 ep=1 pp=1 replicas=1");
   EXPECT_DOUBLE_EQ(j["kv_bytes_per_token"].get<double>(), 80.0 * 2 * 8 * 128 * 2);
+}
+
+// --concurrency: the estimate plus the simulation of a closed loop; at one client its TTFT is
+// the estimate's prefill and its TPOT the estimate's ITL (tests/plan/serve_sim_test.cc proves
+// the closed form; here the flags reach it).
+TEST(ServeCli, SimulationJson) {
+  const std::string base =
+      "serve --model llama3-70b --precision fp8 --tp 2 --input-tokens 2000 --output-tokens 100 "
+      "--json --sim-requests 20 ";
+  const pt::CliRun one = pt::Pentamesh(base + "--concurrency 1");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto j = nlohmann::json::parse(one.out);
+  ASSERT_TRUE(j.contains("simulation"));
+  const auto& sim = j["simulation"];
+  for (const char* key :
+       {"ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "requests_per_s", "output_tokens_per_s",
+        "goodput_requests_per_s", "preemptions", "kv_blocks", "steps"}) {
+    EXPECT_TRUE(sim.contains(key)) << key;
+  }
+  EXPECT_NEAR(sim["ttft_ms"]["p99"].get<double>() / j["prefill_ms"]["total"].get<double>(), 1.0,
+              1e-9);
+  EXPECT_NEAR(sim["tpot_ms"]["mean"].get<double>() / j["itl_ms"].get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(sim["steps"].get<int64_t>(), 20 * 100);
+  // Poisson arrivals with a goodput target: goodput never exceeds throughput.
+  const pt::CliRun rate = pt::Pentamesh(base + "--rate 2 --slo-ttft 1000 --slo-itl 30");
+  ASSERT_EQ(rate.exit_code, 0) << rate.err;
+  const auto r = nlohmann::json::parse(rate.out)["simulation"];
+  EXPECT_LE(r["goodput_requests_per_s"].get<double>(), r["requests_per_s"].get<double>());
+  EXPECT_GT(r["requests_per_s"].get<double>(), 0.0);
 }
 
 TEST(ServeCli, SearchMeetsTheTargetAndWritesHtml) {

@@ -1,0 +1,287 @@
+// The continuous-batching simulation (plan/serve_sim.h).
+#include "plan/serve_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace pentamesh::plan {
+namespace {
+
+struct Request {
+  double arrival_s = 0, first_s = -1, last_s = -1;
+  int64_t generated = 0;  // tokens emitted
+  int64_t computed = 0;   // tokens whose KV is cached
+  int64_t blocks = 0;     // KV blocks held
+};
+
+// One scheduled piece of work: `tokens` tokens of request `id` (1 = a decode).
+struct Work {
+  int64_t id = 0, tokens = 0;
+};
+
+int64_t BlocksFor(int64_t tokens, int64_t block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
+
+// Nearest-rank percentiles and the mean of `v` (reordered).
+Percentiles Summarize(std::vector<double>& v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  auto rank = [&v](double q) {
+    const auto n = static_cast<double>(v.size());
+    const auto k = static_cast<size_t>(std::max(1.0, std::ceil(q * n)) - 1.0);
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+  };
+  p.p50 = rank(0.50);
+  p.p95 = rank(0.95);
+  p.p99 = rank(0.99);
+  p.max = *std::max_element(v.begin(), v.end());
+  return p;
+}
+
+// Poisson arrival times: exponential gaps from a 53-bit uniform (the same on every platform).
+std::vector<double> PoissonArrivals(double rate_per_s, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> out(static_cast<size_t>(n));
+  double t = 0;
+  for (double& a : out) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
+    t += -std::log1p(-u) / rate_per_s;
+    a = t;
+  }
+  return out;
+}
+
+class Engine {
+ public:
+  Engine(const cost::ServeStepCost& cost, const cost::ServeWorkload& w, int64_t kv_blocks,
+         const ServeTraffic& traffic)
+      : cost_(cost), w_(w), traffic_(traffic), free_blocks_(kv_blocks) {
+    result_.kv_blocks = kv_blocks;
+  }
+
+  ServeSimResult Run() {
+    const int64_t total = traffic_.requests;
+    const int64_t len = w_.input_tokens + w_.output_tokens;
+    if (total < 1 || BlocksFor(len, w_.engine.block_tokens) > free_blocks_) return result_;
+    const bool open = traffic_.rate_per_s > 0;
+    if (open) {
+      const std::vector<double> arrivals =
+          PoissonArrivals(traffic_.rate_per_s, total, traffic_.seed);
+      for (double a : arrivals) requests_.push_back({.arrival_s = a});
+    } else {
+      const int64_t clients = std::min(std::max<int64_t>(1, traffic_.concurrency), total);
+      for (int64_t i = 0; i < clients; ++i) Issue(0.0);
+    }
+    while (completed_ < total) {
+      if (open) AdmitArrivals();
+      if (running_.empty() && waiting_.empty()) {
+        now_s_ = requests_[static_cast<size_t>(next_arrival_)].arrival_s;
+        continue;
+      }
+      Step();
+    }
+    Finish();
+    return result_;
+  }
+
+ private:
+  void Issue(double at_s) {
+    requests_.push_back({.arrival_s = at_s});
+    waiting_.push_back(static_cast<int64_t>(requests_.size()) - 1);
+    next_arrival_ = static_cast<int64_t>(requests_.size());
+  }
+
+  // Open loop: requests that arrived by now join the queue; the time they waited unseen (during
+  // the last step) counts toward the number in the system.
+  void AdmitArrivals() {
+    while (next_arrival_ < static_cast<int64_t>(requests_.size()) &&
+           requests_[static_cast<size_t>(next_arrival_)].arrival_s <= now_s_) {
+      in_system_s_ += now_s_ - requests_[static_cast<size_t>(next_arrival_)].arrival_s;
+      waiting_.push_back(next_arrival_++);
+    }
+  }
+
+  Request& At(int64_t id) { return requests_[static_cast<size_t>(id)]; }
+  int64_t Known(const Request& r) const { return w_.input_tokens + r.generated; }
+
+  void Preempt(int64_t id) {
+    Request& r = At(id);
+    free_blocks_ += r.blocks;
+    r.blocks = 0;
+    r.computed = 0;  // recompute: the prompt and the generated tokens are prefilled again
+    waiting_.push_front(id);
+    ++result_.preemptions;
+  }
+
+  // Gives request `id` blocks for `tokens` more tokens; false when not enough are free.
+  bool Grow(int64_t id, int64_t tokens) {
+    Request& r = At(id);
+    const int64_t need = BlocksFor(r.computed + tokens, w_.engine.block_tokens) - r.blocks;
+    if (need > free_blocks_) return false;
+    free_blocks_ -= need;
+    r.blocks += need;
+    return true;
+  }
+
+  // The running requests first (admission order), preempting from the back when blocks run
+  // out; then the queue, unless this step preempted.
+  void Schedule() {
+    work_.clear();
+    int64_t budget = w_.engine.max_batched_tokens;
+    bool preempted = false;
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      const int64_t id = running_[i];
+      const int64_t n = std::min(Known(At(id)) - At(id).computed, budget);
+      bool self = false;
+      while (!Grow(id, n)) {
+        const int64_t victim = running_.back();
+        running_.pop_back();
+        Preempt(victim);
+        preempted = true;
+        if (victim == id) {
+          self = true;
+          break;
+        }
+      }
+      if (self) break;
+      work_.push_back({.id = id, .tokens = n});
+      budget -= n;
+    }
+    while (!preempted && budget > 0 && !waiting_.empty() &&
+           static_cast<int64_t>(running_.size()) < w_.engine.max_seqs) {
+      const int64_t id = waiting_.front();
+      const int64_t n = std::min(Known(At(id)) - At(id).computed, budget);
+      if (!Grow(id, n)) break;
+      waiting_.pop_front();
+      running_.push_back(id);
+      work_.push_back({.id = id, .tokens = n});
+      budget -= n;
+    }
+  }
+
+  void Step() {
+    Schedule();
+    cost::ServeStepBatch batch;
+    for (const Work& k : work_) {
+      const auto prior = static_cast<double>(At(k.id).computed);
+      const auto n = static_cast<double>(k.tokens);
+      batch.tokens += n;
+      batch.pairs_global += cost::CausalPairs(prior, n, 0);
+      batch.kv_tokens_global += prior + n;
+      if (cost_.window > 0) {
+        batch.pairs_local += cost::CausalPairs(prior, n, cost_.window);
+        batch.kv_tokens_local += std::min(prior + n, cost_.window);
+      }
+    }
+    const double dt = cost::ServeStepTime(cost_, batch);
+    in_system_s_ += dt * static_cast<double>(running_.size() + waiting_.size());
+    now_s_ += dt;
+    ++result_.steps;
+    tokens_scheduled_ += batch.tokens;
+    result_.max_running = std::max(result_.max_running, static_cast<int64_t>(running_.size()));
+    bool done_any = false;
+    for (const Work& k : work_) {
+      Request& r = At(k.id);
+      r.computed += k.tokens;
+      if (r.computed < Known(r)) continue;  // a prefill chunk short of the prompt's end
+      if (r.generated == 0) {
+        r.first_s = now_s_;
+      } else {
+        itl_.push_back(now_s_ - r.last_s);
+      }
+      r.last_s = now_s_;
+      if (++r.generated == w_.output_tokens) {
+        Complete(k.id);
+        done_any = true;
+      }
+    }
+    if (done_any) {
+      std::erase_if(running_, [this](int64_t id) { return At(id).generated == w_.output_tokens; });
+    }
+  }
+
+  void Complete(int64_t id) {
+    Request& r = At(id);
+    free_blocks_ += r.blocks;
+    r.blocks = 0;
+    ++completed_;
+    ttft_.push_back(r.first_s - r.arrival_s);
+    e2e_.push_back(r.last_s - r.arrival_s);
+    const double tpot = w_.output_tokens > 1
+                            ? (r.last_s - r.first_s) / static_cast<double>(w_.output_tokens - 1)
+                            : 0.0;
+    tpot_.push_back(tpot);
+    const bool met = (traffic_.slo_ttft_s <= 0 || ttft_.back() <= traffic_.slo_ttft_s) &&
+                     (traffic_.slo_itl_s <= 0 || tpot <= traffic_.slo_itl_s);
+    good_ += met ? 1 : 0;
+    const bool closed = traffic_.rate_per_s <= 0;
+    if (closed && static_cast<int64_t>(requests_.size()) < traffic_.requests) Issue(now_s_);
+  }
+
+  void Finish() {
+    ServeSimResult& s = result_;
+    const double first = requests_.front().arrival_s;
+    s.duration_s = now_s_ - first;
+    const auto n = static_cast<double>(completed_);
+    if (s.duration_s > 0) {
+      s.requests_per_s = n / s.duration_s;
+      s.output_tokens_per_s = n * static_cast<double>(w_.output_tokens) / s.duration_s;
+      s.goodput_requests_per_s = static_cast<double>(good_) / s.duration_s;
+      s.mean_in_system = in_system_s_ / s.duration_s;
+    }
+    s.mean_batch_tokens = s.steps > 0 ? tokens_scheduled_ / static_cast<double>(s.steps) : 0;
+    s.ttft_s = Summarize(ttft_);
+    s.itl_s = Summarize(itl_);
+    s.tpot_s = Summarize(tpot_);
+    s.e2e_s = Summarize(e2e_);
+  }
+
+  const cost::ServeStepCost& cost_;
+  const cost::ServeWorkload& w_;
+  const ServeTraffic& traffic_;
+  int64_t free_blocks_;
+  std::vector<Request> requests_;
+  std::deque<int64_t> waiting_;
+  std::vector<int64_t> running_;
+  std::vector<Work> work_;
+  int64_t next_arrival_ = 0, completed_ = 0, good_ = 0;
+  double now_s_ = 0, in_system_s_ = 0, tokens_scheduled_ = 0;
+  std::vector<double> ttft_, itl_, tpot_, e2e_;
+  ServeSimResult result_;
+};
+
+}  // namespace
+
+ServeSimResult SimulateServe(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
+                             int64_t kv_blocks, const ServeTraffic& traffic) {
+  return Engine(cost, w, kv_blocks, traffic).Run();
+}
+
+ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layout,
+                         const cost::ServeWorkload& w, const ServeTraffic& traffic) {
+  ServeLoad load;
+  load.groups = layout.replicas * layout.ep;
+  const auto groups = static_cast<double>(load.groups);
+  auto share = [&load](int64_t n) { return (n + load.groups - 1) / load.groups; };
+  ServeTraffic one = traffic;
+  one.rate_per_s = traffic.rate_per_s / groups;
+  one.concurrency = share(traffic.concurrency);
+  one.requests = share(traffic.requests);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, layout, w);
+  load.group = SimulateServe(cost::MakeServeStepCost(ctx, layout, w), w, e.kv_blocks, one);
+  load.requests_per_s = load.group.requests_per_s * groups;
+  load.output_tokens_per_s = load.group.output_tokens_per_s * groups;
+  load.output_tokens_per_s_gpu = load.output_tokens_per_s / static_cast<double>(layout.gpus());
+  load.goodput_requests_per_s = load.group.goodput_requests_per_s * groups;
+  return load;
+}
+
+}  // namespace pentamesh::plan

@@ -1,0 +1,74 @@
+// plan::SimulateServe: a discrete-event simulation of one continuous-batching engine (one ep
+// group of one replica: vLLM V1's scheduler, SGLang's and TensorRT-LLM's in-flight batching)
+// serving requests of a fixed input and output length, each step costed by cost::ServeStepTime.
+//
+// Arrivals: Poisson at rate_per_s (open loop), or a closed loop of `concurrency` clients, each
+// sending its next request the moment its last one finishes (all start at t = 0). Scheduler, each
+// step: the running requests in admission order get their next token (a decode) or their next
+// prefill chunk, under a budget of max_batched_tokens tokens (chunked prefill); then waiting
+// requests are admitted first come first served while the budget, max_seqs and the free KV blocks
+// allow. Paged KV: a request holds ceil(cached tokens / block_tokens) blocks; when a running
+// request needs a block and none is free, the most recently admitted running request is
+// preempted (vLLM's recompute preemption): its blocks are freed and it goes back to the front of
+// the queue, to prefill its prompt and the tokens generated so far again.
+//
+// A token is emitted when a request has computed the KV of every token it knows (prompt plus
+// generated): the step that ends its prefill emits its first token, each decode the next one.
+// Deterministic: the same inputs and seed give the same result.
+#pragma once
+
+#include <cstdint>
+
+#include "cost/inference.h"
+
+namespace pentamesh::plan {
+
+struct ServeTraffic {
+  double rate_per_s = 0;    // Poisson arrivals per second (open loop); 0 = closed loop
+  int64_t concurrency = 0;  // closed loop: clients, each with one request in flight
+  int64_t requests = 1000;  // requests simulated (all complete)
+  uint64_t seed = 1;
+  double slo_ttft_s = 0, slo_itl_s = 0;  // goodput: both met (0 = no target)
+};
+
+struct Percentiles {
+  double mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;  // nearest rank
+};
+
+struct ServeSimResult {
+  Percentiles ttft_s;     // arrival to first token
+  Percentiles itl_s;      // every gap between consecutive tokens of a request
+  Percentiles tpot_s;     // per request: (end-to-end - TTFT) / (output tokens - 1)
+  Percentiles e2e_s;      // arrival to last token
+  double duration_s = 0;  // first arrival to last token
+  double requests_per_s = 0, output_tokens_per_s = 0;
+  double goodput_requests_per_s = 0;  // requests meeting both SLOs per second
+  double mean_in_system = 0;          // time average of requests arrived and not finished
+  double mean_batch_tokens = 0;       // tokens per step
+  int64_t steps = 0, preemptions = 0;
+  int64_t kv_blocks = 0;    // the paged KV cache
+  int64_t max_running = 0;  // most requests in one step
+};
+
+// Simulates `traffic` on one ep group. w: input/output tokens and the engine policy;
+// kv_blocks: the blocks the KV cache holds (cost::ServeEstimate::kv_blocks).
+// REQUIRES: traffic.rate_per_s > 0 or traffic.concurrency >= 1; traffic.requests >= 1; one
+// request (input + output tokens) fits in kv_blocks (else the result has steps = 0).
+ServeSimResult SimulateServe(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
+                             int64_t kv_blocks, const ServeTraffic& traffic);
+
+// A serving layout under `traffic` over all of it: the replicas x ep groups each run their own
+// engine (DP attention, cost/inference.h) and get an even share of the arrival rate, the
+// clients and the requests (rounded up); the group's KV blocks from cost::EstimateServe.
+struct ServeLoad {
+  int64_t groups = 1;         // engines: replicas x ep
+  ServeSimResult group;       // one engine's simulation (latencies hold for every request)
+  double requests_per_s = 0;  // all engines
+  double output_tokens_per_s = 0, output_tokens_per_s_gpu = 0;
+  double goodput_requests_per_s = 0;
+};
+// REQUIRES: the layout fits (EstimateServe(...).fits).
+ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layout,
+                         const cost::ServeWorkload& w, const ServeTraffic& traffic);
+
+}  // namespace pentamesh::plan

@@ -1,0 +1,267 @@
+// plan/serve_sim.h and cost::ServeStepTime against closed forms: at concurrency 1 the simulation
+// is the single-request formula (cost::EstimateServe's prefill and ITL); a decode batch's step is
+// EstimateServe's ITL of that batch; Little's law (requests in the system = throughput x latency,
+// a closed loop of N clients keeps N in it); Poisson throughput = the arrival rate; preemption
+// exactly when the KV blocks run out in a hand-counted case; determinism; the speed (printed).
+// Also prints the published serving rows (bench/data/published_serving.json) before (the
+// single-request formulas) and after (the simulation), and holds each within 25% like
+// Inference.PublishedServing (here also NIM's TTFT at concurrency 5).
+#include "plan/serve_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "calib/profile.h"
+#include "cost/attention.h"
+#include "cost/inference.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::plan {
+namespace {
+
+struct Specs {
+  spec::ModelSpec model;
+  spec::ClusterSpec cluster;
+  cost::CostParams params;
+};
+
+// The specs as `pentamesh serve` loads them (--stack megatron, the default).
+Specs Load(const std::string& model, const std::string& cluster) {
+  Specs s;
+  s.model = spec::LoadModel(model).value();
+  s.cluster = spec::LoadCluster(cluster, std::nullopt).value();
+  const calib::Profile stack = calib::LoadProfile("megatron").value();
+  calib::ApplyProfile(stack, s.cluster, s.params);
+  return s;
+}
+
+cost::Context MakeContext(const Specs& s) {
+  return cost::Context(s.model, s.cluster, spec::TrainSpec{}, s.params);
+}
+
+cost::ServeWorkload Workload(int64_t input, int64_t output, int64_t requests = 1,
+                             spec::Precision precision = spec::Precision::kBf16) {
+  cost::ServeWorkload w;
+  w.input_tokens = input;
+  w.output_tokens = output;
+  w.requests = requests;
+  w.precision = precision;
+  return w;
+}
+
+cost::ServeLayout Tp(int64_t tp) { return {.tp = tp, .ep = 1, .pp = 1, .replicas = 1}; }
+
+ServeTraffic Closed(int64_t clients, int64_t requests) {
+  return {.concurrency = clients, .requests = requests};
+}
+
+ServeSimResult Simulate(const cost::Context& ctx, const cost::ServeLayout& l,
+                        const cost::ServeWorkload& w, const ServeTraffic& traffic) {
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, l, w);
+  EXPECT_TRUE(e.fits);
+  return SimulateServe(cost::MakeServeStepCost(ctx, l, w), w, e.kv_blocks, traffic);
+}
+
+// One request at a time: TTFT is EstimateServe's prefill, every inter-token gap averages to its
+// ITL (the mean decode context is input + output / 2 in both), end-to-end their sum.
+TEST(ServeSim, ConcurrencyOneIsTheSingleRequestFormula) {
+  const cost::Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  for (const auto& [input, output, tp] :
+       std::vector<std::array<int64_t, 3>>{{2000, 200, 2}, {5000, 500, 2}, {1000, 64, 4}}) {
+    const cost::ServeWorkload w = Workload(input, output, 1, spec::Precision::kFp8);
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(tp), w);
+    const ServeSimResult r = Simulate(ctx, Tp(tp), w, Closed(1, 3));
+    EXPECT_EQ(r.preemptions, 0);
+    EXPECT_EQ(r.steps, 3 * output);  // one prefill and output - 1 decodes each
+    EXPECT_NEAR(r.ttft_s.mean / e.prefill_s, 1.0, 1e-9) << input;
+    EXPECT_NEAR(r.ttft_s.max / e.prefill_s, 1.0, 1e-9) << input;
+    EXPECT_NEAR(r.tpot_s.mean / e.itl_s, 1.0, 1e-9) << input;
+    const double e2e = e.prefill_s + static_cast<double>(output - 1) * e.itl_s;
+    EXPECT_NEAR(r.e2e_s.mean / e2e, 1.0, 1e-9) << input;
+    EXPECT_NEAR(r.requests_per_s * e2e, 1.0, 1e-9);
+  }
+}
+
+// A step of B decodes at context L: EstimateServe's ITL for B concurrent requests of mean
+// context L (its weights + KV read; memory-bound at these sizes), so one forward per step.
+TEST(ServeSim, DecodeStepIsTheBatchItl) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  for (int64_t batch : {1, 8, 64}) {
+    const cost::ServeWorkload w = Workload(1000, 400, batch);
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+    const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+    const double context = 1000 + 0.5 * 400;  // EstimateServe's mean decode context
+    cost::ServeStepBatch b;
+    b.tokens = static_cast<double>(batch);
+    b.kv_tokens_global = b.tokens * context;
+    b.pairs_global = b.tokens * cost::CausalPairs(context - 1, 1, 0);
+    EXPECT_NEAR(cost::ServeStepTime(c, b) / e.itl_s, 1.0, 1e-9) << batch;
+  }
+}
+
+// CausalPairs is AttentionKeysOf's causal keys times the tokens, with and without a window, and
+// adds up over chunks.
+TEST(ServeSim, CausalPairsMatchAttentionKeys) {
+  spec::ModelSpec m = spec::LoadModel("mistral-7b").value();
+  m.sliding_window = 4096;
+  for (double s : {100.0, 4096.0, 10000.0}) {
+    EXPECT_DOUBLE_EQ(cost::CausalPairs(0, s, 0), s * cost::AttentionKeysOf(m, s, false).causal);
+    EXPECT_NEAR(cost::CausalPairs(0, s, 4096) / (s * cost::AttentionKeysOf(m, s, true).causal), 1.0,
+                1e-12);
+    EXPECT_NEAR(cost::CausalPairs(0, 0.5 * s, 4096) + cost::CausalPairs(0.5 * s, 0.5 * s, 4096),
+                cost::CausalPairs(0, s, 4096), 1e-6);
+  }
+}
+
+// Little's law L = X W: the time-average number of requests in the system (counted from the
+// queues) equals throughput x mean latency (from the requests' timestamps). A closed loop keeps
+// N clients in the system until the last requests drain; Poisson arrivals below capacity leave
+// at the arrival rate.
+TEST(ServeSim, LittlesLaw) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(500, 100);
+  for (int64_t n : {4, 32}) {
+    const ServeSimResult r = Simulate(ctx, Tp(1), w, Closed(n, 3000));
+    const double little = r.requests_per_s * r.e2e_s.mean;
+    EXPECT_NEAR(little / r.mean_in_system, 1.0, 1e-9) << n;
+    const auto clients = static_cast<double>(n);
+    EXPECT_LE(r.mean_in_system, clients * (1 + 1e-12));
+    // The drain (the last n requests finishing one after another) takes at most the longest
+    // request; before it, n are always in the system.
+    EXPECT_GE(r.mean_in_system, clients * (1.0 - r.e2e_s.max / r.duration_s)) << n;
+  }
+  const ServeTraffic poisson{.rate_per_s = 20, .requests = 4000, .seed = 7};
+  const ServeSimResult r = Simulate(ctx, Tp(1), w, poisson);
+  EXPECT_NEAR(r.requests_per_s / 20, 1.0, 0.05);  // 4000 arrivals: 1.6% standard deviation
+  EXPECT_NEAR(r.requests_per_s * r.e2e_s.mean / r.mean_in_system, 1.0, 1e-9);
+}
+
+// 2 clients, 32 + 40 tokens, blocks of 16: a request holds ceil(cached / 16) blocks, 5 at its
+// longest (72 tokens). Step 1 prefills both (2 blocks each); step k >= 2 decodes both, caching
+// token 32 + k - 1. At step 34 both cache token 65 and need a fifth block: with 9 blocks one is
+// free, the first request takes it and the second (the last admitted) preempts itself. It
+// waits for 5 blocks (65 tokens to recompute: prompt + 33 generated) until the first finishes
+// at step 40, prefills them at step 41 (its 34th token) and decodes 6 more: 47 steps. With 10
+// blocks nobody is preempted and both finish at step 40.
+TEST(ServeSim, PreemptsExactlyWhenBlocksRunOut) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(32, 40);
+  w.engine.block_tokens = 16;
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const ServeSimResult tight = SimulateServe(c, w, 9, Closed(2, 2));
+  EXPECT_EQ(tight.preemptions, 1);
+  EXPECT_EQ(tight.steps, 47);
+  EXPECT_EQ(tight.max_running, 2);
+  const ServeSimResult enough = SimulateServe(c, w, 10, Closed(2, 2));
+  EXPECT_EQ(enough.preemptions, 0);
+  EXPECT_EQ(enough.steps, 40);
+  // One request that cannot fit at all is not simulated.
+  EXPECT_EQ(SimulateServe(c, w, 4, Closed(1, 1)).steps, 0);
+}
+
+// Chunked prefill: a prompt longer than the token budget takes ceil(input / budget) steps.
+TEST(ServeSim, ChunkedPrefillSteps) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(10000, 10);
+  w.engine.max_batched_tokens = 4096;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const ServeSimResult r =
+      SimulateServe(cost::MakeServeStepCost(ctx, Tp(1), w), w, e.kv_blocks, Closed(1, 1));
+  EXPECT_EQ(r.steps, 3 + 9);
+  EXPECT_GT(r.ttft_s.mean, e.prefill_s);  // three weight reads and overheads instead of one
+}
+
+TEST(ServeSim, Deterministic) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(800, 200);
+  ServeTraffic t{.rate_per_s = 30, .requests = 500, .seed = 3};
+  const ServeSimResult a = Simulate(ctx, Tp(1), w, t);
+  const ServeSimResult b = Simulate(ctx, Tp(1), w, t);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.ttft_s.p99, b.ttft_s.p99);
+  EXPECT_EQ(a.itl_s.p95, b.itl_s.p95);
+  t.seed = 4;
+  EXPECT_NE(Simulate(ctx, Tp(1), w, t).ttft_s.p99, a.ttft_s.p99);
+}
+
+// Speed: simulations per second of a loaded case (printed; the capacity search needs
+// thousands of layouts x rates in seconds).
+TEST(ServeSim, Benchmark) {
+  const cost::Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(1000, 200, 1, spec::Precision::kFp8);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(4), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(4), w);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t sims = 0, steps = 0;
+  for (double rate : {2.0, 5.0, 10.0, 20.0}) {
+    for (int64_t i = 0; i < 5; ++i) {
+      const ServeTraffic t{.rate_per_s = rate, .requests = 500, .seed = static_cast<uint64_t>(i)};
+      steps += SimulateServe(c, w, e.kv_blocks, t).steps;
+      ++sims;
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "serve_sim benchmark: %lld simulations of 500 requests (%lld steps) in %.3f s: "
+      "%.0f simulations/s, %.2f M steps/s\n",
+      static_cast<long long>(sims), static_cast<long long>(steps), s, static_cast<double>(sims) / s,
+      static_cast<double>(steps) / s / 1e6);
+  EXPECT_GT(steps, 0);
+  // What a search pays per layout before simulating: the estimate (KV blocks) and the step cost.
+  const auto setup = std::chrono::steady_clock::now();
+  const int layouts = 200;
+  double blocks = 0;
+  for (int i = 0; i < layouts; ++i) {
+    blocks += static_cast<double>(cost::EstimateServe(ctx, Tp(4), w).kv_blocks);
+    blocks += cost::MakeServeStepCost(ctx, Tp(4), w).linear_s.size();
+  }
+  const double per =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup).count() / layouts;
+  std::printf("serve_sim benchmark: estimate + step cost of a layout %.0f us\n", per * 1e6);
+  EXPECT_GT(blocks, 0);
+}
+
+// The published rows: concurrency c as a closed loop of c clients (NIM's AIPerf), vLLM's fixed
+// batch as c requests arriving together (the batch's latency = the simulation's duration).
+TEST(ServeSim, PublishedServingUnderLoad) {
+  std::ifstream in(std::string(PM_SOURCE_DIR) + "/bench/data/published_serving.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json data = nlohmann::json::parse(in);
+  for (const auto& row : data["rows"]) {
+    const cost::Context ctx = MakeContext(Load(row["model"], row["cluster"]));
+    const auto c = row["requests"].get<int64_t>();
+    const cost::ServeWorkload w =
+        Workload(row["input_tokens"], row["output_tokens"], c,
+                 row["precision"] == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16);
+    const cost::ServeLayout l = Tp(row["tp"].get<int64_t>());
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, l, w);
+    const bool batch = row.contains("batch_ms");
+    const ServeSimResult r = Simulate(ctx, l, w, Closed(c, batch ? c : 20 * c));
+    for (const char* key : {"ttft_ms", "itl_ms", "batch_ms"}) {
+      if (!row.contains(key)) continue;
+      const double measured = row[key];
+      const std::string k = key;
+      const double before = k == "ttft_ms"  ? e.ttft_mean_s * 1e3
+                            : k == "itl_ms" ? e.itl_s * 1e3
+                                            : e.request_s * 1e3;
+      const double after = k == "ttft_ms"  ? r.ttft_s.mean * 1e3
+                           : k == "itl_ms" ? r.tpot_s.mean * 1e3
+                                           : r.duration_s * 1e3;
+      std::printf("%-48s %-8s measured %9.2f  before %9.2f (%+6.1f%%)  after %9.2f (%+6.1f%%)\n",
+                  row["name"].get<std::string>().c_str(), key, measured, before,
+                  100 * (before / measured - 1), after, 100 * (after / measured - 1));
+      // Every published quantity, also NIM's TTFT at concurrency 5 that the burst queue of
+      // EstimateServe cannot compare (its clients stagger their arrivals).
+      EXPECT_NEAR(after / measured, 1.0, 0.25) << row["name"] << " " << key;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pentamesh::plan
