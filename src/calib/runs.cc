@@ -815,7 +815,36 @@ core::Result<std::vector<Run>> RunsFromJson(const json& rows, const std::string&
 core::Result<std::vector<Run>> LoadRuns(const std::string& path) {
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
   PM_ASSIGN_OR_RETURN(const json rows, spec::ParseJson(text, path));  // spec/json_input.h
-  return RunsFromJson(rows, path);
+  PM_ASSIGN_OR_RETURN(std::vector<Run> runs, RunsFromJson(rows, path));
+  for (Run& r : runs) r.file = path;
+  return runs;
+}
+
+core::Result<std::vector<Run>> LoadRunFiles(const std::vector<std::string>& paths) {
+  std::vector<Run> all;
+  std::map<std::string, std::string> first;  // id -> "FILE row N" of an earlier file
+  for (const std::string& path : paths) {
+    PM_ASSIGN_OR_RETURN(std::vector<Run> runs, LoadRuns(path));
+    std::map<std::string, std::string> here;
+    for (Run& r : runs) {
+      if (!r.unreadable) {
+        if (const auto it = first.find(r.id); it != first.end()) {
+          Run bad;
+          bad.id = r.id;
+          bad.index = r.index;
+          bad.file = path;
+          bad.unreadable = true;
+          bad.unusable = fmt::format("id is used twice (first by {})", it->second);
+          r = std::move(bad);
+        } else {
+          here.emplace(r.id, fmt::format("{} row {}", path, r.index));
+        }
+      }
+      all.push_back(std::move(r));
+    }
+    first.merge(here);
+  }
+  return all;
 }
 
 }  // namespace pentamesh::calib

@@ -67,6 +67,7 @@ struct Run {
   std::vector<std::string> assumptions;  // every value filled in by a default, with the reason
   std::string unusable;                  // empty = usable; else why it cannot be estimated
   size_t index = 0;                      // the row's position in its file (0-based)
+  std::string file;                      // the file the row was read from (LoadRuns)
   bool unreadable = false;  // the row's data is malformed (`unusable` names the field and why)
   bool usable() const { return unusable.empty(); }
 };
@@ -78,6 +79,10 @@ struct Run {
 // estimated (no throughput published, a GPU pentamesh has no preset for, degrees that do not
 // multiply to the GPU count) come back with `unusable` set. Rows with no id are named "#<index>".
 core::Result<std::vector<Run>> LoadRuns(const std::string& path);
+// Several runs files read as one set, in order (a calibration set and the rows collected beside
+// it). A row whose id an earlier file already used comes back unreadable, naming that file and row;
+// only a file that cannot be read, or is not JSON or not an array, is an error.
+core::Result<std::vector<Run>> LoadRunFiles(const std::vector<std::string>& paths);
 core::Result<std::vector<Run>> RunsFromJson(const nlohmann::json& rows, const std::string& source);
 
 // The cluster preset for a row's GPU words ("A100-SXM4-80GB", "h100_80gb", "H100 (96GB HBM2e,

@@ -55,26 +55,50 @@ ErrorStats Stats(std::vector<double> errors) {
 namespace pentamesh::calib {
 namespace {
 
+// fit: rows carry fit_error (cross-validated or held out); cv: also k-fold and leave-group-out.
 GroupSummary Summarize(const std::string& name, const std::vector<const RowResult*>& rows,
-                       bool cv) {
+                       bool with_fit, bool cv) {
   GroupSummary g;
   g.group = name;
-  std::vector<double> shipped, fit, kfold, logo, memory;
+  std::vector<double> shipped, fit_errors, kfold, logo, memory;
   for (const RowResult* r : rows) {
     shipped.push_back(r->shipped.error);
+    if (with_fit) fit_errors.push_back(r->fit_error);
     if (cv) {
-      fit.push_back(r->fit_error);
       kfold.push_back(r->kfold_error);
       logo.push_back(r->logo_error);
     }
     if (r->run->memory_gib) memory.push_back(r->shipped.memory_gib / *r->run->memory_gib - 1.0);
   }
   g.shipped = Stats(shipped);
-  g.fit = Stats(fit);
+  g.fit = Stats(fit_errors);
   g.kfold = Stats(kfold);
   g.logo = Stats(logo);
   g.memory = Stats(memory);
   return g;
+}
+
+// The by-group, by-GPU, by-regime and overall summaries of v.rows.
+void SummarizeAll(Validation& v) {
+  const bool fit = v.cross_validated || v.held_out;
+  const bool cv = v.cross_validated;
+  std::map<std::string, std::vector<const RowResult*>> by_group, by_gpu;
+  std::vector<const RowResult*> all;
+  for (const RowResult& r : v.rows) {
+    by_group[r.run->group].push_back(&r);
+    by_gpu[GpuClass(r.run->cluster.name)].push_back(&r);
+    all.push_back(&r);
+  }
+  for (const auto& [g, rows] : by_group) v.groups.push_back(Summarize(g, rows, fit, cv));
+  for (const auto& [g, rows] : by_gpu) v.gpus.push_back(Summarize(g, rows, fit, cv));
+  for (const char* regime : kRegimes) {
+    std::vector<const RowResult*> rows;
+    for (const RowResult& r : v.rows) {
+      if (InRegime(*r.run, regime)) rows.push_back(&r);
+    }
+    v.regimes.push_back(Summarize(regime, rows, fit, cv));
+  }
+  v.all = Summarize("all", all, fit, cv);
 }
 
 }  // namespace
@@ -125,23 +149,38 @@ Validation ValidateRuns(const std::vector<Run>& runs, const Calibration& shipped
       v.fitted.emplace_back(f.Name(), table.at(f.key).at(f.def->name));
     }
   }
-  std::map<std::string, std::vector<const RowResult*>> by_group, by_gpu;
-  std::vector<const RowResult*> all;
-  for (const RowResult& r : v.rows) {
-    by_group[r.run->group].push_back(&r);
-    by_gpu[GpuClass(r.run->cluster.name)].push_back(&r);
-    all.push_back(&r);
+  SummarizeAll(v);
+  return v;
+}
+
+Validation ValidateHeldOut(const std::vector<Run>& fit_runs, const std::vector<Run>& held_out,
+                           const Calibration& shipped) {
+  Validation v;
+  v.held_out = true;
+  std::vector<const Run*> fit_on, predict;
+  for (const Run& r : fit_runs) {
+    if (r.usable()) fit_on.push_back(&r);
+    if (r.unreadable) v.unusable.push_back(&r);  // bad input all the same
   }
-  for (const auto& [g, rows] : by_group) v.groups.push_back(Summarize(g, rows, v.cross_validated));
-  for (const auto& [g, rows] : by_gpu) v.gpus.push_back(Summarize(g, rows, v.cross_validated));
-  for (const char* regime : kRegimes) {
-    std::vector<const RowResult*> rows;
-    for (const RowResult& r : v.rows) {
-      if (InRegime(*r.run, regime)) rows.push_back(&r);
+  for (const Run& r : held_out) {
+    if (r.usable()) {
+      predict.push_back(&r);
+    } else {
+      v.unusable.push_back(&r);
     }
-    v.regimes.push_back(Summarize(regime, rows, v.cross_validated));
   }
-  v.all = Summarize("all", all, v.cross_validated);
+  v.fitted_on = static_cast<int>(fit_on.size());
+  for (const Run* r : predict) v.rows.push_back({r, Predict(*r, shipped)});
+  if (!fit_on.empty() && !predict.empty()) {
+    const FitResult fit = Fit(fit_on, FitOptions{});
+    const auto errors = Errors(predict, fit.cal);
+    for (size_t i = 0; i < predict.size(); ++i) v.rows[i].fit_error = errors[i];
+    for (const FreeParam& f : fit.free) {
+      const auto& table = f.def->scope == Scope::kGpu ? fit.cal.gpu : fit.cal.stack;
+      v.fitted.emplace_back(f.Name(), table.at(f.key).at(f.def->name));
+    }
+  }
+  SummarizeAll(v);
   return v;
 }
 

@@ -51,7 +51,7 @@ struct ValidateOptions {
 struct RowResult {
   const Run* run = nullptr;
   Prediction shipped;                                     // under the shipped calibration (presets)
-  double fit_error = 0, kfold_error = 0, logo_error = 0;  // with cross_validate
+  double fit_error = 0, kfold_error = 0, logo_error = 0;  // with cross_validate (held out: fit)
 };
 
 struct GroupSummary {
@@ -68,6 +68,8 @@ struct Validation {
   std::vector<GroupSummary> regimes;  // by regime (kRegimes order; a run may be in several)
   GroupSummary all;
   bool cross_validated = false;
+  bool held_out = false;  // ValidateHeldOut: fit_error is the error under a fit on other runs
+  int fitted_on = 0;      // held out: the usable runs that fit saw
   std::vector<std::pair<std::string, double>> fitted;  // the in-sample fit: name, value
 };
 
@@ -81,5 +83,11 @@ core::Result<Calibration> ShippedCalibration();
 
 Validation ValidateRuns(const std::vector<Run>& runs, const Calibration& shipped,
                         const ValidateOptions& options);
+
+// A genuine held-out check: the calibration is fitted on `fit_runs` only (their usable rows) and
+// every usable row of `held_out` is predicted by that fit (RowResult::fit_error) and by the
+// shipped calibration; the summaries hold shipped and fit statistics (no k-fold, no logo).
+Validation ValidateHeldOut(const std::vector<Run>& fit_runs, const std::vector<Run>& held_out,
+                           const Calibration& shipped);
 
 }  // namespace pentamesh::calib

@@ -1,9 +1,10 @@
-// `pentamesh validate --runs FILE.json [--cv] [--json] [--html OUT]`: predicts measured runs (the
-// published-runs format) and prints each row's error and each group's statistics, why a row
-// cannot be estimated, and with --cv the in-sample, k-fold and leave-one-group-out errors of a
-// fresh fit. A row that cannot be read is reported by index and reason while the others are
-// validated; the exit status is then 2 (bad input), else 0. Thin: parse, call calib::ValidateRuns,
-// print.
+// `pentamesh validate --runs FILE.json [FILE.json...] [--cv | --holdout FILE.json...] [--json]
+// [--html OUT]`: predicts measured runs (the published-runs format; several files are read as one
+// set) and prints each row's error and each group's statistics, why a row cannot be estimated,
+// with --cv the in-sample, k-fold and leave-one-group-out errors of a fresh fit, and with --holdout
+// the held-out files' rows predicted by a fit on the --runs files only. A row that cannot be read
+// is reported by index and reason while the others are validated; the exit status is then 2 (bad
+// input), else 0. Thin: parse, call calib::ValidateRuns, print.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -21,7 +22,8 @@ namespace pentamesh::cli {
 namespace {
 
 struct ValidateArgs {
-  std::string runs;
+  std::vector<std::string> runs;
+  std::vector<std::string> holdout;
   bool cv = false;
   int folds = 5;
   uint64_t seed = 1;
@@ -39,8 +41,12 @@ void PrintStatsLine(const char* what, const calib::ErrorStats& s) {
              s.n, AbsPct(s.median_abs), AbsPct(s.p90_abs), Pct(s.median_signed));
 }
 
-void PrintSummary(const calib::GroupSummary& g, bool cv) {
-  if (cv) {
+void PrintSummary(const calib::GroupSummary& g, bool cv, bool held_out) {
+  if (held_out) {
+    fmt::print("  {:<28} {:>3}  {:>7} {:>7}  {:>7} {:>7}\n", g.group, g.shipped.n,
+               AbsPct(g.shipped.median_abs), Pct(g.shipped.median_signed), AbsPct(g.fit.median_abs),
+               Pct(g.fit.median_signed));
+  } else if (cv) {
     fmt::print("  {:<28} {:>3}  {:>7} {:>7}  {:>7} {:>7}  {:>7} {:>7}  {:>7} {:>7}\n", g.group,
                g.shipped.n, AbsPct(g.shipped.median_abs), Pct(g.shipped.median_signed),
                AbsPct(g.fit.median_abs), Pct(g.fit.median_signed), AbsPct(g.kfold.median_abs),
@@ -55,10 +61,17 @@ void PrintSummary(const calib::GroupSummary& g, bool cv) {
 void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
   fmt::print("pentamesh validate: {} ({} runs, {} estimated, {} not)\n", path,
              v.rows.size() + v.unusable.size(), v.rows.size(), v.unusable.size());
+  if (v.held_out) {
+    fmt::print(
+        "held out: predicted by the shipped calibration and by a fit on the {} usable --runs "
+        "rows only (column 'held-out fit')\n",
+        v.fitted_on);
+  }
   if (rows) {
     fmt::print("\n  {:<58} {:<10} {:<11} {:>10} {:>10} {:>7}", "run", "stack", "gpu", "measured",
                "predicted", "error");
     if (v.cross_validated) fmt::print(" {:>7} {:>7} {:>7}", "fit", "k-fold", "logo");
+    if (v.held_out) fmt::print(" {:>12}", "held-out fit");
     fmt::print(" {:>9}\n", "memory");
     for (const calib::RowResult& r : v.rows) {
       fmt::print("  {:<58} {:<10} {:<11} {:>10.0f} {:>10.0f} {:>7}", r.run->id.substr(0, 58),
@@ -67,6 +80,7 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
       if (v.cross_validated) {
         fmt::print(" {:>7} {:>7} {:>7}", Pct(r.fit_error), Pct(r.kfold_error), Pct(r.logo_error));
       }
+      if (v.held_out) fmt::print(" {:>12}", Pct(r.fit_error));
       if (r.run->memory_gib) {
         fmt::print(" {:>4.0f}/{:<4.0f}", r.shipped.memory_gib, *r.run->memory_gib);
       }
@@ -85,13 +99,19 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
     fmt::print("  {:<28} {:>3}  {:>15}  {:>15}  {:>15}  {:>15}\n", "group", "n", "shipped",
                "fit (in-sample)", "5-fold", "leave-group-out");
   }
-  for (const auto& g : v.groups) PrintSummary(g, v.cross_validated);
+  if (v.held_out) {
+    fmt::print("  {:<28} {:>3}  {:>15}  {:>15}\n", "group", "n", "shipped", "held-out fit");
+  }
+  for (const auto& g : v.groups) PrintSummary(g, v.cross_validated, v.held_out);
   fmt::print("by GPU\n");
-  for (const auto& g : v.gpus) PrintSummary(g, v.cross_validated);
+  for (const auto& g : v.gpus) PrintSummary(g, v.cross_validated, v.held_out);
   fmt::print("by regime (|error|: median / p90; a run counts in every regime it is in)\n");
   if (v.cross_validated) {
     fmt::print("  {:<28} {:>3}  {:>15}  {:>15}  {:>15}\n", "regime", "n", "shipped", "5-fold",
                "leave-group-out");
+  }
+  if (v.held_out) {
+    fmt::print("  {:<28} {:>3}  {:>15}  {:>15}\n", "regime", "n", "shipped", "held-out fit");
   }
   for (const auto& g : v.regimes) {
     auto pair = [](const calib::ErrorStats& e) {
@@ -99,6 +119,7 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
     };
     fmt::print("  {:<28} {:>3}  {:>15}", g.group, g.shipped.n, pair(g.shipped));
     if (v.cross_validated) fmt::print("  {:>15}  {:>15}", pair(g.kfold), pair(g.logo));
+    if (v.held_out) fmt::print("  {:>15}", pair(g.fit));
     fmt::print("\n");
   }
   fmt::print("\nall runs\n");
@@ -108,6 +129,12 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
     PrintStatsLine("k-fold", v.all.kfold);
     PrintStatsLine("leave-one-group-out", v.all.logo);
     fmt::print("\nfitted on all runs:");
+    for (const auto& [name, value] : v.fitted) fmt::print(" {}={:.4g}", name, value);
+    fmt::print("\n");
+  }
+  if (v.held_out) {
+    PrintStatsLine("held-out fit", v.all.fit);
+    fmt::print("\nfitted on the --runs rows only:");
     for (const auto& [name, value] : v.fitted) fmt::print(" {}={:.4g}", name, value);
     fmt::print("\n");
   }
@@ -141,6 +168,8 @@ nlohmann::json ToJson(const calib::Validation& v) {
                           {"row", r.run->index},
                           {"assumptions", r.run->assumptions}};
     if (r.run->memory_gib) row["published_memory_gib"] = *r.run->memory_gib;
+    row["file"] = r.run->file;
+    if (v.held_out) row["held_out_fit_error"] = r.fit_error;
     if (v.cross_validated) {
       row["fit_error"] = r.fit_error;
       row["kfold_error"] = r.kfold_error;
@@ -151,6 +180,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
   j["unusable"] = nlohmann::json::array();
   for (const calib::Run* r : v.unusable) {
     j["unusable"].push_back({{"id", r->id},
+                             {"file", r->file},
                              {"row", r->index},
                              {"unreadable", r->unreadable},
                              {"why", r->unusable},
@@ -158,6 +188,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
   }
   auto summary = [&](const calib::GroupSummary& g) {
     nlohmann::json s = {{"name", g.group}, {"shipped", StatsJson(g.shipped)}};
+    if (v.held_out) s["held_out_fit"] = StatsJson(g.fit);
     if (v.cross_validated) {
       s["fit"] = StatsJson(g.fit);
       s["kfold"] = StatsJson(g.kfold);
@@ -171,6 +202,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
   for (const auto& g : v.regimes) j["regimes"].push_back(summary(g));
   j["all"] = summary(v.all);
   for (const auto& [name, value] : v.fitted) j["fitted"][name] = value;
+  if (v.held_out) j["fitted_on_runs"] = v.fitted_on;
   return j;
 }
 
@@ -180,11 +212,18 @@ RunFn AddValidateCommand(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* sub = app.add_subcommand(
       "validate", "Predict measured runs (published-runs JSON) and report the errors");
-  sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)")
-      ->required();
+  sub->add_option("--runs", args->runs,
+                  "runs files (bench/data/published_runs.json format), read as one set")
+      ->required()
+      ->expected(1, -1);
+  CLI::Option* holdout =
+      sub->add_option("--holdout", args->holdout,
+                      "held-out runs files: predicted by a fit on the --runs rows only")
+          ->expected(1, -1);
   sub->add_flag("--cv", args->cv,
                 "also fit the calibration and report in-sample, k-fold and leave-one-group-out "
-                "errors");
+                "errors")
+      ->excludes(holdout);
   sub->add_option("--folds", args->folds, "k of the k-fold cross-validation")
       ->check(CLI::Range(2, 100))
       ->capture_default_str();
@@ -197,10 +236,12 @@ RunFn AddValidateCommand(CLI::App& app) {
                   "fit the shipped calibration on these runs and write it into this presets "
                   "directory (configs/presets: stacks/*.toml and the clusters' GPU parameters)");
   return [args]() -> int {
-    auto runs = calib::LoadRuns(args->runs);
+    auto runs = calib::LoadRunFiles(args->runs);
     if (!runs.ok()) return Fail(runs.status().message());
+    std::string runs_names;
+    for (const std::string& f : args->runs) runs_names += (runs_names.empty() ? "" : " + ") + f;
     if (!args->write_presets.empty()) {
-      const calib::ShippedFit fit = calib::FitShipped(*runs, args->runs, args->folds, args->seed);
+      const calib::ShippedFit fit = calib::FitShipped(*runs, runs_names, args->folds, args->seed);
       const core::Status st = calib::WritePresets(fit, args->write_presets);
       if (!st.ok()) return Fail(st.message());
       for (const auto& p : fit.stacks) {
@@ -213,16 +254,28 @@ RunFn AddValidateCommand(CLI::App& app) {
     }
     auto shipped = calib::ShippedCalibration();
     if (!shipped.ok()) return Fail(shipped.status().message());
+    // With --holdout the rows reported are the held-out files' (the --runs files only fit).
+    std::vector<calib::Run> held;
+    std::string shown = runs_names;
+    if (!args->holdout.empty()) {
+      auto h = calib::LoadRunFiles(args->holdout);
+      if (!h.ok()) return Fail(h.status().message());
+      held = std::move(*h);
+      shown.clear();
+      for (const std::string& f : args->holdout) shown += (shown.empty() ? "" : " + ") + f;
+    }
     const calib::Validation v =
-        calib::ValidateRuns(*runs, *shipped, {args->cv, args->folds, args->seed});
+        args->holdout.empty()
+            ? calib::ValidateRuns(*runs, *shipped, {args->cv, args->folds, args->seed})
+            : calib::ValidateHeldOut(*runs, held, *shipped);
     if (args->json) {
       fmt::print("{}\n", ToJson(v).dump(2));
     } else {
-      PrintText(v, args->runs, args->rows);
+      PrintText(v, shown, args->rows);
     }
     if (!args->html.empty()) {
       if (const core::Status st =
-              core::WriteFileAtomic(args->html, report::CalibrationHtml(v, args->runs));
+              core::WriteFileAtomic(args->html, report::CalibrationHtml(v, shown));
           !st.ok())
         return Fail("--html: " + st.message());
     }
@@ -232,8 +285,7 @@ RunFn AddValidateCommand(CLI::App& app) {
     for (const calib::Run* r : v.unusable) {
       if (!r->unreadable) continue;
       ++unreadable;
-      fmt::print(stderr, "pentamesh: {}: row {} '{}': {}\n", args->runs, r->index, r->id,
-                 r->unusable);
+      fmt::print(stderr, "pentamesh: {}: row {} '{}': {}\n", r->file, r->index, r->id, r->unusable);
     }
     return unreadable > 0 ? 2 : 0;
   };

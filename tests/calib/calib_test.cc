@@ -4,11 +4,15 @@
 // the fit recovers known parameters from runs generated with them.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <tuple>
 
 #include "calib/fit.h"
@@ -183,6 +187,109 @@ TEST(PublishedRuns, ByRegime) {
     EXPECT_DOUBLE_EQ(g.shipped.p90_abs, Stats(errors).p90_abs) << g.group;
   }
   EXPECT_EQ(want["MoE"], 4);  // the Grok-1 proxies (bench/data/README.md)
+}
+
+const std::string kCollected = std::string(PM_SOURCE_DIR) + "/bench/data/collected_runs.json";
+
+const std::vector<calib::Run>& Collected() {
+  static const std::vector<calib::Run> runs = [] {
+    auto r = LoadRuns(kCollected);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<calib::Run>{};
+  }();
+  return runs;
+}
+
+// The collected runs (bench/data/README.md): every row is estimated, pinned to a commit, copies no
+// row of published_runs.json, and its throughput is the published cell it names (checked here
+// against published_values, and the dgxc rows' tokens/s against their own step time and batch).
+TEST(CollectedRuns, EveryRowIsEstimatedPinnedAndItsCells) {
+  std::ifstream in(kCollected);
+  const nlohmann::json rows = nlohmann::json::parse(in);
+  ASSERT_EQ(rows.size(), Collected().size());
+  ASSERT_EQ(rows.size(), 40u);
+  std::set<std::string> published;
+  for (const calib::Run& r : Runs()) published.insert(r.id);
+  const std::regex commit("/blob/[0-9a-f]{40}/");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const calib::Run& run = Collected()[i];
+    const auto& row = rows[i];
+    EXPECT_TRUE(run.usable()) << run.id << ": " << run.unusable;
+    EXPECT_EQ(published.count(run.id), 0u) << run.id;
+    EXPECT_TRUE(std::regex_search(row["source"]["url"].get<std::string>(), commit)) << run.id;
+    const auto& pv = row["published_values"];
+    ASSERT_TRUE(pv.is_object() && !pv.empty()) << run.id;
+    const auto& m = row["measured"];
+    if (pv.contains("Tokens / sec / GPU")) {  // Megatron-Bridge
+      EXPECT_EQ(m["tokens_per_sec_per_gpu"], pv["Tokens / sec / GPU"]) << run.id;
+      EXPECT_DOUBLE_EQ(run.tokens_per_s_gpu, pv["Tokens / sec / GPU"].get<double>()) << run.id;
+      EXPECT_EQ(run.layout.tp, pv["TP"].get<int>()) << run.id;
+      EXPECT_EQ(run.layout.pp, pv["PP"].get<int>()) << run.id;
+      EXPECT_EQ(run.layout.cp, pv["CP"].get<int>()) << run.id;
+    } else if (pv.contains("With CP TFLOPS / GPU")) {  // NeMo long sequence: TFLOP/s only
+      EXPECT_EQ(m["tflops_per_gpu"], pv["With CP TFLOPS / GPU"]) << run.id;
+      EXPECT_EQ(run.layout.tp * run.layout.pp * run.layout.dp * run.layout.cp,
+                pv["# of GPUs"].get<int64_t>())
+          << run.id;
+      EXPECT_GE(run.train.seq_len, 32768) << run.id;
+    } else {  // dgxc Grok-1: tokens/s = seq x GBS / step time, as the README defines it
+      const double tps = std::stod(pv["Throughput in tokens per second"].get<std::string>());
+      const double step = std::stod(pv["Training step time (seconds per step)"].get<std::string>());
+      const auto& cfg = pv["config_row"];
+      const double tokens =
+          std::stod(cfg["SeqLen"].get<std::string>()) * std::stod(cfg["GBS"].get<std::string>());
+      EXPECT_NEAR(tokens / step / tps, 1.0, 0.01)
+          << run.id;  // the README's own cells: 0.5% apart at most
+      EXPECT_NEAR(run.tokens_per_s_gpu * static_cast<double>(run.cluster.gpus()), tps, 1.0)
+          << run.id;
+    }
+  }
+}
+
+// Several files read as one set: an id an earlier file used is a bad row naming that file's row.
+TEST(RunFiles, AnIdRepeatedAcrossFilesIsABadRow) {
+  auto both = LoadRunFiles({kRuns, kCollected, kRuns});
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  ASSERT_EQ(both->size(), 118u + 40u + 118u);
+  for (size_t i = 0; i < both->size(); ++i) {
+    const calib::Run& r = (*both)[i];
+    if (i < 158) {
+      EXPECT_FALSE(r.unreadable) << r.id;
+      EXPECT_EQ(r.file, i < 118 ? kRuns : kCollected);
+    } else {
+      EXPECT_TRUE(r.unreadable) << r.id;
+      EXPECT_EQ(r.index, i - 158);
+      EXPECT_NE(r.unusable.find(fmt::format("first by {} row {}", kRuns, i - 158)),
+                std::string::npos)
+          << r.unusable;
+    }
+  }
+  EXPECT_FALSE(LoadRunFiles({kRuns, "/nonexistent/runs.json"}).ok());
+}
+
+// The held-out check fits on one file only: the held-out rows' predictions do not move when their
+// measured throughputs do (the fit never saw them), and the fit is the one ValidateRuns gives.
+TEST(HeldOut, TheFitNeverSeesTheHeldOutRows) {
+  auto shipped = ShippedCalibration();
+  ASSERT_TRUE(shipped.ok());
+  const Validation a = ValidateHeldOut(Runs(), Collected(), *shipped);
+  std::vector<calib::Run> doubled = Collected();
+  for (calib::Run& r : doubled) r.tokens_per_s_gpu *= 2;
+  const Validation b = ValidateHeldOut(Runs(), doubled, *shipped);
+  EXPECT_TRUE(a.held_out);
+  EXPECT_EQ(a.fitted_on, 118);
+  ASSERT_EQ(a.rows.size(), 40u);
+  ASSERT_EQ(b.rows.size(), a.rows.size());
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    const double pa = (1 + a.rows[i].fit_error) * a.rows[i].run->tokens_per_s_gpu;
+    const double pb = (1 + b.rows[i].fit_error) * b.rows[i].run->tokens_per_s_gpu;
+    EXPECT_NEAR(pb / pa, 1.0, 1e-9) << a.rows[i].run->id;
+  }
+  const Validation cv = ValidateRuns(Runs(), *shipped, {true, 5, 1});
+  EXPECT_EQ(cv.fitted, a.fitted);
+  ASSERT_EQ(a.regimes.size(), 4u);
+  EXPECT_EQ(a.regimes[0].fit.n, a.regimes[0].shipped.n);
+  EXPECT_EQ(a.regimes[0].kfold.n, 0);  // no k-fold on a held-out check
 }
 
 // torchtitan publishes the allocator's max reserved memory per GPU (an upper bound of what is

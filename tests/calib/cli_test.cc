@@ -50,6 +50,33 @@ TEST(ValidateCli, PublishedRunsJsonAndHtml) {
   EXPECT_NE(html.find("megatron2021-t1-18B"), std::string::npos);
 }
 
+// Several files as one set, and a held-out file predicted by a fit on the others (the held-out
+// rows are the ones printed, with the regimes); an id repeated across files is a bad row (exit 2).
+TEST(ValidateCli, SeveralFilesAndHoldout) {
+  const std::string collected = std::string(PM_SOURCE_DIR) + "/bench/data/collected_runs.json";
+  const auto both = Pentamesh(fmt::format("validate --runs {} {} --json", kRuns, collected));
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(nlohmann::json::parse(both.out)["rows"].size(), 158u);
+  const auto held =
+      Pentamesh(fmt::format("validate --runs {} --holdout {} --json", kRuns, collected));
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  const auto j = nlohmann::json::parse(held.out);
+  EXPECT_EQ(j["rows"].size(), 40u);
+  EXPECT_EQ(j["fitted_on_runs"], 118);
+  EXPECT_EQ(j["rows"][0]["file"], collected);
+  EXPECT_TRUE(j["rows"][0].contains("held_out_fit_error"));
+  EXPECT_TRUE(j["regimes"][0].contains("held_out_fit"));
+  const auto text = Pentamesh(fmt::format("validate --runs {} --holdout {}", kRuns, collected));
+  EXPECT_NE(text.out.find("held-out fit"), std::string::npos) << text.out;
+  EXPECT_EQ(
+      Pentamesh(fmt::format("validate --runs {} --holdout {} --cv", kRuns, collected)).exit_code,
+      2);  // --cv and --holdout exclude each other (CLI usage error)
+  const auto twice = Pentamesh(fmt::format("validate --runs {} {} --no-rows", kRuns, kRuns));
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find(fmt::format("{}: row 0 ", kRuns)), std::string::npos) << twice.err;
+  EXPECT_NE(twice.err.find("id is used twice (first by"), std::string::npos) << twice.err;
+}
+
 // One bad row among good ones: the good rows are validated and printed (text and --json, each with
 // its assumptions), the bad one is named by index and reason, and the status is 2 (bad input).
 TEST(ValidateCli, ABadRowNeverSinksTheFile) {
