@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/quote.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -341,9 +342,13 @@ core::Result<Profile> LoadProfile(const std::string& name_or_path) {
 
 std::string ProfileToml(const Profile& p) {
   std::string out = "[stack]\n";
-  out += fmt::format("name = \"{}\"\nstack = \"{}\"\n", p.name, p.stack);
-  if (!p.description.empty()) out += fmt::format("description = \"{}\"\n", p.description);
-  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = \"{}\"\n", p.fitted_on);
+  // calibrate --name and the fitted-on list are the user's: TOML-escaped, so the file reads back.
+  out +=
+      fmt::format("name = {}\nstack = {}\n", core::TomlString(p.name), core::TomlString(p.stack));
+  if (!p.description.empty()) {
+    out += fmt::format("description = {}\n", core::TomlString(p.description));
+  }
+  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = {}\n", core::TomlString(p.fitted_on));
   out += fmt::format("\n[defaults]\nselective_forward_share = {:.2f}\n",
                      p.defaults.selective_forward_share);
   for (const BoolFact& f : kBoolFacts) out += fmt::format("{} = {}\n", f.key, p.defaults.*f.fact);

@@ -560,6 +560,11 @@ TEST(Profile, TomlRoundTrip) {
   auto bad = ProfileFromToml("[stack]\nname = \"x\"\n[params]\ntp_overlap = 7\n", "bad.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("params.tp_overlap"), std::string::npos);
+  // calibrate --name with a quote, a backslash and a newline: the written TOML reads back.
+  p.name = "my \"fit\" \\ v2\nline";
+  auto quoted = ProfileFromToml(ProfileToml(p), "quoted");
+  ASSERT_TRUE(quoted.ok()) << quoted.status().message();
+  EXPECT_EQ(quoted->name, p.name);
 }
 
 }  // namespace
