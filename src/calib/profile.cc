@@ -241,6 +241,13 @@ void ReadParams(const toml::table& t, const std::string& where, Scope scope,
 void ReadGpuTables(const toml::table& g, Profile& p, ProfileErrors& err) {
   for (const auto& [cls, node] : g) {
     const std::string c(cls.str());
+    if (GpuClass(c) != c) {
+      // A cluster preset's name, not its class: the table would never apply.
+      err.Add("gpu." + c, fmt::format("never applies: cluster {} has the GPU class '{}' (write "
+                                      "[gpu.{}])",
+                                      c, GpuClass(c), GpuClass(c)));
+      continue;
+    }
     if (const toml::table* t = node.as_table()) {
       ReadParams(*t, "gpu." + c, Scope::kGpu, p.gpu[c], err);
     } else {
@@ -280,6 +287,14 @@ void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
   for (const auto& [cls, node] : iv) {
     const std::string c(cls.str());
     const toml::table* t = node.as_table();
+    if (t != nullptr) {
+      for (const auto& [key, value] : *t) {
+        if (key.str() != "lo" && key.str() != "hi" && key.str() != "runs") {
+          err.Add("interval." + c + "." + std::string(key.str()),
+                  "unknown key in [interval." + c + "] (lo, hi, runs)");
+        }
+      }
+    }
     const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
     const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
     const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
