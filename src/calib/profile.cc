@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/quote.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -240,6 +241,13 @@ void ReadParams(const toml::table& t, const std::string& where, Scope scope,
 void ReadGpuTables(const toml::table& g, Profile& p, ProfileErrors& err) {
   for (const auto& [cls, node] : g) {
     const std::string c(cls.str());
+    if (GpuClass(c) != c) {
+      // A cluster preset's name, not its class: the table would never apply.
+      err.Add("gpu." + c, fmt::format("never applies: cluster {} has the GPU class '{}' (write "
+                                      "[gpu.{}])",
+                                      c, GpuClass(c), GpuClass(c)));
+      continue;
+    }
     if (const toml::table* t = node.as_table()) {
       ReadParams(*t, "gpu." + c, Scope::kGpu, p.gpu[c], err);
     } else {
@@ -279,6 +287,14 @@ void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
   for (const auto& [cls, node] : iv) {
     const std::string c(cls.str());
     const toml::table* t = node.as_table();
+    if (t != nullptr) {
+      for (const auto& [key, value] : *t) {
+        if (key.str() != "lo" && key.str() != "hi" && key.str() != "runs") {
+          err.Add("interval." + c + "." + std::string(key.str()),
+                  "unknown key in [interval." + c + "] (lo, hi, runs)");
+        }
+      }
+    }
     const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
     const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
     const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
@@ -341,9 +357,13 @@ core::Result<Profile> LoadProfile(const std::string& name_or_path) {
 
 std::string ProfileToml(const Profile& p) {
   std::string out = "[stack]\n";
-  out += fmt::format("name = \"{}\"\nstack = \"{}\"\n", p.name, p.stack);
-  if (!p.description.empty()) out += fmt::format("description = \"{}\"\n", p.description);
-  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = \"{}\"\n", p.fitted_on);
+  // calibrate --name and the fitted-on list are the user's: TOML-escaped, so the file reads back.
+  out +=
+      fmt::format("name = {}\nstack = {}\n", core::TomlString(p.name), core::TomlString(p.stack));
+  if (!p.description.empty()) {
+    out += fmt::format("description = {}\n", core::TomlString(p.description));
+  }
+  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = {}\n", core::TomlString(p.fitted_on));
   out += fmt::format("\n[defaults]\nselective_forward_share = {:.2f}\n",
                      p.defaults.selective_forward_share);
   for (const BoolFact& f : kBoolFacts) out += fmt::format("{} = {}\n", f.key, p.defaults.*f.fact);

@@ -14,6 +14,7 @@
 
 #include "ckpt/crc32c.h"
 #include "core/check.h"
+#include "core/input.h"
 
 namespace pentamesh::ckpt {
 namespace fs = std::filesystem;
@@ -28,11 +29,7 @@ std::string RankFile(int rank) { return fmt::format("rank-{:05d}.safetensors", r
 std::string RankPart(int rank) { return fmt::format("rank-{:05d}.json", rank); }
 
 core::Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::Status::Error(fmt::format("cannot read {}", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return core::ReadInputFile(path, core::kMaxDataFileBytes, "checkpoint file");
 }
 
 std::string Hex(uint32_t crc) { return fmt::format("{:08x}", crc); }

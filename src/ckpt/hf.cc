@@ -14,6 +14,7 @@
 #include "ckpt/env.h"
 #include "ckpt/safetensors.h"
 #include "core/bf16.h"
+#include "core/input.h"
 #include "data/tokenizer.h"
 #include "model/stage.h"
 
@@ -128,13 +129,11 @@ core::Status WriteText(const fs::path& path, const std::string& text) {
   return Env::Default()->WriteFile(path.string(), text);
 }
 
-core::Result<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::Status::Error(fmt::format("{}: cannot open", path.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return core::Status::Error(fmt::format("{}: read error", path.string()));
-  return ss.str();
+// Through the input layer: a regular file within the limit of its kind (core/input.h).
+core::Result<std::string> ReadFile(const fs::path& path,
+                                   int64_t max_bytes = core::kMaxDataFileBytes,
+                                   std::string_view what = "Hugging Face checkpoint file") {
+  return core::ReadInputFile(path.string(), max_bytes, what);
 }
 
 // The tokenizer files: tokenizer.model (the SentencePiece model, byte for byte) and the configs
@@ -484,7 +483,7 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
 // config.json of `dir`; `arch` from its model_type.
 core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch) {
   const std::string file = (fs::path(dir) / "config.json").string();
-  PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file, core::kMaxConfigFileBytes, "config.json"));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", file));
   try {  // a field of the wrong JSON type (e.g. "model_type": 3) throws inside nlohmann's value()
@@ -544,7 +543,8 @@ core::Result<HfFiles> ReadWeights(const std::string& dir) {
   std::vector<std::string> files;
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    PM_ASSIGN_OR_RETURN(std::string text, ReadFile(index));
+    PM_ASSIGN_OR_RETURN(std::string text,
+                        ReadFile(index, core::kMaxConfigFileBytes, "safetensors index"));
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return core::Status::Error(fmt::format("{}: weight_map: missing", index.string()));

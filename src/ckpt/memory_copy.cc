@@ -11,6 +11,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/crc32c.h"
+#include "core/input.h"
 
 namespace pentamesh::ckpt {
 namespace fs = std::filesystem;
@@ -69,11 +70,10 @@ core::Result<Files> ReadDirFiles(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (!in) return core::Status::Error(fmt::format("cannot read {}", e.path().string()));
-    files.emplace_back(e.path().filename().string(), s.str());
+    PM_ASSIGN_OR_RETURN(std::string bytes,
+                        core::ReadInputFile(e.path().string(), core::kMaxDataFileBytes,
+                                            "in-memory checkpoint file"));
+    files.emplace_back(e.path().filename().string(), std::move(bytes));
   }
   if (ec) return core::Status::Error(fmt::format("cannot list {}: {}", dir, ec.message()));
   std::sort(files.begin(), files.end());

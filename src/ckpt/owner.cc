@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "core/input.h"
 
 namespace pentamesh::ckpt {
 namespace fs = std::filesystem;
@@ -31,11 +32,10 @@ core::Result<std::optional<std::string>> ReadOwner(const std::string& root) {
   if (!fs::is_regular_file(fs::symlink_status(path, ec)))
     return core::Status::Error(
         fmt::format("{}: the owner file is not a regular file", path.string()));
-  std::ifstream in(path);
-  std::string id;
-  std::getline(in, id);
-  if (!in && !in.eof())
-    return core::Status::Error(fmt::format("{}: cannot read the owner file", path.string()));
+  PM_ASSIGN_OR_RETURN(
+      const std::string text,
+      core::ReadInputFile(path.string(), core::kMaxConfigFileBytes, "checkpoint owner file"));
+  const std::string id = text.substr(0, text.find('\n'));
   if (!IsRunId(id))
     return core::Status::Error(
         fmt::format("{}: the owner file should hold a run id (16 hex digits), not '{}'",

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/input.h"
 #include "data/dataset.h"
 
 namespace pentamesh::cli {
@@ -44,11 +45,10 @@ core::Result<std::string> TokenizerPath(const std::string& tokenizer, const trai
                                         const std::string& fallback_hint) {
   if (!tokenizer.empty()) return tokenizer;
   const std::string manifest = (fs::path(run.data.dataset) / "manifest.json").string();
-  std::ifstream in(manifest);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto m = data::ManifestFromJson(text.str(), manifest);
-  if (!in || !m.ok() || !fs::exists(m->tokenizer_path))
+  const auto text = core::ReadInputFile(manifest, core::kMaxConfigFileBytes, "dataset manifest");
+  auto m = text.ok() ? data::ManifestFromJson(*text, manifest)
+                     : core::Result<data::Manifest>(text.status());
+  if (!m.ok() || !fs::exists(m->tokenizer_path))
     return core::Status::Error(fmt::format(
         "data.dataset: cannot find the run's tokenizer through {} ({}); pass --tokenizer "
         "FILE.model{}",

@@ -9,6 +9,7 @@
 #include "cli/estimate_json.h"
 #include "cli/launch_cli.h"
 #include "cli/plan_common.h"
+#include "core/quote.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 
@@ -138,9 +139,7 @@ int RunImport(const ImportArgs& a) {
 void SetCommandLine(int argc, char** argv) {
   std::string line = "pentamesh";
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    const bool quote = arg.find_first_of(" \t'\"$") != std::string::npos || arg.empty();
-    line += " " + (quote ? "'" + arg + "'" : arg);
+    line += " " + core::ShellQuote(argv[i]);
   }
   CommandLineStorage() = line;
 }

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "comm/mpi_communicator.h"
+#include "core/quote.h"
 #include "train/engine_rules.h"
 #include "train/job.h"
 #include "train/run_config.h"
@@ -138,7 +139,7 @@ void PrintHeader(train::Trainer& trainer, const train::UnigramBaseline& baseline
 
 int RunTrain(const TrainArgs& args) {
   std::vector<std::string> sets = args.sets;
-  if (!args.layout.empty()) sets.push_back(fmt::format("run.layout=\"{}\"", args.layout));
+  if (!args.layout.empty()) sets.push_back("run.layout=" + core::TomlString(args.layout));
   auto config = train::LoadRunConfig(args.config, sets);
   if (!config.ok()) return Fail(config.status().message());
   if (core::Status st = train::CheckEngineLayout(*config); !st.ok()) return Fail(st.message());

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/input.h"
 
 namespace pentamesh::data {
 
@@ -192,14 +193,14 @@ Result<Dataset::Stream> Dataset::OpenStream(const std::string& dir, const Manife
 
 Result<Dataset> Dataset::Open(const std::string& dir, Options options) {
   const std::string path = dir + "/" + kManifestFile;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::Error(fmt::format("{}: cannot open (is '{}' a tokenized dataset?)", path, dir));
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = core::ReadInputFile(path, core::kMaxConfigFileBytes, "dataset manifest");
+  if (!text.ok()) {
+    return Status::Error(
+        fmt::format("{} (is '{}' a tokenized dataset?)", text.status().message(), dir));
+  }
   Dataset ds;
   ds.dir_ = dir;
-  PM_ASSIGN_OR_RETURN(ds.manifest_, ManifestFromJson(text.str(), path));
+  PM_ASSIGN_OR_RETURN(ds.manifest_, ManifestFromJson(*text, path));
   PM_ASSIGN_OR_RETURN(ds.train_,
                       OpenStream(dir, ds.manifest_, ds.manifest_.train, options.verify_checksums));
   PM_ASSIGN_OR_RETURN(

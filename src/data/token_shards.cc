@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "core/check.h"
+#include "core/input.h"
 
 namespace pentamesh::data {
 
@@ -48,6 +49,7 @@ uint64_t Fnv1a64(const void* data, size_t bytes, uint64_t hash) {
 }
 
 Result<uint64_t> FileFnv1a64(const std::string& path) {
+  PM_RETURN_IF_ERROR(core::CheckInputFile(path, core::kMaxDataFileBytes, "data file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::Error(fmt::format("{}: cannot open for reading", path));
   std::vector<char> buf(1 << 20);
@@ -177,8 +179,8 @@ Status ValidateHeader(const ShardHeader& h, uint64_t file_bytes, const std::stri
 }  // namespace
 
 Result<ShardReader> ShardReader::Open(const std::string& path, bool verify_checksum) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  PM_ASSIGN_OR_RETURN(const int fd,
+                      core::OpenInputFile(path, core::kMaxDataFileBytes, "token shard"));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);

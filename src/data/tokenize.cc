@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/input.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "data/xz_text.h"
@@ -174,6 +175,9 @@ class CorpusWriter {
 // Streams one file in blocks of lines; the file's end ends its last document.
 Status TokenizeFile(const std::string& path, const Tokenizer& tok, const TokenizeOptions& o,
                     CorpusWriter& writer, TokenizeStats& stats) {
+  if (Status st = core::CheckInputFile(path, core::kMaxDataFileBytes, "corpus file"); !st.ok()) {
+    return Status::Error("tokenize: --input: " + st.message());
+  }
   std::ifstream in(path);
   if (!in) return Status::Error(fmt::format("tokenize: --input: cannot open '{}'", path));
   std::vector<std::string> block;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/input.h"
 #include "data/xz_text.h"
 
 // Exported by libsentencepiece 0.1.97 but not declared in its public headers.
@@ -159,6 +160,11 @@ Result<TokenizerTrainStats> TrainTokenizer(const TokenizerTrainOptions& options)
   PM_ASSIGN_OR_RETURN(o.inputs,
                       UnpackedTexts(options.inputs, parent.empty() ? "." : parent.string(),
                                     "tokenizer train: --input"));
+  for (const std::string& input : o.inputs) {  // regular files within the limit (core/input.h)
+    if (Status st = core::CheckInputFile(input, core::kMaxDataFileBytes, "corpus file"); !st.ok()) {
+      return Status::Error("tokenizer train: --input: " + st.message());
+    }
+  }
   // Refused here, before SentencePiece's own (internal-sounding) complaint.
   if (std::none_of(o.inputs.begin(), o.inputs.end(), HasText)) {
     return Status::Error(
@@ -211,6 +217,7 @@ Result<Tokenizer> Tokenizer::Load(const std::string& model_path) {
   if (!std::filesystem::is_regular_file(model_path)) {
     return Status::Error(fmt::format("{}: tokenizer model not found", model_path));
   }
+  PM_RETURN_IF_ERROR(core::CheckInputFile(model_path, core::kMaxDataFileBytes, "tokenizer model"));
   const auto st = tok.processor_->Load(model_path);
   if (!st.ok()) {
     return Status::Error(

@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/input.h"
+
 namespace pentamesh::data {
 
 namespace fs = std::filesystem;

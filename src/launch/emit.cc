@@ -5,8 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
+#include "core/output.h"
+#include "core/quote.h"
 #include "launch/internal.h"
 #include "spec/validate.h"
 
@@ -17,23 +18,27 @@ std::string Header(Engine engine, const EmitInput& in, const std::string& prefix
   const cost::Estimate& e = in.estimate;
   const StackChoice stack = in.stack.profile.empty() ? ChooseStack("", engine) : in.stack;
   std::string out;
-  out += fmt::format("{}Emitted by pentamesh {} for {}.\n", prefix, PM_VERSION, ToString(engine));
+  // Each line holds names and paths the user gave (model name, GPU, command line, --stack): a
+  // newline there must not end the comment, so every line goes through core::CommentText.
+  const auto line = [&](const std::string& text) {
+    out += prefix + core::CommentText(text) + "\n";
+  };
+  line(fmt::format("Emitted by pentamesh {} for {}.", PM_VERSION, ToString(engine)));
   // import-config costs the file with the engine's own profile unless told --stack.
-  out += fmt::format(
-      "{}cost stack profile: {}, {}{}\n", prefix, stack.profile, stack.reason,
-      stack.profile == StackProfile(engine)
-          ? std::string()
-          : fmt::format(" (import-config ... --stack {} costs it the same way)", stack.profile));
-  out += fmt::format("{}command: {}\n", prefix, in.command);
-  out += fmt::format("{}model {} on {} x {} ({} nodes x {}), seq {}, {} tokens/step\n", prefix,
-                     in.model.name, in.cluster.gpus(), in.cluster.gpu, Nodes(in), GpusPerNode(in),
-                     in.train.seq_len, in.train.global_batch_tokens);
-  out += fmt::format("{}layout: {}\n", prefix, spec::FormatLayout(in.layout));
-  out += fmt::format(
-      "{}predicted: memory {:.2f} GB of {:.2f} GB per GPU, step {:.3f} s, {:.0f} tokens/s, "
-      "MFU {:.1f}%\n",
-      prefix, e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s,
-      100 * e.mfu);
+  line(fmt::format("cost stack profile: {}, {}{}", stack.profile, stack.reason,
+                   stack.profile == StackProfile(engine)
+                       ? std::string()
+                       : fmt::format(" (import-config ... --stack {} costs it the same way)",
+                                     core::ShellQuote(stack.profile))));
+  line(fmt::format("command: {}", in.command));
+  line(fmt::format("model {} on {} x {} ({} nodes x {}), seq {}, {} tokens/step", in.model.name,
+                   in.cluster.gpus(), in.cluster.gpu, Nodes(in), GpusPerNode(in), in.train.seq_len,
+                   in.train.global_batch_tokens));
+  line(fmt::format("layout: {}", spec::FormatLayout(in.layout)));
+  line(fmt::format(
+      "predicted: memory {:.2f} GB of {:.2f} GB per GPU, step {:.3f} s, {:.0f} tokens/s, "
+      "MFU {:.1f}%",
+      e.memory.total / 1e9, e.memory.capacity / 1e9, e.time.step, e.tokens_per_s, 100 * e.mfu));
   return out;
 }
 
@@ -104,18 +109,9 @@ core::Status WriteFiles(const std::string& dir, const std::vector<File>& files) 
   std::filesystem::create_directories(dir, ec);
   if (ec) return core::Status::Error(fmt::format("--out {}: {}", dir, ec.message()));
   for (const File& f : files) {
-    const std::filesystem::path path = std::filesystem::path(dir) / f.name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << f.text;
-    out.close();
-    if (!out) return core::Status::Error(fmt::format("--out: cannot write {}", path.string()));
-    if (f.executable) {
-      std::filesystem::permissions(path,
-                                   std::filesystem::perms::owner_exec |
-                                       std::filesystem::perms::group_exec |
-                                       std::filesystem::perms::others_exec,
-                                   std::filesystem::perm_options::add, ec);
-    }
+    // Temporary name, fsync, rename: a symlinked train.sh is refused, never followed.
+    PM_RETURN_IF_ERROR(core::WriteFileAtomic((std::filesystem::path(dir) / f.name).string(), f.text,
+                                             f.executable));
   }
   return core::Status::Ok();
 }

@@ -36,7 +36,9 @@ using Flags = std::vector<std::pair<std::string, std::string>>;
 
 // Megatron-LM's (ds = false) or Megatron-DeepSpeed's (ds = true) flags: model and sequence;
 // parallelism, recomputation, batch and precision; the training loop. FlagArray writes a bash
-// array NAME=( ... ) of them.
+// array NAME=( ... ) of them, each flag and value one word through core::ShellQuote (literal),
+// except kCheckpointDirRef, written "${CHECKPOINT_DIR}" (the script's variable, expanded).
+inline constexpr const char* kCheckpointDirRef = "${CHECKPOINT_DIR}";
 Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds);
 Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
                             const spec::Layout& l, bool ds);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <regex>
 
+#include "core/quote.h"
 #include "launch/internal.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
@@ -215,9 +216,14 @@ Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
 std::string FlagArray(const std::string& name, const Flags& flags) {
   std::string s = name + "=(\n";
   for (const auto& [flag, value] : flags) {
-    const bool quote = value.find_first_of(" ()*[]") != std::string::npos;
-    s += "  " + flag;
-    if (!value.empty()) s += quote ? " \"" + value + "\"" : " " + value;
+    s += "  " + core::ShellQuote(flag);
+    // The checkpoint directory is the script's variable (expanded, one word); every other value
+    // is literal.
+    if (value == kCheckpointDirRef) {
+      s += " \"" + value + "\"";
+    } else if (!value.empty()) {
+      s += " " + core::ShellQuote(value);
+    }
     s += "\n";
   }
   return s + ")\n";
@@ -239,8 +245,8 @@ Flags TrainingLoopFlags(const spec::TrainSpec& t, bool ds) {
              {"--save-interval", "1000"},
              {"--eval-interval", "1000"},
              {"--eval-iters", "0"},
-             {"--save", "${CHECKPOINT_DIR}"},
-             {"--load", "${CHECKPOINT_DIR}"}};
+             {"--save", kCheckpointDirRef},
+             {"--load", kCheckpointDirRef}};
   if (!ds) f.push_back({"--mock-data", ""});  // replace with --data-path for real data
   return f;
 }

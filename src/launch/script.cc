@@ -4,8 +4,10 @@
 // positional parameters) stays as literal text.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
+#include <string_view>
 
 #include "launch/internal.h"
 #include "spec/limits.h"
@@ -66,7 +68,9 @@ class Reader {
       if (append_) n.pop_back();
       array_ = n;
       array_line_ = line_;
-      if (!append_) arrays_[array_].clear();
+      // Built aside and assigned at ')': bash expands the right side first, so A=( "${A[@]}" x )
+      // reads the old A.
+      pending_ = append_ ? arrays_[array_] : std::vector<Word>();
       in_array_ = true;
       in_word_ = false;
       word_.clear();
@@ -75,7 +79,7 @@ class Reader {
     }
     if (c == ')' && !in_word_) {
       if (in_array_) {
-        in_array_ = false;
+        CloseArray();
         command_start_ = false;
       }
       ++i_;
@@ -83,7 +87,7 @@ class Reader {
     }
     if (c == ')' && in_array_) {
       PM_RETURN_IF_ERROR(EndWord());
-      in_array_ = false;
+      CloseArray();
       ++i_;
       return core::Status::Ok();
     }
@@ -174,7 +178,15 @@ class Reader {
             ++command_;
             command_start_ = false;
           }
-          for (Word w : it->second) {
+          // Doubling an array per line (A=( "${A[@]}" "${A[@]}" )) must stay bounded.
+          const std::vector<Word>& words = it->second;
+          for (const Word& w : words) expanded_bytes_ += w.text.size() + 1;
+          if (expanded_bytes_ > kMaxExpandedBytes) {
+            return core::Status::Error(
+                fmt::format("{}: line {}: ${{{}}}: the expansions exceed {} bytes", name_, line_,
+                            body, kMaxExpandedBytes));
+          }
+          for (Word w : words) {
             w.command = command_;
             Push(w);
           }
@@ -188,17 +200,16 @@ class Reader {
       const std::string var = dash == std::string::npos ? body : body.substr(0, dash);
       const auto it = out_.vars.find(var);
       if (it != out_.vars.end()) {
-        word_ += it->second;
+        return Expand(it->second);
       } else if (dash != std::string::npos) {
         std::string def = body.substr(dash + 2);
         if (def.size() >= 2 && (def.front() == '"' || def.front() == '\'') &&
             def.back() == def.front()) {
           def = def.substr(1, def.size() - 2);
         }
-        word_ += def;
-      } else {
-        word_ += "${" + body + "}";
+        return Expand(def);
       }
+      word_ += "${" + body + "}";
       return core::Status::Ok();
     }
     size_t k = i_ + 1;
@@ -206,13 +217,31 @@ class Reader {
     const std::string var = t_.substr(i_ + 1, k - i_ - 1);
     i_ = k;
     const auto it = out_.vars.find(var);
-    word_ += it != out_.vars.end() ? it->second : "$" + var;
+    if (it != out_.vars.end()) return Expand(it->second);
+    word_ += "$" + var;
     return core::Status::Ok();
+  }
+
+  // Appends a variable's value to the word, counted against kMaxExpandedBytes.
+  core::Status Expand(const std::string& value) {
+    expanded_bytes_ += value.size();
+    if (expanded_bytes_ > kMaxExpandedBytes) {
+      return core::Status::Error(fmt::format("{}: line {}: variable expansions exceed {} bytes",
+                                             name_, line_, kMaxExpandedBytes));
+    }
+    word_ += value;
+    return core::Status::Ok();
+  }
+
+  void CloseArray() {
+    arrays_[array_] = std::move(pending_);
+    pending_.clear();
+    in_array_ = false;
   }
 
   void Push(const Word& w) {
     if (in_array_) {
-      arrays_[array_].push_back(w);
+      pending_.push_back(w);
     } else {
       out_.words.push_back(w);
     }
@@ -227,10 +256,13 @@ class Reader {
   core::Status EndWord() {
     if (!in_word_) return core::Status::Ok();
     in_word_ = false;
-    static const std::regex kAssign(R"(^([A-Za-z_][A-Za-z0-9_]*)=(.*)$)");
-    std::smatch m;
-    if (command_start_ && !in_array_ && std::regex_match(word_, m, kAssign)) {
-      out_.vars[m[1]] = m[2];
+    // NAME=value (checked by hand: std::regex recurses per character and overflows the stack on
+    // a word of megabytes).
+    const size_t eq = word_.find('=');
+    if (command_start_ && !in_array_ && eq != std::string::npos && eq > 0 &&
+        !std::isdigit(static_cast<unsigned char>(word_[0])) &&
+        std::all_of(word_.begin(), word_.begin() + static_cast<std::ptrdiff_t>(eq), NameChar)) {
+      out_.vars[word_.substr(0, eq)] = word_.substr(eq + 1);
       word_.clear();
       return core::Status::Ok();  // an assignment: the command (if any) starts after it
     }
@@ -258,6 +290,11 @@ class Reader {
   std::string array_;
   int array_line_ = 0;
   std::map<std::string, std::vector<Word>> arrays_;
+  std::vector<Word> pending_;  // the array being defined (assigned to arrays_ at its ')')
+  // Bytes that variable and array expansions may add over the whole script: a variable or array
+  // defined from itself twice per line grows exponentially (a launch script expands kilobytes).
+  static constexpr size_t kMaxExpandedBytes = size_t{16} << 20;
+  size_t expanded_bytes_ = 0;
   Script out_;
 };
 
@@ -306,9 +343,16 @@ std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words) {
 }
 
 std::vector<Word> EntryArgv(const Script& script, std::string* entry) {
-  static const std::regex kEntry(R"((^|/)pretrain_[A-Za-z0-9_]*\.py$)");
+  // (^|/)pretrain_[A-Za-z0-9_]*\.py$, by hand (no regex recursion on long words).
+  const auto is_entry = [](const std::string& text) {
+    const size_t slash = text.rfind('/');
+    const std::string_view base =
+        std::string_view(text).substr(slash == std::string::npos ? 0 : slash + 1);
+    return base.starts_with("pretrain_") && base.ends_with(".py") &&
+           std::all_of(base.begin() + 9, base.end() - 3, NameChar);
+  };
   for (size_t i = 0; i < script.words.size(); ++i) {
-    if (!std::regex_search(script.words[i].text, kEntry)) continue;
+    if (!is_entry(script.words[i].text)) continue;
     if (entry != nullptr) *entry = script.words[i].text;
     std::vector<Word> argv;
     for (size_t k = i + 1; k < script.words.size(); ++k) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/quote.h"
 #include "launch/internal.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
@@ -101,8 +102,8 @@ std::string RegisterFlavorNote(const spec::ModelSpec& m, const TitanJob& job) {
       "# model.flavor '{}' is not one of torchtitan's registered flavors: register it in\n"
       "# torchtitan/models/{}/__init__.py with: layers {}, dim {}, heads {}, kv heads {}, head\n"
       "# dim {}, FFN {}, vocab {}, rope theta {}{}.\n",
-      job.flavor, job.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden,
-      m.vocab, m.rope_theta,
+      core::CommentText(job.flavor), job.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim,
+      m.ffn_hidden, m.vocab, m.rope_theta,
       m.is_moe()
           ? fmt::format(
                 ", {} experts top-{} of FFN {}, first {} layers dense, every {} layer MoE,\n# "
@@ -147,8 +148,11 @@ std::string JobToml(const EmitInput& in, const TitanJob& job) {
        "job.toml\n";
   if (!job.registered) t += RegisterFlavorNote(m, job);
   t += "\n[job]\ndump_folder = \"./outputs\"\n";
-  t += fmt::format("description = \"pentamesh: {} {}\"\n", m.name, spec::ShortLayout(l));
-  t += fmt::format("\n[model]\nname = \"{}\"\nflavor = \"{}\"\n", job.name, job.flavor);
+  // The model's name is the user's: TOML-escaped (core::TomlString) wherever it is a value.
+  t += fmt::format("description = {}\n",
+                   core::TomlString("pentamesh: " + m.name + " " + spec::ShortLayout(l)));
+  t += fmt::format("\n[model]\nname = {}\nflavor = {}\n", core::TomlString(job.name),
+                   core::TomlString(job.flavor));
   if (in.train.precision == spec::Precision::kFp8) {
     t += "converters = [\"quantize.linear.float8\"]\n";
   }
@@ -176,7 +180,7 @@ std::string OverridesTxt(const EmitInput& in, const TitanJob& job) {
   o += fmt::format(
       "# torchtitan main: torchrun ... -m torchtitan.train --module {} --config <your {} config> "
       "$(grep -v '^#' overrides.txt)\n",
-      job.name, job.flavor);
+      job.name, core::CommentText(job.flavor));
   auto kv = [&o](const std::string& k, const std::string& v) { o += "--" + k + " " + v + "\n"; };
   kv("training.num_tokens_per_microbatch_per_dp_rank", std::to_string(l.mbs * in.train.seq_len));
   kv("training.num_tokens_per_train_step", std::to_string(in.train.global_batch_tokens));

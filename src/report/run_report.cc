@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/input.h"
 #include "core/output.h"
 #include "cost/cost.h"
 #include "report/chart.h"
@@ -411,12 +412,9 @@ core::Result<RunMetrics> ParseRunMetrics(const std::string& text, const std::str
 
 core::Result<RunMetrics> LoadRunMetrics(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / "metrics.jsonl").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseRunMetrics(text.str(), path);
+  PM_ASSIGN_OR_RETURN(const std::string text,
+                      core::ReadInputFile(path, core::kMaxLogFileBytes, "metrics.jsonl"));
+  return ParseRunMetrics(text, path);
 }
 
 std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns) {
@@ -478,12 +476,9 @@ std::string ExpertLoadHeatmap(const RunMetrics& run, size_t max_columns) {
 }
 
 core::Status LoadRunTrace(const std::string& path, RunMetrics* run) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  PM_ASSIGN_OR_RETURN(run->trace, ParseChromeTrace(text.str(), path));
+  PM_ASSIGN_OR_RETURN(const std::string text,
+                      core::ReadInputFile(path, core::kMaxLogFileBytes, "trace"));
+  PM_ASSIGN_OR_RETURN(run->trace, ParseChromeTrace(text, path));
   run->trace_source = path;
   return core::Status::Ok();
 }

@@ -17,12 +17,11 @@
 
 namespace pentamesh::spec {
 
-// Documented limits (README, "Input rules and limits").
+// Documented limits (README, "Input rules and limits"). File sizes: core/input.h.
 inline constexpr int64_t kMaxGpus = int64_t{1} << 20;  // GPUs in one cluster or layout: 1,048,576
 inline constexpr int64_t kMaxField = std::numeric_limits<int32_t>::max();  // any integral field
-inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;       // train.global_batch_tokens
-inline constexpr double kMaxMoeImbalance = 1024;                   // --moe-imbalance
-inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;  // a TOML spec or run file
+inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;  // train.global_batch_tokens
+inline constexpr double kMaxMoeImbalance = 1024;              // --moe-imbalance
 
 // `value` within [min_value, max_value]; the error reads "<field>: must be >= 1 (got 0)" (the
 // reason alone when `field` is empty, as for CLI11 validators, which prefix the flag themselves).

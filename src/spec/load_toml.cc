@@ -13,6 +13,7 @@
 #include <span>
 #include <sstream>
 
+#include "core/input.h"
 #include "core/numeric.h"
 #include "spec/field_reader.h"
 #include "spec/limits.h"
@@ -275,28 +276,9 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   return s;
 }
 
+// Through the input layer: a regular file of at most core::kMaxConfigFileBytes.
 core::Result<std::string> ReadFile(const std::string& path) {
-  // Only regular files of bounded size: a device (/dev/zero) or FIFO would never end.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    return core::Status::Error(fmt::format("{}: not a regular file", path));
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > static_cast<uintmax_t>(kMaxConfigFileBytes)) {
-    return core::Status::Error(
-        fmt::format("{}: {} bytes exceeds the limit of {} bytes for a config "
-                    "file",
-                    path, size, kMaxConfigFileBytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return core::Status::Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return core::Status::Error(fmt::format("{}: read error", path));
-  return ss.str();
+  return core::ReadInputFile(path, core::kMaxConfigFileBytes, "config file");
 }
 
 namespace {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -285,6 +287,18 @@ struct Errors {
       out = *v;
     }
   }
+  // A key of `t` outside `known`: "<table>.<key>: unknown key in [<table>] (known: ...)".
+  void RejectUnknown(const toml::table& t, const std::string& table,
+                     std::initializer_list<std::string_view> known) {
+    for (const auto& [key, node] : t) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      std::string names;
+      for (std::string_view k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+      Add(table.empty() ? std::string(key.str()) : table + "." + std::string(key.str()),
+          fmt::format("unknown key in {} (known: {})",
+                      table.empty() ? "the top level" : "[" + table + "]", names));
+    }
+  }
   core::Status Status() const {
     if (all.empty()) return core::Status::Ok();
     std::string text = all.front();
@@ -344,10 +358,12 @@ std::vector<CommProfile> ParseComm(const toml::table& root, Errors& e) {
     if (t->contains("reduce_gbps")) {
       e.Number((*t)["reduce_gbps"], field + ".reduce_gbps", c.fit.reduce_gbps, /*zero_ok=*/true);
     }
+    e.RejectUnknown(*t, field, {"ranks", "latency_us", "bus_gbps", "reduce_gbps", "sample"});
     if (const toml::array* samples = (*t)["sample"].as_array()) {
       for (size_t j = 0; j < samples->size(); ++j) {
         const std::string sf = fmt::format("{}.sample[{}]", field, j);
         if (const toml::table* st = (*samples)[j].as_table()) {
+          e.RejectUnknown(*st, sf, {"op", "bytes", "seconds"});
           c.samples.push_back(ParseCommSample(*st, sf, e));
         } else {
           e.Add(sf, "must be a table");
@@ -390,6 +406,20 @@ core::Result<HostProfile> LoadHostProfile(const std::string& path) {
       *out = static_cast<int>(*v);
     }
   }
+  e.RejectUnknown(root, "", {"host", "comm"});
+  e.RejectUnknown(*h, "host",
+                  {"threads", "cores", "peak_gflops", "gemm_dim_overhead", "peak_gflops_1t",
+                   "gemm_dim_overhead_1t", "mem_gbps", "attention_gflops", "stream_1t_gbps",
+                   "gemv_gbps", "gemv_1t_gbps", "gemm", "gemm_1t"});
+  for (const char* samples : {"gemm", "gemm_1t"}) {
+    if (const toml::array* a = (*h)[samples].as_array()) {
+      for (size_t i = 0; i < a->size(); ++i) {
+        if (const toml::table* g = (*a)[i].as_table()) {
+          e.RejectUnknown(*g, fmt::format("host.{}[{}]", samples, i), {"m", "n", "k", "seconds"});
+        }
+      }
+    }
+  }
   p.comm = ParseComm(root, e);
   PM_RETURN_IF_ERROR(e.Status());
   return p;
@@ -399,6 +429,7 @@ core::Result<std::vector<CommProfile>> LoadCommProfiles(const std::string& path)
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
   PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, path));
   Errors e{path, {}};
+  e.RejectUnknown(root, "", {"host", "comm"});
   std::vector<CommProfile> out = ParseComm(root, e);
   PM_RETURN_IF_ERROR(e.Status());
   return out;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/input.h"
+#include "core/quote.h"
 #include "plan/allow.h"
 #include "plan/baseline.h"
 #include "plan/search.h"
@@ -62,11 +64,9 @@ core::Result<Search> SearchHost(const train::RunConfig& config, int ranks,
 
 // The injections' outcomes file: a JSON array of objects with string name, command and outcome.
 core::Result<nlohmann::json> ReadInjections(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::Status::Error(fmt::format("--injections: cannot read '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  auto text = core::ReadInputFile(path, core::kMaxConfigFileBytes, "--injections file");
+  if (!text.ok()) return core::Status::Error("--injections: " + text.status().message());
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_array()) {
     return core::Status::Error(fmt::format("--injections: {}: not a JSON array", path));
   }
@@ -119,7 +119,7 @@ std::vector<std::string> RunSets(const Options& options) {
     sets.push_back(s);
   }
   if (!options.host_profile.empty()) {
-    sets.push_back(fmt::format("run.host_profile=\"{}\"", options.host_profile));
+    sets.push_back("run.host_profile=" + core::TomlString(options.host_profile));
   }
   return sets;
 }

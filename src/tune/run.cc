@@ -22,7 +22,9 @@
 #include <thread>
 
 #include "core/find_on_path.h"
+#include "core/input.h"
 #include "core/numeric.h"
+#include "core/quote.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -44,7 +46,7 @@ std::vector<std::string> Command(const Options& o, const std::string& exe,
   argv.insert(argv.end(), {exe, "train", "--config", o.config});
   for (const std::string& s : RunSets(o)) argv.insert(argv.end(), {"--set", s});
   argv.insert(argv.end(), {"--layout", spec::FormatLayout(row.layout)});
-  argv.insert(argv.end(), {"--set", fmt::format("run.out_dir=\"{}\"", row.dir)});
+  argv.insert(argv.end(), {"--set", "run.out_dir=" + core::TomlString(row.dir)});
   return argv;
 }
 
@@ -128,8 +130,12 @@ double Row::Error() const {
 
 core::Status ReadMeasured(Row& row, int steps) {
   const std::string path = (fs::path(row.dir) / "metrics.jsonl").string();
-  std::ifstream in(path);
-  if (!in) return core::Status::Error(fmt::format("{}: no metrics (the run wrote none)", path));
+  if (!fs::exists(path)) {
+    return core::Status::Error(fmt::format("{}: no metrics (the run wrote none)", path));
+  }
+  PM_ASSIGN_OR_RETURN(const std::string text,
+                      core::ReadInputFile(path, core::kMaxLogFileBytes, "metrics.jsonl"));
+  std::istringstream in(text);
   std::vector<nlohmann::json> good;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {

@@ -667,6 +667,28 @@ TEST(Profile, TomlRoundTrip) {
   auto bad = ProfileFromToml("[stack]\nname = \"x\"\n[params]\ntp_overlap = 7\n", "bad.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("params.tp_overlap"), std::string::npos);
+  // Unknown keys and tables that would never apply (issue 31): named, not ignored.
+  auto typo = ProfileFromToml(
+      "[stack]\nname = \"x\"\nstack = \"megatron\"\n[interval.h100]\nlo = 0.9\nhi = 1.1\n"
+      "runs = 3\nhigh = 2\n",
+      "typo.toml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("interval.h100.high: unknown key in [interval.h100]"),
+            std::string::npos)
+      << typo.status().message();
+  auto preset_name = ProfileFromToml(
+      "[stack]\nname = \"x\"\nstack = \"megatron\"\n[gpu.h100-sxm]\ngemm_efficiency = 0.6\n",
+      "gpu.toml");
+  ASSERT_FALSE(preset_name.ok());
+  EXPECT_NE(preset_name.status().message().find(
+                "gpu.h100-sxm: never applies: cluster h100-sxm has the GPU class 'h100'"),
+            std::string::npos)
+      << preset_name.status().message();
+  // calibrate --name with a quote, a backslash and a newline: the written TOML reads back.
+  p.name = "my \"fit\" \\ v2\nline";
+  auto quoted = ProfileFromToml(ProfileToml(p), "quoted");
+  ASSERT_TRUE(quoted.ok()) << quoted.status().message();
+  EXPECT_EQ(quoted->name, p.name);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -198,6 +201,56 @@ TEST(Harden2Numbers, RunsJsonNumbersNamed) {
   const std::string huge =
       Write(dir, "runs2.json", R"([{"id": "a", "model": {"num_layers": 12345678901234567890}}])");
   ExpectRefused(Pentamesh("validate --runs " + huge), "\"/0/model/num_layers\"");
+}
+
+}  // namespace
+}  // namespace pentamesh
+
+namespace pentamesh {
+namespace {
+
+// Issue 31, item 4: every file a command reads goes through core/input.h. A FIFO (no writer),
+// /dev/zero, a directory and a file over its limit are refused at once (exit 2 naming the path
+// and the reason) by each kind of reader: a TOML spec, an engine config, a runs JSON, a run's
+// metrics.jsonl and a trace.
+TEST(Harden2Inputs, FifoDeviceDirectoryAndOversizedRefused) {
+  const std::string dir = testing::MakeTempDir("harden2_inputs");
+  const std::string fifo = dir + "/pipe.toml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(dir + "/dir.toml");
+  {
+    std::ofstream big(dir + "/big.toml");
+    big << std::string((size_t{16} << 20) + 1, '#');
+  }
+  fs::create_directories(dir + "/run");
+  const std::string metrics_fifo = dir + "/run/metrics.jsonl";
+  ASSERT_EQ(mkfifo(metrics_fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string args, part;
+  };
+  const std::vector<Case> cases = {
+      {"plan --model " + fifo + " --train pretrain-4k --gpus 8", fifo + ": is a FIFO"},
+      {"plan --model /dev/zero --train pretrain-4k --gpus 8",
+       "/dev/zero: is a character device, not a regular file"},
+      {"plan --model " + dir + "/dir.toml --train pretrain-4k --gpus 8",
+       dir + "/dir.toml: is a directory"},
+      {"plan --model " + dir + "/big.toml --train pretrain-4k --gpus 8",
+       dir + "/big.toml: 16777217 bytes is over the limit of 16777216 bytes for a config file"},
+      {"import-config " + fifo, fifo + ": is a FIFO"},
+      {"import-config /dev/zero", "/dev/zero: is a character device"},
+      {"validate --runs " + fifo, fifo + ": is a FIFO"},
+      {"report --run " + dir + "/run --html " + dir + "/r.html", metrics_fifo + ": is a FIFO"},
+  };
+  for (const Case& c : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    // Under timeout: a reader that blocked on the FIFO would exit 124, not 2.
+    const CliRun r = Shell(fmt::format("timeout 20 {} {}", PM_BINARY, c.args));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    SCOPED_TRACE(c.args);
+    ExpectRefused(r, c.part);
+    EXPECT_LT(seconds, 10.0);
+  }
 }
 
 }  // namespace

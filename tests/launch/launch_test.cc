@@ -407,6 +407,36 @@ TEST(LaunchImport, TorchtitanLlama3Example) {
   EXPECT_NE(no_gpus.status().message().find("data_parallel_shard_degree"), std::string::npos);
 }
 
+// Found by fuzz/launch_fuzz.cc: an array spliced into itself (A=( "${A[@]}" )) pushed into the
+// vector it iterated (heap use after free under ASan); it reads as bash reads it. A variable or
+// array doubled from itself per line is refused at the expansion limit instead of growing
+// exponentially.
+TEST(LaunchImport, SelfExpansionsReadAndBounded) {
+  auto s = internal::ReadScript(
+      "train.sh",
+      "A=(--num-layers 2)\nA=(\"${A[@]}\" \"${A[@]}\")\npython pretrain_gpt.py \"${A[@]}\"\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<std::string> words;
+  for (const auto& w : s->words) words.push_back(w.text);
+  EXPECT_EQ(words, (std::vector<std::string>{"python", "pretrain_gpt.py", "--num-layers", "2",
+                                             "--num-layers", "2"}));
+  std::string vars = "X=ab\n", arrays = "A=(ab)\n";
+  for (int i = 0; i < 40; ++i) {
+    vars += "X=\"$X$X\"\n";
+    arrays += "A=(\"${A[@]}\" \"${A[@]}\")\n";
+  }
+  // Line n (n >= 2) expands 2^n bytes: the total 2^(n+1) - 4 passes 2^24 at line 24.
+  const auto v = internal::ReadScript("train.sh", vars + "echo \"$X\"\n");
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("train.sh: line 24: variable expansions exceed 16777216"),
+            std::string::npos)
+      << v.status().message();
+  const auto a = internal::ReadScript("train.sh", arrays + "echo \"${A[@]}\"\n");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("the expansions exceed 16777216 bytes"), std::string::npos)
+      << a.status().message();
+}
+
 TEST(LaunchImport, BadFilesNameTheLineOrKey) {
   struct Bad {
     const char* name;

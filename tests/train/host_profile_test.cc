@@ -249,6 +249,13 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
        "bytes = 0\nseconds = 1e-5\n",
        "comm[0].sample[0].bytes: must be a positive integer"},
       {"comm = 3\n", "comm: must be an array of tables"},
+      // Unknown keys (issue 31): named with their table, never ignored.
+      {"[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\nbus_gpbs = 3\n",
+       "comm[0].bus_gpbs: unknown key in [comm[0]] (known: ranks, latency_us"},
+      {"[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\n[[comm.sample]]\nop = \"p2p\"\n"
+       "bytes = 4096\nseconds = 1e-5\nsecs = 1\n",
+       "comm[0].sample[0].secs: unknown key in [comm[0].sample[0]] (known: op, bytes, seconds)"},
+      {"[hots]\nthreads = 2\n", "hots: unknown key in the top level (known: host, comm)"},
   };
   for (const auto& c : cases) {
     // A top-level key must precede the tables; [[comm]] entries follow the host's.
@@ -258,6 +265,14 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
     ASSERT_FALSE(r.ok()) << c.comm;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }
+  // A misspelt [host] key is named, not skipped.
+  std::string typo = host;
+  typo.replace(typo.find("[host]\n"), 7, "[host]\npeak_gflop = 1\n");
+  const auto r = LoadHostProfile(WriteTemp("host_typo.toml", typo));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("host.peak_gflop: unknown key in [host] (known: threads"),
+            std::string::npos)
+      << r.status().message();
 }
 
 // A run config with run.host_profile takes the host's numbers; with peak_gflops too it is refused.
