@@ -101,7 +101,8 @@ TEST(EmitQuoting, HostileNamesAndPathsArriveAsOneLiteralArgument) {
   const std::string bin = MakeStubs(base);
   const std::string argv_out = base + "/argv";
   // A submit directory whose name is itself hostile (no '/', the one byte a name cannot hold).
-  const fs::path submit = fs::path(base) / "sub $(touch INJ) `touch INJ` ;touch INJ;'\"*?[a] -rf\n\u2713";
+  const fs::path submit =
+      fs::path(base) / "sub $(touch INJ) `touch INJ` ;touch INJ;'\"*?[a] -rf\n\u2713";
   fs::create_directories(submit);
   int runs = 0;
   for (const Case& c : kCases) {
@@ -229,8 +230,8 @@ TEST(EmitQuoting, HostileNamesAndPathsArriveAsOneLiteralArgument) {
           break;
         case Engine::kTorchtitan:
           EXPECT_EQ(argv, (std::vector<std::string>{
-                              "--nnodes=1", fmt::format("--nproc-per-node={}", GpusPerNode(in)),
-                              "--node-rank=0", "--rdzv-backend=c10d", "--rdzv-endpoint=node1:29500",
+                              "--nnodes=1", fmt::format("--nproc_per_node={}", GpusPerNode(in)),
+                              "--node_rank=0", "--rdzv_backend=c10d", "--rdzv_endpoint=node1:29500",
                               "-m", "torchtitan.train", "--job.config_file", "job.toml"}))
               << where;
           break;
