@@ -140,15 +140,15 @@ void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipeP
       "with full attention FLOPs; causal = with causal attention FLOPs.\n"
       "A batch ramp is costed as sub-phases: the ramp at its token-weighted mean batch, then the "
       "steady rest.\n\n");
-  fmt::print("  {:>2}  {:<16} {:>7} {:>6} {:>7} {:<8} {:<44} {:>9} {:>6} {:>6} {:>6} {:>6} {:>6}\n",
+  fmt::print("  {:>2}  {:<16} {:>7} {:>6} {:>7} {:<8} {:<50} {:>9} {:>6} {:>6} {:>6} {:>7} {:>7}\n",
              "#", "phase", "tokens", "seq", "batch", "rope", "layout", "tokens/s", "6N", "full",
              "causal", "days", "w/fail");
   for (const plan::PartPlan& part : p.parts) {
     const cost::Estimate& e = part.best;
     const spec::Phase& ph = recipe.phases[part.part.phase];
     fmt::print(
-        "  {:>2}  {:<16} {:>7} {:>6} {:>7} {:<8} {:<44} {:>9.4g} {:>5.1f}% {:>5.1f}% {:>5.1f}% "
-        "{:>6.2f} {:>6.2f}\n",
+        "  {:>2}  {:<16} {:>7} {:>6} {:>7} {:<8} {:<50} {:>9.4g} {:>5.1f}% {:>5.1f}% {:>5.1f}% "
+        "{:>7.3f} {:>7.3f}\n",
         part.part.phase + 1, part.part.name, Count(part.part.train.total_tokens),
         part.part.train.seq_len, Count(static_cast<double>(part.part.train.global_batch_tokens)),
         spec::RopeScalingName(ph.rope.kind), spec::ShortLayout(e.layout), e.tokens_per_s,
