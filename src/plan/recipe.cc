@@ -119,12 +119,13 @@ core::Result<RecipePlan> PlanRecipe(const spec::ModelSpec& model, const spec::Cl
   const std::vector<spec::PhasePart> parts = AllParts(recipe);
   RecipePlan plan;
   std::vector<std::vector<cost::Estimate>> tops;
+  SearchOptions search = options.search;
+  search.top_k = std::max(search.top_k, options.single_candidates_per_part);
   for (const spec::PhasePart& part : parts) {
-    PM_ASSIGN_OR_RETURN(SearchResult result, Search(model, cluster, part.train, options.search));
+    PM_ASSIGN_OR_RETURN(SearchResult result, Search(model, cluster, part.train, search));
     if (result.top.empty()) {
       std::string why;
-      for (const std::string& line :
-           ExplainNoFit(model, cluster, part.train, options.search, result)) {
+      for (const std::string& line : ExplainNoFit(model, cluster, part.train, search, result)) {
         why += (why.empty() ? "" : "; ") + line;
       }
       plan.no_fit.push_back(fmt::format("{}: {}", part.name, why));

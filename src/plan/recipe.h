@@ -7,8 +7,9 @@
 // with the part's train spec, so a part's best layout is what `plan --train` gives for that spec.
 // Consecutive parts on different layouts pay a cost::Reshard (checkpoint, restart, reload); parts
 // on the same layout pay nothing. The single layout: each candidate from the parts' top lists
-// (SearchOptions::top_k of each) costed on every part; the fastest that fits them all. It is a
-// heuristic over those candidates, not a search of the whole space for the whole recipe.
+// (RecipeOptions::single_candidates_per_part of each) costed on every part; the fastest that fits
+// them all. It is a heuristic over those candidates, not a search of the whole space for the whole
+// recipe.
 //
 // MFU in three conventions, the case study's first (cost::FlopsPerToken): 6N (6 x active
 // params, no attention), with full attention (the square), with causal attention (half of it).
@@ -28,8 +29,11 @@
 namespace pentamesh::plan {
 
 struct RecipeOptions {
-  SearchOptions search;         // per part; top_k is also the single-layout candidates per part
+  SearchOptions search;         // per part
   cost::GoodputParams goodput;  // storage bandwidths and restart for resharding; failures
+  // Layouts each part's search contributes as candidates for the single layout: its top
+  // max(search.top_k, single_candidates_per_part).
+  int single_candidates_per_part = 64;
 };
 
 struct PartPlan {
