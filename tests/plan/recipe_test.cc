@@ -110,6 +110,15 @@ TEST(PlanRecipe, EachPartIsThePlainPlanOfItsTrainSpec) {
   ASSERT_TRUE(plan->single.has_value());
   EXPECT_GE(plan->single->totals.days, days * (1 - 1e-12));
   EXPECT_EQ(plan->single->totals.switches, 0);
+  // Its days are the plain estimate of that layout on each part's train spec, summed.
+  double single_days = 0;
+  for (const spec::TrainSpec& t : trains) {
+    const cost::Estimate e = cost::EstimateLayout(
+        f.model, f.cluster, t, plan->single->parts[0].layout, f.options.search.cost);
+    ASSERT_TRUE(e.fits);
+    single_days += e.days;
+  }
+  EXPECT_NEAR(plan->single->totals.days, single_days, 1e-12);
 }
 
 TEST(PlanRecipe, OnePhaseRecipeIsThePlainPlan) {
