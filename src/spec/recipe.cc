@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "spec/field_reader.h"
