@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes as a TOML spec file. Loading must return a value or a Status
 // naming the field, never crash; a file whose [model], [cluster] and [train] all load is then
 // validated and costed (the cost model must not crash or hit UB on any spec the loader accepts).
+// The same bytes as a [recipe]: a recipe that loads splits into parts (the ramp's arithmetic)
+// whose train specs are valid (a positive batch that is a multiple of the sequence).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -8,6 +10,7 @@
 #include "cost/cost.h"
 #include "spec/layout.h"
 #include "spec/load_toml.h"
+#include "spec/recipe.h"
 #include "spec/validate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,6 +19,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto model = spec::ModelFromTomlText(text, "fuzz");
   auto cluster = spec::ClusterFromTomlText(text, "fuzz");
   auto train = spec::TrainFromTomlText(text, "fuzz");
+  if (auto recipe = spec::RecipeFromTomlText(text, "fuzz"); recipe.ok()) {
+    for (size_t i = 0; i < recipe->phases.size(); ++i) {
+      for (const spec::PhasePart& part : spec::PhaseParts(*recipe, i)) {
+        const spec::TrainSpec& t = part.train;
+        if (t.seq_len <= 0 || t.global_batch_tokens < t.seq_len ||
+            t.global_batch_tokens % t.seq_len != 0 || !(t.total_tokens > 0)) {
+          __builtin_trap();
+        }
+      }
+    }
+  }
   // The same bytes as a layout string (the CLI's --layout).
   auto layout = spec::ParseLayout(text);
   if (!model.ok() || !cluster.ok() || !train.ok()) return 0;

@@ -13,6 +13,7 @@
 #include "cli/goodput_flags.h"
 #include "cli/launch_cli.h"
 #include "cli/plan_common.h"
+#include "cli/plan_recipe.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
 #include "report/html.h"
@@ -26,6 +27,7 @@ constexpr double kGB = 1e9;
 
 struct PlanArgs {
   SearchArgs search;
+  std::string recipe;
   int top = 5;
   bool pareto = false;
   bool distinct = false;
@@ -360,7 +362,27 @@ void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult
   if (!a.search.html.empty()) fmt::print("\nreport: {}\n", a.search.html);
 }
 
+// --recipe: the plan per phase (cli/plan_recipe.cc). The single-run options do not apply.
+int RunRecipe(const PlanArgs& a) {
+  if (!a.search.train.empty()) return Fail("--recipe and --train: give one of them");
+  const std::vector<std::pair<bool, const char*>> single_run = {
+      {a.pareto, "--pareto"},
+      {!a.baseline.empty(), "--baseline"},
+      {!a.engine.empty(), "--engine"},
+      {!a.emit.engine.empty() || !a.emit.out.empty(), "--emit/--out"},
+      {!a.search.html.empty(), "--html"},
+      {a.rank != "throughput", "--rank"},
+      {a.distinct, "--distinct"}};
+  for (const auto& [given, flag] : single_run) {
+    if (given) return Fail(fmt::format("{} is not supported with --recipe", flag));
+  }
+  return RunPlanRecipe(
+      RecipeRunArgs{.search = a.search, .recipe = a.recipe, .top = a.top, .goodput = a.goodput});
+}
+
 int RunPlan(const PlanArgs& a) {
+  if (!a.recipe.empty()) return RunRecipe(a);
+  if (a.search.train.empty()) return Fail("plan: give --train (one run) or --recipe (phases)");
   if (const core::Status s = CheckEmitArgs(a.emit); !s.ok()) return Fail(s.message());
   auto engine = NamedEngine(a);
   if (!engine.ok()) return Fail(engine.status().message());
@@ -422,7 +444,9 @@ RunFn AddPlanCommand(CLI::App& app) {
   auto* sub = app.add_subcommand("plan", "Search every 5D layout and rank those that fit");
   auto args = std::make_shared<PlanArgs>();
   AddSearchOptions(*sub, args->search, /*with_model=*/true);
-  sub->add_option("--train", args->search.train, "train preset or TOML file")->required();
+  sub->add_option("--train", args->search.train, "train preset or TOML file");
+  sub->add_option("--recipe", args->recipe,
+                  "plan each phase of a recipe (preset or TOML file) instead of one --train run");
   sub->add_option("--top", args->top, "how many layouts to list")
       ->capture_default_str()
       ->transform(IntIn(1, 100000));

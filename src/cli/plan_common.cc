@@ -67,13 +67,15 @@ nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s) {
   return j;
 }
 
-core::Result<Inputs> LoadInputs(const SearchArgs& a) {
+core::Result<Inputs> LoadInputs(const SearchArgs& a, bool with_train) {
   Inputs in;
   if (!a.model.empty()) {
     PM_ASSIGN_OR_RETURN(in.model, spec::LoadModel(a.model));
   }
   PM_ASSIGN_OR_RETURN(in.cluster, spec::LoadCluster(a.cluster, a.gpus));
-  PM_ASSIGN_OR_RETURN(in.train, spec::LoadTrain(a.train));
+  if (with_train) {
+    PM_ASSIGN_OR_RETURN(in.train, spec::LoadTrain(a.train));
+  }
   PM_RETURN_IF_ERROR(ApplyStack(a.stack.empty() ? calib::kDefaultStack : a.stack, in));
   return in;
 }

@@ -50,7 +50,8 @@ struct Inputs {
   calib::Profile stack;     // --stack
   cost::CostParams params;  // the stack's cost parameters
 };
-core::Result<Inputs> LoadInputs(const SearchArgs& args);
+// with_train = false leaves Inputs::train empty (plan --recipe: each phase brings its own).
+core::Result<Inputs> LoadInputs(const SearchArgs& args, bool with_train = true);
 // Loads --stack into the cluster and cost parameters (estimate and the search commands).
 core::Status ApplyStack(const std::string& stack, Inputs& in);
 core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, const Inputs& in,

@@ -17,10 +17,10 @@ RunFn AddPresetsCommand(CLI::App& app) {
   auto* sub = app.add_subcommand("presets", "List built-in presets, or print one as TOML");
   auto kind = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
-  sub->add_option("kind", *kind, "models, clusters or train");
+  sub->add_option("kind", *kind, "models, clusters, train or recipes");
   sub->add_option("name", *name, "preset to print");
   return [kind, name]() -> int {
-    const std::vector<std::string> kinds = {"models", "clusters", "train"};
+    const std::vector<std::string> kinds = {"models", "clusters", "train", "recipes"};
     if (kind->empty()) {
       for (const auto& k : kinds) {
         fmt::print("{}:", k);
@@ -30,7 +30,8 @@ RunFn AddPresetsCommand(CLI::App& app) {
       return 0;
     }
     if (std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) {
-      return Fail(fmt::format("presets: kind '{}' is not one of models, clusters, train", *kind));
+      return Fail(
+          fmt::format("presets: kind '{}' is not one of models, clusters, train, recipes", *kind));
     }
     if (name->empty()) {
       for (const auto& n : spec::PresetNames(*kind)) fmt::print("{}\n", n);

@@ -64,7 +64,10 @@ struct FlopsPerToken {
   // square; sliding-window layers count their window: cost/attention.h)
   double model = 0;
   double model_causal = 0;  // same with the keys a causal mask leaves (GQA: 6 L h_attn s)
-  double hardware = 0;      // model + recomputed forward work (for HFU), full-square convention
+  // 6 x active parameters (ParamCounts::active), no attention term: the case study's convention
+  // (seeds 000, T_compute = 6 P_active B S / (peak N MFU)); independent of the sequence length.
+  double model_6n = 0;
+  double hardware = 0;  // model + recomputed forward work (for HFU), full-square convention
 };
 FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute);
 // Forward FLOPs of core attention for one query token, all layers: QK^T and AV are 2 x keys x
@@ -289,6 +292,7 @@ struct Estimate {
   double bubble_fraction = 0;  // bubble / step
   double mfu = 0;
   double mfu_causal = 0;  // MFU under the causal-half attention FLOP convention
+  double mfu_6n = 0;      // MFU under the 6N convention (FlopsPerToken::model_6n)
   double hfu = 0;
   double tokens_per_s = 0;
   double days = 0;  // for train.total_tokens

@@ -115,7 +115,8 @@ void Rates(const Context& ctx, const spec::Layout& l, Estimate& est) {
   const double peak = ctx.cluster().peak_tflops * 1e12 * gpus;
   est.tokens_per_s = static_cast<double>(train.global_batch_tokens) / est.time.step;
   est.mfu = Mfu(ctx.flops_none.model, est.tokens_per_s, ctx.cluster());
-  est.mfu_causal = ctx.flops_none.model_causal * est.tokens_per_s / peak;
+  est.mfu_causal = Mfu(ctx.flops_none.model_causal, est.tokens_per_s, ctx.cluster());
+  est.mfu_6n = Mfu(ctx.flops_none.model_6n, est.tokens_per_s, ctx.cluster());
   const FlopsPerToken& f = l.recompute == spec::Recompute::kFull        ? ctx.flops_full
                            : l.recompute == spec::Recompute::kSelective ? ctx.flops_selective
                                                                         : ctx.flops_none;

@@ -23,6 +23,9 @@ static_assert(kLlama3HardwareGpu + kLlama3HardwareNode + kLlama3NetworkNode + kL
 
 size_t Index(FailureKind kind) { return static_cast<size_t>(kind); }
 
+// What one rank checkpoints: its weights and optimizer state (the most loaded stage's).
+double CheckpointBytesRank(const Estimate& e) { return e.memory.weights + e.memory.optimizer; }
+
 double JobFailuresPerDay(const spec::ClusterSpec& cluster, const FailureRates& rates) {
   double per_day = 0;
   for (FailureKind kind : kFailureKinds) {
@@ -110,7 +113,7 @@ Goodput EstimateGoodput(const spec::ClusterSpec& cluster, const Estimate& e,
                         const GoodputParams& p) {
   CheckParams(cluster, e, p);
   Goodput g;
-  g.checkpoint_bytes_rank = e.memory.weights + e.memory.optimizer;
+  g.checkpoint_bytes_rank = CheckpointBytesRank(e);
   g.checkpoint_bytes_total = g.checkpoint_bytes_rank * static_cast<double>(cluster.gpus());
   CheckpointTimes(cluster, p, g);
   g.failures_per_day = JobFailuresPerDay(cluster, p.rates);
@@ -136,6 +139,22 @@ Goodput EstimateGoodput(const spec::ClusterSpec& cluster, const Estimate& e,
   g.days_lost = g.days - e.days;
   g.cost_usd = e.cost_usd / g.goodput;
   return g;
+}
+
+Reshard EstimateReshard(const spec::ClusterSpec& cluster, const Estimate& from, const Estimate& to,
+                        const GoodputParams& p) {
+  CheckParams(cluster, from, p);
+  CheckParams(cluster, to, p);
+  const double gpus = static_cast<double>(cluster.gpus());
+  const double from_rank = CheckpointBytesRank(from);
+  Reshard r;
+  r.bytes_written = from_rank * gpus;
+  r.bytes_read = CheckpointBytesRank(to) * gpus;
+  r.write_s = from_rank / (p.host_copy_gbps * kGB) + r.bytes_written / (p.storage_write_gbps * kGB);
+  r.read_s = r.bytes_read / (p.storage_read_gbps * kGB);
+  r.restart_s = p.restart_s;
+  r.seconds = r.write_s + r.restart_s + r.read_s;
+  return r;
 }
 
 double GoodputTokensPerS(const spec::ClusterSpec& cluster, const Estimate& e,

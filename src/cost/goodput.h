@@ -101,6 +101,26 @@ struct Goodput {
 Goodput EstimateGoodput(const spec::ClusterSpec& cluster, const Estimate& estimate,
                         const GoodputParams& params);
 
+// A layout change between two phases of a recipe: the old layout's ranks write a checkpoint to the
+// parallel file system (each its weights + optimizer state, the checkpoint EstimateGoodput counts;
+// the training waits, as a sync checkpoint: copy to host, then the file system), the job restarts,
+// and the new layout's ranks read their shards of it back (any layout reads any checkpoint,
+// docs/checkpoint_format.md). The file system always carries it, whatever params.mode: an
+// in-memory copy is laid out for the old layout. Closed form:
+//   seconds = bytes_rank(from) / host_copy + bytes_total(from) / storage_write + restart_s
+//             + bytes_total(to) / storage_read
+struct Reshard {
+  double bytes_written = 0;  // from's checkpoint_bytes_total
+  double bytes_read = 0;     // to's checkpoint_bytes_total (every rank reads its own shard)
+  double write_s = 0;        // host copy + file-system write
+  double read_s = 0;
+  double restart_s = 0;
+  double seconds = 0;  // write_s + restart_s + read_s
+};
+// REQUIRES: both estimates fit; bandwidths > 0, restart_s >= 0 (EstimateGoodput's requirements).
+Reshard EstimateReshard(const spec::ClusterSpec& cluster, const Estimate& from, const Estimate& to,
+                        const GoodputParams& params);
+
 // Effective tokens/s: tokens_per_s * goodput (0 when the run does not progress). `plan --rank
 // goodput` orders layouts by it.
 double GoodputTokensPerS(const spec::ClusterSpec& cluster, const Estimate& estimate,

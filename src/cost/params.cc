@@ -82,6 +82,7 @@ FlopsPerToken Flops(const spec::ModelSpec& m, int64_t seq_len, spec::Recompute r
   FlopsPerToken f;
   f.model = 6.0 * c.active_matmul + 3.0 * attn_fwd_full;
   f.model_causal = 6.0 * c.active_matmul + 3.0 * attn_fwd_causal;
+  f.model_6n = 6.0 * c.active;
   f.hardware = f.model;
   if (recompute == spec::Recompute::kSelective) {
     f.hardware += attn_fwd_full;  // core attention forward again (Korthikanti et al. 2022)

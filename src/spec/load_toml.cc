@@ -18,6 +18,7 @@
 #include "spec/field_reader.h"
 #include "spec/limits.h"
 #include "spec/presets.h"
+#include "spec/recipe.h"
 #include "spec/toml_parse.h"
 
 namespace pentamesh::spec {
@@ -288,11 +289,15 @@ bool IsPath(const std::string& s) {
          (s.size() > 5 && s.compare(s.size() - 5, 5, ".toml") == 0);
 }
 
+// "model", "cluster", "train", "recipe": the flag and the singular of a preset kind.
+std::string KindName(const std::string& kind) {
+  return kind == "train" ? "train" : kind.substr(0, kind.size() - 1);
+}
+
 template <typename T, typename F>
 core::Result<T> Load(const std::string& kind, const std::string& what, F from_text) {
   if (what.empty()) {
-    return core::Status::Error(fmt::format(
-        "--{}: empty name", kind == "train" ? "train" : kind.substr(0, kind.size() - 1)));
+    return core::Status::Error(fmt::format("--{}: empty name", KindName(kind)));
   }
   if (IsPath(what)) {
     PM_ASSIGN_OR_RETURN(std::string text, ReadFile(what));
@@ -302,9 +307,8 @@ core::Result<T> Load(const std::string& kind, const std::string& what, F from_te
   if (!text) {
     std::string names;
     for (const auto& n : PresetNames(kind)) names += (names.empty() ? "" : ", ") + n;
-    return core::Status::Error(
-        fmt::format("unknown {} preset '{}' (known: {}; or give a .toml path)",
-                    kind == "train" ? "train" : kind.substr(0, kind.size() - 1), what, names));
+    return core::Status::Error(fmt::format(
+        "unknown {} preset '{}' (known: {}; or give a .toml path)", KindName(kind), what, names));
   }
   return from_text(*text, "preset " + what);
 }
@@ -345,6 +349,10 @@ core::Result<ClusterSpec> LoadCluster(const std::string& preset_or_path,
 
 core::Result<TrainSpec> LoadTrain(const std::string& preset_or_path) {
   return Load<TrainSpec>("train", preset_or_path, TrainFromTomlText);
+}
+
+core::Result<Recipe> LoadRecipe(const std::string& preset_or_path) {
+  return Load<Recipe>("recipes", preset_or_path, RecipeFromTomlText);
 }
 
 std::vector<std::string> PresetNames(const std::string& kind) {

@@ -33,7 +33,7 @@ core::Status SetGpuCount(ClusterSpec& cluster, int64_t gpus);
 // Reads a whole file; the error names the path and the OS reason.
 core::Result<std::string> ReadFile(const std::string& path);
 
-// Built-in presets: kind is "models", "clusters" or "train".
+// Built-in presets: kind is "models", "clusters", "train" or "recipes".
 std::vector<std::string> PresetNames(const std::string& kind);
 std::optional<std::string> PresetText(const std::string& kind, const std::string& name);
 

@@ -7,7 +7,7 @@
 namespace pentamesh::spec {
 
 struct PresetFile {
-  std::string_view kind;  // "models", "clusters", "train"
+  std::string_view kind;  // "models", "clusters", "train", "recipes", "stacks"
   std::string_view name;  // file name without .toml
   std::string_view text;
 };

@@ -132,5 +132,29 @@ TEST(Goodput, FailuresFasterThanRestartsNeverFinish) {
   EXPECT_DOUBLE_EQ(GoodputTokensPerS(Cluster(), TenDayRun(), p), 0);
 }
 
+// A layout change between phases: from's 16 ranks write 15 GB each (host copy at 50 GB/s, then
+// 240 GB to the file system at 100 GB/s), restart 600 s, to's 16 ranks read 8 GB each (128 GB at
+// 64 GB/s): 0.3 + 2.4 + 600 + 2 = 604.7 s, whatever the checkpoint mode.
+TEST(Goodput, ReshardIsWriteRestartRead) {
+  Estimate to = TenDayRun();
+  to.memory.weights = 6e9;
+  to.memory.optimizer = 2e9;
+  for (CheckpointMode mode :
+       {CheckpointMode::kSync, CheckpointMode::kAsync, CheckpointMode::kMemory}) {
+    GoodputParams p = Params(mode);
+    p.host_copy_gbps = 50;
+    p.storage_write_gbps = 100;
+    p.storage_read_gbps = 64;
+    p.restart_s = 600;
+    const Reshard r = EstimateReshard(Cluster(), TenDayRun(), to, p);
+    EXPECT_DOUBLE_EQ(r.bytes_written, 240e9);
+    EXPECT_DOUBLE_EQ(r.bytes_read, 128e9);
+    EXPECT_DOUBLE_EQ(r.write_s, 0.3 + 2.4);
+    EXPECT_DOUBLE_EQ(r.read_s, 2.0);
+    EXPECT_DOUBLE_EQ(r.restart_s, 600);
+    EXPECT_DOUBLE_EQ(r.seconds, 604.7);
+  }
+}
+
 }  // namespace
 }  // namespace pentamesh::cost

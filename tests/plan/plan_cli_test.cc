@@ -145,6 +145,61 @@ TEST(PlanCli, BadOptions) {
   EXPECT_TRUE(Has(r.out, "--gpus-list: 'x'")) << r.out;
 }
 
+// plan --recipe: JSON per part with the three MFU conventions; the bad inputs exit 2 naming the
+// phase and key, or the flag.
+TEST(PlanCli, RecipeJsonAndErrors) {
+  const std::string path = std::string(::testing::TempDir()) + "/recipe_cli.toml";
+  const std::string good = R"([recipe]
+name = "two"
+usd_per_gpu_hour = 2
+[[recipe.phase]]
+name = "8k"
+tokens = 1e11
+seq_len = 8192
+global_batch_tokens = 2097152
+[[recipe.phase]]
+name = "32k"
+tokens = 1e10
+seq_len = 32768
+global_batch_tokens = 2097152
+rope = { kind = "base", theta = 4e6 }
+)";
+  std::ofstream(path) << good;
+  CliRun r =
+      Pentamesh("plan --model llama3-8b --gpus 16 --mbs-max 1 --recipe " + path + " --json", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["parts"].size(), 2u);
+  EXPECT_EQ(j["parts"][1]["seq_len"], 32768);
+  EXPECT_EQ(j["parts"][1]["rope"]["kind"], "base");
+  const nlohmann::json& mfu = j["parts"][1]["mfu"];
+  // At 32K attention adds FLOPs: 6N < causal < full.
+  EXPECT_LT(mfu["6n"].get<double>(), mfu["causal_attention"].get<double>());
+  EXPECT_LT(mfu["causal_attention"].get<double>(), mfu["full_attention"].get<double>());
+  EXPECT_TRUE(j["better"] == "per-phase" || j["better"] == "single");
+  r = Pentamesh("plan --model llama3-8b --gpus 16 --mbs-max 1 --recipe " + path);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "MFU conventions: 6N")) << r.out;
+  EXPECT_TRUE(Has(r.out, "per-phase layouts:")) << r.out;
+
+  std::ofstream(path) << good << "lr = 1\n";
+  r = Pentamesh("plan --model llama3-8b --gpus 16 --recipe " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "recipe.phase[2].lr: unknown key")) << r.out;
+  r = Pentamesh("plan --model llama3-8b --gpus 16 --recipe llama3-405b --train pretrain-4k");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "--recipe and --train")) << r.out;
+  r = Pentamesh("plan --model llama3-8b --gpus 16 --recipe llama3-405b --pareto");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "--pareto is not supported with --recipe")) << r.out;
+  r = Pentamesh("plan --model llama3-8b --gpus 16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "give --train (one run) or --recipe (phases)")) << r.out;
+  r = Pentamesh("plan --model llama3-8b --gpus 16 --recipe nope");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.out, "unknown recipe preset 'nope'")) << r.out;
+}
+
 TEST(ScaleCli, JsonPoints) {
   const CliRun r = Pentamesh(
       "scale --model llama3-8b --cluster h100-sxm --train pretrain-4k --gpus-list 8,16,32 --json",

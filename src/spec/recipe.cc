@@ -1,0 +1,225 @@
+#include "spec/recipe.h"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "spec/field_reader.h"
+#include "spec/limits.h"
+#include "spec/toml_parse.h"
+
+namespace pentamesh::spec {
+namespace {
+
+void ReadPrecision(FieldReader& r, Precision& out) {
+  std::string precision = "bf16";
+  r.String("precision", precision);
+  if (precision == "bf16") {
+    out = Precision::kBf16;
+  } else if (precision == "fp8") {
+    out = Precision::kFp8;
+  } else if (precision == "fp32") {
+    out = Precision::kFp32;
+  } else {
+    r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
+  }
+}
+
+// [recipe.phase.rope]: kind and the parameters that kind takes (others are unknown keys).
+void ReadRope(const toml::table& t, const std::string& prefix, std::vector<std::string>& errors,
+              RopeScaling& rope) {
+  FieldReader r(&t, prefix, &errors);
+  std::string kind = "none";
+  r.String("kind", kind, true);
+  r.Double("theta", rope.theta, false);
+  if (kind == "none") {
+    rope.kind = RopeScalingKind::kNone;
+  } else if (kind == "base") {
+    rope.kind = RopeScalingKind::kBaseChange;
+    if (t.get("theta") == nullptr) r.Error("theta", "missing (required for kind = \"base\")");
+  } else if (kind == "llama3") {
+    rope.kind = RopeScalingKind::kLlama3;
+    r.Double("factor", rope.factor, true);
+    r.Double("low_freq_factor", rope.low_freq_factor, true);
+    r.Double("high_freq_factor", rope.high_freq_factor, true);
+    r.Int("original_max_positions", rope.original_max_positions, true);
+    if (rope.high_freq_factor <= rope.low_freq_factor && rope.low_freq_factor > 0) {
+      r.Error("high_freq_factor", fmt::format("{} must exceed low_freq_factor={}",
+                                              rope.high_freq_factor, rope.low_freq_factor));
+    }
+  } else if (kind == "yarn") {
+    rope.kind = RopeScalingKind::kYarn;
+    r.Double("factor", rope.factor, true);
+    r.Int("original_max_positions", rope.original_max_positions, true);
+    r.Double("beta_fast", rope.beta_fast, false);
+    r.Double("beta_slow", rope.beta_slow, false);
+    if (rope.beta_fast <= rope.beta_slow) {
+      r.Error("beta_fast",
+              fmt::format("{} must exceed beta_slow={}", rope.beta_fast, rope.beta_slow));
+    }
+  } else {
+    r.Error("kind", fmt::format("'{}' is not one of none, llama3, yarn, base", kind));
+  }
+  if ((rope.kind == RopeScalingKind::kLlama3 || rope.kind == RopeScalingKind::kYarn) &&
+      rope.factor < 1) {
+    r.Error("factor", fmt::format("{} must be >= 1 (it stretches the context)", rope.factor));
+  }
+  r.RejectUnknown();
+}
+
+// One [[recipe.phase]]; `number` counts from 1.
+Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& errors) {
+  const std::string prefix = fmt::format("recipe.phase[{}]", number);
+  FieldReader r(&t, prefix, &errors);
+  Phase p;
+  r.String("name", p.name);
+  if (p.name.empty()) p.name = fmt::format("phase {}", number);
+  r.Double("tokens", p.tokens, true, 0, true, 1e18);
+  r.Int("seq_len", p.seq_len, true);
+  r.Int("global_batch_tokens", p.global_batch_tokens, true, 1, kMaxBatchTokens);
+  ReadPrecision(r, p.precision);
+  std::set<std::string> sub_tables;
+  if (const toml::node* ramp = t.get("batch_ramp")) {
+    sub_tables.insert("batch_ramp");
+    if (!ramp->is_table()) {
+      r.Error("batch_ramp", "must be a table");
+    } else {
+      FieldReader rr(ramp->as_table(), prefix + ".batch_ramp", &errors);
+      rr.Int("start_tokens", p.ramp.start_tokens, true, 1, kMaxBatchTokens);
+      rr.Double("over_tokens", p.ramp.over_tokens, true, 0, true, 1e18);
+      rr.RejectUnknown();
+      if (p.seq_len > 0 && p.ramp.start_tokens % p.seq_len != 0) {
+        rr.Error("start_tokens",
+                 fmt::format("{} is not a multiple of seq_len={}", p.ramp.start_tokens, p.seq_len));
+      }
+      if (p.ramp.start_tokens >= p.global_batch_tokens && p.global_batch_tokens > 0) {
+        rr.Error("start_tokens",
+                 fmt::format("{} must be below global_batch_tokens={} (the batch it grows to)",
+                             p.ramp.start_tokens, p.global_batch_tokens));
+      }
+      if (p.ramp.over_tokens > p.tokens && p.tokens > 0) {
+        rr.Error("over_tokens", fmt::format("{:.4g} exceeds the phase's tokens={:.4g}",
+                                            p.ramp.over_tokens, p.tokens));
+      }
+    }
+  }
+  if (const toml::node* rope = t.get("rope")) {
+    sub_tables.insert("rope");
+    if (!rope->is_table()) {
+      r.Error("rope", "must be a table");
+    } else {
+      ReadRope(*rope->as_table(), prefix + ".rope", errors, p.rope);
+    }
+  }
+  r.RejectUnknown(sub_tables);
+  if (p.seq_len > 0 && p.global_batch_tokens % p.seq_len != 0) {
+    r.Error("global_batch_tokens",
+            fmt::format("{} is not a multiple of seq_len={}", p.global_batch_tokens, p.seq_len));
+  }
+  return p;
+}
+
+TrainSpec PartTrain(const Recipe& recipe, const Phase& phase, int64_t batch_tokens, double tokens,
+                    const std::string& name) {
+  TrainSpec t;
+  t.name = recipe.name + "/" + name;
+  t.seq_len = phase.seq_len;
+  t.global_batch_tokens = batch_tokens;
+  t.precision = phase.precision;
+  t.total_tokens = tokens;
+  t.usd_per_gpu_hour = recipe.usd_per_gpu_hour;
+  return t;
+}
+
+}  // namespace
+
+const char* RopeScalingName(RopeScalingKind kind) {
+  switch (kind) {
+    case RopeScalingKind::kNone:
+      return "none";
+    case RopeScalingKind::kLlama3:
+      return "llama3";
+    case RopeScalingKind::kYarn:
+      return "yarn";
+    case RopeScalingKind::kBaseChange:
+      return "base";
+  }
+  return "?";
+}
+
+double Recipe::total_tokens() const {
+  double sum = 0;
+  for (const Phase& p : phases) sum += p.tokens;
+  return sum;
+}
+
+int64_t RampMeanBatchTokens(int64_t start_tokens, int64_t end_tokens, int64_t seq_len) {
+  PM_CHECK(seq_len > 0 && start_tokens > 0 && end_tokens >= start_tokens)
+      << "ramp " << start_tokens << " -> " << end_tokens << " at seq_len " << seq_len;
+  const double mean_seqs = (static_cast<double>(start_tokens) + static_cast<double>(end_tokens)) /
+                           2.0 / static_cast<double>(seq_len);
+  const int64_t seqs = std::max<int64_t>(1, std::llround(mean_seqs));
+  return seqs * seq_len;
+}
+
+std::vector<PhasePart> PhaseParts(const Recipe& recipe, size_t index) {
+  PM_CHECK(index < recipe.phases.size()) << "phase " << index;
+  const Phase& p = recipe.phases[index];
+  if (p.ramp.over_tokens <= 0) {
+    return {
+        PhasePart{index, p.name, PartTrain(recipe, p, p.global_batch_tokens, p.tokens, p.name)}};
+  }
+  std::vector<PhasePart> parts;
+  const std::string ramp_name = p.name + "/ramp";
+  parts.push_back(PhasePart{
+      index, ramp_name,
+      PartTrain(recipe, p,
+                RampMeanBatchTokens(p.ramp.start_tokens, p.global_batch_tokens, p.seq_len),
+                p.ramp.over_tokens, ramp_name)});
+  const double rest = p.tokens - p.ramp.over_tokens;
+  if (rest > 0) {
+    const std::string steady_name = p.name + "/steady";
+    parts.push_back(PhasePart{index, steady_name,
+                              PartTrain(recipe, p, p.global_batch_tokens, rest, steady_name)});
+  }
+  return parts;
+}
+
+core::Result<Recipe> RecipeFromTomlText(const std::string& text, const std::string& source) {
+  PM_ASSIGN_OR_RETURN(toml::table root, ParseTomlText(text, source));
+  const toml::node* node = root.get("recipe");
+  if (!node) return core::Status::Error(fmt::format("{}: has no [recipe] table", source));
+  if (!node->is_table()) {
+    return core::Status::Error(fmt::format("{}: 'recipe' must be a table", source));
+  }
+  const toml::table& t = *node->as_table();
+  Recipe recipe;
+  std::vector<std::string> errors;
+  FieldReader r(&t, "recipe", &errors);
+  r.String("name", recipe.name);
+  r.Double("usd_per_gpu_hour", recipe.usd_per_gpu_hour, false, 0, false);
+  const toml::node* phases = t.get("phase");
+  if (phases == nullptr) {
+    r.Error("phase", "missing (required): at least one [[recipe.phase]]");
+  } else if (!phases->is_array_of_tables()) {
+    r.Error("phase", "must be an array of tables ([[recipe.phase]])");
+  } else {
+    const toml::array& list = *phases->as_array();
+    if (list.empty()) r.Error("phase", "has no phase");
+    for (size_t i = 0; i < list.size(); ++i) {
+      recipe.phases.push_back(ReadPhase(*list.get(i)->as_table(), i + 1, errors));
+    }
+  }
+  r.RejectUnknown({"phase"});
+  PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
+  if (recipe.name.empty()) recipe.name = source;
+  return recipe;
+}
+
+}  // namespace pentamesh::spec
