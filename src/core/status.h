@@ -8,7 +8,7 @@
 
 namespace pentamesh::core {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   static Status Ok() { return Status(); }
@@ -25,7 +25,7 @@ class Status {
 
 // g++ 12 has no std::expected; this is the small subset we need.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {}  // NOLINT: REQUIRES: !status.ok()
