@@ -7,7 +7,7 @@
 
 #include "schedule/generate.h"
 #include "spec/validate.h"
-#include "train/trainer.h"
+#include "train/host_cost.h"
 
 namespace pentamesh::train {
 namespace {

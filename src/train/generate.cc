@@ -11,8 +11,8 @@
 #include "kernels/cpu/matmul.h"
 #include "train/checkpoint_state.h"
 #include "train/engine_rules.h"
+#include "train/host_cost.h"
 #include "train/run_config.h"
-#include "train/trainer.h"
 
 namespace pentamesh::train {
 namespace {

@@ -14,7 +14,7 @@
 #include "plan/search.h"
 #include "spec/layout.h"
 #include "train/engine_rules.h"
-#include "train/trainer.h"
+#include "train/host_cost.h"
 #include "tune/tune.h"
 
 namespace pentamesh::tune {
