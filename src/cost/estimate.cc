@@ -172,10 +172,18 @@ double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches
   const auto f = schedule::BubbleFractionClosedForm(schedule, static_cast<double>(pp),
                                                     static_cast<double>(microbatches),
                                                     static_cast<double>(virtual_stages));
-  // Every schedule the layout offers has a closed form (ZB-V is not a layout schedule); 1F1B's
-  // is the bound otherwise.
-  const double fraction =
-      f ? *f : static_cast<double>(pp - 1) / static_cast<double>(microbatches + pp - 1);
+  // Every schedule the layout offers has a closed form (ZB-V is not a layout schedule); without
+  // one the schedule is simulated (schedule::BubbleFraction, memoized), never approximated.
+  double fraction = 0;
+  if (f) {
+    fraction = *f;
+  } else {
+    const core::Result<double> simulated =
+        schedule::BubbleFraction(schedule, static_cast<int>(pp), static_cast<int>(microbatches),
+                                 static_cast<int>(virtual_stages));
+    PM_CHECK(simulated.ok()) << simulated.status().message();
+    fraction = *simulated;
+  }
   return fraction / (1.0 - fraction);
 }
 

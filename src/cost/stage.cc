@@ -7,6 +7,7 @@
 #include <array>
 
 #include "cost/internal.h"
+#include "schedule/generate.h"
 
 namespace pentamesh::cost::internal {
 
@@ -43,9 +44,14 @@ double InterleavedInflight(const Context& ctx, const spec::Layout& l, const Term
   auto chunk_bytes = [&](int64_t v) {
     return v < kCached ? cached[static_cast<size_t>(v)] : compute(v);
   };
-  auto forward = [&](int64_t k) { return chunk_bytes((k / p) % V); };
-  auto backward = [&](int64_t k) { return chunk_bytes(V - 1 - (k / p) % V); };
-  const int64_t warmup = std::min(total, 2 * (p - pp_rank - 1) + (V - 1) * p + 1);
+  // schedule/'s order and warm-up: forwards and backwards walk the chunks in opposite order, and
+  // the peak is reached from the warm-up plus the first steady forward on.
+  auto forward = [&](int64_t k) { return chunk_bytes(schedule::InterleavedForwardChunk(p, V, k)); };
+  auto backward = [&](int64_t k) {
+    return chunk_bytes(V - 1 - schedule::InterleavedForwardChunk(p, V, k));
+  };
+  const int64_t warmup = std::min(
+      total, schedule::WarmupForwards(spec::Schedule::kInterleaved, p, pp_rank, total / V, V) + 1);
   double held = 0;
   for (int64_t k = 0; k < warmup; ++k) held += forward(k);
   double peak = held;
@@ -96,23 +102,19 @@ void ComputeStage(const Context& ctx, const spec::Layout& l, const Terms& t, int
   s.max_layer_params = attn + (s.moe_layers > 0 ? moe_dense + moe_expert : 0.0);
   if (dense_layers > 0)
     s.max_layer_params = std::max(s.max_layer_params, attn + ctx.mlp_params_layer / t.tp);
-  const double p = t.pp, r = static_cast<double>(pp_rank);
-  switch (l.schedule) {
-    case spec::Schedule::kGPipe:
-      s.inflight = t.m;
-      break;
-    case spec::Schedule::kOneFOneB:
-      s.inflight = std::min(t.m, p - r);
-      break;
-    case spec::Schedule::kZeroBubble:
-      // ZB-H1: 1F1B's forwards, and rank r runs W of micro-batch i after B of i + r, so r
-      // micro-batches wait between B and W while B walks the next one.
-      s.inflight = std::min(t.m, p - r);
-      s.pending_w = std::min(r, t.m - 1.0);
-      break;
-    case spec::Schedule::kInterleaved:
-      s.inflight = InterleavedInflight(ctx, l, t, pp_rank);
-      break;
+  // Micro-batches stashed at the peak: the warm-up's forwards plus the first steady one, from
+  // schedule/ (the simulator's answer, tests/cost StageInflight.*); interleaved weighs its chunks.
+  const auto m = static_cast<int64_t>(t.m);
+  if (l.schedule == spec::Schedule::kInterleaved) {
+    s.inflight = InterleavedInflight(ctx, l, t, pp_rank);
+  } else {
+    s.inflight = static_cast<double>(
+        std::min(m, schedule::WarmupForwards(l.schedule, l.pp, pp_rank, m, 1) + 1));
+  }
+  // ZB-H1: rank r defers r W passes, so up to r micro-batches wait between B and W while B walks
+  // the next one.
+  if (l.schedule == spec::Schedule::kZeroBubble) {
+    s.pending_w = static_cast<double>(std::min(schedule::ZeroBubbleDeferredW(pp_rank), m - 1));
   }
 }
 

@@ -69,4 +69,19 @@ core::Result<std::vector<Program>> MakeAll(const ScheduleSpec& spec);
 Action InterleavedForward(int pp, int virtual_stages, int k);
 Action InterleavedBackward(int pp, int virtual_stages, int k);
 
+// The pipeline arithmetic the generators above are built on, in 64-bit for cost/'s activation
+// memory (cost/stage.cc), which asks here instead of repeating it (order.cc).
+// Forwards rank `rank` runs before its first backward: gpipe all m; 1f1b and zb (ZB-H1)
+// p - r - 1; interleaved 2(p - r - 1) + (V - 1)p; each at most the rank's m x V forwards. Its
+// peak of stashed micro-batch chunks is min(m x V, warm-up + 1). REQUIRES: not ZB-V (its phases
+// are in zero_bubble_v.cc), 0 <= rank < pp.
+int64_t WarmupForwards(Schedule kind, int64_t pp, int64_t rank, int64_t microbatches,
+                       int64_t virtual_stages);
+// ZB-H1: the W passes rank r defers to fill its cooldown bubble (r of them), so at most
+// min(r, m - 1) micro-batches wait for W while B walks the next one.
+int64_t ZeroBubbleDeferredW(int64_t rank);
+// Megatron's interleaved order: the chunk (0..V-1) of the k-th forward of a rank (backwards walk
+// the chunks in reverse: V - 1 - this of the k-th backward).
+int64_t InterleavedForwardChunk(int64_t pp, int64_t virtual_stages, int64_t k);
+
 }  // namespace pentamesh::schedule

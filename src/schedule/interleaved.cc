@@ -14,20 +14,23 @@ namespace pentamesh::schedule {
 Action InterleavedForward(int pp, int virtual_stages, int k) {
   const int group = pp * virtual_stages;
   const int in_group = k % group;
-  return F((k / group) * pp + in_group % pp, in_group / pp);
+  return F((k / group) * pp + in_group % pp,
+           static_cast<int>(InterleavedForwardChunk(pp, virtual_stages, k)));
 }
 
 Action InterleavedBackward(int pp, int virtual_stages, int k) {
   const int group = pp * virtual_stages;
   const int in_group = k % group;
-  return B((k / group) * pp + in_group % pp, virtual_stages - 1 - in_group / pp);
+  return B((k / group) * pp + in_group % pp,
+           virtual_stages - 1 - static_cast<int>(InterleavedForwardChunk(pp, virtual_stages, k)));
 }
 
 Program Interleaved(int pp, int rank, int microbatches, int virtual_stages) {
   PM_CHECK(rank >= 0 && rank < pp) << "rank=" << rank << " pp=" << pp;
   PM_CHECK(microbatches % pp == 0) << "m=" << microbatches << " pp=" << pp;
   const int total = microbatches * virtual_stages;
-  const int warmup = std::min(2 * (pp - rank - 1) + (virtual_stages - 1) * pp, total);
+  const int warmup = static_cast<int>(
+      WarmupForwards(Schedule::kInterleaved, pp, rank, microbatches, virtual_stages));
   const int steady = total - warmup;
   Program program;
   program.reserve(2 * static_cast<size_t>(total));

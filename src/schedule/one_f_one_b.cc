@@ -10,7 +10,8 @@ namespace pentamesh::schedule {
 
 Program OneFOneB(int pp, int rank, int microbatches) {
   PM_CHECK(rank >= 0 && rank < pp) << "rank=" << rank << " pp=" << pp;
-  const int warmup = std::min(pp - rank - 1, microbatches);
+  const int warmup =
+      static_cast<int>(WarmupForwards(Schedule::kOneFOneB, pp, rank, microbatches, 1));
   const int steady = microbatches - warmup;
   Program program;
   program.reserve(2 * static_cast<size_t>(microbatches));

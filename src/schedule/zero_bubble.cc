@@ -13,9 +13,10 @@ namespace pentamesh::schedule {
 
 Program ZeroBubbleH1(int pp, int rank, int microbatches) {
   PM_CHECK(rank >= 0 && rank < pp) << "rank=" << rank << " pp=" << pp;
-  const int warmup = std::min(pp - rank - 1, microbatches);
+  const int warmup =
+      static_cast<int>(WarmupForwards(Schedule::kZeroBubble, pp, rank, microbatches, 1));
   const int steady = microbatches - warmup;
-  const int deferred = rank;  // W passes postponed to fill the cooldown bubble
+  const int deferred = static_cast<int>(ZeroBubbleDeferredW(rank));
   Program program;
   program.reserve(3 * static_cast<size_t>(microbatches));
   int next_w = 0;

@@ -1,9 +1,17 @@
 // Memory terms against hand derivations: Korthikanti et al. 2022's activation equations, the
 // seeds' worked numbers (1.02 GB ring-attention scores, Llama-3 405B model state), ZeRO stages,
 // EP sharding, micro-batches in flight per schedule, the uneven pipeline split.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "cost/cost.h"
+#include "cost/internal.h"
+#include "schedule/generate.h"
+#include "schedule/simulate.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 #include "testing/tiny_specs.h"
@@ -281,6 +289,66 @@ TEST(Cluster, GemmEfficiencyKey) {
   const double base_s = EstimateLayout(m, c, t, spec::Layout{.tp = 8}).time.compute;
   c.gemm_efficiency = 0.325;
   EXPECT_GT(EstimateLayout(m, c, t, spec::Layout{.tp = 8}).time.compute, 1.6 * base_s);
+}
+
+// The micro-batches cost/ counts in flight on each pipeline rank (internal::Stage: `inflight`
+// stashes held from F to B, in stage-equivalents; ZB-H1's `pending_w`, waiting from B to W
+// while B walks the next one) equal what schedule/'s generated programs hold, read off the
+// programs themselves: every layout schedule, pp 2-4, V 1-3, every valid m up to 12.
+TEST(StageInflight, EqualsTheGeneratedPrograms) {
+  spec::ModelSpec m = testing::GptTiny();
+  m.layers =
+      72;  // every chunk of pp x V (4, 6, 8, 9, 12) holds the same layers: chunks weigh alike
+  int checked = 0;
+  for (int pp = 2; pp <= 4; ++pp) {
+    for (int m_count = 1; m_count <= 12; ++m_count) {
+      std::vector<std::pair<spec::Schedule, int>> kinds = {{spec::Schedule::kGPipe, 1},
+                                                           {spec::Schedule::kOneFOneB, 1},
+                                                           {spec::Schedule::kZeroBubble, 1}};
+      if (m_count % pp == 0) {
+        kinds.push_back({spec::Schedule::kInterleaved, 2});
+        kinds.push_back({spec::Schedule::kInterleaved, 3});
+      }
+      for (const auto& [kind, v] : kinds) {
+        Layout l;
+        l.pp = pp;
+        l.schedule = kind;
+        l.virtual_stages = v;
+        const Context ctx(m, testing::H100Cluster(8), testing::Train(128, m_count));
+        internal::Terms t;
+        internal::ComputeTerms(ctx, l, t);
+        ASSERT_EQ(t.m, m_count);
+        t.act_head = 0;  // the last chunk's head stash aside, every chunk weighs the same
+        for (int r = 0; r < pp; ++r) {
+          internal::Stage s;
+          internal::ComputeStage(ctx, l, t, r, s);
+          const auto program = schedule::Make(kind, pp, r, m_count, v);
+          ASSERT_TRUE(program.ok()) << program.status().message();
+          // F..B: the program without its W passes (B frees the stash).
+          schedule::Program fb;
+          for (const schedule::Action& a : *program) {
+            if (a.kind != schedule::ActionKind::kWeight) fb.push_back(a);
+          }
+          const std::string where =
+              fmt::format("{} pp={} m={} V={} rank={}", spec::ToString(kind), pp, m_count, v, r);
+          EXPECT_DOUBLE_EQ(s.inflight, schedule::PeakInFlight(fb, v, m_count) / double(v)) << where;
+          // B..W: micro-batches whose B ran and whose W has not, counted as each B starts.
+          int waiting = 0, peak_waiting = 0;
+          for (const schedule::Action& a : *program) {
+            if (a.kind == schedule::ActionKind::kBackward && kind == spec::Schedule::kZeroBubble) {
+              peak_waiting = std::max(peak_waiting, waiting);
+              ++waiting;
+            } else if (a.kind == schedule::ActionKind::kWeight) {
+              --waiting;
+            }
+          }
+          EXPECT_DOUBLE_EQ(s.pending_w, peak_waiting) << where;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 12 * 3 * 3 + 2 * (6 * 2 + 4 * 3 + 3 * 4));
 }
 
 }  // namespace
