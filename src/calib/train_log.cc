@@ -59,6 +59,8 @@ core::Result<LogStep> MegatronLine(const std::string& name, int line_no, const s
   std::istringstream fields(line.substr(fields_at));
   std::string field;
   bool have_time = false;
+  double consumed_samples = 0, consumed_tokens = 0;
+  int64_t actual_seq = 0;
   while (std::getline(fields, field, '|')) {
     const size_t colon = field.rfind(':');
     if (colon == std::string::npos) continue;
@@ -73,6 +75,13 @@ core::Result<LogStep> MegatronLine(const std::string& name, int line_no, const s
       s.iteration_s = key.ends_with("(s)") ? t : t / 1000.0;
       if (key.ends_with("(s)")) engine_words = "deepspeed";  // BigScience's fork prints seconds
       have_time = true;
+    } else if (key == "consumed samples") {
+      PM_ASSIGN_OR_RETURN(consumed_samples, Number(name, line_no, key, value));
+    } else if (key == "consumed tokens") {
+      PM_ASSIGN_OR_RETURN(consumed_tokens, Number(name, line_no, key, value));
+    } else if (key == "actual seqlen") {
+      PM_ASSIGN_OR_RETURN(const double n, Number(name, line_no, key, value));
+      actual_seq = static_cast<int64_t>(n);
     } else if (key == "global batch size") {
       PM_ASSIGN_OR_RETURN(const double g, Number(name, line_no, key, value));
       s.global_batch = static_cast<int64_t>(g);
@@ -89,6 +98,13 @@ core::Result<LogStep> MegatronLine(const std::string& name, int line_no, const s
       PM_ASSIGN_OR_RETURN(s.tokens_per_s_gpu, Number(name, line_no, key, value));
       engine_words = "deepspeed";
     }
+  }
+  // Megatron-DeepSpeed counts tokens and samples: their ratio is the sequence length it ran.
+  if (actual_seq > 0) {
+    s.seq_len = actual_seq;
+  } else if (consumed_samples > 0 && consumed_tokens > 0 &&
+             consumed_tokens / consumed_samples == std::floor(consumed_tokens / consumed_samples)) {
+    s.seq_len = static_cast<int64_t>(consumed_tokens / consumed_samples);
   }
   if (!have_time) {
     return core::Status::Error(
@@ -227,7 +243,7 @@ core::Result<Measured> MeasureLog(const TrainLog& log, const LogRunConfig& confi
     return core::Status::Error("the config does not say the sequence length: pass --seq-len");
   }
   Measured out;
-  std::vector<double> job_tps, tflops;
+  std::vector<double> job_tps, tflops, tgs;
   for (const LogStep& s : log.steps) {
     if (s.step <= options.skip_steps) {
       ++out.steps_skipped;
@@ -236,6 +252,12 @@ core::Result<Measured> MeasureLog(const TrainLog& log, const LogRunConfig& confi
     if (out.steps_used == 0) out.first_step = s.step;
     out.last_step = s.step;
     ++out.steps_used;
+    if (s.seq_len > 0 && s.seq_len != config.train.seq_len) {
+      return core::Status::Error(fmt::format(
+          "line {}: the log's sequence length is {} (consumed tokens / consumed samples, or "
+          "actual seqlen), the config's {}",
+          s.line, s.seq_len, config.train.seq_len));
+    }
     if (titan_log) {
       job_tps.push_back(s.tokens_per_s_gpu * static_cast<double>(config.gpus));
     } else {
@@ -248,6 +270,7 @@ core::Result<Measured> MeasureLog(const TrainLog& log, const LogRunConfig& confi
                         s.iteration_s);
     }
     if (s.tflops_per_gpu > 0) tflops.push_back(s.tflops_per_gpu);
+    if (!titan_log && s.tokens_per_s_gpu > 0) tgs.push_back(s.tokens_per_s_gpu);
   }
   if (out.steps_used == 0) {
     return core::Status::Error(fmt::format(
@@ -256,6 +279,16 @@ core::Result<Measured> MeasureLog(const TrainLog& log, const LogRunConfig& confi
         out.steps_skipped, options.skip_steps));
   }
   out.tokens_per_s = Median(job_tps);
+  // Megatron-DeepSpeed's tgs is its own tokens/s over its world size: disagreeing by more than
+  // 2%, the launch file (or --gpus) describes another run than the log.
+  if (!tgs.empty()) {
+    const double gpus = out.tokens_per_s / Median(tgs);
+    if (std::fabs(gpus / static_cast<double>(config.gpus) - 1) > 0.02) {
+      return core::Status::Error(fmt::format(
+          "the log's tokens per gpu per second (tgs, {:.3f}) imply {:.0f} GPUs, the run has {}",
+          Median(tgs), gpus, config.gpus));
+    }
+  }
   out.tokens_per_s_gpu = out.tokens_per_s / static_cast<double>(config.gpus);
   const int64_t batch_tokens = config.train.global_batch_tokens;
   out.step_time_s = batch_tokens > 0 ? static_cast<double>(batch_tokens) / out.tokens_per_s : 0;

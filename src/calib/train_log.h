@@ -39,9 +39,11 @@ enum class LogFormat { kMegatron, kTorchtitan };
 // One training step's line.
 struct LogStep {
   int64_t step = 0;
-  int line = 0;                      // 1-based line in the log
-  double iteration_s = 0;            // Megatron: elapsed time per iteration (0: torchtitan)
-  int64_t global_batch = 0;          // Megatron: global batch size (0: not printed)
+  int line = 0;              // 1-based line in the log
+  double iteration_s = 0;    // Megatron: elapsed time per iteration (0: torchtitan)
+  int64_t global_batch = 0;  // Megatron: global batch size (0: not printed)
+  // Megatron-DeepSpeed: "actual seqlen", else consumed tokens / consumed samples (0: neither)
+  int64_t seq_len = 0;
   double tokens_per_s_gpu = 0;       // torchtitan tps; Megatron-DeepSpeed tgs (0: not printed)
   double samples_per_s = 0;          // Megatron-DeepSpeed (0: not printed)
   double tflops_per_gpu = 0;         // as the engine printed it (0: not printed)
@@ -94,6 +96,7 @@ struct Measured {
 
 // The median throughput of the log's steps after the warm-up, for the run the config describes.
 // Errors: every step is warm-up; the log's format or fields name another engine than the config;
+// the log's sequence length (Megatron-DeepSpeed) or world size (its tgs) is not the config's;
 // a Megatron line without a global batch size when the config has none either.
 core::Result<Measured> MeasureLog(const TrainLog& log, const LogRunConfig& config,
                                   const LogRunOptions& options);

@@ -190,9 +190,40 @@ TEST(TrainLog, MeasureRefusals) {
   ASSERT_FALSE(ds_as_megatron.ok());
   EXPECT_NE(ds_as_megatron.status().message().find("deepspeed's but the config is a megatron"),
             std::string::npos);
+  // Its consumed tokens / consumed samples (97829879808 / 47768496 = 2048) against a config of
+  // sequence 4096: another run, refused naming the line.
+  EXPECT_EQ(bloom->steps[0].seq_len, 2048);
+  auto wrong_seq = MeasureLog(*bloom, Config("deepspeed", 384, 4096, 2048), {});
+  ASSERT_FALSE(wrong_seq.ok());
+  EXPECT_NE(wrong_seq.status().message().find("line 1: the log's sequence length is 2048"),
+            std::string::npos)
+      << wrong_seq.status().message();
   auto no_seq = MeasureLog(*bloom, Config("deepspeed", 384, 0, 0), {});
   ASSERT_FALSE(no_seq.ok());
   EXPECT_NE(no_seq.status().message().find("sequence length"), std::string::npos);
+}
+
+// Megatron-DeepSpeed's tgs is the job's tokens/s over its world size. The line is one of the
+// BLOOM excerpt's with the tgs field the deepspeedai version adds after samples per second (its
+// value, 102.695 = 2048 x 2048 / 106.36 / 384, worked out here): 384 GPUs agree, 64 do not.
+TEST(TrainLog, DeepSpeedTgsChecksTheWorldSize) {
+  const std::string line =
+      " iteration    31219/  115311 | consumed samples:     47778736 | consumed tokens:  "
+      "97850851328 | elapsed time per iteration (ms): 106360.0 | learning rate: 5.279E-05 | "
+      "global batch size:  2048 | lm loss: 5.098124E+00 | grad norm: 960.351 | actual seqlen:  "
+      "2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per "
+      "second: 19.256 | tokens per gpu per second (tgs): 102.695 | TFLOPs: 147.43 |\n";
+  auto log = ParseTrainLog("tgs", line);
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  EXPECT_EQ(log->engine, "deepspeed");
+  EXPECT_DOUBLE_EQ(log->steps[0].tokens_per_s_gpu, 102.695);
+  auto ok = MeasureLog(*log, Config("deepspeed", 384, 2048, 2048), {});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_NEAR(ok->tokens_per_s_gpu / 102.695, 1, 0.01);
+  auto wrong = MeasureLog(*log, Config("deepspeed", 64, 2048, 2048), {});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("imply 384 GPUs, the run has 64"), std::string::npos)
+      << wrong.status().message();
 }
 
 // The writer and the reader of the row format agree: every usable published row, written by
