@@ -64,7 +64,10 @@ core::Result<LogStep> MegatronLine(const std::string& name, int line_no, const s
   while (std::getline(fields, field, '|')) {
     const size_t colon = field.rfind(':');
     if (colon == std::string::npos) continue;
-    const std::string key = Trim(field.substr(0, colon));
+    // Keys as printed, with one space before a unit's parenthesis (a fork writes "elapsed time
+    // per iteration(ms)").
+    static const std::regex kUnitSpace(R"(\s*\()");
+    const std::string key = std::regex_replace(Trim(field.substr(0, colon)), kUnitSpace, " (");
     const std::string value = field.substr(colon + 1);
     if (key == "elapsed time per iteration (ms)" || key == "elapsed time per iteration (s)") {
       PM_ASSIGN_OR_RETURN(const double t, Number(name, line_no, key, value));

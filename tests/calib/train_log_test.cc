@@ -162,6 +162,13 @@ TEST(TrainLog, BadLogsNameTheLine) {
                 "number"),
             std::string::npos)
       << bad_time.status().message();
+  // A fork's spelling without the space before the unit is the same field.
+  auto fork =
+      ParseTrainLog("fork.log",
+                    " iteration 13 / 118 | elapsed time per iteration(ms): 17658.3 | global batch "
+                    "size: 2880 |");
+  ASSERT_TRUE(fork.ok()) << fork.status().message();
+  EXPECT_DOUBLE_EQ(fork->steps[0].iteration_s, 17.6583);
   auto no_tps = ParseTrainLog("t.log", "x\nstep: 3  loss: 1.0  memory: 1.00GiB(1.00%)\n");
   ASSERT_FALSE(no_tps.ok());
   EXPECT_NE(no_tps.status().message().find("t.log: line 2: step 3 has no 'tps:' field"),
