@@ -7,9 +7,9 @@
 //     samples: ... | elapsed time per iteration (ms): X | throughput per GPU (TFLOP/s/GPU): Y |
 //     learning rate: ... | global batch size: G | ...", and once "... memory (MB) | allocated: ...
 //     | max reserved: R";
-//   Megatron-DeepSpeed (megatron/training.py): the same iteration line with "elapsed time per
-//     iteration (ms)" (BigScience's fork: "(s)"), then "samples per second: S |", in newer
-//     versions "tokens per gpu per second (tgs): T |", and "TFLOPs: F |";
+//   Megatron-DeepSpeed (4efb479d megatron/training.py): the same iteration line with "elapsed
+//     time per iteration (ms)" (BigScience's fork: "(s)"), then "samples per second: S |", in
+//     newer versions "tokens per gpu per second (tgs): T |", and "TFLOPs: F |";
 //   torchtitan (v0.2.2 components/metrics.py): "step: N  loss: L  [grad_norm: g]  memory:
 //     XGiB(P%)  tps: T  tflops: F  mfu: M%", in ANSI colours unless disabled; "validate step:"
 //     lines are evaluation, not training.
