@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "core/numeric.h"
+#include "core/output.h"
 #include "spec/json_input.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
@@ -810,6 +812,106 @@ core::Result<std::vector<Run>> RunsFromJson(const json& rows, const std::string&
     runs.push_back(std::move(run));
   }
   return runs;
+}
+
+json RunRowJson(const Run& run, std::vector<std::string>* dropped) {
+  const spec::ModelSpec& m = run.model;
+  const spec::Layout& l = run.layout;
+  std::vector<std::string> lost;
+  if (m.is_mla()) lost.push_back("multi-head latent attention (the format has no MLA fields)");
+  if (m.sliding_window > 0) lost.push_back("the sliding attention window");
+  if (m.is_moe() && m.moe.capacity_factor > 0) {
+    lost.push_back(
+        fmt::format("MoE capacity factor {} (the row is read as dropless)", m.moe.capacity_factor));
+  }
+  if (m.is_moe() && (m.moe.first_dense_layers > 0 || m.moe.moe_layer_freq != 1)) {
+    lost.push_back("dense layers between the MoE layers (the row is read as MoE in every layer)");
+  }
+  if (l.schedule != spec::Schedule::kOneFOneB && l.schedule != spec::Schedule::kInterleaved) {
+    lost.push_back(
+        fmt::format("the {} pipeline schedule (read as 1F1B)", spec::ToString(l.schedule)));
+  }
+  if (l.cp > 1 && l.cp_kind != spec::CpKind::kRing) lost.push_back("Ulysses context parallelism");
+  if (run.train.precision == spec::Precision::kFp32) lost.push_back("fp32 training (read as bf16)");
+  const auto null_if_zero = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
+  json notes = nullptr;
+  if (!lost.empty()) {
+    std::string text = "the row format cannot say:";
+    for (const std::string& s : lost) text += " " + s + ";";
+    text.pop_back();
+    notes = text;
+  }
+  json row;
+  row["id"] = run.id;
+  row["source"] = {{"group", run.group}, {"name", run.id}, {"software", run.software},
+                   {"date", nullptr},    {"url", nullptr}, {"notes", notes}};
+  // GPT-style models tie the LM head to the embedding: the family is what says so (MapModel).
+  row["model"] = {
+      {"name", m.name},
+      {"family", m.tied_embeddings ? "GPT" : ""},
+      {"arch", m.is_moe() ? "moe" : "dense"},
+      {"num_layers", m.layers},
+      {"hidden_size", m.hidden},
+      {"ffn_hidden_size", m.ffn_hidden},
+      {"moe_ffn_hidden_size", m.is_moe() ? json(m.moe.expert_ffn_hidden) : json(nullptr)},
+      {"num_attention_heads", m.heads},
+      {"num_kv_heads", m.kv_heads},
+      {"head_dim", m.head_dim},
+      {"vocab_size", m.vocab},
+      {"seq_length", run.train.seq_len},
+      {"num_experts", m.is_moe() ? json(m.moe.experts) : json(nullptr)},
+      {"top_k", m.is_moe() ? json(m.moe.top_k) : json(nullptr)},
+      {"shared_experts", m.is_moe() ? json(m.moe.shared_experts) : json(nullptr)},
+      {"activation", m.activation == spec::Activation::kSwiGLU ? "swiglu" : "gelu"}};
+  row["hardware"] = {{"gpu_model", run.sku},
+                     {"gpu_type", run.sku},
+                     {"num_gpus", run.cluster.gpus()},
+                     {"gpus_per_node", run.cluster.gpus_per_node}};
+  const bool interleaved = l.schedule == spec::Schedule::kInterleaved && l.virtual_stages > 1;
+  row["parallelism"] = {
+      {"tp", l.tp},
+      {"pp", l.pp},
+      {"dp", l.dp},
+      {"cp", l.cp},
+      {"ep", l.ep},
+      {"etp", m.is_moe() ? json(l.expert_tp()) : json(nullptr)},
+      {"vpp", interleaved ? json(l.virtual_stages) : json(nullptr)},
+      {"pipeline_schedule", l.pp > 1 ? json(spec::ToString(l.schedule)) : json(nullptr)},
+      {"sequence_parallel", l.sp},
+      {"activation_recompute", spec::ToString(l.recompute)},
+      {"micro_batch_size", l.mbs},
+      {"global_batch_size", null_if_zero(run.train.global_batch_seqs())},
+      {"data_parallel_sharding", fmt::format("ZeRO-{}", l.zero)},
+      {"precision", run.train.precision == spec::Precision::kFp8 ? "fp8" : "bf16"},
+      {"notes", l.ep_placement == spec::EpPlacement::kSeparate && l.ep > 1
+                    ? json("EP not folded into the data-parallel ranks")
+                    : json(nullptr)}};
+  row["measured"] = {
+      {"tokens_per_sec_per_gpu", run.tokens_per_s_gpu},
+      {"memory_gib_per_gpu", run.memory_gib ? json(*run.memory_gib) : json(nullptr)}};
+  if (dropped != nullptr) *dropped = std::move(lost);
+  return row;
+}
+
+core::Status AppendRunRow(const std::string& path, const json& row) {
+  json rows = json::array();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
+    PM_ASSIGN_OR_RETURN(rows, spec::ParseJson(text, path));
+    if (!rows.is_array()) {
+      return core::Status::Error(fmt::format("{}: must be a JSON array of runs", path));
+    }
+  }
+  const std::string id = row.value("id", "");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].is_object() && rows[i].value("id", json()) == json(id)) {
+      return core::Status::Error(
+          fmt::format("{}: row {} already has the id '{}' (give another with --id)", path, i, id));
+    }
+  }
+  rows.push_back(row);
+  return core::WriteFileAtomic(path, rows.dump(1) + "\n");
 }
 
 core::Result<std::vector<Run>> LoadRuns(const std::string& path) {

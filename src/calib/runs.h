@@ -85,6 +85,17 @@ core::Result<std::vector<Run>> LoadRuns(const std::string& path);
 core::Result<std::vector<Run>> LoadRunFiles(const std::vector<std::string>& paths);
 core::Result<std::vector<Run>> RunsFromJson(const nlohmann::json& rows, const std::string& source);
 
+// The run as a row of the format LoadRuns reads (the writer of that format): the fields the
+// format has, filled from the run's specs, so that RunsFromJson maps it back to the same model,
+// layout and throughput. What the format cannot say (MLA, a sliding window, MoE capacity or
+// dense first layers, a schedule other than 1F1B or interleaved, Ulysses CP, fp32 training) is
+// returned in `dropped`, one sentence each, and written to the row's source notes.
+nlohmann::json RunRowJson(const Run& run, std::vector<std::string>* dropped = nullptr);
+
+// Appends `row` to the runs file at `path` (a JSON array; a missing file is created) through
+// core::WriteFileAtomic. Errors: the file is not a JSON array, or already has a row with the id.
+core::Status AppendRunRow(const std::string& path, const nlohmann::json& row);
+
 // The cluster preset for a row's GPU words ("A100-SXM4-80GB", "h100_80gb", "H100 (96GB HBM2e,
 // 500W, ...)"); empty when none matches.
 std::string SkuForGpu(const std::string& gpu_model, const std::string& gpu_type);

@@ -5,8 +5,10 @@
 // usable as `--stack profile.toml` by estimate and plan. `calibrate --host [--np N ...] --out
 // host.toml` measures this machine instead (train::MeasureHost; with --np, the MPI collectives at
 // N ranks: `mpirun -np N` of this executable in the hidden --comm-worker mode, which runs
-// train::MeasureCollectives and writes one [[comm]] entry) for run.host_profile. Thin: parse,
-// call calib or train, print.
+// train::MeasureCollectives and writes one [[comm]] entry) for run.host_profile. `calibrate --log
+// FILE --config FILE --cluster GPU` reads a training job's log and its launch file
+// (launch::ImportConfig) into one measured-run row (calib::LogRunRow), printed as JSON or added
+// to a runs file with --append. Thin: parse, call calib, launch or train, print.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -19,11 +21,15 @@
 #include "calib/fit.h"
 #include "calib/profile.h"
 #include "calib/runs.h"
+#include "calib/train_log.h"
 #include "calib/validate.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "comm/mpi_communicator.h"
+#include "core/input.h"
 #include "core/output.h"
+#include "launch/launch.h"
+#include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "train/host_profile.h"
 
@@ -38,7 +44,63 @@ struct CalibrateArgs {
   int repetitions = 5;
   int64_t comm_max_bytes = 16 << 20;
   bool comm_worker = false;  // internal: one rank of the --np measurement
+  // --log: a training job's log, the launch file it ran, and the row's id and target file.
+  std::string log, config, id, append;
+  std::optional<int64_t> gpus, seq_len;
+  int skip_steps = 2;
 };
+
+// The launch file as the log's run (import-config's reading, converted for calib/).
+core::Result<calib::LogRunConfig> LogConfig(const CalibrateArgs& a) {
+  launch::ImportOptions o;
+  o.gpus = a.gpus;
+  o.seq_len = a.seq_len;
+  PM_ASSIGN_OR_RETURN(const launch::Imported im, launch::ImportConfig(a.config, o));
+  calib::LogRunConfig c;
+  c.engine = launch::ToString(im.engine);
+  c.model = im.model;
+  c.train = im.train;
+  c.layout = im.layout;
+  c.gpus = a.gpus.value_or(im.gpus.value_or(0));
+  c.gpus_per_node = im.gpus_per_node.value_or(0);
+  c.config_file = a.config;
+  c.notes = im.notes;
+  for (const std::string& w : im.warnings) c.notes.push_back(w);
+  return c;
+}
+
+// --log: the row on stdout, or appended to --append's file.
+int RunCalibrateLog(const CalibrateArgs& a) {
+  if (a.config.empty()) return Fail("--log: give --config FILE, the launch file the job ran");
+  if (a.cluster.empty()) {
+    return Fail("--log: give --cluster PRESET, the GPU the job ran on (h100-sxm, a100-80gb, ...)");
+  }
+  auto text = core::ReadInputFile(a.log, core::kMaxLogFileBytes, "training log");
+  if (!text.ok()) return Fail("--log: " + text.status().message());
+  auto log = calib::ParseTrainLog(a.log, *text);
+  if (!log.ok()) return Fail("--log: " + log.status().message());
+  auto config = LogConfig(a);
+  if (!config.ok()) return Fail("--config: " + config.status().message());
+  calib::LogRunOptions o;
+  o.id = a.id.empty() ? std::filesystem::path(a.log).stem().string() : a.id;
+  o.sku = a.cluster;
+  o.skip_steps = a.skip_steps;
+  calib::Measured m;
+  auto row = calib::LogRunRow(a.log, *log, *config, o, &m);
+  if (!row.ok()) return Fail(fmt::format("--log {}: {}", a.log, row.status().message()));
+  if (!a.append.empty()) {
+    if (core::Status st = calib::AppendRunRow(a.append, *row); !st.ok())
+      return Fail("--append: " + st.message());
+  }
+  fmt::print(stderr,
+             "pentamesh calibrate --log: {} ({} steps used, {} warm-up skipped): {:.1f} tokens/s, "
+             "{:.2f} tokens/s per GPU on {} GPUs{}\n",
+             log->engine.empty() ? config->engine : log->engine, m.steps_used, m.steps_skipped,
+             m.tokens_per_s, m.tokens_per_s_gpu, config->gpus,
+             a.append.empty() ? "" : fmt::format("; row '{}' added to {}", o.id, a.append));
+  fmt::print("{}\n", row->dump(1));
+  return 0;
+}
 
 // --comm-worker, as one rank of `mpirun -np N`: times the collectives over the engine's own
 // communicator; rank 0 writes them, fitted, as one [[comm]] entry to --out.
@@ -265,10 +327,17 @@ core::Status CheckNp(const CalibrateArgs& a) {
 }
 
 int RunCalibrate(const CalibrateArgs& a) {
+  if ((a.host || a.comm_worker) && a.out.empty()) return Fail("calibrate: --out is required");
   if (a.comm_worker) return RunCommWorker(a);
   if (core::Status st = CheckNp(a); !st.ok()) return Fail(st.message());
   if (a.host) return RunCalibrateHost(a);
-  if (a.runs.empty()) return Fail("calibrate: give --runs FILE (measured runs) or --host");
+  if (!a.log.empty()) return RunCalibrateLog(a);
+  if (a.runs.empty()) {
+    return Fail(
+        "calibrate: --log FILE --config FILE reads a training log into a row; give --runs FILE "
+        "(measured runs) or --host");
+  }
+  if (a.out.empty()) return Fail("calibrate: --out is required (the profile TOML to write)");
   auto runs = LoadStrict(a);
   if (!runs.ok()) return Fail(runs.status().message());
   auto stack_found = SingleStack(*runs);
@@ -301,8 +370,8 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* sub = app.add_subcommand(
       "calibrate",
-      "Fit a stack profile to measured runs (--runs), or measure this host for the engine's "
-      "predictions (--host)");
+      "Fit a stack profile to measured runs (--runs), read a training log into a measured run "
+      "(--log), or measure this host for the engine's predictions (--host)");
   CLI::Option* runs =
       sub->add_option("--runs", args->runs, "runs file (bench/data/published_runs.json format)");
   CLI::Option* host = sub->add_flag(
@@ -310,6 +379,27 @@ RunFn AddCalibrateCommand(CLI::App& app) {
       "measure this machine instead (sgemm and sgemv rates fitted to the GEMM form, triad "
       "bandwidth, attention): a host profile for run.host_profile");
   runs->excludes(host);
+  CLI::Option* log = sub->add_option(
+      "--log", args->log,
+      "a training job's log (Megatron-LM, Megatron-DeepSpeed or torchtitan): its per-iteration "
+      "lines become one measured-run row (JSON on stdout)");
+  log->excludes(runs)->excludes(host);
+  sub->add_option("--config", args->config,
+                  "--log: the launch file the job ran (train.sh, job.toml, launch.sh or "
+                  "ds_config.json; read as import-config reads it)");
+  sub->add_option("--gpus", args->gpus, "--log: world size, where the launch file does not say it")
+      ->check(IntIn(1, spec::kMaxGpus));
+  sub->add_option("--seq-len", args->seq_len,
+                  "--log: sequence length, where the launch file does not say it")
+      ->check(IntIn(1));
+  sub->add_option("--skip-steps", args->skip_steps,
+                  "--log: warm-up steps left out (steps numbered up to N)")
+      ->check(CLI::Range(0, 1000000));
+  sub->add_option("--id", args->id, "--log: the row's id (default: the log's file name)");
+  sub->add_option("--append", args->append,
+                  "--log: add the row to this runs file (created if missing; an id it has is "
+                  "refused)")
+      ->check(OutputFile());
   sub->add_option("--threads", args->threads, "--host: BLAS and triad threads (0 = all)")
       ->check(CLI::Range(0, 1024));
   sub->add_option("--np", args->np,
@@ -327,8 +417,10 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("--stack", args->stack,
                   "the stack the runs used (a preset: megatron, torchtitan, maxtext, llm-foundry, "
                   "deepspeed); default: the runs' software");
-  sub->add_option("--cluster", args->cluster, "cluster preset or TOML file for every run");
-  sub->add_option("--out", args->out, "profile TOML to write")->required()->check(OutputFile());
+  sub->add_option("--cluster", args->cluster,
+                  "cluster preset or TOML file for every run (--log: the preset of the job's GPU)");
+  sub->add_option("--out", args->out, "profile TOML to write (--runs, --host)")
+      ->check(OutputFile());
   sub->add_option("--name", args->name, "the profile's name (default <stack>-calibrated)");
   return [args]() { return RunCalibrate(*args); };
 }

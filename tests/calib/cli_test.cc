@@ -203,5 +203,102 @@ TEST(FoldedEp, Qwen3AndDeepSeekLayoutsEstimate) {
   EXPECT_NE(bad.err.find("ep=32 must divide dp*cp=16"), std::string::npos) << bad.err;
 }
 
+// `calibrate --log`: real log excerpts of the three engines (tests/calib/data/logs/README.md)
+// with launch files of the runs' published configs give the runs' tokens/s within 1% (worked
+// out by hand from the printed lines), as rows `validate --runs` estimates.
+TEST(CalibrateLogCli, ThreeEnginesWithinOnePercent) {
+  const std::string logs = std::string(PM_SOURCE_DIR) + "/tests/calib/data/logs/";
+  const std::string dir = testing::MakeTempDir("calibrate_log");
+  const std::string runs = dir + "/my_runs.json";
+  struct Case {
+    std::string log, config, flags;
+    double tokens_per_s_gpu;
+    int64_t gpus;
+  };
+  const Case cases[] = {
+      // Megatron-LM #756: median 5533.8 ms for 128 x 2048 tokens on 16 GPUs.
+      {"megatron_lm_issue756.log", "megatron_lm_issue756.sh", "--cluster h100-sxm",
+       128.0 * 2048 / 5.5338 / 16, 16},
+      // BLOOM 176B: median 106.36 s for 2048 x 2048 tokens on 384 GPUs.
+      {"bloom_176b_chronicles.log", "bloom_176b_launch.sh", "--cluster a100-80gb --gpus 384",
+       2048.0 * 2048 / 106.36 / 384, 384},
+      // torchtitan #1287: median tps 5,863 (per GPU) on 8 GPUs.
+      {"torchtitan_pr1287.log", "torchtitan_pr1287.toml", "--cluster h100-sxm --gpus 8", 5863.0, 8},
+  };
+  for (const Case& c : cases) {
+    const auto run = Pentamesh(fmt::format("calibrate --log {}{} --config {}{} {} --append {}",
+                                           logs, c.log, logs, c.config, c.flags, runs));
+    ASSERT_EQ(run.exit_code, 0) << c.log << ": " << run.err;
+    const auto row = nlohmann::json::parse(run.out);
+    const double measured = row["measured"]["tokens_per_sec_per_gpu"].get<double>();
+    EXPECT_NEAR(measured / c.tokens_per_s_gpu, 1, 0.01) << c.log;
+    EXPECT_NEAR(row["measured"]["tokens_per_sec_total"].get<double>() /
+                    (c.tokens_per_s_gpu * static_cast<double>(c.gpus)),
+                1, 0.01)
+        << c.log;
+    EXPECT_EQ(row["hardware"]["num_gpus"], c.gpus) << c.log;
+  }
+  const auto rows = nlohmann::json::parse(ReadFile(runs));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["id"], "megatron_lm_issue756");
+  EXPECT_EQ(rows[0]["parallelism"]["tp"], 2);
+  EXPECT_EQ(rows[0]["parallelism"]["ep"], 8);
+  EXPECT_EQ(rows[1]["parallelism"]["pp"], 12);
+  EXPECT_EQ(rows[1]["source"]["software"], "Megatron-DeepSpeed (DeepSpeed)");
+  EXPECT_EQ(rows[2]["model"]["seq_length"], 8192);
+  const auto validated = Pentamesh(fmt::format("validate --runs {} --json", runs));
+  ASSERT_EQ(validated.exit_code, 0) << validated.err;
+  const auto v = nlohmann::json::parse(validated.out);
+  EXPECT_EQ(v["rows"].size(), 3u);
+  EXPECT_EQ(v["unusable"].size(), 0u);
+  // The same id again is refused, and the file is left as it was.
+  const auto again =
+      Pentamesh(fmt::format("calibrate --log {}torchtitan_pr1287.log --config "
+                            "{}torchtitan_pr1287.toml --cluster h100-sxm --gpus 8 --append {}",
+                            logs, logs, runs));
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("row 2 already has the id 'torchtitan_pr1287'"), std::string::npos)
+      << again.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(runs)).size(), 3u);
+}
+
+TEST(CalibrateLogCli, BadInputExits2NamingTheCause) {
+  const std::string logs = std::string(PM_SOURCE_DIR) + "/tests/calib/data/logs/";
+  const std::string dir = testing::MakeTempDir("calibrate_log_bad");
+  const std::string titan = logs + "torchtitan_pr1287.log", toml = logs + "torchtitan_pr1287.toml";
+  struct Bad {
+    std::string args, message;
+  };
+  const std::string empty = Write(dir, "empty.log", "loading checkpoint\nstarting training\n");
+  // The Megatron script without --seq-length (Megatron-LM has no default for it).
+  std::string script = ReadFile(logs + "megatron_lm_issue756.sh");
+  script.erase(script.find("--seq-length 2048 "), 18);
+  const std::string no_seq = Write(dir, "no_seq.sh", script);
+  const std::string bad_time = Write(dir, "bad.log",
+                                     " iteration        3/      10 | elapsed time per iteration "
+                                     "(ms): n/a | global batch size: 8 |\n");
+  const Bad bad[] = {
+      {fmt::format("--log {} --config {} --cluster h100-sxm --gpus 8", empty, toml),
+       "no training step lines in 2 lines, so the engine cannot be told"},
+      {fmt::format("--log {} --config {} --cluster h100-sxm --gpus 8", bad_time, toml),
+       "line 1: elapsed time per iteration (ms) 'n/a' is not a non-negative number"},
+      {fmt::format("--log {} --cluster h100-sxm --gpus 8", titan), "give --config FILE"},
+      {fmt::format("--log {} --config {} --gpus 8", titan, toml), "give --cluster PRESET"},
+      {fmt::format("--log {} --config {} --cluster h100-sxm", titan, toml), "--gpus"},
+      {fmt::format("--log {}megatron_lm_issue756.log --config {} --cluster h100-sxm", logs, no_seq),
+       "no_seq.sh: --seq-length is missing"},
+      {fmt::format("--log {} --config {}megatron_lm_issue756.sh --cluster h100-sxm", titan, logs),
+       "the log's lines are torchtitan's but the config is a megatron file"},
+      {fmt::format("--log {} --config {} --cluster h100-sxm --gpus 8 --skip-steps 250", titan,
+                   toml),
+       "all 6 step lines are warm-up"},
+  };
+  for (const Bad& b : bad) {
+    const auto run = Pentamesh("calibrate " + b.args);
+    EXPECT_EQ(run.exit_code, 2) << b.args;
+    EXPECT_NE(run.err.find(b.message), std::string::npos) << b.args << "\n" << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace pentamesh
