@@ -22,7 +22,7 @@ nlohmann::json ScaleJson(const std::vector<plan::ScalePoint>& points) {
     if (p.best) point["best"] = EstimateJson(*p.best);
     if (!p.why_not.empty()) point["why_not"] = p.why_not;
     if (p.limiting) {
-      point["limiting_term"] = plan::ToString(*p.limiting);
+      point["limiting_term"] = p.limiting->name;
       point["limiting_growth"] = p.limiting_growth;
     }
     j.push_back(point);
@@ -40,12 +40,11 @@ void PrintScale(const Inputs& in, const std::vector<plan::ScalePoint>& points) {
       fmt::print("  {:>6}  nothing fits: {}\n", p.gpus, p.why_not.empty() ? "" : p.why_not[0]);
       continue;
     }
-    fmt::print("  {:>6}  {:<46} {:>5.1f}% {:>11.0f} {:>9.1f}% {:>7.1f}  {}\n", p.gpus,
-               spec::ShortLayout(p.best->layout), 100 * p.best->mfu, p.best->tokens_per_s,
-               100 * p.efficiency, p.best->days,
-               p.limiting ? fmt::format("{} (+{:.1f}%)", plan::ToString(*p.limiting),
-                                        100 * p.limiting_growth)
-                          : "-");
+    fmt::print(
+        "  {:>6}  {:<46} {:>5.1f}% {:>11.0f} {:>9.1f}% {:>7.1f}  {}\n", p.gpus,
+        spec::ShortLayout(p.best->layout), 100 * p.best->mfu, p.best->tokens_per_s,
+        100 * p.efficiency, p.best->days,
+        p.limiting ? fmt::format("{} (+{:.1f}%)", p.limiting->name, 100 * p.limiting_growth) : "-");
   }
   const plan::ScalePoint* last = nullptr;
   for (const auto& p : points) {
@@ -58,8 +57,7 @@ void PrintScale(const Inputs& in, const std::vector<plan::ScalePoint>& points) {
     fmt::print(
         "scaling is limited by {}: from the first count to {} GPUs its GPU-time per token "
         "grew by {:.1f}% of the first count's step (efficiency {:.1f}%)\n",
-        plan::ToString(*last->limiting), last->gpus, 100 * last->limiting_growth,
-        100 * last->efficiency);
+        last->limiting->name, last->gpus, 100 * last->limiting_growth, 100 * last->efficiency);
   }
 }
 

@@ -233,8 +233,7 @@ void EstimateValid(const Context& ctx, const spec::Layout& l, bool explain, Esti
     time.dp = std::max(time.dp, ExposedDp(ctx, l, t, stages[i], times[i].compute));
     time.optimizer = std::max(time.optimizer, OptimizerTime(ctx, l, t, stages[i]));
   }
-  time.step =
-      time.compute + time.tp + time.cp + time.ep + time.pp + time.bubble + time.dp + time.optimizer;
+  time.step = SumOfTerms(time);
   est.bubble_fraction = time.bubble / time.step;
   est.comm_bytes = StageCommBytes(l, t, stages[critical]);
   Rates(ctx, l, est);

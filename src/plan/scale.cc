@@ -9,19 +9,6 @@
 
 namespace pentamesh::plan {
 
-// Term's order is cost::kTimeTerms' order (checked at compile time below).
-static_assert(static_cast<size_t>(Term::kCount) == cost::kTimeTerms.size());
-
-const char* ToString(Term term) {
-  const auto i = static_cast<size_t>(term);
-  return i < cost::kTimeTerms.size() ? cost::kTimeTerms[i].name : "?";
-}
-
-double TermSeconds(const cost::Time& t, Term term) {
-  const auto i = static_cast<size_t>(term);
-  return i < cost::kTimeTerms.size() ? t.*cost::kTimeTerms[i].field : 0.0;
-}
-
 namespace {
 
 // Efficiency and the term whose GPU-seconds per token grew most, relative to `first`. The
@@ -33,14 +20,12 @@ void CompareWithFirst(ScalePoint& point, const ScalePoint& first) {
   point.efficiency = (b.tokens_per_s / gpus_b) / (a.tokens_per_s / gpus_a);
   if (&point == &first) return;
   double growth_max = 0;
-  for (int i = 0; i < static_cast<int>(Term::kCount); ++i) {
-    const Term term = static_cast<Term>(i);
+  for (const cost::TimeTerm& term : cost::kTimeTerms) {
     const double growth =
-        (TermSeconds(b.time, term) * gpus_b - TermSeconds(a.time, term) * gpus_a) /
-        (a.time.step * gpus_a);
+        (b.time.*term.field * gpus_b - a.time.*term.field * gpus_a) / (a.time.step * gpus_a);
     if (growth > growth_max) {
       growth_max = growth;
-      point.limiting = term;
+      point.limiting = &term;
     }
   }
   point.limiting_growth = growth_max;
@@ -117,17 +102,17 @@ std::string ExplainGap(const cost::Estimate& runner_up, const cost::Estimate& be
     return fmt::format("same step time, {:.1f} GB more memory",
                        (runner_up.memory.total - best.memory.total) / 1e9);
   }
-  std::vector<std::pair<double, Term>> deltas;
-  for (int i = 0; i < static_cast<int>(Term::kCount); ++i) {
-    const Term term = static_cast<Term>(i);
-    const double d = TermSeconds(runner_up.time, term) - TermSeconds(best.time, term);
-    if (d > 0) deltas.emplace_back(d, term);
+  std::vector<std::pair<double, size_t>> deltas;  // (seconds, index in cost::kTimeTerms)
+  for (size_t i = 0; i < cost::kTimeTerms.size(); ++i) {
+    const double d =
+        runner_up.time.*cost::kTimeTerms[i].field - best.time.*cost::kTimeTerms[i].field;
+    if (d > 0) deltas.emplace_back(d, i);
   }
   std::sort(deltas.rbegin(), deltas.rend());
   std::string out = fmt::format("+{:.1f}% step:", 100 * gap / best.time.step);
   for (size_t i = 0; i < deltas.size() && i < 3; ++i) {
-    out +=
-        fmt::format("{} {} +{:.3f} s", i ? "," : "", ToString(deltas[i].second), deltas[i].first);
+    out += fmt::format("{} {} +{:.3f} s", i ? "," : "", cost::kTimeTerms[deltas[i].second].name,
+                       deltas[i].first);
   }
   if (deltas.empty()) out += " less overlap";
   return out;

@@ -13,11 +13,6 @@
 
 namespace pentamesh::plan {
 
-// The step-time terms, in cost::Time order; used to name what limits scaling.
-enum class Term : uint8_t { kCompute, kTp, kCp, kEp, kPp, kDp, kBubble, kOptimizer, kCount };
-const char* ToString(Term term);
-double TermSeconds(const cost::Time& time, Term term);
-
 struct ScalePoint {
   int64_t gpus = 0;
   std::optional<cost::Estimate> best;  // empty when nothing fits
@@ -26,7 +21,7 @@ struct ScalePoint {
   // The term whose GPU-seconds per token grew most since the first point that fits (ideal
   // scaling keeps every term's GPU-seconds per token constant), and by how much, as a fraction of
   // the first point's GPU-seconds per token. The growths of all terms add up to 1/efficiency - 1.
-  std::optional<Term> limiting;
+  const cost::TimeTerm* limiting = nullptr;  // an entry of cost::kTimeTerms, or none
   double limiting_growth = 0;
 };
 

@@ -35,12 +35,12 @@ constexpr std::array<Component, cost::kMemoryCategories.size()> MemoryParts() {
   return parts;
 }
 constexpr auto kMemoryParts = MemoryParts();
-// One colour per plan::Term: a term added without its colour fails to compile.
-constexpr std::array<const char*, static_cast<size_t>(plan::Term::kCount)> kTermColors = {
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#bab0ac", "#9c755f"};
-static_assert(std::none_of(kTermColors.begin(), kTermColors.end(),
-                           [](const char* colour) { return colour == nullptr; }),
-              "every plan::Term needs a colour in kTermColors");
+// The colour of the i-th entry of cost::kTimeTerms (Tableau 10, in list order).
+constexpr std::array<const char*, 10> kTermColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                     "#59a14f", "#edc948", "#bab0ac", "#9c755f",
+                                                     "#ff9da7", "#b07aa1"};
+static_assert(cost::kTimeTerms.size() <= kTermColors.size(),
+              "a step-time term past the palette needs a colour in kTermColors");
 
 std::string Pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
@@ -110,19 +110,14 @@ std::string TimeChart(const std::vector<Bar>& bars) {
   const double height = top + row * static_cast<double>(bars.size()) + 50;
   double max_s = 0;
   for (const Bar& b : bars) {
-    double sum = 0;
-    for (int t = 0; t < static_cast<int>(plan::Term::kCount); ++t) {
-      sum += plan::TermSeconds(b.estimate->time, static_cast<plan::Term>(t));
-    }
-    max_s = std::max({max_s, sum, b.estimate->time.step});
+    max_s = std::max({max_s, cost::SumOfTerms(b.estimate->time), b.estimate->time.step});
   }
   max_s = std::max(max_s, 1e-9);
   const double scale = (width - left - right) / max_s;
   Svg svg(width, height);
   std::vector<std::pair<std::string, std::string>> legend;
-  for (int t = 0; t < static_cast<int>(plan::Term::kCount); ++t) {
-    legend.emplace_back(plan::ToString(static_cast<plan::Term>(t)),
-                        kTermColors[static_cast<size_t>(t)]);
+  for (size_t t = 0; t < cost::kTimeTerms.size(); ++t) {
+    legend.emplace_back(cost::kTimeTerms[t].name, kTermColors[t]);
   }
   legend.emplace_back("| step", "#000");
   Legend(svg, 20, 20, legend);
@@ -131,10 +126,10 @@ std::string TimeChart(const std::vector<Bar>& bars) {
     const double y = top + row * static_cast<double>(i);
     svg.Text(left - 8, y + 17, bars[i].label, 12, "end");
     double x = left;
-    for (int t = 0; t < static_cast<int>(plan::Term::kCount); ++t) {
-      const double s = plan::TermSeconds(time, static_cast<plan::Term>(t));
-      svg.Rect(x, y + 4, s * scale, row - 10, kTermColors[static_cast<size_t>(t)],
-               fmt::format("{} {:.3f} s", plan::ToString(static_cast<plan::Term>(t)), s));
+    for (size_t t = 0; t < cost::kTimeTerms.size(); ++t) {
+      const double s = time.*cost::kTimeTerms[t].field;
+      svg.Rect(x, y + 4, s * scale, row - 10, kTermColors[t],
+               fmt::format("{} {:.3f} s", cost::kTimeTerms[t].name, s));
       x += s * scale;
     }
     const double step_x = left + time.step * scale;
@@ -178,8 +173,7 @@ std::string ScaleChart(const std::vector<plan::ScalePoint>& points) {
     svg.Text(x_of(i) + 8, y_mfu - 8,
              fmt::format("{} ({:.2f}M tok/s)", Pct(p.best->mfu), p.best->tokens_per_s / 1e6), 11);
     svg.Text(x_of(i), top + plot_h + 38,
-             p.limiting ? fmt::format("limit: {}", plan::ToString(*p.limiting)) : "", 11, "middle",
-             "#555");
+             p.limiting ? fmt::format("limit: {}", p.limiting->name) : "", 11, "middle", "#555");
   }
   svg.Polyline(mfu, "#4e79a7");
   svg.Polyline(eff, "#e15759");

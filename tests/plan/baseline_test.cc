@@ -100,14 +100,14 @@ TEST(Scale, EfficiencyAndLimitingTerm) {
   ASSERT_EQ(points->size(), 4u);
   ASSERT_TRUE((*points)[0].best.has_value());
   EXPECT_DOUBLE_EQ((*points)[0].efficiency, 1.0);
-  EXPECT_FALSE((*points)[0].limiting.has_value());
+  EXPECT_EQ((*points)[0].limiting, nullptr);
   for (const auto& p : *points) {
     ASSERT_TRUE(p.best.has_value()) << p.gpus;
     EXPECT_EQ(p.best->layout.gpus(), p.gpus);
     EXPECT_GT(p.efficiency, 0);
     EXPECT_LE(p.efficiency, 1.0 + 1e-9) << "a fixed batch cannot scale super-linearly here";
   }
-  ASSERT_TRUE(points->back().limiting.has_value());
+  ASSERT_NE(points->back().limiting, nullptr);
   // The terms' growths add up to the efficiency loss, so the largest is at least its share.
   EXPECT_GT(points->back().limiting_growth, 0);
   EXPECT_LE(points->back().limiting_growth, 1 / points->back().efficiency - 1 + 1e-9);
