@@ -39,6 +39,7 @@ struct ServeArgs {
   std::optional<double> rate;
   int64_t sim_requests = 1000, seed = 1;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
+  std::string engine = "none";  // profile (cost::FindServeEngineProfile)
   int top = 5;
   bool json = false;
   std::string html;
@@ -47,9 +48,10 @@ struct ServeArgs {
 std::string Describe(const ServeArgs& a, const Inputs& in) {
   const cost::ServeWorkload& w = a.workload;
   return fmt::format(
-      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV",
+      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV, "
+      "engine profile {}",
       in.model.name, in.cluster.name, w.input_tokens, w.output_tokens, w.requests, a.precision,
-      w.kv_fp8 ? "fp8" : "bf16");
+      w.kv_fp8 ? "fp8" : "bf16", w.engine.profile.name);
 }
 
 void PrintEstimate(const cost::ServeEstimate& e) {
@@ -299,6 +301,74 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   return 0;
 }
 
+const char* PrecisionName(spec::Precision p) { return p == spec::Precision::kFp8 ? "fp8" : "bf16"; }
+
+nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
+  const plan::ServeSimResult& r = d.replica;
+  return {{"layout", cost::FormatServeLayout(d.layout)},
+          {"gpus", d.layout.gpus()},
+          {"precision", PrecisionName(d.precision)},
+          {"kv", d.kv_fp8 ? "fp8" : "bf16"},
+          {"meets", d.meets},
+          {"ttft_p95_ms", r.ttft_s.p95 * kMs},
+          {"itl_p95_ms", r.itl_s.p95 * kMs},
+          {"tpot_p95_ms", r.tpot_s.p95 * kMs},
+          {"preemptions", r.preemptions},
+          {"usd_per_hour", d.usd_per_hour},
+          {"usd_per_million_output_tokens", d.usd_per_million_output_tokens},
+          {"usd_per_million_tokens", d.usd_per_million_tokens}};
+}
+
+// --rate without --tp: the cheapest deployment under --slo-ttft / --slo-itl (p95), simulated.
+int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
+  plan::ServeCapacityQuery q;
+  q.workload = a.workload;
+  q.rate_per_s = *a.rate;
+  q.slo_ttft_p95_s = a.slo_ttft_ms / kMs;
+  q.slo_itl_p95_s = a.slo_itl_ms / kMs;
+  q.sim_requests = a.sim_requests;
+  q.seed = static_cast<uint64_t>(a.seed);
+  const plan::ServeCapacityResult r = plan::SearchServeCapacity(ctx, q, a.top);
+  if (r.top.empty()) {
+    std::string why = fmt::format(
+        "--slo-ttft/--slo-itl: no deployment serves {} requests/s with TTFT p95 <= {} ms and ITL "
+        "p95 <= {} ms ({} replica shapes fit, {} simulations)",
+        q.rate_per_s, a.slo_ttft_ms, a.slo_itl_ms, r.candidates, r.simulations);
+    if (r.nearest_miss) {
+      const plan::ServeDeployment& m = *r.nearest_miss;
+      why += fmt::format(
+          "; nearest: {} {} weights {} KV with TTFT p95 {:.0f} ms, ITL p95 {:.1f} ms",
+          cost::FormatServeLayout(m.layout), PrecisionName(m.precision), m.kv_fp8 ? "fp8" : "bf16",
+          m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
+    }
+    return Fail(why);
+  }
+  if (a.json) {
+    nlohmann::json j = {{"candidates", r.candidates}, {"simulations", r.simulations}, {"top", {}}};
+    for (const plan::ServeDeployment& d : r.top) j["top"].push_back(DeploymentJson(d));
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print(
+      "pentamesh serve: {} on {}, {} input + {} output tokens, Poisson arrivals at {} requests/s, "
+      "engine profile {}\ntargets: TTFT p95 <= {} ms, ITL p95 <= {} ms (0 = none); {} replica "
+      "shapes, {} simulations of {} requests\n\n",
+      in.model.name, in.cluster.name, a.workload.input_tokens, a.workload.output_tokens,
+      q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms, a.slo_itl_ms, r.candidates,
+      r.simulations, q.sim_requests);
+  fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#", "layout",
+             "GPUs", "wts", "KV", "TTFT p95 ms", "ITL p95 ms", "USD/h", "USD/M out", "USD/M tok");
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const plan::ServeDeployment& d = r.top[i];
+    fmt::print(
+        "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
+        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(), PrecisionName(d.precision),
+        d.kv_fp8 ? "fp8" : "bf16", d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs,
+        d.usd_per_hour, d.usd_per_million_output_tokens, d.usd_per_million_tokens);
+  }
+  return 0;
+}
+
 int RunServe(const ServeArgs& args) {
   ServeArgs a = args;
   Inputs in;
@@ -310,14 +380,18 @@ int RunServe(const ServeArgs& args) {
   in.cluster = *cluster;
   if (const core::Status s = ApplyStack(a.stack, in); !s.ok()) return Fail(s.message());
   a.workload.precision = a.precision == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+  const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
+  if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
+  a.workload.engine.profile = *profile;
   spec::TrainSpec train;
   train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
   const cost::Context ctx(in.model, in.cluster, train, in.params);
   if (a.concurrency && a.rate) return Fail("--concurrency/--rate: give one of them, not both");
-  if ((a.concurrency || a.rate) && !a.tp) {
-    return Fail("--concurrency/--rate: simulate one layout: give --tp (and --ep --pp --replicas)");
+  if (a.concurrency && !a.tp) {
+    return Fail("--concurrency: simulate one layout: give --tp (and --ep --pp --replicas)");
   }
-  return a.tp ? RunOne(a, in, ctx) : RunSearch(a, in, ctx);
+  if (a.tp) return RunOne(a, in, ctx);
+  return a.rate ? RunCapacity(a, in, ctx) : RunSearch(a, in, ctx);
 }
 
 void AddFlags(CLI::App* sub, ServeArgs* a) {
@@ -362,14 +436,22 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--concurrency", a->concurrency,
                   "simulate a closed loop of N clients (with --tp)")
       ->transform(IntIn(1, kMaxRequests));
-  sub->add_option("--rate", a->rate, "simulate Poisson arrivals, requests/s (with --tp)")
+  sub->add_option("--engine", a->engine,
+                  "engine profile of the simulation: per-step overheads, attention efficiency")
+      ->check(CLI::IsMember(cost::ServeEngineProfileNames()));
+  sub->add_option("--rate", a->rate,
+                  "Poisson arrivals, requests/s: simulate the --tp layout, or without --tp find "
+                  "the cheapest deployment meeting --slo-ttft/--slo-itl (p95)")
       ->check(NumberIn(1e-6, 1e9));
   sub->add_option("--sim-requests", a->sim_requests, "requests the simulation serves")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--seed", a->seed, "simulation: seed of the arrivals")->transform(IntIn(0));
-  sub->add_option("--slo-ttft", a->slo_ttft_ms, "simulation goodput: TTFT target, ms")
+  sub->add_option("--slo-ttft", a->slo_ttft_ms,
+                  "TTFT target, ms: goodput of a simulation, p95 of the capacity search")
       ->check(NumberIn(0, 1e9));
-  sub->add_option("--slo-itl", a->slo_itl_ms, "simulation goodput: TPOT target, ms")
+  sub->add_option("--slo-itl", a->slo_itl_ms,
+                  "ITL target, ms: goodput's TPOT in a simulation, p95 of every token gap in the "
+                  "capacity search")
       ->check(NumberIn(0, 1e9));
 }
 
