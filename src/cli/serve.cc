@@ -6,6 +6,7 @@
 // under that load (plan::SimulateLayout: continuous batching, chunked prefill, paged KV).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "cli/serve_json.h"
 #include "core/output.h"
 #include "cost/inference.h"
+#include "launch/serve_engines.h"
 #include "plan/serve.h"
 #include "plan/serve_sim.h"
 #include "report/serve_html.h"
@@ -39,7 +41,8 @@ struct ServeArgs {
   std::optional<double> rate;
   int64_t sim_requests = 1000, seed = 1;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
-  std::string engine = "none";  // profile (cost::FindServeEngineProfile)
+  std::string engine = "none";    // profile (cost::FindServeEngineProfile)
+  std::vector<std::string> emit;  // --emit ENGINE DIR
   int top = 5;
   bool json = false;
   std::string html;
@@ -231,6 +234,28 @@ core::Status WriteHtml(const ServeArgs& a, const std::string& title,
   return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
+// --emit ENGINE DIR: the engine's launch script of the layout, DIR/launch_ENGINE.sh.
+core::Status Emit(const ServeArgs& a, const std::string& title, const cost::ServeLayout& l,
+                  const cost::ServeWorkload& w) {
+  if (a.emit.empty()) return core::Status::Ok();
+  auto engine = launch::ParseServeEngine(a.emit[0]);
+  if (!engine.ok()) return engine.status();
+  std::error_code ec;
+  std::filesystem::create_directories(a.emit[1], ec);
+  if (ec) return core::Status::Error("--emit: cannot create " + a.emit[1] + ": " + ec.message());
+  const std::string path =
+      (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}.sh", a.emit[0])).string();
+  const std::string script = launch::ServeLaunchScript(
+      *engine, l, w,
+      {"pentamesh serve: " + title,
+       "weights " + std::string(w.precision == spec::Precision::kFp8 ? "fp8" : "bf16") + ", KV " +
+           (w.kv_fp8 ? "fp8" : "bf16")});
+  const core::Status st = core::WriteFileAtomic(path, script, /*executable=*/true);
+  if (!st.ok()) return core::Status::Error("--emit: " + st.message());
+  fmt::print(stderr, "wrote {}\n", path);
+  return core::Status::Ok();
+}
+
 std::string ListViolations(const std::vector<std::string>& violations) {
   std::string out;
   for (const std::string& v : violations) out += (out.empty() ? "" : "; ") + v;
@@ -243,6 +268,7 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (!e.fits) return Fail(ListViolations(e.violations));
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
+  if (const core::Status s = Emit(a, title, l, a.workload); !s.ok()) return Fail(s.message());
   std::optional<plan::ServeLoad> load;
   if (a.concurrency || a.rate) {
     const plan::ServeTraffic traffic{.rate_per_s = a.rate.value_or(0.0),
@@ -283,6 +309,9 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   }
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, r.top); !s.ok()) return Fail(s.message());
+  if (const core::Status s = Emit(a, title, r.top.front().layout, a.workload); !s.ok()) {
+    return Fail(s.message());
+  }
   if (a.json) {
     nlohmann::json j = {{"costed", r.costed}, {"fit", r.fit}, {"met", r.met}, {"top", {}}};
     for (const cost::ServeEstimate& e : r.top) j["top"].push_back(ServeEstimateJson(e));
@@ -342,6 +371,16 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
           m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
     }
     return Fail(why);
+  }
+  {
+    const plan::ServeDeployment& best = r.top.front();
+    cost::ServeWorkload w = a.workload;
+    w.precision = best.precision;
+    w.kv_fp8 = best.kv_fp8;
+    const std::string title =
+        fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
+                    q.rate_per_s, w.input_tokens, w.output_tokens);
+    if (const core::Status s = Emit(a, title, best.layout, w); !s.ok()) return Fail(s.message());
   }
   if (a.json) {
     nlohmann::json j = {{"candidates", r.candidates}, {"simulations", r.simulations}, {"top", {}}};
@@ -472,6 +511,11 @@ RunFn AddServeCommand(CLI::App& app) {
   sub->add_option("--itl", args->itl_ms, "search: inter-token latency target, ms")
       ->check(NumberIn(0, 1e9));
   sub->add_option("--top", args->top, "search: layouts to list")->transform(IntIn(1, 1000));
+  sub->add_option("--emit", args->emit,
+                  "ENGINE DIR: write the launch script of the layout (the best one when "
+                  "searching) for vllm or sglang to DIR/launch_ENGINE.sh")
+      ->expected(2)
+      ->allow_extra_args(false);
   sub->add_flag("--json", args->json, "print JSON instead of the table");
   sub->add_option("--html", args->html, "write a self-contained HTML report to this file")
       ->check(OutputFile());
