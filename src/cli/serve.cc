@@ -6,6 +6,7 @@
 // under that load (plan::SimulateLayout: continuous batching, chunked prefill, paged KV).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "cli/serve_json.h"
 #include "core/output.h"
 #include "cost/inference.h"
+#include "launch/serve_engines.h"
 #include "plan/serve.h"
 #include "plan/serve_sim.h"
 #include "report/serve_html.h"
@@ -39,6 +41,8 @@ struct ServeArgs {
   std::optional<double> rate;
   int64_t sim_requests = 1000, seed = 1;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
+  std::string engine = "none";    // profile (cost::FindServeEngineProfile)
+  std::vector<std::string> emit;  // --emit ENGINE DIR
   int top = 5;
   bool json = false;
   std::string html;
@@ -47,9 +51,10 @@ struct ServeArgs {
 std::string Describe(const ServeArgs& a, const Inputs& in) {
   const cost::ServeWorkload& w = a.workload;
   return fmt::format(
-      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV",
+      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV, "
+      "engine profile {}",
       in.model.name, in.cluster.name, w.input_tokens, w.output_tokens, w.requests, a.precision,
-      w.kv_fp8 ? "fp8" : "bf16");
+      w.kv_fp8 ? "fp8" : "bf16", w.engine.profile.name);
 }
 
 void PrintEstimate(const cost::ServeEstimate& e) {
@@ -229,6 +234,28 @@ core::Status WriteHtml(const ServeArgs& a, const std::string& title,
   return st.ok() ? st : core::Status::Error("--html: " + st.message());
 }
 
+// --emit ENGINE DIR: the engine's launch script of the layout, DIR/launch_ENGINE.sh.
+core::Status Emit(const ServeArgs& a, const std::string& title, const cost::ServeLayout& l,
+                  const cost::ServeWorkload& w) {
+  if (a.emit.empty()) return core::Status::Ok();
+  auto engine = launch::ParseServeEngine(a.emit[0]);
+  if (!engine.ok()) return engine.status();
+  std::error_code ec;
+  std::filesystem::create_directories(a.emit[1], ec);
+  if (ec) return core::Status::Error("--emit: cannot create " + a.emit[1] + ": " + ec.message());
+  const std::string path =
+      (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}.sh", a.emit[0])).string();
+  const std::string script = launch::ServeLaunchScript(
+      *engine, l, w,
+      {"pentamesh serve: " + title,
+       "weights " + std::string(w.precision == spec::Precision::kFp8 ? "fp8" : "bf16") + ", KV " +
+           (w.kv_fp8 ? "fp8" : "bf16")});
+  const core::Status st = core::WriteFileAtomic(path, script, /*executable=*/true);
+  if (!st.ok()) return core::Status::Error("--emit: " + st.message());
+  fmt::print(stderr, "wrote {}\n", path);
+  return core::Status::Ok();
+}
+
 std::string ListViolations(const std::vector<std::string>& violations) {
   std::string out;
   for (const std::string& v : violations) out += (out.empty() ? "" : "; ") + v;
@@ -241,6 +268,7 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (!e.fits) return Fail(ListViolations(e.violations));
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
+  if (const core::Status s = Emit(a, title, l, a.workload); !s.ok()) return Fail(s.message());
   std::optional<plan::ServeLoad> load;
   if (a.concurrency || a.rate) {
     const plan::ServeTraffic traffic{.rate_per_s = a.rate.value_or(0.0),
@@ -281,6 +309,9 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   }
   const std::string title = Describe(a, in);
   if (const core::Status s = WriteHtml(a, title, r.top); !s.ok()) return Fail(s.message());
+  if (const core::Status s = Emit(a, title, r.top.front().layout, a.workload); !s.ok()) {
+    return Fail(s.message());
+  }
   if (a.json) {
     nlohmann::json j = {{"costed", r.costed}, {"fit", r.fit}, {"met", r.met}, {"top", {}}};
     for (const cost::ServeEstimate& e : r.top) j["top"].push_back(ServeEstimateJson(e));
@@ -299,6 +330,84 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   return 0;
 }
 
+const char* PrecisionName(spec::Precision p) { return p == spec::Precision::kFp8 ? "fp8" : "bf16"; }
+
+nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
+  const plan::ServeSimResult& r = d.replica;
+  return {{"layout", cost::FormatServeLayout(d.layout)},
+          {"gpus", d.layout.gpus()},
+          {"precision", PrecisionName(d.precision)},
+          {"kv", d.kv_fp8 ? "fp8" : "bf16"},
+          {"meets", d.meets},
+          {"ttft_p95_ms", r.ttft_s.p95 * kMs},
+          {"itl_p95_ms", r.itl_s.p95 * kMs},
+          {"tpot_p95_ms", r.tpot_s.p95 * kMs},
+          {"preemptions", r.preemptions},
+          {"usd_per_hour", d.usd_per_hour},
+          {"usd_per_million_output_tokens", d.usd_per_million_output_tokens},
+          {"usd_per_million_tokens", d.usd_per_million_tokens}};
+}
+
+// --rate without --tp: the cheapest deployment under --slo-ttft / --slo-itl (p95), simulated.
+int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
+  plan::ServeCapacityQuery q;
+  q.workload = a.workload;
+  q.rate_per_s = *a.rate;
+  q.slo_ttft_p95_s = a.slo_ttft_ms / kMs;
+  q.slo_itl_p95_s = a.slo_itl_ms / kMs;
+  q.sim_requests = a.sim_requests;
+  q.seed = static_cast<uint64_t>(a.seed);
+  const plan::ServeCapacityResult r = plan::SearchServeCapacity(ctx, q, a.top);
+  if (r.top.empty()) {
+    std::string why = fmt::format(
+        "--slo-ttft/--slo-itl: no deployment serves {} requests/s with TTFT p95 <= {} ms and ITL "
+        "p95 <= {} ms ({} replica shapes fit, {} simulations)",
+        q.rate_per_s, a.slo_ttft_ms, a.slo_itl_ms, r.candidates, r.simulations);
+    if (r.nearest_miss) {
+      const plan::ServeDeployment& m = *r.nearest_miss;
+      why += fmt::format(
+          "; nearest: {} {} weights {} KV with TTFT p95 {:.0f} ms, ITL p95 {:.1f} ms",
+          cost::FormatServeLayout(m.layout), PrecisionName(m.precision), m.kv_fp8 ? "fp8" : "bf16",
+          m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
+    }
+    return Fail(why);
+  }
+  {
+    const plan::ServeDeployment& best = r.top.front();
+    cost::ServeWorkload w = a.workload;
+    w.precision = best.precision;
+    w.kv_fp8 = best.kv_fp8;
+    const std::string title =
+        fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
+                    q.rate_per_s, w.input_tokens, w.output_tokens);
+    if (const core::Status s = Emit(a, title, best.layout, w); !s.ok()) return Fail(s.message());
+  }
+  if (a.json) {
+    nlohmann::json j = {{"candidates", r.candidates}, {"simulations", r.simulations}, {"top", {}}};
+    for (const plan::ServeDeployment& d : r.top) j["top"].push_back(DeploymentJson(d));
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print(
+      "pentamesh serve: {} on {}, {} input + {} output tokens, Poisson arrivals at {} requests/s, "
+      "engine profile {}\ntargets: TTFT p95 <= {} ms, ITL p95 <= {} ms (0 = none); {} replica "
+      "shapes, {} simulations of {} requests\n\n",
+      in.model.name, in.cluster.name, a.workload.input_tokens, a.workload.output_tokens,
+      q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms, a.slo_itl_ms, r.candidates,
+      r.simulations, q.sim_requests);
+  fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#", "layout",
+             "GPUs", "wts", "KV", "TTFT p95 ms", "ITL p95 ms", "USD/h", "USD/M out", "USD/M tok");
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const plan::ServeDeployment& d = r.top[i];
+    fmt::print(
+        "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
+        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(), PrecisionName(d.precision),
+        d.kv_fp8 ? "fp8" : "bf16", d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs,
+        d.usd_per_hour, d.usd_per_million_output_tokens, d.usd_per_million_tokens);
+  }
+  return 0;
+}
+
 int RunServe(const ServeArgs& args) {
   ServeArgs a = args;
   Inputs in;
@@ -310,14 +419,18 @@ int RunServe(const ServeArgs& args) {
   in.cluster = *cluster;
   if (const core::Status s = ApplyStack(a.stack, in); !s.ok()) return Fail(s.message());
   a.workload.precision = a.precision == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+  const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
+  if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
+  a.workload.engine.profile = *profile;
   spec::TrainSpec train;
   train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
   const cost::Context ctx(in.model, in.cluster, train, in.params);
   if (a.concurrency && a.rate) return Fail("--concurrency/--rate: give one of them, not both");
-  if ((a.concurrency || a.rate) && !a.tp) {
-    return Fail("--concurrency/--rate: simulate one layout: give --tp (and --ep --pp --replicas)");
+  if (a.concurrency && !a.tp) {
+    return Fail("--concurrency: simulate one layout: give --tp (and --ep --pp --replicas)");
   }
-  return a.tp ? RunOne(a, in, ctx) : RunSearch(a, in, ctx);
+  if (a.tp) return RunOne(a, in, ctx);
+  return a.rate ? RunCapacity(a, in, ctx) : RunSearch(a, in, ctx);
 }
 
 void AddFlags(CLI::App* sub, ServeArgs* a) {
@@ -362,14 +475,22 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--concurrency", a->concurrency,
                   "simulate a closed loop of N clients (with --tp)")
       ->transform(IntIn(1, kMaxRequests));
-  sub->add_option("--rate", a->rate, "simulate Poisson arrivals, requests/s (with --tp)")
+  sub->add_option("--engine", a->engine,
+                  "engine profile of the simulation: per-step overheads, attention efficiency")
+      ->check(CLI::IsMember(cost::ServeEngineProfileNames()));
+  sub->add_option("--rate", a->rate,
+                  "Poisson arrivals, requests/s: simulate the --tp layout, or without --tp find "
+                  "the cheapest deployment meeting --slo-ttft/--slo-itl (p95)")
       ->check(NumberIn(1e-6, 1e9));
   sub->add_option("--sim-requests", a->sim_requests, "requests the simulation serves")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--seed", a->seed, "simulation: seed of the arrivals")->transform(IntIn(0));
-  sub->add_option("--slo-ttft", a->slo_ttft_ms, "simulation goodput: TTFT target, ms")
+  sub->add_option("--slo-ttft", a->slo_ttft_ms,
+                  "TTFT target, ms: goodput of a simulation, p95 of the capacity search")
       ->check(NumberIn(0, 1e9));
-  sub->add_option("--slo-itl", a->slo_itl_ms, "simulation goodput: TPOT target, ms")
+  sub->add_option("--slo-itl", a->slo_itl_ms,
+                  "ITL target, ms: goodput's TPOT in a simulation, p95 of every token gap in the "
+                  "capacity search")
       ->check(NumberIn(0, 1e9));
 }
 
@@ -390,6 +511,11 @@ RunFn AddServeCommand(CLI::App& app) {
   sub->add_option("--itl", args->itl_ms, "search: inter-token latency target, ms")
       ->check(NumberIn(0, 1e9));
   sub->add_option("--top", args->top, "search: layouts to list")->transform(IntIn(1, 1000));
+  sub->add_option("--emit", args->emit,
+                  "ENGINE DIR: write the launch script of the layout (the best one when "
+                  "searching) for vllm or sglang to DIR/launch_ENGINE.sh")
+      ->expected(2)
+      ->allow_extra_args(false);
   sub->add_flag("--json", args->json, "print JSON instead of the table");
   sub->add_option("--html", args->html, "write a self-contained HTML report to this file")
       ->check(OutputFile());

@@ -350,6 +350,13 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
   if (engine.max_batched_tokens < 1 || engine.max_seqs < 1 || engine.block_tokens < 1) {
     add("--max-batched-tokens/--max-seqs/--block-size: each must be >= 1");
   }
+  const ServeEngineProfile& p = engine.profile;
+  if (!(p.attention_efficiency > 0) || !(p.step_overhead_s >= 0) || !(p.seq_overhead_s >= 0)) {
+    add(fmt::format(
+        "--engine: profile {} needs attention_efficiency > 0 and overheads >= 0 (got {}, {} s, "
+        "{} s)",
+        p.name, p.attention_efficiency, p.step_overhead_s, p.seq_overhead_s));
+  }
   return out;
 }
 
@@ -421,6 +428,18 @@ ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& l, const 
   const double one = CommTime(s, 1.0), two = CommTime(s, 2.0);
   c.comm_s_per_token = two - one;
   c.comm_fixed_s = one - c.comm_s_per_token;
+  return ApplyServeEngineProfile(c, w.engine.profile);
+}
+
+ServeStepCost ApplyServeEngineProfile(ServeStepCost c, const ServeEngineProfile& profile) {
+  // The attention kernel at a fraction of its roofline; the engine's own time a step.
+  const double attention = 1.0 / profile.attention_efficiency;
+  c.attention_s_per_pair_global *= attention;
+  c.attention_s_per_pair_local *= attention;
+  c.kv_s_per_token_global *= attention;
+  c.kv_s_per_token_local *= attention;
+  c.step_overhead_s = profile.step_overhead_s;
+  c.seq_overhead_s = profile.seq_overhead_s;
   return c;
 }
 
@@ -459,7 +478,39 @@ double ServeStepTime(const ServeStepCost& c, const ServeStepBatch& b) {
       c.attention_s_per_pair_global * b.pairs_global + c.attention_s_per_pair_local * b.pairs_local;
   const double offload = c.expert_offload_s_one * touched;
   return std::max(linear + std::max(kv, scores), offload) + c.overhead_s + c.comm_fixed_s +
-         c.comm_s_per_token * b.tokens;
+         c.comm_s_per_token * b.tokens + c.step_overhead_s + c.seq_overhead_s * b.sequences;
+}
+
+namespace {
+
+// Fitted by bench/serving.sh (plan::FitServeProfile on bench/data/serving_runs.json and
+// published_serving.json); docs/COST_MODEL.md, "Engine profiles", lists the fit and its errors.
+const std::vector<ServeEngineProfile>& Profiles() {
+  static const std::vector<ServeEngineProfile> profiles = {
+      {.name = "none"},
+      // TensorRT-LLM (NIM): 287 rows of bench/data/serving_runs.json and published_serving.json,
+      // Llama 3 8B / 70B on A100 and H100, TP 1-8, BF16/FP16/FP8, concurrency 1-250.
+      {.name = "trtllm",
+       .step_overhead_s = 2.328e-3,
+       .seq_overhead_s = 13.6e-6,
+       .attention_efficiency = 0.782},
+  };
+  return profiles;
+}
+
+}  // namespace
+
+const ServeEngineProfile* FindServeEngineProfile(const std::string& name) {
+  for (const ServeEngineProfile& p : Profiles()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> ServeEngineProfileNames() {
+  std::vector<std::string> out;
+  for (const ServeEngineProfile& p : Profiles()) out.push_back(p.name);
+  return out;
 }
 
 std::string FormatServeLayout(const ServeLayout& l) {

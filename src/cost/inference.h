@@ -47,11 +47,30 @@ std::string FormatServeLayout(const ServeLayout& l);  // "tp=4 ep=1 pp=1 replica
 // and CostParams::framework_bytes (CUDA context, NCCL, cuBLAS workspaces, CUDA graphs) come
 // out of it, the rest is the paged KV cache in blocks of block_tokens tokens. A step
 // schedules at most max_batched_tokens tokens (chunked prefill) of at most max_seqs requests.
+// Profile of a serving engine (docs/COST_MODEL.md, "Engine profiles"): what its scheduler,
+// input preparation, sampling and detokenization add to every step beyond the kernels (a fixed
+// time a step and a time per scheduled request), and the fraction of the attention kernel's
+// roofline (KV read and score FLOPs) it achieves. The default (name "none") adds nothing: the
+// kernels' roofline alone, which the closed forms of EstimateServe are.
+struct ServeEngineProfile {
+  std::string name = "none";
+  double step_overhead_s = 0;       // per scheduler step
+  double seq_overhead_s = 0;        // per request scheduled in a step
+  double attention_efficiency = 1;  // attention kernel time = roofline / attention_efficiency
+  bool operator==(const ServeEngineProfile&) const = default;
+};
+// The shipped profiles, fitted by bench/serving.sh on bench/data/serving_runs.json and
+// bench/data/published_serving.json ("none" and the engines with measurements). nullptr when
+// `name` has none.
+const ServeEngineProfile* FindServeEngineProfile(const std::string& name);
+std::vector<std::string> ServeEngineProfileNames();
+
 struct ServeEngine {
   double gpu_memory_utilization = 0.9;
   int64_t max_batched_tokens = 8192;
   int64_t max_seqs = 256;
   int64_t block_tokens = 16;
+  ServeEngineProfile profile;
 };
 
 struct ServeWorkload {
@@ -146,11 +165,17 @@ struct ServeStepCost {
   double kv_s_per_token_global = 0, kv_s_per_token_local = 0;
   double window = 0;
   double overhead_s = 0;  // layers x CostParams::inference_layer_overhead_s
+  // The engine's own time (ServeEngineProfile): a step, and a request scheduled in it.
+  double step_overhead_s = 0, seq_overhead_s = 0;
   // TP + EP + PP communication of a step of n tokens: comm_fixed_s + comm_s_per_token n.
   double comm_fixed_s = 0, comm_s_per_token = 0;
 };
+// With w.engine.profile applied (ApplyServeEngineProfile).
 ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& layout,
                                 const ServeWorkload& w);
+// `c` costed with the profile "none" under `profile` instead: attention terms / efficiency, the
+// engine's step and per-request times.
+ServeStepCost ApplyServeEngineProfile(ServeStepCost c, const ServeEngineProfile& profile);
 
 // The (query, key) pairs a chunk of `tokens` tokens after `prior` cached ones attends to under
 // the causal mask (the flash convention of AttentionKeysOf: s^2 / 2 for a whole sequence of s),
@@ -159,8 +184,9 @@ double CausalPairs(double prior, double tokens, double window);
 
 // What one step schedules: decodes (one token each) and prefill chunks, summed over requests.
 struct ServeStepBatch {
-  double tokens = 0;                         // scheduled tokens (decodes + prefill chunk tokens)
-  double pairs_global = 0, pairs_local = 0;  // CausalPairs over the scheduled chunks
+  double tokens = 0;     // scheduled tokens (decodes + prefill chunk tokens)
+  double sequences = 0;  // requests scheduled (each decode or prefill chunk is one)
+  double pairs_global = 0, pairs_local = 0;          // CausalPairs over the scheduled chunks
   double kv_tokens_global = 0, kv_tokens_local = 0;  // KV tokens read (context incl. the chunk)
 };
 double ServeStepTime(const ServeStepCost& c, const ServeStepBatch& b);

@@ -76,3 +76,118 @@ ServeSearchResult SearchServe(const cost::Context& ctx, const cost::ServeWorkloa
 }
 
 }  // namespace pentamesh::plan
+
+namespace pentamesh::plan {
+namespace {
+
+struct Shape {
+  int64_t tp = 1;
+  spec::Precision precision = spec::Precision::kBf16;
+  bool kv_fp8 = false;
+};
+
+bool MeetsSlo(const ServeSimResult& r, const ServeCapacityQuery& q) {
+  return r.steps > 0 && (q.slo_ttft_p95_s <= 0 || r.ttft_s.p95 <= q.slo_ttft_p95_s) &&
+         (q.slo_itl_p95_s <= 0 || r.itl_s.p95 <= q.slo_itl_p95_s);
+}
+
+// How far a simulated replica is from the SLOs: the worse ratio over target.
+double SloMiss(const ServeSimResult& r, const ServeCapacityQuery& q) {
+  if (r.steps == 0) return 1e300;
+  double miss = 0;
+  if (q.slo_ttft_p95_s > 0) miss = std::max(miss, r.ttft_s.p95 / q.slo_ttft_p95_s);
+  if (q.slo_itl_p95_s > 0) miss = std::max(miss, r.itl_s.p95 / q.slo_itl_p95_s);
+  return miss;
+}
+
+auto DeploymentKey(const ServeDeployment& d) {
+  return std::make_tuple(d.usd_per_hour, d.layout.gpus(), d.replica.ttft_s.p95, d.layout.tp,
+                         static_cast<int>(d.precision), d.kv_fp8, d.layout.replicas);
+}
+
+}  // namespace
+
+ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
+                                        int top_k) {
+  const spec::ClusterSpec& c = ctx.cluster();
+  ServeCapacityResult result;
+  std::vector<spec::Precision> precisions = {spec::Precision::kBf16};
+  if (c.peak_fp8_tflops > 0) precisions.push_back(spec::Precision::kFp8);
+  std::vector<ServeDeployment> met;
+  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
+    for (spec::Precision precision : precisions) {
+      for (bool kv_fp8 : {false, true}) {
+        cost::ServeWorkload w = q.workload;
+        w.precision = precision;
+        w.kv_fp8 = kv_fp8;
+        w.requests = 1;
+        const cost::ServeLayout one{.tp = tp, .ep = 1, .pp = 1, .replicas = 1};
+        const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
+        if (!e.fits) continue;
+        ++result.candidates;
+        const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, w);
+        const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / tp);
+        auto simulate = [&](int64_t replicas) {
+          ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
+                         .requests = q.sim_requests,
+                         .seed = q.seed,
+                         .slo_ttft_s = q.slo_ttft_p95_s,
+                         .slo_itl_s = q.slo_itl_p95_s};
+          ++result.simulations;
+          return SimulateServe(step, w, e.kv_blocks, t);
+        };
+        auto deployment = [&](int64_t replicas, ServeSimResult r) {
+          ServeDeployment d{.layout = {.tp = tp, .ep = 1, .pp = 1, .replicas = replicas},
+                            .precision = precision,
+                            .kv_fp8 = kv_fp8,
+                            .replica = std::move(r)};
+          d.meets = MeetsSlo(d.replica, q);
+          d.usd_per_hour = static_cast<double>(d.layout.gpus()) * w.usd_per_gpu_hour;
+          const double tokens_per_hour = q.rate_per_s * 3600.0;
+          d.usd_per_million_output_tokens =
+              d.usd_per_hour / (tokens_per_hour * static_cast<double>(w.output_tokens)) * 1e6;
+          d.usd_per_million_tokens =
+              d.usd_per_hour /
+              (tokens_per_hour * static_cast<double>(w.input_tokens + w.output_tokens)) * 1e6;
+          return d;
+        };
+        // Doubling to the first replica count that meets the SLOs, then bisection below it.
+        int64_t lo = 0, hi = 1;
+        ServeSimResult at_hi = simulate(hi);
+        while (!MeetsSlo(at_hi, q) && hi < max_replicas) {
+          lo = hi;
+          hi = std::min(max_replicas, 2 * hi);
+          at_hi = simulate(hi);
+        }
+        if (!MeetsSlo(at_hi, q)) {
+          ServeDeployment d = deployment(hi, std::move(at_hi));
+          if (!result.nearest_miss ||
+              SloMiss(d.replica, q) < SloMiss(result.nearest_miss->replica, q)) {
+            result.nearest_miss = std::move(d);
+          }
+          continue;
+        }
+        while (hi - lo > 1) {
+          const int64_t mid = lo + (hi - lo) / 2;
+          ServeSimResult r = simulate(mid);
+          if (MeetsSlo(r, q)) {
+            hi = mid;
+            at_hi = std::move(r);
+          } else {
+            lo = mid;
+          }
+        }
+        met.push_back(deployment(hi, std::move(at_hi)));
+      }
+    }
+  }
+  std::sort(met.begin(), met.end(), [](const ServeDeployment& a, const ServeDeployment& b) {
+    return DeploymentKey(a) < DeploymentKey(b);
+  });
+  if (met.size() > static_cast<size_t>(top_k)) met.resize(static_cast<size_t>(top_k));
+  result.top = std::move(met);
+  if (!result.top.empty()) result.nearest_miss.reset();
+  return result;
+}
+
+}  // namespace pentamesh::plan

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cost/inference.h"
+#include "plan/serve_sim.h"
 
 namespace pentamesh::plan {
 
@@ -30,5 +31,45 @@ std::vector<cost::ServeLayout> ServeLayouts(const cost::Context& ctx, const cost
 
 ServeSearchResult SearchServe(const cost::Context& ctx, const cost::ServeWorkload& w,
                               const ServeTargets& targets, int top_k);
+
+}  // namespace pentamesh::plan
+
+namespace pentamesh::plan {
+
+// plan::SearchServeCapacity: the cheapest deployment that serves `rate_per_s` Poisson arrivals of
+// the workload's input/output lengths under p95 SLOs, on the simulator (plan::SimulateServe with
+// the workload's engine profile). Candidates: tp 1, 2, 4, 8 per replica (within a node, obeying
+// the serving rules), weights in BF16 or FP8 (FP8 where the GPU has FP8 tensor cores) and the KV
+// cache in BF16 or FP8; for each, the fewest replicas whose one replica, at rate / replicas,
+// meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a request's tokens) <=
+// slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow with its rate).
+// Ranked by USD per hour (GPUs x usd_per_gpu_hour), then GPUs, then TTFT p95, then the
+// candidate's fields (a total order). Cost per million output tokens = USD per hour / (rate x
+// output tokens x 3600) x 1e6; per million tokens in and out alike, over input + output.
+struct ServeCapacityQuery {
+  cost::ServeWorkload workload;  // lengths, engine (policy and profile), price; requests unused
+  double rate_per_s = 1;
+  double slo_ttft_p95_s = 0, slo_itl_p95_s = 0;  // 0 = no target
+  int64_t sim_requests = 400;                    // requests simulated per candidate replica
+  uint64_t seed = 1;
+};
+
+struct ServeDeployment {
+  cost::ServeLayout layout;  // tp per replica, replicas (ep = pp = 1)
+  spec::Precision precision = spec::Precision::kBf16;
+  bool kv_fp8 = false;
+  ServeSimResult replica;  // one replica at rate / replicas
+  bool meets = false;
+  double usd_per_hour = 0, usd_per_million_output_tokens = 0, usd_per_million_tokens = 0;
+};
+
+struct ServeCapacityResult {
+  std::vector<ServeDeployment> top;             // meeting the SLOs, cheapest first
+  std::optional<ServeDeployment> nearest_miss;  // when none meets: the most replicas tried, best
+  int64_t candidates = 0, simulations = 0;      // replica shapes, simulations run
+};
+
+ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
+                                        int top_k);
 
 }  // namespace pentamesh::plan

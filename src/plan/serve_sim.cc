@@ -174,6 +174,7 @@ class Engine {
       const auto prior = static_cast<double>(At(k.id).computed);
       const auto n = static_cast<double>(k.tokens);
       batch.tokens += n;
+      batch.sequences += 1;
       batch.pairs_global += cost::CausalPairs(prior, n, 0);
       batch.kv_tokens_global += prior + n;
       if (cost_.window > 0) {

@@ -42,7 +42,12 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
       {kMeridian + "--output-tokens 2000 --ttft-p95 1", "no serving layout meets --ttft-p95 1 ms"},
       // The simulation: one layout, one kind of arrivals; the engine policy's bounds.
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --concurrency 4",
-       "--concurrency/--rate: simulate one layout: give --tp"},
+       "--concurrency: simulate one layout: give --tp"},
+      // The capacity search (--rate without --tp): an SLO no deployment meets; no such profile.
+      {"serve --model llama3-8b --input-tokens 2000 --output-tokens 200 --rate 5 --slo-ttft 1",
+       "--slo-ttft/--slo-itl: no deployment serves 5 requests/s"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --engine nope",
+       "--engine"},
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --concurrency 4 "
        "--rate 2",
        "--concurrency/--rate: give one of them"},
@@ -102,6 +107,21 @@ TEST(ServeCli, SimulationJson) {
   const auto r = nlohmann::json::parse(rate.out)["simulation"];
   EXPECT_LE(r["goodput_requests_per_s"].get<double>(), r["requests_per_s"].get<double>());
   EXPECT_GT(r["requests_per_s"].get<double>(), 0.0);
+}
+
+// --rate without --tp: the capacity search's cheapest deployment meets the p95 SLOs.
+TEST(ServeCli, CapacitySearchJson) {
+  const pt::CliRun r = pt::Pentamesh(
+      "serve --model llama3-8b --input-tokens 2000 --output-tokens 200 --rate 20 --slo-ttft 1000 "
+      "--slo-itl 60 --engine trtllm --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["top"].empty());
+  const auto& best = j["top"][0];
+  EXPECT_TRUE(best["meets"].get<bool>());
+  EXPECT_LE(best["ttft_p95_ms"].get<double>(), 1000.0);
+  EXPECT_LE(best["itl_p95_ms"].get<double>(), 60.0);
+  EXPECT_NEAR(best["usd_per_hour"].get<double>(), best["gpus"].get<double>() * 2.5, 1e-9);
 }
 
 TEST(ServeCli, SearchMeetsTheTargetAndWritesHtml) {

@@ -1,0 +1,149 @@
+// serve_bench: the engine profiles (cost::ServeEngineProfile) against serving measurements
+// (bench/data/serving_runs.json, bench/data/published_serving.json), and the speed of the
+// capacity search. bench/serving.sh runs it; docs/COST_MODEL.md ("Engine profiles") quotes it.
+//   serve_bench [--write-profiles] FILE...
+// Prints, per engine: the profile fitted on all its rows and its in-sample errors; 5-fold
+// (rows in name order, fold = index mod 5) and leave-one-source-out (the row's "group"),
+// leave-one-GPU-out and leave-one-model-out errors: median and p90 |predicted/measured - 1|
+// per metric (TTFT, TPOT, fixed-batch latency); the "none" profile's errors for comparison; the
+// closed loops at concurrency 1, 10, 100 next to the measurements.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calib/profile.h"
+#include "plan/serve.h"
+#include "plan/serve_fit.h"
+#include "spec/load_toml.h"
+
+namespace pm = pentamesh;
+
+namespace {
+
+pm::core::Result<pm::cost::Context> MakeContext(const std::string& model,
+                                                const std::string& cluster) {
+  auto m = pm::spec::LoadModel(model);
+  if (!m.ok()) return m.status();
+  auto c = pm::spec::LoadCluster(cluster, std::nullopt);
+  if (!c.ok()) return c.status();
+  auto stack = pm::calib::LoadProfile("megatron");
+  if (!stack.ok()) return stack.status();
+  pm::cost::CostParams params;
+  pm::calib::ApplyProfile(*stack, *c, params);
+  return pm::cost::Context(*m, *c, pm::spec::TrainSpec{}, params);
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto k =
+      static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))) - 1);
+  return v[k];
+}
+
+using Predictions = std::map<std::string, pm::plan::ServeRunPrediction>;  // by run name
+
+// |error| per metric over `runs` with `pred`, printed as one line.
+void PrintErrors(const std::string& label, const std::vector<const pm::plan::ServeRun*>& runs,
+                 const Predictions& pred) {
+  std::map<std::string, std::vector<double>> by_metric;
+  int refused = 0;
+  for (const pm::plan::ServeRun* run : runs) {
+    const auto& p = pred.at(run->name);
+    if (!p.fits) ++refused;
+    for (const pm::plan::ServeError& e : pm::plan::ServeErrors(*run, p)) {
+      by_metric[e.metric].push_back(std::abs(e.ratio - 1.0));
+    }
+  }
+  std::string line = fmt::format("  {:<26}", label);
+  for (const auto& [metric, v] : by_metric) {
+    line += fmt::format("  {} n={:<3} median {:5.1f}% p90 {:5.1f}%", metric, v.size(),
+                        100 * Quantile(v, 0.5), 100 * Quantile(v, 0.9));
+  }
+  fmt::print("{}  refused {}\n", line, refused);
+}
+
+// Predictions of every run in `runs` from a profile fitted on the others of the same key.
+template <typename Key>
+Predictions HeldOut(const std::vector<const pm::plan::ServeRun*>& runs, const std::string& engine,
+                    Key key) {
+  std::set<std::string> keys;
+  for (size_t i = 0; i < runs.size(); ++i) keys.insert(key(i, *runs[i]));
+  Predictions out;
+  for (const std::string& k : keys) {
+    std::vector<const pm::plan::ServeRun*> train, test;
+    for (size_t i = 0; i < runs.size(); ++i)
+      (key(i, *runs[i]) == k ? test : train).push_back(runs[i]);
+    const pm::cost::ServeEngineProfile profile =
+        train.empty() ? pm::cost::ServeEngineProfile{} : pm::plan::FitServeProfile(train, engine);
+    for (const pm::plan::ServeRun* run : test)
+      out[run->name] = pm::plan::PredictServeRun(*run, profile);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<pm::plan::ServeRun> all;
+  for (int i = 1; i < argc; ++i) {
+    auto runs = pm::plan::LoadServeRuns(argv[i], MakeContext);
+    if (!runs.ok()) {
+      fmt::print(stderr, "serve_bench: {}\n", runs.status().message());
+      return 2;
+    }
+    for (auto& r : *runs) all.push_back(std::move(r));
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_engine;
+  for (const auto& r : all) by_engine[r.engine].push_back(&r);
+  for (const auto& [engine, runs] : by_engine) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const pm::cost::ServeEngineProfile fit = pm::plan::FitServeProfile(runs, engine);
+    const double fit_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::set<std::string> groups, configs;
+    for (const auto* r : runs) {
+      groups.insert(r->group);
+      configs.insert(r->config);
+    }
+    fmt::print(
+        "== {}: {} rows, {} sources, {} configs; fitted on all (took {:.1f} s): step {:.3f} ms, "
+        "per request {:.1f} us, attention efficiency {:.3f}\n",
+        engine, runs.size(), groups.size(), configs.size(), fit_s, fit.step_overhead_s * 1e3,
+        fit.seq_overhead_s * 1e6, fit.attention_efficiency);
+    Predictions none, in_sample;
+    for (const auto* r : runs) {
+      none[r->name] = pm::plan::PredictServeRun(*r, {});
+      in_sample[r->name] = pm::plan::PredictServeRun(*r, fit);
+    }
+    PrintErrors("profile none", runs, none);
+    PrintErrors("in-sample", runs, in_sample);
+    PrintErrors("5-fold", runs,
+                HeldOut(runs, engine, [](size_t i, const auto&) { return std::to_string(i % 5); }));
+    if (groups.size() > 1) {
+      PrintErrors("leave-one-source-out", runs,
+                  HeldOut(runs, engine, [](size_t, const auto& r) { return r.group; }));
+    }
+    // A new GPU, a new model: each fitted on the rows of the others.
+    PrintErrors("leave-one-GPU-out", runs,
+                HeldOut(runs, engine, [](size_t, const auto& r) { return r.ctx->cluster().name; }));
+    PrintErrors("leave-one-model-out", runs,
+                HeldOut(runs, engine, [](size_t, const auto& r) { return r.ctx->model().name; }));
+    fmt::print("  closed loops (measured / simulated with the profile; TTFT ms, TPOT ms):\n");
+    for (const auto* r : runs) {
+      const int64_t c = r->traffic.concurrency;
+      if (c != 1 && c != 10 && c != 100) continue;
+      if (r->workload.input_tokens != 2000 && r->batch_s == 0 && r->group == "nim-dli") continue;
+      const auto& p = in_sample.at(r->name);
+      fmt::print("    {:<58} TTFT {:8.1f} / {:8.1f}  TPOT {:6.2f} / {:6.2f}\n", r->name,
+                 r->ttft_s * 1e3, p.ttft_s * 1e3, r->tpot_s * 1e3, p.tpot_s * 1e3);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,80 @@
+// vLLM and SGLang launch commands of a serving layout (launch/serve_engines.h).
+#include "launch/serve_engines.h"
+
+#include <fmt/format.h>
+
+#include "core/quote.h"
+
+namespace pentamesh::launch {
+
+core::Result<ServeEngine> ParseServeEngine(const std::string& name) {
+  if (name == "vllm") return ServeEngine::kVllm;
+  if (name == "sglang") return ServeEngine::kSglang;
+  return core::Status::Error("--emit: \"" + name + "\" is not a serving engine (vllm, sglang)");
+}
+
+const char* ToString(ServeEngine engine) {
+  return engine == ServeEngine::kVllm ? "vllm" : "sglang";
+}
+
+std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine engine,
+                                                                  const cost::ServeLayout& l,
+                                                                  const cost::ServeWorkload& w) {
+  const cost::ServeEngine& e = w.engine;
+  const bool fp8 = w.precision == spec::Precision::kFp8;
+  const std::string max_len = std::to_string(w.input_tokens + w.output_tokens);
+  std::vector<std::pair<std::string, std::string>> f;
+  auto add = [&f](std::string flag, std::string value) {
+    f.emplace_back(std::move(flag), std::move(value));
+  };
+  if (engine == ServeEngine::kVllm) {
+    add("--tensor-parallel-size", std::to_string(l.tp));
+    add("--pipeline-parallel-size", std::to_string(l.pp));
+    if (l.ep > 1) {
+      add("--data-parallel-size", std::to_string(l.ep));
+      add("--enable-expert-parallel", "");
+    }
+    add("--max-model-len", max_len);
+    add("--gpu-memory-utilization", fmt::format("{}", e.gpu_memory_utilization));
+    add("--max-num-batched-tokens", std::to_string(e.max_batched_tokens));
+    add("--enable-chunked-prefill", "");
+    add("--max-num-seqs", std::to_string(e.max_seqs));
+    add("--block-size", std::to_string(e.block_tokens));
+    add("--kv-cache-dtype", w.kv_fp8 ? "fp8" : "auto");
+    if (fp8) add("--quantization", "fp8");
+    return f;
+  }
+  add("--tp-size", std::to_string(l.tp * l.ep));
+  if (l.ep > 1) add("--ep-size", std::to_string(l.tp * l.ep));
+  add("--pp-size", std::to_string(l.pp));
+  add("--context-length", max_len);
+  add("--mem-fraction-static", fmt::format("{}", e.gpu_memory_utilization));
+  add("--chunked-prefill-size", std::to_string(e.max_batched_tokens));
+  add("--max-running-requests", std::to_string(e.max_seqs));
+  add("--page-size", std::to_string(e.block_tokens));
+  add("--kv-cache-dtype", w.kv_fp8 ? "fp8_e4m3" : "auto");
+  if (fp8) add("--quantization", "fp8");
+  return f;
+}
+
+std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& l,
+                              const cost::ServeWorkload& w,
+                              const std::vector<std::string>& header) {
+  std::string out = "#!/usr/bin/env bash\n";
+  for (const std::string& line : header) out += "# " + core::CommentText(line) + "\n";
+  out += fmt::format("# One replica of {} ({} GPUs); run it on each of the {} replicas.\n",
+                     cost::FormatServeLayout(l), l.gpus_per_replica(), l.replicas);
+  out += "set -euo pipefail\n";
+  out += ": \"${MODEL:?set MODEL to the checkpoint: a Hugging Face id or a local path}\"\n";
+  out += engine == ServeEngine::kVllm
+             ? "exec vllm serve \"$MODEL\""
+             : "exec python3 -m sglang.launch_server --model-path \"$MODEL\"";
+  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w)) {
+    out += " \\\n  " + flag;
+    if (!value.empty()) out += " " + core::ShellQuote(value);
+  }
+  out += " \\\n  \"$@\"\n";
+  return out;
+}
+
+}  // namespace pentamesh::launch

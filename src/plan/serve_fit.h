@@ -1,0 +1,63 @@
+// plan::FitServeProfile: the engine profiles (cost::ServeEngineProfile) fitted on published
+// serving measurements, and their cross-validation (bench/serving.sh; docs/COST_MODEL.md,
+// "Engine profiles").
+//
+// A measurement (bench/data/serving_runs.json, published_serving.json rows with an "engine") is
+// a closed loop of `concurrency` clients on one layout (tp, one replica) with fixed input and
+// output lengths; its mean TTFT, mean TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed
+// batch, the batch's latency. Each is predicted by plan::SimulateServe of the row under a
+// profile. The fit minimises the sum over rows and compared metrics of log(predicted /
+// measured)^2 over the profile's three parameters (Gauss-Newton with damping on numerical
+// derivatives, parameters kept in bounds), from the profile "none".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "cost/inference.h"
+#include "plan/serve_sim.h"
+
+namespace pentamesh::plan {
+
+struct ServeRun {
+  std::string name, group, config, engine;  // group: the source; config: model-GPU-tp-precision
+  std::shared_ptr<const cost::Context> ctx;
+  cost::ServeLayout layout;
+  cost::ServeWorkload workload;
+  ServeTraffic traffic;  // closed loop
+  // Measured, seconds (0 = not published or not compared).
+  double ttft_s = 0, tpot_s = 0, batch_s = 0;
+  // Filled by PrepareServeRun: the step cost under the profile "none" and the KV blocks.
+  cost::ServeStepCost base;
+  int64_t kv_blocks = 0;
+  bool fits = false;
+};
+
+// Reads the rows of a serving measurements file that have an "engine"; make_context gives the
+// Context of a (model, cluster) (the stack's calibrated parameters). Rows are named in errors.
+using ServeContextFn = std::function<core::Result<cost::Context>(const std::string& model,
+                                                                 const std::string& cluster)>;
+core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
+                                                  const ServeContextFn& make_context);
+
+struct ServeRunPrediction {
+  double ttft_s = 0, tpot_s = 0, batch_s = 0;
+  bool fits = false;
+};
+ServeRunPrediction PredictServeRun(const ServeRun& run, const cost::ServeEngineProfile& profile);
+
+// Fits `name`'s profile on `runs` (all of one engine).
+cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& runs,
+                                         const std::string& name);
+
+// One compared metric of one run: predicted / measured.
+struct ServeError {
+  std::string run, metric;  // "ttft", "tpot", "batch"
+  double ratio = 0;
+};
+std::vector<ServeError> ServeErrors(const ServeRun& run, const ServeRunPrediction& p);
+
+}  // namespace pentamesh::plan

@@ -1,0 +1,133 @@
+// launch/serve_engines against the engines' own flag tables (src/launch/data/vllm_flags_0.19.1.tsv,
+// sglang_flags_0.5.23.tsv, read from the released packages by scripts/serving_engine_flags.py):
+// every emitted flag is one the engine's parser registers, a value flag gets a value of its type
+// (int, float, or one of its choices), a switch none; the script quotes every value and passes
+// bash -n; `serve --emit` writes it.
+#include "launch/serve_engines.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "core/quote.h"
+
+namespace pentamesh::launch {
+namespace {
+
+struct FlagRow {
+  std::string kind, type, choices;
+};
+
+std::map<std::string, FlagRow> LoadTable(const std::string& name) {
+  std::ifstream in(std::string(PM_SOURCE_DIR) + "/src/launch/data/" + name);
+  std::map<std::string, FlagRow> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    std::string col;
+    while (std::getline(ss, col, '\t')) cols.push_back(col);
+    cols.resize(5);
+    out[cols[0]] = {cols[1], cols[2], cols[4]};
+  }
+  return out;
+}
+
+bool HasType(const std::string& value, const std::string& type) {
+  char* end = nullptr;
+  if (type == "int") {
+    std::strtoll(value.c_str(), &end, 10);
+    return !value.empty() && *end == '\0';
+  }
+  if (type == "float") {
+    std::strtod(value.c_str(), &end);
+    return !value.empty() && *end == '\0';
+  }
+  return type == "str";
+}
+
+void CheckAgainstTable(ServeEngine engine, const std::map<std::string, FlagRow>& table,
+                       const cost::ServeLayout& l, const cost::ServeWorkload& w) {
+  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w)) {
+    const auto it = table.find(flag);
+    ASSERT_NE(it, table.end()) << ToString(engine) << " has no flag " << flag;
+    const FlagRow& row = it->second;
+    if (row.kind == "value") {
+      EXPECT_FALSE(value.empty()) << flag << " takes a value";
+      EXPECT_TRUE(HasType(value, row.type)) << flag << " " << value << " is not " << row.type;
+      if (!row.choices.empty()) {
+        EXPECT_NE(("|" + row.choices + "|").find("|" + value + "|"), std::string::npos)
+            << flag << " " << value << " not in " << row.choices;
+      }
+    } else {
+      EXPECT_TRUE(value.empty()) << flag << " is a switch";
+    }
+  }
+}
+
+TEST(ServeEngines, EveryFlagIsInTheEnginesTableWithItsType) {
+  const auto vllm = LoadTable("vllm_flags_0.19.1.tsv");
+  const auto sglang = LoadTable("sglang_flags_0.5.23.tsv");
+  ASSERT_GT(vllm.size(), 150u);
+  ASSERT_GT(sglang.size(), 300u);
+  cost::ServeWorkload w;
+  w.input_tokens = 1000;
+  w.output_tokens = 500;
+  for (bool fp8 : {false, true}) {
+    w.precision = fp8 ? spec::Precision::kFp8 : spec::Precision::kBf16;
+    w.kv_fp8 = fp8;
+    for (const cost::ServeLayout& l :
+         {cost::ServeLayout{.tp = 4},
+          cost::ServeLayout{.tp = 8, .ep = 2, .pp = 2, .replicas = 3}}) {
+      CheckAgainstTable(ServeEngine::kVllm, vllm, l, w);
+      CheckAgainstTable(ServeEngine::kSglang, sglang, l, w);
+    }
+  }
+}
+
+TEST(ServeEngines, ValuesOfTheLayout) {
+  cost::ServeWorkload w;
+  w.input_tokens = 1000;
+  w.output_tokens = 500;
+  w.engine.gpu_memory_utilization = 0.85;
+  w.kv_fp8 = true;
+  const auto f = ServeEngineFlags(ServeEngine::kVllm, {.tp = 2, .ep = 4}, w);
+  const std::map<std::string, std::string> m(f.begin(), f.end());
+  EXPECT_EQ(m.at("--tensor-parallel-size"), "2");
+  EXPECT_EQ(m.at("--data-parallel-size"), "4");
+  EXPECT_EQ(m.at("--max-model-len"), "1500");
+  EXPECT_EQ(m.at("--gpu-memory-utilization"), "0.85");
+  EXPECT_EQ(m.at("--kv-cache-dtype"), "fp8");
+  const auto g = ServeEngineFlags(ServeEngine::kSglang, {.tp = 2, .ep = 4}, w);
+  const std::map<std::string, std::string> n(g.begin(), g.end());
+  EXPECT_EQ(n.at("--tp-size"), "8");
+  EXPECT_EQ(n.at("--ep-size"), "8");
+  EXPECT_EQ(n.at("--context-length"), "1500");
+}
+
+TEST(ServeEngines, ScriptQuotesEveryValueAndParses) {
+  cost::ServeWorkload w;
+  w.input_tokens = 100;
+  w.output_tokens = 10;
+  const std::string script =
+      ServeLaunchScript(ServeEngine::kVllm, {.tp = 1}, w, {"title with $(rm -rf /) and\nnewline"});
+  for (const auto& [flag, value] : ServeEngineFlags(ServeEngine::kVllm, {.tp = 1}, w)) {
+    const std::string expect = value.empty() ? flag : flag + " " + core::ShellQuote(value);
+    EXPECT_NE(script.find(expect), std::string::npos) << expect;
+  }
+  EXPECT_EQ(script.find("\nnewline"), std::string::npos);  // the header stays one comment line
+  const std::string path = ::testing::TempDir() + "/pm_serve_engines_test.sh";
+  std::ofstream(path) << script;
+  EXPECT_EQ(std::system(("bash -n " + path).c_str()), 0);
+  EXPECT_FALSE(ParseServeEngine("trtllm").ok());
+  EXPECT_NE(ParseServeEngine("x").status().message().find("--emit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pentamesh::launch

@@ -1,0 +1,197 @@
+// Engine profiles (cost::ServeEngineProfile, plan/serve_fit.h) and the capacity search
+// (plan::SearchServeCapacity): the profile's terms against the step's closed form; the fitter
+// recovers a profile it generated measurements with; the shipped TensorRT-LLM profile against
+// the published NIM measurements (bench/data/serving_runs.json); the capacity search's answer
+// meets the SLOs with the fewest replicas of its shape, its prices are the closed forms, FP8
+// only where the GPU has it; its speed (printed).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "calib/profile.h"
+#include "cost/inference.h"
+#include "plan/serve.h"
+#include "plan/serve_fit.h"
+#include "spec/load_toml.h"
+
+namespace pentamesh::plan {
+namespace {
+
+core::Result<cost::Context> MakeContext(const std::string& model, const std::string& cluster) {
+  spec::ModelSpec m = spec::LoadModel(model).value();
+  spec::ClusterSpec c = spec::LoadCluster(cluster, std::nullopt).value();
+  cost::CostParams params;
+  calib::ApplyProfile(calib::LoadProfile("megatron").value(), c, params);
+  return cost::Context(m, c, spec::TrainSpec{}, params);
+}
+
+cost::ServeWorkload Workload(int64_t input, int64_t output) {
+  cost::ServeWorkload w;
+  w.input_tokens = input;
+  w.output_tokens = output;
+  return w;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto k =
+      static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))) - 1);
+  return v[k];
+}
+
+TEST(EngineProfile, StepAddsItsOverheadsAndScalesAttention) {
+  const cost::Context ctx = MakeContext("llama3-8b", "h100-sxm").value();
+  const cost::ServeLayout l{.tp = 1, .ep = 1, .pp = 1, .replicas = 1};
+  cost::ServeWorkload w = Workload(1000, 100);
+  const cost::ServeStepCost base = cost::MakeServeStepCost(ctx, l, w);
+  w.engine.profile = {
+      .name = "t", .step_overhead_s = 2e-3, .seq_overhead_s = 10e-6, .attention_efficiency = 0.5};
+  const cost::ServeStepCost with = cost::MakeServeStepCost(ctx, l, w);
+  // 32 decodes at context 1000: memory-bound, so attention is the KV read.
+  cost::ServeStepBatch b{.tokens = 32, .sequences = 32, .kv_tokens_global = 32 * 1000.0};
+  b.pairs_global = 32 * cost::CausalPairs(999, 1, 0);
+  const double kv = base.kv_s_per_token_global * b.kv_tokens_global;
+  EXPECT_NEAR(cost::ServeStepTime(with, b), cost::ServeStepTime(base, b) + kv + 2e-3 + 32 * 10e-6,
+              1e-12);
+  EXPECT_EQ(cost::ServeStepTime(with, {}), 0.0);  // an empty step costs nothing
+}
+
+TEST(EngineProfile, FitRecoversTheProfileThatMadeTheMeasurements) {
+  const cost::ServeEngineProfile truth{.name = "truth",
+                                       .step_overhead_s = 3e-3,
+                                       .seq_overhead_s = 40e-6,
+                                       .attention_efficiency = 0.6};
+  auto ctx = std::make_shared<const cost::Context>(MakeContext("llama3-8b", "h100-sxm").value());
+  std::vector<ServeRun> runs;
+  for (int64_t c : {1, 16, 64}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{200, 200}, {4000, 200}}) {
+      ServeRun r;
+      r.name = fmt::format("c{}-{}", c, in);
+      r.ctx = ctx;
+      r.workload = Workload(in, out);
+      r.traffic = {.concurrency = c, .requests = std::max<int64_t>(8, 3 * c)};
+      const cost::ServeEstimate e = cost::EstimateServe(*ctx, r.layout, r.workload);
+      r.fits = e.fits;
+      r.kv_blocks = e.kv_blocks;
+      r.base = cost::MakeServeStepCost(*ctx, r.layout, r.workload);
+      const ServeRunPrediction p = PredictServeRun(r, truth);
+      r.ttft_s = p.ttft_s;
+      r.tpot_s = p.tpot_s;
+      runs.push_back(r);
+    }
+  }
+  std::vector<const ServeRun*> ptrs;
+  for (const ServeRun& r : runs) ptrs.push_back(&r);
+  const cost::ServeEngineProfile fit = FitServeProfile(ptrs, "fit");
+  EXPECT_NEAR(fit.step_overhead_s / truth.step_overhead_s, 1.0, 0.05);
+  EXPECT_NEAR(fit.seq_overhead_s / truth.seq_overhead_s, 1.0, 0.10);
+  EXPECT_NEAR(fit.attention_efficiency / truth.attention_efficiency, 1.0, 0.05);
+}
+
+// The shipped profile against the measurements it was fitted on (bench/serving.sh has the
+// cross-validated errors): NIM (TensorRT-LLM) closed loops, concurrency 1-250.
+TEST(EngineProfile, TrtllmAgainstPublishedNim) {
+  auto runs =
+      LoadServeRuns(std::string(PM_SOURCE_DIR) + "/bench/data/serving_runs.json", MakeContext);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_GE(runs->size(), 280u);
+  const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile("trtllm");
+  ASSERT_NE(profile, nullptr);
+  std::vector<double> tpot, ttft_c1, ttft, tpot_none;
+  for (const ServeRun& r : *runs) {
+    const ServeRunPrediction p = PredictServeRun(r, *profile);
+    ASSERT_TRUE(p.fits) << r.name << " refused as not fitting";
+    tpot.push_back(std::abs(p.tpot_s / r.tpot_s - 1));
+    ttft.push_back(std::abs(p.ttft_s / r.ttft_s - 1));
+    if (r.traffic.concurrency == 1) ttft_c1.push_back(ttft.back());
+    tpot_none.push_back(std::abs(PredictServeRun(r, {}).tpot_s / r.tpot_s - 1));
+  }
+  fmt::print(
+      "trtllm on {} NIM rows: TPOT median {:.1f}% p90 {:.1f}% (none: {:.1f}% / {:.1f}%); "
+      "TTFT median {:.1f}% p90 {:.1f}%, at concurrency 1 median {:.1f}%\n",
+      runs->size(), 100 * Quantile(tpot, 0.5), 100 * Quantile(tpot, 0.9),
+      100 * Quantile(tpot_none, 0.5), 100 * Quantile(tpot_none, 0.9), 100 * Quantile(ttft, 0.5),
+      100 * Quantile(ttft, 0.9), 100 * Quantile(ttft_c1, 0.5));
+  EXPECT_LE(Quantile(tpot, 0.5), 0.10);
+  EXPECT_LE(Quantile(tpot, 0.9), 0.25);
+  EXPECT_LT(Quantile(tpot, 0.5), Quantile(tpot_none, 0.5));
+  EXPECT_LE(Quantile(ttft_c1, 0.5), 0.15);
+  EXPECT_LE(Quantile(ttft, 0.5), 0.30);  // batched prompts: docs/COST_MODEL.md, the gap
+}
+
+ServeCapacityQuery Query(double rate, double ttft_ms, double itl_ms) {
+  ServeCapacityQuery q;
+  q.workload = Workload(2000, 200);
+  q.workload.engine.profile = *cost::FindServeEngineProfile("trtllm");
+  q.rate_per_s = rate;
+  q.slo_ttft_p95_s = ttft_ms / 1e3;
+  q.slo_itl_p95_s = itl_ms / 1e3;
+  q.sim_requests = 300;
+  return q;
+}
+
+TEST(ServeCapacity, CheapestMeetsTheSlosWithTheFewestReplicas) {
+  const cost::Context ctx = MakeContext("llama3-8b", "h100-sxm").value();
+  const ServeCapacityQuery q = Query(20, 1000, 60);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 5);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("capacity search: {} replica shapes, {} simulations of {} requests in {:.2f} s\n",
+             r.candidates, r.simulations, q.sim_requests, s);
+  ASSERT_FALSE(r.top.empty());
+  for (size_t i = 1; i < r.top.size(); ++i) {
+    EXPECT_LE(r.top[i - 1].usd_per_hour, r.top[i].usd_per_hour);
+  }
+  const ServeDeployment& best = r.top.front();
+  EXPECT_TRUE(best.meets);
+  EXPECT_LE(best.replica.ttft_s.p95, 1.0);
+  EXPECT_LE(best.replica.itl_s.p95, 0.060);
+  // Prices: GPUs x USD per GPU-hour; per million output tokens over the rate's tokens an hour.
+  EXPECT_DOUBLE_EQ(best.usd_per_hour,
+                   static_cast<double>(best.layout.gpus()) * q.workload.usd_per_gpu_hour);
+  EXPECT_NEAR(best.usd_per_million_output_tokens, best.usd_per_hour / (20 * 200 * 3600.0) * 1e6,
+              1e-12);
+  EXPECT_NEAR(best.usd_per_million_tokens, best.usd_per_hour / (20 * 2200 * 3600.0) * 1e6, 1e-12);
+  // One replica fewer of the same shape misses an SLO.
+  if (best.layout.replicas > 1) {
+    cost::ServeWorkload w = q.workload;
+    w.precision = best.precision;
+    w.kv_fp8 = best.kv_fp8;
+    const cost::ServeLayout one{.tp = best.layout.tp, .ep = 1, .pp = 1, .replicas = 1};
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
+    const ServeSimResult fewer =
+        SimulateServe(cost::MakeServeStepCost(ctx, one, w), w, e.kv_blocks,
+                      {.rate_per_s = 20.0 / static_cast<double>(best.layout.replicas - 1),
+                       .requests = q.sim_requests,
+                       .seed = q.seed});
+    EXPECT_TRUE(fewer.ttft_s.p95 > 1.0 || fewer.itl_s.p95 > 0.060);
+  }
+}
+
+TEST(ServeCapacity, Fp8OnlyWhereTheGpuHasIt) {
+  const cost::Context a100 = MakeContext("llama3-8b", "a100-80gb").value();
+  const ServeCapacityResult r = SearchServeCapacity(a100, Query(5, 2000, 100), 100);
+  ASSERT_FALSE(r.top.empty());
+  for (const ServeDeployment& d : r.top) EXPECT_EQ(d.precision, spec::Precision::kBf16);
+  const cost::Context h100 = MakeContext("llama3-8b", "h100-sxm").value();
+  const ServeCapacityResult h = SearchServeCapacity(h100, Query(5, 2000, 100), 100);
+  EXPECT_TRUE(std::any_of(h.top.begin(), h.top.end(), [](const ServeDeployment& d) {
+    return d.precision == spec::Precision::kFp8;
+  }));
+}
+
+TEST(ServeCapacity, ImpossibleSloNamesTheNearestMiss) {
+  const cost::Context ctx = MakeContext("llama3-8b", "h100-sxm").value();
+  const ServeCapacityResult r = SearchServeCapacity(ctx, Query(5, 1, 100), 5);  // TTFT <= 1 ms
+  EXPECT_TRUE(r.top.empty());
+  ASSERT_TRUE(r.nearest_miss.has_value());
+  EXPECT_FALSE(r.nearest_miss->meets);
+}
+
+}  // namespace
+}  // namespace pentamesh::plan
