@@ -44,6 +44,7 @@ nlohmann::json ToJson(const cost::Context& ctx, const cost::Estimate& e,
                  {"active", c.active},
                  {"expert", c.expert()},
                  {"non_expert", c.non_expert()}};
+  j["stages"] = StagesJson(ctx, e.layout);
   j["flops_per_token"] = {{"model", ctx.flops_none.model},
                           {"model_causal", ctx.flops_none.model_causal}};
   return j;

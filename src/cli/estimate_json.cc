@@ -1,6 +1,8 @@
 // JSON for a cost::Estimate (see estimate_json.h).
 #include "cli/estimate_json.h"
 
+#include "cost/stage_params.h"
+
 namespace pentamesh::cli {
 
 // Every field of spec::LayoutFields() under its key (enumerated fields as their word, sp as a
@@ -60,6 +62,20 @@ nlohmann::json EstimateJson(const cost::Estimate& e) {
         {"pp", e.comm_bytes.pp},
         {"dp", e.comm_bytes.dp}}},
   };
+}
+
+nlohmann::json StagesJson(const cost::Context& ctx, const spec::Layout& l) {
+  nlohmann::json j = nlohmann::json::array();
+  if (cost::CheckLayout(ctx, l) != cost::Rule::kOk) return j;
+  for (int64_t r = 0; r < l.pp; ++r) {
+    const cost::StageParams s = cost::ParamsForStage(ctx, l, r);
+    j.push_back({{"pp_rank", r},
+                 {"layers", s.layers},
+                 {"moe_layers", s.moe_layers},
+                 {"params_dense", s.params_dense},
+                 {"params_expert", s.params_expert}});
+  }
+  return j;
 }
 
 }  // namespace pentamesh::cli

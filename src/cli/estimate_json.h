@@ -18,4 +18,8 @@ nlohmann::json LayoutJson(const spec::Layout& l);
 // comm_bytes.
 nlohmann::json EstimateJson(const cost::Estimate& e);
 
+// Per pp rank (cost::ParamsForStage): layers, moe_layers, params_dense, params_expert on one rank
+// (split over tp / etp x ep, before ZeRO). Empty when the layout breaks a structural rule.
+nlohmann::json StagesJson(const cost::Context& ctx, const spec::Layout& l);
+
 }  // namespace pentamesh::cli

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/collective_bytes.h"
 #include "cost/internal.h"
+#include "cost/stage_params.h"
 #include "schedule/estimate.h"
 #include "spec/validate.h"
 
@@ -296,6 +297,19 @@ Memory MemoryForStage(const Context& ctx, const spec::Layout& layout, int64_t pp
   Memory mem;
   internal::StageMemory(ctx, layout, t, s, mem);
   return mem;
+}
+
+StageParams ParamsForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
+  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "ParamsForStage on an invalid layout";
+  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
+  Terms t;
+  internal::ComputeTerms(ctx, layout, t);
+  Stage s;
+  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  return {.layers = s.layers,
+          .moe_layers = s.moe_layers,
+          .params_dense = s.params_dense,
+          .params_expert = s.params_expert};
 }
 
 }  // namespace pentamesh::cost

@@ -60,6 +60,15 @@ bool IntegerRopeTheta(const ModelSpec& m, const Layout&) {
 }
 // Expert tensor parallelism other than tp (etp = 1, experts whole over the tp ranks).
 bool EtpIsTp(const ModelSpec&, const Layout& l) { return l.expert_tp() == l.tp; }
+// torchtitan 0.2.2's qwen3 model (the MoE flavour pentamesh writes) builds an MoE block in every
+// layer when moe_enabled (TransformerBlock), and its MoE (models/moe: token choice, no capacity)
+// never drops a token.
+bool TorchtitanMoeEveryLayer(const ModelSpec& m, const Layout&) {
+  return !m.is_moe() || (m.moe.first_dense_layers == 0 && m.moe.moe_layer_freq == 1);
+}
+bool TorchtitanMoeDropless(const ModelSpec& m, const Layout&) {
+  return !m.is_moe() || m.moe.capacity_factor == 0;
+}
 // Megatron asserts sequence parallelism for MoE models with tensor parallelism.
 bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.tp == 1 || l.sp; }
 
@@ -99,6 +108,13 @@ constexpr CapabilityRule kRules[] = {
      "written for torchtitan yet)"},
     {"tt-ep-divides-shard", Engine::kTorchtitan, "", "", TorchtitanEpFits,
      "torchtitan borrows EP ranks from dp_shard x cp (x tp when ETP = 1): ep must divide them"},
+    {"tt-moe-every-layer", Engine::kTorchtitan, "", "", TorchtitanMoeEveryLayer,
+     "torchtitan 0.2.2's qwen3 MoE model puts an MoE block in every layer (moe_enabled): leading "
+     "dense layers (model.moe.first_dense_layers) or an MoE layer every k > 1 layers "
+     "(model.moe.moe_layer_freq) cannot be registered as its flavour"},
+    {"tt-moe-dropless", Engine::kTorchtitan, "", "", TorchtitanMoeDropless,
+     "torchtitan 0.2.2's MoE is dropless token choice (MoEArgs has no capacity factor): "
+     "model.moe.capacity_factor must be 0"},
     {"tt-no-mla", Engine::kTorchtitan, "", "", NoMla,
      "pentamesh writes torchtitan's llama3 model, which has no multi-head latent attention "
      "(model.mla)"},

@@ -108,7 +108,8 @@ std::string RegisterFlavorNote(const spec::ModelSpec& m, const TitanJob& job) {
           ? fmt::format(
                 ", {} experts top-{} of FFN {}, first {} layers dense, every {} layer MoE,\n# "
                 "MoEArgs(num_experts={}, num_shared_experts={}, top_k={}, score_func=\"softmax\", "
-                "route_norm={})",
+                "route_norm={}),\n# Qwen3ModelArgs(qk_norm=False) (qwen3's default adds q/k "
+                "RMSNorms this model does not have)",
                 m.moe.experts, m.moe.top_k, m.moe.expert_ffn_hidden, m.moe.first_dense_layers,
                 m.moe.moe_layer_freq, m.moe.experts, m.moe.shared_experts, m.moe.top_k,
                 m.moe.router == spec::MoeRouter::kTopKRenorm ? "True" : "False")

@@ -634,6 +634,10 @@ TEST(LaunchCapability, EngineSemanticsRefusedNamingTheRule) {
   odd_theta.rope_theta = 500000.5;
   spec::ModelSpec odd_layers = *mixtral;
   odd_layers.moe.moe_layer_freq = 3;  // 32 layers: Megatron-DeepSpeed places 10, pentamesh 11
+  spec::ModelSpec first_dense = *mixtral;
+  first_dense.moe.first_dense_layers = 1;  // MeridianFin-72B's shape: layer 0 dense
+  spec::ModelSpec capacity = *mixtral;
+  capacity.moe.capacity_factor = 1.0;
   struct Refusal {
     Engine engine;
     const spec::ModelSpec* model;
@@ -650,6 +654,11 @@ TEST(LaunchCapability, EngineSemanticsRefusedNamingTheRule) {
            Refusal{Engine::kDeepSpeed, &odd_theta, "dp=32 tp=8 zero=1", "ds-rope-theta-int"},
            Refusal{Engine::kDeepSpeed, &odd_layers, "dp=32 tp=8 ep=8 ep_placement=folded zero=2",
                    "ds-moe-shape"},
+           Refusal{Engine::kTorchtitan, &first_dense, "dp=32 tp=8 ep=8 zero=3",
+                   "tt-moe-every-layer"},
+           Refusal{Engine::kTorchtitan, &odd_layers, "dp=32 tp=8 ep=8 zero=3",
+                   "tt-moe-every-layer"},
+           Refusal{Engine::kTorchtitan, &capacity, "dp=32 tp=8 ep=8 zero=3", "tt-moe-dropless"},
            Refusal{Engine::kTorchtitan, &*llama, "dp=1 tp=8 pp=32 zero=3", "tt-bf16-needs-fsdp"},
            Refusal{Engine::kTorchtitan, &*llama, "dp=1 tp=8 pp=32 zero=0", "tt-bf16-needs-fsdp"},
        }) {

@@ -2,8 +2,9 @@
 """Checks pentamesh's emitted launch files with the engines' own code (run by CTest, label
 `engines`, in the venv of scripts/engines_env.sh).
 
-For the case study (MeridianFin-72B, 1,024 H100, 128K) and Llama 3 405B (16,384 H100, 8K), and a
-few fixed layouts that exercise more flags, `pentamesh plan|estimate --emit ENGINE` writes the
+For the case study (MeridianFin-72B, 1,024 H100, 128K), Llama 3 405B (16,384 H100, 8K), Mixtral
+8x7B (256 H100, 4K) and Llama 3 70B (512 H100, 4K), and a few fixed layouts that exercise more
+flags, `pentamesh plan|estimate --emit ENGINE` writes the
 files, then:
   megatron   train.sh is run by bash with PYTHON pointing at a recorder, so the argv is what bash
              passes to pretrain_gpt.py. Every flag must be in Megatron-LM's parser (the flag list
@@ -20,8 +21,35 @@ files, then:
              launch.sh's argv must parse with Megatron-DeepSpeed's parser (the flag list extracted
              at commit f4157be, src/launch/data) and carry FlashAttention and, for MoE, the MoE
              parameter group with ZeRO <= 2.
-Layouts an engine cannot run must be refused by pentamesh, naming the rule.
+Then each engine's own start-up path on CPU, on the meta device (no memory, no GPU):
+  torchtitan the fake process group (torch's "fake" backend, what comm.mode = "fake_backend" and
+             init_fake_mode start), the model of job.toml on the meta device (a registered flavor,
+             else the one the header's note tells the user to register, read from the note), its
+             pipeline split (pipeline_module_split over generate_llm_fqn_per_model_part, for every
+             pp rank) and its parallelize function (parallelize_llama / parallelize_qwen3: TP, CP,
+             activation checkpointing, FSDP) on each stage, over the emitted mesh with the data-
+             parallel degrees shrunk to <= 2 (FSDP stays on or off as emitted). Asserted: the
+             dtype torchtitan computes in (FSDP's param_dtype, else maybe_enable_amp's rule)
+             equals the train preset's precision; the layers per pp rank and the parameters per
+             rank (DTensor sizes over the non-data-parallel mesh dims) equal `estimate --json`'s
+             "stages"; the model's total equals its "params.total". Trainer is not called (it
+             calls cuda.set_device).
+  megatron   initialize_model_parallel over the fake backend (tp, pp, vpp, ep, etp; cp folded into
+             dp, since the local attention without Transformer Engine refuses cp and cp holds no
+             parameter), then GPTModel from the TransformerConfig of the flags, for every pp rank
+             and virtual stage (set_pipeline_model_parallel_rank; pre_process/post_process as
+             pretrain_gpt.py), with get_gpt_decoder_block_spec(use_transformer_engine=False) on
+             the meta device; sequence parallelism, grouped GEMM and the all-to-all dispatcher
+             are off for the build (TE / grouped_gemm / CUDA streams), none shapes a parameter.
+             Asserted: layers and parameters per pp rank equal "stages".
+  deepspeed  for MoE, what DeepSpeed 0.19.8's ZeRO-1/2 optimizer asserts with MoE layers
+             (stage_1_and_2.py _configure_moe_settings): reduce_scatter, and
+             contiguous_gradients at stage 2.
+Layouts an engine cannot run must be refused by pentamesh, naming the rule (for
+tt-bf16-needs-fsdp the engine's own dtype rule is run on the refused layout too).
+The run prints a table of pentamesh's parameter counts against the engines'.
 Usage: validate_engines.py PENTAMESH_BINARY FLAGS_TSV WORKDIR
+  (PM_ENGINES_ONLY=torchtitan,megatron limits the run to those engines, for development)
 """
 import dataclasses
 import json
@@ -39,6 +67,7 @@ PENTAMESH, FLAGS_TSV, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(WORK, exist_ok=True)
 failures = []
 passed = 0
+RESULTS = []  # (engine, case, what, pentamesh, engine's count)
 
 
 def check(cond, what):
@@ -214,10 +243,10 @@ def validate_megatron(directory, layout):
     kw["num_query_groups"] = a.get("--num-query-groups", a["--num-attention-heads"])
     kw.pop("recompute_modules", None)
     try:
-        TransformerConfig(**kw)
+        config = TransformerConfig(**kw)
         ok = True
     except Exception as e:  # noqa: BLE001 - the engine's own refusal is the test's finding
-        ok = False
+        ok, config = False, None
         print(f"{where}: TransformerConfig refused: {type(e).__name__}: {e}")
     check(ok, f"{where}: megatron-core TransformerConfig accepts the flags")
     ddp_fields = {f.name for f in dataclasses.fields(DistributedDataParallelConfig)}
@@ -257,6 +286,101 @@ def validate_megatron(directory, layout):
     # The layout round trip: what the flags say is what was planned.
     check(tp == layout["tp"] and pp == layout["pp"] and cp == layout["cp"],
           f"{where}: degrees {tp} {pp} {cp} vs {layout}")
+    if config is not None:
+        startup_megatron(where, a, kw, layout, tp, pp, cp, ep, etp)
+
+
+FAKE = {"world": 0}
+
+
+def fake_process_group(world):
+    """torch's fake backend (what torchtitan's init_fake_mode starts) as the default group of
+    `world` ranks, this process rank 0; replaced when another world is needed."""
+    import torch.distributed as tdist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    if tdist.is_initialized() and FAKE["world"] == world:
+        return
+    if tdist.is_initialized():
+        tdist.destroy_process_group()
+    tdist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    FAKE["world"] = world
+
+
+def startup_megatron(where, a, kw, layout, tp, pp, cp, ep, etp):
+    """megatron-core's model construction for every pipeline rank: parallel_state's groups
+    (initialize_model_parallel) over torch's fake backend, then GPTModel with pretrain_gpt.py's
+    decoder block spec without Transformer Engine (get_gpt_decoder_block_spec, local modules) on
+    the meta device, pre_process on the first rank, post_process on the last, one model chunk
+    per virtual stage. Parameters count per rank, before the distributed optimizer shards
+    anything."""
+    import torch
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.transformer import TransformerConfig
+    # Without Transformer Engine the local attention refuses context parallelism, so the ranks
+    # are built with cp folded into the data-parallel degree (cp shards activations, no
+    # parameter). The world: tp x pp x dp' with dp' the least degree that holds the expert mesh
+    # (etp x ep divides tp x dp'); per-rank parameters do not depend on dp.
+    cp = 1
+    dp = 1
+    while (tp * dp) % (etp * ep):
+        dp += 1
+    world = tp * pp * dp
+    ps.destroy_model_parallel()
+    fake_process_group(world)
+    vpp = a.get("--num-virtual-stages-per-pipeline-rank")
+    ps.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+                                 virtual_pipeline_model_parallel_size=vpp,
+                                 context_parallel_size=cp, expert_model_parallel_size=ep,
+                                 expert_tensor_parallel_size=etp, create_gloo_process_groups=False)
+    # Without Transformer Engine: torch's norms refuse sequence parallelism and the grouped GEMM
+    # package is absent, so the model is built with sequence_parallel off and SequentialMLP
+    # experts, and the all-to-all dispatcher (it opens a CUDA stream) is swapped for the
+    # all-gather one; none of these holds or shapes a parameter.
+    kw = dict(kw, use_cpu_initialization=True, perform_initialization=False,
+              params_dtype=torch.bfloat16, sequence_parallel=False, moe_grouped_gemm=False,
+              context_parallel_size=1)
+    if "--num-experts" in a:
+        kw["moe_token_dispatcher_type"] = "allgather"
+    config = TransformerConfig(**kw)
+    # Megatron-LM's vocab padding (megatron/training/tokenizer/tokenizer.py,
+    # _vocab_size_with_padding): a multiple of make_vocab_size_divisible_by x tp.
+    multiple = a.get("--make-vocab-size-divisible-by", 128) * tp
+    vocab = -(-a["--vocab-size"] // multiple) * multiple
+    est = layout["estimate"]
+    for r in range(pp):
+        ps.set_pipeline_model_parallel_rank(r)
+        n = layers = 0
+        for v in range(vpp or 1):
+            # pretrain_gpt.py's layer spec without TE: the decoder block spec (moe_layer_freq),
+            # the local modules.
+            spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False,
+                                              normalization=a.get("--normalization"),
+                                              vp_stage=v if vpp else None, pp_rank=r)
+            with torch.device("meta"):
+                model = GPTModel(
+                    config, spec, vocab_size=vocab,
+                    max_sequence_length=a.get("--max-position-embeddings", a["--seq-length"]),
+                    pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=v)
+                    if vpp else r == 0,
+                    post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=v)
+                    if vpp else r == pp - 1,
+                    share_embeddings_and_output_weights="--untie-embeddings-and-output-weights"
+                    not in a,
+                    position_embedding_type=a.get("--position-embedding-type", "learned_absolute"),
+                    rotary_base=a.get("--rotary-base", 10000), vp_stage=v if vpp else None)
+            layers += len(model.decoder.layers)
+            n += sum(p.numel() for p in model.parameters())
+        want = est["stages"][r]
+        pm = want["params_dense"] + want["params_expert"]
+        check(layers == want["layers"],
+              f"{where}: megatron-core builds {layers} layers on pp rank {r}, pentamesh "
+              f"{want['layers']}")
+        check(n == round(pm), f"{where}: pp rank {r}: megatron-core {n} parameters per rank, "
+              f"pentamesh {pm:.0f}")
+        RESULTS.append(("megatron", layout["name"], f"pp{r}", pm, n))
+    ps.set_pipeline_model_parallel_rank(None)
 
 
 # ---------------------------------------------------------------- torchtitan
@@ -305,6 +429,175 @@ def validate_torchtitan(directory, layout):
         check(n_layers == layers, f"{path}: stages hold {n_layers} layers, not {layers}")
     check(p.tensor_parallel_degree == layout["tp"] and p.context_parallel_degree == layout["cp"]
           and p.pipeline_parallel_degree == layout["pp"], f"{path}: degrees vs {layout}")
+    startup_torchtitan(directory, cfg, dims, layout)
+
+
+# torchtitan's start-up path on CPU: the fake process group (init_fake_mode, what
+# comm.mode = "fake_backend" runs), the model on the meta device, its pipeline split
+# (pipeline_module_split over generate_llm_fqn_per_model_part, for every pp rank) and its
+# parallelize function (TP, CP, activation checkpointing, FSDP) on each stage. The mesh is the
+# emitted one with the data-parallel degrees shrunk (to 2 where they are > 1, so FSDP stays on or
+# off as emitted, and ep still divides dp_shard x cp): per-rank parameters do not depend on them.
+def torchtitan_model(directory, cfg):
+    """The model the job builds: a registered flavor, else the flavor the header's note tells the
+    user to register (its shape read from the note, what a user would type in)."""
+    import torch
+    name, flavor = cfg.model.name, cfg.model.flavor
+    if name == "llama3":
+        from torchtitan.models.llama3 import llama3_args, Transformer
+        if flavor in llama3_args:
+            args = llama3_args[flavor]
+            args.update_from_config(cfg)
+            with torch.device("meta"):
+                return Transformer(args), args
+    note = open(os.path.join(directory, "job.toml")).read().split("[job]")[0]
+    note = re.sub(r"\n# ?", " ", note)
+    m = re.search(r"register it in\s+torchtitan/models/(\w+)/__init__.py with: layers (\d+), dim "
+                  r"(\d+), heads (\d+), kv heads (\d+), head\s+dim (\d+), FFN (\d+), vocab (\d+), "
+                  r"rope theta ([\d.e+]+)(.*)", note)
+    check(m is not None and m.group(1) == name,
+          f"{directory}/job.toml: a note to register {flavor}")
+    if m is None:
+        return None, None
+    layers, dim, heads, kv, head_dim, ffn, vocab = (int(m.group(i)) for i in range(2, 9))
+    rest = m.group(10)
+    if name == "llama3":
+        from torchtitan.models.llama3 import TransformerModelArgs, Transformer
+        check(" qk_norm" not in rest, f"{directory}: llama3 has no qk_norm")
+        # llama3's FFN width is derived (multiple_of, ffn_dim_multiplier): multiple_of = FFN.
+        args = TransformerModelArgs(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=kv,
+                                    vocab_size=vocab, multiple_of=ffn, ffn_dim_multiplier=None,
+                                    rope_theta=float(m.group(9)))
+        cls = Transformer
+    else:
+        from torchtitan.models.moe import MoEArgs
+        from torchtitan.models.qwen3 import Qwen3ModelArgs, Qwen3Model as cls
+        moe = re.search(r"MoEArgs\(([^)]*)\)", rest)
+        moe_kw = eval("dict(" + moe.group(1) + ")", {"__builtins__": {}, "dict": dict,
+                                                    "True": True, "False": False}) if moe else {}
+        extra = re.search(r"Qwen3ModelArgs\(([^)]*)\)", rest)
+        kw = eval("dict(" + extra.group(1) + ")", {"__builtins__": {}, "dict": dict,
+                                                  "True": True, "False": False}) if extra else {}
+        expert_ffn = re.search(r"experts top-\d+ of FFN (\d+)", rest)
+        args = Qwen3ModelArgs(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=kv,
+                              vocab_size=vocab, head_dim=head_dim, hidden_dim=ffn,
+                              rope_theta=float(m.group(9)), moe_enabled=moe is not None,
+                              moe_inter_dim=int(expert_ffn.group(1)) if expert_ffn else ffn,
+                              moe_args=MoEArgs(**moe_kw), **kw)
+    args.update_from_config(cfg)
+    with torch.device("meta"):
+        return cls(args), args
+
+
+def tt_local_params(module, fsdp_dims):
+    """Parameters on one rank before ZeRO: each DTensor's global size over the mesh dims that
+    shard it, leaving out the data-parallel (FSDP) dims."""
+    from torch.distributed.tensor import DTensor, Shard
+    n = 0
+    for prm in module.parameters():
+        if isinstance(prm, DTensor):
+            div = 1
+            mesh = prm.device_mesh
+            for dim, plc in enumerate(prm.placements):
+                if isinstance(plc, Shard) and mesh.mesh_dim_names[dim] not in fsdp_dims:
+                    div *= mesh.size(dim)
+            n += prm.numel() // div
+        else:
+            n += prm.numel()
+    return n
+
+
+def torchtitan_dtype(dims, mixed_precision_param):
+    """The dtype torchtitan 0.2.2 computes in: FSDP's param_dtype (mixed_precision_param) when it
+    shards (parallelize_llama/qwen3 apply_fsdp), else maybe_enable_amp's autocast, which it turns
+    off when tp or pp runs without FSDP (fp32)."""
+    import torch
+    from torchtitan.distributed.utils import maybe_enable_amp
+    amp = maybe_enable_amp(dims, mixed_precision_param, "cpu")
+    if dims.fsdp_enabled:
+        return mixed_precision_param
+    if isinstance(amp, torch.autocast):
+        return str(amp.fast_dtype).replace("torch.", "")
+    return "float32"
+
+
+def startup_torchtitan(directory, cfg, dims_full, layout):
+    import torch
+    import torchtitan.distributed.parallel_dims as tt_pd
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed.pipeline_parallel import (generate_llm_fqn_per_model_part,
+                                                         pipeline_module_split)
+    path = os.path.join(directory, "job.toml")
+    tt_pd.device_type = "cpu"  # the meshes on the fake backend (no CUDA)
+    model, args = torchtitan_model(directory, cfg)
+    if model is None:
+        return
+    if cfg.model.name == "llama3":
+        from torchtitan.models.llama3 import parallelize_llama as parallelize
+    else:
+        from torchtitan.models.qwen3 import parallelize_qwen3 as parallelize
+    est = layout["estimate"]
+    total = sum(p.numel() for p in model.parameters())
+    check(total == round(est["params"]["total"]),
+          f"{path}: torchtitan's model has {total} parameters, pentamesh "
+          f"{est['params']['total']:.0f}")
+    RESULTS.append(("torchtitan", layout["name"], "total", est["params"]["total"], total))
+    # The dtype policy: FSDP's param_dtype when it shards, autocast under DDP or one GPU, fp32 when
+    # tp or pp runs without FSDP (maybe_enable_amp).
+    dtype = torchtitan_dtype(dims_full, cfg.training.mixed_precision_param)
+    costed = {"bf16": "bfloat16", "fp8": "bfloat16", "fp32": "float32"}[layout["precision"]]
+    check(dtype == costed, f"{path}: torchtitan trains in {dtype}, pentamesh costed {costed}")
+    p = cfg.parallelism
+    shrink = lambda d: min(d, 2)
+    dp_shard = shrink(dims_full.dp_shard)
+    while (dp_shard * dims_full.cp) % dims_full.ep:
+        dp_shard += 1
+    world = shrink(dims_full.dp_replicate) * dp_shard * dims_full.cp * dims_full.tp * dims_full.pp
+    fake_process_group(world)
+    dims = ParallelDims(dp_replicate=shrink(dims_full.dp_replicate), dp_shard=dp_shard,
+                        cp=dims_full.cp, tp=dims_full.tp, pp=dims_full.pp, ep=dims_full.ep,
+                        etp=dims_full.etp, world_size=world)
+    fsdp_dims = {"dp_replicate", "fsdp", "dp_shard", "efsdp", "dp", "dp_cp", "batch", "loss"}
+    if dims.pp > 1:
+        per = p.pipeline_parallel_layers_per_stage
+        first, last = (p.pipeline_parallel_first_stage_less_layers,
+                       p.pipeline_parallel_last_stage_less_layers)
+        stages = -(-(args.n_layers + first + last) // per)
+        parts = generate_llm_fqn_per_model_part(stages, args.n_layers, first, last)
+        pp_mesh = dims.get_mesh("pp")
+
+        class RankOf:  # the pp mesh seen from pp rank r (pipeline_module_split asks its rank)
+            def __init__(self, r):
+                self.r = r
+
+            def get_local_rank(self):
+                return self.r
+
+            def size(self):
+                return pp_mesh.size()
+
+            def get_group(self, name):
+                return pp_mesh.get_group(name)
+
+        for r in range(dims.pp):
+            _, chunks = pipeline_module_split(model, RankOf(r), p.pipeline_parallel_schedule,
+                                              torch.device("meta"), parts)
+            layers = sum(len(c.layers) for c in chunks)
+            n = sum(tt_local_params(parallelize(c, dims, cfg), fsdp_dims) for c in chunks)
+            want = est["stages"][r]
+            check(layers == want["layers"],
+                  f"{path}: torchtitan's pp rank {r} holds {layers} layers, pentamesh "
+                  f"{want['layers']}")
+            pm = want["params_dense"] + want["params_expert"]
+            check(n == round(pm), f"{path}: pp rank {r}: torchtitan {n} parameters per rank, "
+                  f"pentamesh {pm:.0f}")
+            RESULTS.append(("torchtitan", layout["name"], f"pp{r}", pm, n))
+    else:
+        n = tt_local_params(parallelize(model, dims, cfg), fsdp_dims)
+        want = est["stages"][0]
+        pm = want["params_dense"] + want["params_expert"]
+        check(n == round(pm), f"{path}: torchtitan {n} parameters per rank, pentamesh {pm:.0f}")
+        RESULTS.append(("torchtitan", layout["name"], "rank", pm, n))
 
 
 # ---------------------------------------------------------------- DeepSpeed
@@ -326,6 +619,9 @@ def deepspeed_comm():
         port = s.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
                       LOCAL_RANK="0")
+    if tdist.is_initialized():  # the fake group of the start-up checks
+        tdist.destroy_process_group()
+        FAKE["world"] = 0
     tdist.init_process_group("gloo", rank=0, world_size=1)
     ds_comm.cdb = TorchBackend("gloo", timeout=None, init_method=None)
     DS_READY = True
@@ -374,6 +670,13 @@ def validate_deepspeed(directory, layout):
     if "--num-experts" in args:
         check("--create-moe-param-group" in args, f"{directory}/launch.sh: MoE parameter group")
         check(cfg.zero_optimization_stage <= 2, f"{path}: DeepSpeed MoE needs ZeRO <= 2")
+        # DeepSpeed 0.19.8's ZeRO-1/2 optimizer with MoE layers (stage_1_and_2.py
+        # _configure_moe_settings) asserts reduce_scatter, and contiguous_gradients at stage 2.
+        if cfg.zero_optimization_stage >= 1:
+            check(cfg.zero_config.reduce_scatter, f"{path}: DeepSpeed MoE needs reduce_scatter")
+        if cfg.zero_optimization_stage == 2:
+            check(cfg.zero_config.contiguous_gradients,
+                  f"{path}: DeepSpeed MoE at ZeRO-2 needs contiguous_gradients")
 
 
 VALIDATORS = {"megatron": validate_megatron, "torchtitan": validate_torchtitan,
@@ -382,7 +685,11 @@ VALIDATORS = {"megatron": validate_megatron, "torchtitan": validate_torchtitan,
 CASES = [
     ("meridianfin-72b", "meridian-128k", 1024),
     ("llama3-405b", "llama3-405b-8k", 16384),
+    ("mixtral-8x7b", "pretrain-4k", 256),
+    ("llama3-70b", "pretrain-4k", 512),
 ]
+# PM_ENGINES_ONLY=torchtitan,megatron (a comma list) runs those engines' checks only (development).
+ONLY = [e for e in os.environ.get("PM_ENGINES_ONLY", "").split(",") if e]
 # Fixed layouts: (engine, model, train, gpus, layout); they reach flags the plans may not.
 FIXED = [
     ("megatron", "llama3-405b", "llama3-405b-8k", 16384,
@@ -393,8 +700,8 @@ FIXED = [
      "dp=1 tp=8 pp=4 cp=4 ep=8 ep_placement=separate zero=2 mbs=1 recompute=full"),
     ("torchtitan", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=2 mbs=1 recompute=full schedule=interleaved:2"),
-    ("torchtitan", "meridianfin-72b", "meridian-128k", 1024,
-     "dp=4 tp=8 pp=1 cp=32 ep=16 ep_placement=folded zero=3 mbs=1 recompute=full"),
+    ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
+     "dp=64 tp=2 pp=2 ep=8 ep_placement=folded zero=3 mbs=1 recompute=full"),
     ("deepspeed", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=1 mbs=1 recompute=full"),
     ("deepspeed", "mixtral-8x7b", "pretrain-4k", 256,
@@ -402,7 +709,9 @@ FIXED = [
      "sp=off"),
 ]
 # Models an engine cannot run at all (MeridianFin's experts are smaller than its dense FFN).
-PLAN_REFUSED = {("deepspeed", "meridianfin-72b"): "ds-moe-shape"}
+# torchtitan's MoE model (qwen3) makes every layer MoE; MeridianFin's layer 0 is dense.
+PLAN_REFUSED = {("deepspeed", "meridianfin-72b"): "ds-moe-shape",
+                ("torchtitan", "meridianfin-72b"): "tt-moe-every-layer"}
 # Layouts an engine cannot run: pentamesh must refuse them naming the rule.
 REFUSED = [
     ("deepspeed", "llama3-405b", "llama3-405b-8k", 16384,
@@ -412,25 +721,45 @@ REFUSED = [
      "tt-no-ulysses"),
     ("megatron", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=1 mbs=1 recompute=full schedule=zb", "mg-no-zero-bubble"),
+    ("torchtitan", "meridianfin-72b", "meridian-128k", 1024,
+     "dp=4 tp=8 pp=1 cp=32 ep=16 ep_placement=folded zero=3 mbs=1 recompute=full",
+     "tt-moe-every-layer"),
     ("deepspeed", "meridianfin-72b", "meridian-128k", 1024,
      "dp=16 tp=4 cp=16 ep=16 ep_placement=folded zero=2 mbs=1 recompute=full", "ds-no-ring"),
     ("deepspeed", "meridianfin-72b", "meridian-128k", 1024,
      "dp=64 tp=1 pp=1 cp=16 ep=8 ep_placement=folded zero=2 mbs=1 recompute=full cp_kind=ulysses",
      "ds-moe-shape"),
 ]
+# The refusal above that stands for an engine behaviour checked here too: torchtitan's own dtype
+# rule gives fp32 for this layout (tp and pp without data sharding), which pentamesh refuses.
+FP32_IN_TORCHTITAN = ("torchtitan", "llama3-70b", "pretrain-4k", 32,
+                      "dp=1 tp=8 pp=4 zero=3 mbs=1 recompute=full", "tt-bf16-needs-fsdp")
+REFUSED.append(FP32_IN_TORCHTITAN)
 
 
-def layout_info(layout_text, model):
+ROOT = os.path.abspath(os.path.join(os.path.dirname(FLAGS_TSV), "..", "..", ".."))
+
+
+def layout_info(layout_text, model, train, gpus):
+    """The layout's degrees, pentamesh's parameter counts (estimate --json: params, and per pp
+    rank "stages") and the precision it costs (the train preset's)."""
+    import tomllib
     kv = dict(item.split("=") for item in layout_text.split())
     sched = kv.get("schedule", "1f1b")
-    layers = {"llama3-405b": 126, "meridianfin-72b": 80, "mixtral-8x7b": 32}[model]
+    est = json.loads(run(["estimate", "--model", model, "--train", train, "--cluster", "h100-sxm",
+                          "--gpus", str(gpus), "--layout", layout_text, "--json"]).stdout)
+    with open(os.path.join(ROOT, "configs", "presets", "train", train + ".toml"), "rb") as f:
+        precision = tomllib.load(f)["train"].get("precision", "bf16")
     return {"tp": int(kv.get("tp", 1)), "pp": int(kv.get("pp", 1)), "cp": int(kv.get("cp", 1)),
-            "zero": int(kv.get("zero", 0)), "layers": layers,
-            "v": int(sched.split(":")[1]) if ":" in sched else (2 if sched == "interleaved" else 1)}
+            "zero": int(kv.get("zero", 0)), "layers": int(sum(s["layers"] for s in est["stages"])),
+            "v": int(sched.split(":")[1]) if ":" in sched else (2 if sched == "interleaved" else 1),
+            "estimate": est, "precision": precision, "name": f"{model} {layout_text}"}
 
 
 def main():
     for engine in VALIDATORS:
+        if ONLY and engine not in ONLY:
+            continue
         for model, train, gpus in CASES:
             d = os.path.join(WORK, f"plan-{engine}-{model}")
             if (engine, model) in PLAN_REFUSED:
@@ -446,19 +775,31 @@ def main():
                      "--json", "--emit", engine, "--out", d], expect=None or 0)
             best = json.loads(p.stdout)["top"][0]["layout"]["text"]
             print(f"== {engine} {model} on {gpus}: {best}", flush=True)
-            VALIDATORS[engine](d, layout_info(best, model))
+            VALIDATORS[engine](d, layout_info(best, model, train, gpus))
     for engine, model, train, gpus, layout in FIXED:
+        if ONLY and engine not in ONLY:
+            continue
         d = os.path.join(WORK, f"fixed-{engine}-{model}-{abs(hash(layout)) % 10**6}")
         run(["estimate", "--model", model, "--train", train, "--cluster", "h100-sxm", "--gpus",
              str(gpus), "--layout", layout, "--emit", engine, "--out", d])
         print(f"== {engine} {model} fixed: {layout}", flush=True)
-        VALIDATORS[engine](d, layout_info(layout, model))
+        VALIDATORS[engine](d, layout_info(layout, model, train, gpus))
     for engine, model, train, gpus, layout, rule in REFUSED:
         p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
                             "h100-sxm", "--gpus", str(gpus), "--layout", layout, "--emit", engine,
                             "--out", os.path.join(WORK, "refused")], capture_output=True, text=True)
         check(p.returncode == 2 and f"rule {rule}" in p.stderr,
               f"{engine} refuses '{layout}' naming {rule} (exit {p.returncode}: {p.stderr.strip()})")
+    if not ONLY or "torchtitan" in ONLY:
+        from torchtitan.distributed import ParallelDims
+        kv = dict(item.split("=") for item in FP32_IN_TORCHTITAN[4].split())
+        dims = ParallelDims(dp_replicate=1, dp_shard=int(kv["dp"]), cp=1, tp=int(kv["tp"]),
+                            pp=int(kv["pp"]), ep=1, etp=1, world_size=FP32_IN_TORCHTITAN[3])
+        check(torchtitan_dtype(dims, "bfloat16") == "float32",
+              f"torchtitan trains '{FP32_IN_TORCHTITAN[4]}' in fp32 (tt-bf16-needs-fsdp)")
+    print("engine      case / rank: pentamesh vs engine parameters")
+    for engine, case, what, pm, got in RESULTS:
+        print(f"{engine:10s}  {case} [{what}]: {pm:.0f} vs {got}")
     print(f"{passed} passed, {len(failures)} failed")
     return 1 if failures else 0
 
