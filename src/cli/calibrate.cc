@@ -28,6 +28,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/input.h"
 #include "core/output.h"
+#include "core/subprocess.h"
 #include "launch/launch.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
@@ -160,9 +161,8 @@ void PrintCommFit(const train::CommProfile& c) {
 int RunCalibrateHost(const CalibrateArgs& a) {
   train::HostProfile collectives;
   if (!a.np.empty()) {
-    std::error_code ec;
-    const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    if (ec) return Fail(fmt::format("--np: cannot find this executable: {}", ec.message()));
+    const std::string exe = core::SelfExecutable();
+    if (exe.empty()) return Fail("--np: cannot find this executable (/proc/self/exe)");
     const auto mpirun = train::FindMpirun();
     if (!mpirun.ok()) return Fail(mpirun.status().message());
     for (int np : std::set<int>(a.np.begin(), a.np.end())) {

@@ -2,8 +2,6 @@
 // cost model's forms, and launching the measurement under mpirun.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <Eigen/Dense>
@@ -17,11 +15,9 @@
 
 #include "comm/timing.h"
 #include "core/check.h"
-#include "core/find_on_path.h"
 #include "core/numeric.h"
+#include "core/subprocess.h"
 #include "train/host_profile.h"
-
-extern char** environ;
 
 namespace pentamesh::train {
 namespace {
@@ -87,20 +83,6 @@ std::optional<Vec3> SolveSubset(const std::vector<Row>& rows,
   Vec3 out{};
   for (Eigen::Index j = 0; j < k; ++j) out[static_cast<size_t>(idx[j])] = theta(j);
   return out;
-}
-
-// Runs argv[0] with argv (no shell) and waits: its exit status, or -1 when it could not start.
-int Spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace
@@ -204,14 +186,7 @@ std::vector<CommSample> MeasureCollectives(comm::Communicator& group, const Comm
   return out;
 }
 
-core::Result<std::string> FindMpirun() {
-  std::string mpirun = core::FindOnPath("mpirun");
-  if (mpirun.empty()) {
-    return core::Status::Error(
-        "--np: mpirun is not on PATH (install Open MPI, or put its bin directory on PATH)");
-  }
-  return mpirun;
-}
+core::Result<std::string> FindMpirun() { return core::FindLauncher("mpirun", "--np"); }
 
 core::Result<CommProfile> MeasureCommAtRanks(int ranks, const std::string& mpirun,
                                              const std::string& exe,
@@ -219,17 +194,16 @@ core::Result<CommProfile> MeasureCommAtRanks(int ranks, const std::string& mpiru
   namespace fs = std::filesystem;
   const fs::path file =
       fs::temp_directory_path() / fmt::format("pentamesh-comm-{}-{}.toml", getpid(), ranks);
-  std::vector<std::string> args = {mpirun,  "-np", std::to_string(ranks), "--oversubscribe",
-                                   "--mca", "btl", "self,vader",          exe};
+  std::vector<std::string> args = core::MpirunArgs(mpirun, ranks);
+  args.push_back(exe);
   args.insert(args.end(), worker_args.begin(), worker_args.end());
   args.push_back(file.string());
-  const int status = Spawn(args);
-  if (status != 0) {
+  const core::Status run = core::RunProcess(args);
+  if (!run.ok()) {
     std::error_code ec;
     fs::remove(file, ec);
     return core::Status::Error(
-        fmt::format("--np {}: `{}` {}", ranks, fmt::join(args, " "),
-                    status < 0 ? "could not start" : fmt::format("exited with {}", status)));
+        fmt::format("--np {}: `{}`: {}", ranks, fmt::join(args, " "), run.message()));
   }
   auto loaded = LoadCommProfiles(file.string());
   std::error_code ec;

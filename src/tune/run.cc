@@ -1,10 +1,6 @@
 // tune::Tune: launches each candidate as `pentamesh train` (under `mpirun -np N` for N ranks) in
 // its own process group, output to <dir>/log.txt, killed after its time limit; then reads the
 // run's metrics.jsonl (ReadMeasured) and summarizes (Summarize).
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -21,14 +17,12 @@
 #include <sstream>
 #include <thread>
 
-#include "core/find_on_path.h"
 #include "core/input.h"
 #include "core/numeric.h"
 #include "core/quote.h"
+#include "core/subprocess.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
-
-extern char** environ;
 
 namespace pentamesh::tune {
 namespace {
@@ -39,58 +33,12 @@ namespace fs = std::filesystem;
 std::vector<std::string> Command(const Options& o, const std::string& exe,
                                  const std::string& mpirun, const Row& row) {
   std::vector<std::string> argv;
-  if (row.ranks > 1) {
-    argv = {mpirun, "-np",       std::to_string(row.ranks), "--oversubscribe", "--mca",
-            "btl",  "self,vader"};
-  }
+  if (row.ranks > 1) argv = core::MpirunArgs(mpirun, row.ranks);
   argv.insert(argv.end(), {exe, "train", "--config", o.config});
   for (const std::string& s : RunSets(o)) argv.insert(argv.end(), {"--set", s});
   argv.insert(argv.end(), {"--layout", spec::FormatLayout(row.layout)});
   argv.insert(argv.end(), {"--set", "run.out_dir=" + core::TomlString(row.dir)});
   return argv;
-}
-
-// Runs argv with stdout and stderr to `log`, in a new process group killed after `timeout_s`.
-// Returns "" on exit status 0, else what went wrong.
-std::string RunLogged(const std::vector<std::string>& argv, const std::string& log,
-                      double timeout_s) {
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &files, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&files);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return fmt::format("cannot start {}: {}", argv[0], std::strerror(rc));
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s) {
-      kill(-pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return fmt::format("killed after the time limit of {:.0f} s", timeout_s);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  return WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
-                           : fmt::format("killed by signal {}", WTERMSIG(status));
 }
 
 // What the log says failed, for the table: the first line naming an error with the indented
@@ -199,9 +147,10 @@ core::Result<Options> WithHostProfile(const Options& options, const std::string&
     const std::string log = (fs::path(o.work_dir) / "calibrate.log").string();
     const std::vector<std::string> argv = {
         exe, "calibrate", "--host", "--np", std::to_string(o.np), "--out", o.host_profile};
-    if (const std::string failed = RunLogged(argv, log, 600); !failed.empty()) {
+    if (const core::Status run = core::RunProcess(argv, {.log = log, .timeout_s = 600});
+        !run.ok()) {
       return core::Status::Error(fmt::format("measuring the host ({}) failed: {}: {}",
-                                             fmt::join(argv, " "), failed, LogReason(log)));
+                                             fmt::join(argv, " "), run.message(), LogReason(log)));
     }
   }
   return o;
@@ -210,15 +159,9 @@ core::Result<Options> WithHostProfile(const Options& options, const std::string&
 core::Result<Result> Tune(const Options& given, const Progress& progress) {
   PM_RETURN_IF_ERROR(Plan(given).status());  // bad input fails before anything runs
   const Options& options = given;
-  const std::string mpirun = core::FindOnPath(options.mpirun);
-  if (mpirun.empty()) {
-    return core::Status::Error(
-        fmt::format("--mpirun: '{}' is not on PATH (install Open MPI: apt-get install openmpi-bin)",
-                    options.mpirun));
-  }
+  PM_ASSIGN_OR_RETURN(const std::string mpirun, core::FindLauncher(options.mpirun, "--mpirun"));
   std::error_code ec;
-  const std::string exe =
-      options.exe.empty() ? fs::read_symlink("/proc/self/exe", ec).string() : options.exe;
+  const std::string exe = options.exe.empty() ? core::SelfExecutable() : options.exe;
   if (exe.empty() || access(exe.c_str(), X_OK) != 0) {
     return core::Status::Error(fmt::format("--exe: cannot run '{}'", exe));
   }
@@ -243,7 +186,9 @@ core::Result<Result> Tune(const Options& given, const Progress& progress) {
                              : 300.0 + 50.0 * options.steps * row.predicted.time.step;
     const auto start = std::chrono::steady_clock::now();
     const std::string log = (fs::path(row.dir) / "log.txt").string();
-    const std::string failed = RunLogged(Command(measured, exe, mpirun, row), log, limit);
+    const core::Status run =
+        core::RunProcess(Command(measured, exe, mpirun, row), {.log = log, .timeout_s = limit});
+    const std::string failed = run.ok() ? "" : run.message();
     row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!failed.empty()) {
       const std::string reason = LogReason(log);

@@ -64,7 +64,7 @@ TEST(HostCalibrateBadInput, ExitsTwoNamingTheFlag) {
        ""},
       {"--host --np 2,64 " + out, "--np: 64 ranks is above the limit", ""},
       {"--np 2 " + out, "--np: needs --host", ""},
-      {"--host --np 2 " + out, "--np: mpirun is not on PATH", "env PATH=/nonexistent "},
+      {"--host --np 2 " + out, "--np: 'mpirun' is not on PATH", "env PATH=/nonexistent "},
       {"--host --np 2 --out /nonexistent-dir/host.toml",
        "--out: cannot write '/nonexistent-dir/host.toml': directory '/nonexistent-dir' does not "
        "exist",
