@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/adamw.h"
 #include "model/param_set.h"
 
 namespace pentamesh::train {
@@ -21,6 +22,12 @@ double GlobalGradNorm(model::ParamSet& params);
 
 // Clip scale for a measured norm: min(1, clip / norm) (1 when clip = 0).
 double ClipScale(double grad_norm, double grad_clip);
+
+// The kernel's hyper-parameters for one parameter: the config at learning rate lr, weight decay
+// only where the parameter takes it (ParamInfo::weight_decay), gradients scaled by grad_scale.
+// The one place AdamWStep and ZeroOptimizer's shard update build them.
+kernels::AdamWHyper AdamWHyperFor(const AdamWConfig& config, bool weight_decay, double lr,
+                                  double grad_scale);
 
 // One AdamW step at learning rate lr; `step` is 1-based. Returns nothing; grads are untouched.
 void AdamWStep(model::ParamSet& params, const AdamWConfig& config, double lr, double grad_scale,

@@ -402,13 +402,7 @@ void ZeroOptimizer::UpdateSegment(const Segment& seg, double lr, double grad_sca
     const model::ParamInfo& p = params_.info(id);
     const int64_t lo = std::max(seg.flat_begin, p.offset), hi = std::min(end, p.offset + p.numel());
     if (lo >= hi) continue;
-    const kernels::AdamWHyper h{
-        .lr = static_cast<float>(lr),
-        .beta1 = static_cast<float>(adamw_.beta1),
-        .beta2 = static_cast<float>(adamw_.beta2),
-        .eps = static_cast<float>(adamw_.eps),
-        .weight_decay = p.weight_decay ? static_cast<float>(adamw_.weight_decay) : 0.0f,
-        .grad_scale = static_cast<float>(grad_scale)};
+    const kernels::AdamWHyper h = AdamWHyperFor(adamw_, p.weight_decay, lr, grad_scale);
     const int64_t n = hi - lo, at = lo - seg.flat_begin, local = seg.local + at;
     kernels::adamw_update(core::Tensor(master + at, core::Dtype::kF32, {n}),
                           core::Tensor(m_.f32() + local, core::Dtype::kF32, {n}),
