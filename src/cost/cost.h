@@ -1,7 +1,9 @@
-// The ONE cost model: parameter counts, FLOPs, memory per category, bytes per collective and
+// The cost model: parameter counts, FLOPs, memory per category, bytes per collective and
 // step-time terms for one (model, cluster, train, layout). The planner predicts with it; the
-// engine checks its measurements against it. Every formula lives here once; docs/COST_MODEL.md
-// states each with its source.
+// engine checks its measurements against it. Its formulas live in cost/ once, except two it
+// reads: wire bytes per collective (core/collective_bytes.h) and the pipeline's bubble, warm-up
+// and chunk order (schedule/estimate.h, schedule/generate.h). docs/COST_MODEL.md states each
+// formula with its source.
 //
 // Units: bytes, seconds, FLOPs (not FLOP/s) unless the name says otherwise.
 // Invariant: EstimateLayout(const Context&, ...) never allocates when `explain` is false, so the

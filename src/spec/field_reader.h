@@ -1,4 +1,6 @@
-// The one reader of typed TOML fields (spec files, presets and the engine's run config): every
+// The reader of typed TOML fields of spec files, presets, recipes and the engine's run config
+// (host profiles, train/host_profile.cc, and stack profiles, calib/profile.cc, still walk their
+// own tables; import-config reads engines' TOML in launch/torchtitan.cc): every
 // field error is collected with its dotted name ("model.hidden: must be an integer"), numbers
 // follow the shared input rules (spec/limits.h: finite, in range, whole where integral; integers
 // written as 1e6 are accepted when exact), and keys no reader asked for are "unknown key" errors.
