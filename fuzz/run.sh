@@ -7,7 +7,10 @@
 # a crash. Then the checkpoint readers (ckpt_fuzz, CKPT_FUZZ_SECONDS, default 30) and the CLI
 # (cli_fuzz, CLI_FUZZ_SECONDS, default 90: estimate/plan/schedule/sweep/scale with random flags,
 # fuzz/cli_properties.h) and import-config's readers with the emitters' escaping (launch_fuzz,
-# LAUNCH_FUZZ_SECONDS, default 20), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
+# LAUNCH_FUZZ_SECONDS, default 20), the calibration runs JSON reader (runs_fuzz,
+# RUNS_FUZZ_SECONDS, default 20), the metrics.jsonl reader with the report page (metrics_fuzz,
+# METRICS_FUZZ_SECONDS, default 20) and import --hf's config.json reader (hf_fuzz,
+# HF_FUZZ_SECONDS, default 15), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
 # CLI_FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +22,8 @@ if command -v ccache >/dev/null 2>&1; then  # as scripts/build.sh: shared object
 fi
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON "${launcher[@]}" >/dev/null
-cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz cli_fuzz launch_fuzz
+cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz cli_fuzz launch_fuzz \
+  runs_fuzz metrics_fuzz hf_fuzz
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
@@ -49,6 +53,33 @@ rm -rf "$launch_corpus" && mkdir -p "$launch_corpus"
 cp fuzz/seeds/launch/* "$launch_corpus/"
 build-fuzz/fuzz/launch_fuzz "$launch_corpus" -max_total_time="${LAUNCH_FUZZ_SECONDS:-20}" \
   -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/launch- \
+  -print_final_stats=1 2>&1 | tail -n 12
+
+# The calibration runs reader and the row writer's round trip (fuzz/runs_fuzz.cc), seeded with the
+# first row of each source group of bench/data/published_runs.json and collected_runs.json.
+runs_corpus=build-fuzz/runs-corpus
+rm -rf "$runs_corpus" && mkdir -p "$runs_corpus"
+cp fuzz/seeds/runs/* "$runs_corpus/"
+build-fuzz/fuzz/runs_fuzz "$runs_corpus" -max_total_time="${RUNS_FUZZ_SECONDS:-20}" \
+  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/runs- \
+  -print_final_stats=1 2>&1 | tail -n 12
+
+# The metrics.jsonl reader and the report page (fuzz/metrics_fuzz.cc), seeded with the first
+# lines `train` wrote for a dense run and for an MoE run with pp, cp and ep (predictions included).
+metrics_corpus=build-fuzz/metrics-corpus
+rm -rf "$metrics_corpus" && mkdir -p "$metrics_corpus"
+cp fuzz/seeds/metrics/* "$metrics_corpus/"
+build-fuzz/fuzz/metrics_fuzz "$metrics_corpus" -max_total_time="${METRICS_FUZZ_SECONDS:-20}" \
+  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/metrics- \
+  -print_final_stats=1 2>&1 | tail -n 12
+
+# import --hf's config.json reader (fuzz/hf_fuzz.cc), seeded with Llama, Mixtral and Qwen2-MoE
+# configs as ExportHf writes them and every config a fuzzer once crashed on.
+hf_corpus=build-fuzz/hf-corpus
+rm -rf "$hf_corpus" && mkdir -p "$hf_corpus"
+cp fuzz/seeds/hf/* "$hf_corpus/"
+build-fuzz/fuzz/hf_fuzz "$hf_corpus" -max_total_time="${HF_FUZZ_SECONDS:-15}" \
+  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/hf- \
   -print_final_stats=1 2>&1 | tail -n 12
 
 # The CLI (fuzz/cli_fuzz.cc): argument lists, one per line, seeded with fuzz/seeds/cli (runs that

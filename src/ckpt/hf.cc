@@ -517,6 +517,10 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
   if (m.heads == 0 || m.hidden % m.heads != 0)
     return core::Status::Error(fmt::format("{}: num_attention_heads: {} must divide hidden_size {}",
                                            file, m.heads, m.hidden));
+  if (m.kv_heads == 0 || m.heads % m.kv_heads != 0)  // 0 would divide by zero downstream
+    return core::Status::Error(
+        fmt::format("{}: num_key_value_heads: {} must divide num_attention_heads {}", file,
+                    m.kv_heads, m.heads));
   m.head_dim = m.hidden / m.heads;
   PM_ASSIGN_OR_RETURN(const int64_t head_dim, r.Int("head_dim", m.head_dim));
   if (head_dim != m.head_dim)

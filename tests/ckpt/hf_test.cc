@@ -254,6 +254,11 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   EXPECT_NE(with("hidden_act", "gelu").find("hidden_act"), std::string::npos);
   EXPECT_NE(with("num_hidden_layers", "x").find("num_hidden_layers"), std::string::npos);
   EXPECT_NE(with("model_type", 3).find("config.json"), std::string::npos);
+  // hf_fuzz found these: 0 KV heads reached a division by zero (SIGFPE) in model::CheckSupported.
+  EXPECT_NE(with("num_key_value_heads", 0).find("config.json: num_key_value_heads: 0 must divide"),
+            std::string::npos);
+  EXPECT_NE(with("num_key_value_heads", 3).find("num_key_value_heads: 3 must divide"),
+            std::string::npos);
   EXPECT_NE(with("tie_word_embeddings", "yes").find("config.json"), std::string::npos);
   EXPECT_NE(with("hidden_size", 24).find("shape"), std::string::npos);  // tensors disagree
   EXPECT_NE(with("mlp_only_layers", nlohmann::json::array({2})).find("mlp_only_layers"),
