@@ -64,8 +64,9 @@ core::Status CheckSupported(const spec::ModelSpec& m) {
         m.sliding_window));
   if (m.head_dim % 2 != 0)
     errors.push_back(fmt::format("model.head_dim: {} must be even for RoPE", m.head_dim));
-  if (m.heads % m.kv_heads != 0)
-    errors.push_back(fmt::format("model.kv_heads: {} must divide heads={}", m.kv_heads, m.heads));
+  if (m.kv_heads <= 0 || m.heads <= 0 || m.heads % m.kv_heads != 0)
+    errors.push_back(fmt::format("model.kv_heads: {} must be positive and divide heads={}",
+                                 m.kv_heads, m.heads));
   if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
     errors.push_back("model: layers, hidden and vocab must be positive");
   if (errors.empty()) return core::Status::Ok();

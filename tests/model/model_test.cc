@@ -99,6 +99,14 @@ TEST(Model, RefusesAttentionItDoesNotImplement) {
   const core::Status w = model::CheckSupported(window);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.message().find("model.sliding_window: 16"), std::string::npos) << w.message();
+  // Whatever reader built the spec, zero KV heads is an error naming the field, not a division by
+  // zero (hf_fuzz found one reader that let it through).
+  spec::ModelSpec no_kv = testing::TinyDense();
+  no_kv.kv_heads = 0;
+  const core::Status k = model::CheckSupported(no_kv);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.message().find("model.kv_heads: 0 must be positive"), std::string::npos)
+      << k.message();
 }
 
 TEST(Model, DenseGradientsMatchFiniteDifferences) { FiniteDifferenceCheck(testing::TinyDense()); }
