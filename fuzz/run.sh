@@ -35,52 +35,39 @@ printf 'dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=inter
   > "$corpus/layout.txt"
 cp fuzz/seeds/toml/* "$corpus/"
 mkdir -p build-fuzz/artifacts
+# fuzz_target NAME SECONDS [FLAG...]: NAME_fuzz from a fresh corpus of fuzz/seeds/NAME (every input
+# a fuzzer once crashed on stays there, replayed first), bounded, from the fixed seed.
+fuzz_target() {
+  local name=$1 secs=$2
+  shift 2
+  local corpus=build-fuzz/$name-corpus
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  cp fuzz/seeds/"$name"/* "$corpus/"
+  build-fuzz/fuzz/"$name"_fuzz "$corpus" -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" \
+    -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/"$name"- -print_final_stats=1 "$@" \
+    2>&1 | tail -n 12
+}
 build-fuzz/fuzz/toml_fuzz "$corpus" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 \
   -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 2>&1 | tail -n 25
 
 # The checkpoint readers (fuzz/ckpt_fuzz.cc), seeded with a valid safetensors file and manifest.
-ckpt_corpus=build-fuzz/ckpt-corpus
-rm -rf "$ckpt_corpus" && mkdir -p "$ckpt_corpus"
-cp fuzz/seeds/ckpt/* "$ckpt_corpus/"
-build-fuzz/fuzz/ckpt_fuzz "$ckpt_corpus" -max_total_time="${CKPT_FUZZ_SECONDS:-30}" -seed="${FUZZ_SEED:-1}" \
-  -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ckpt- -print_final_stats=1 2>&1 |
-  tail -n 12
+fuzz_target ckpt "${CKPT_FUZZ_SECONDS:-30}"
 
 # import-config's readers and the escaping of emitted files (fuzz/launch_fuzz.cc), seeded with
 # the files --emit writes for each engine (the first byte picks the file name the importer sees).
-launch_corpus=build-fuzz/launch-corpus
-rm -rf "$launch_corpus" && mkdir -p "$launch_corpus"
-cp fuzz/seeds/launch/* "$launch_corpus/"
-build-fuzz/fuzz/launch_fuzz "$launch_corpus" -max_total_time="${LAUNCH_FUZZ_SECONDS:-20}" \
-  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/launch- \
-  -print_final_stats=1 2>&1 | tail -n 12
+fuzz_target launch "${LAUNCH_FUZZ_SECONDS:-20}"
 
 # The calibration runs reader and the row writer's round trip (fuzz/runs_fuzz.cc), seeded with the
 # first row of each source group of bench/data/published_runs.json and collected_runs.json.
-runs_corpus=build-fuzz/runs-corpus
-rm -rf "$runs_corpus" && mkdir -p "$runs_corpus"
-cp fuzz/seeds/runs/* "$runs_corpus/"
-build-fuzz/fuzz/runs_fuzz "$runs_corpus" -max_total_time="${RUNS_FUZZ_SECONDS:-20}" \
-  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/runs- \
-  -print_final_stats=1 2>&1 | tail -n 12
+fuzz_target runs "${RUNS_FUZZ_SECONDS:-20}"
 
 # The metrics.jsonl reader and the report page (fuzz/metrics_fuzz.cc), seeded with the first
 # lines `train` wrote for a dense run and for an MoE run with pp, cp and ep (predictions included).
-metrics_corpus=build-fuzz/metrics-corpus
-rm -rf "$metrics_corpus" && mkdir -p "$metrics_corpus"
-cp fuzz/seeds/metrics/* "$metrics_corpus/"
-build-fuzz/fuzz/metrics_fuzz "$metrics_corpus" -max_total_time="${METRICS_FUZZ_SECONDS:-20}" \
-  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/metrics- \
-  -print_final_stats=1 2>&1 | tail -n 12
+fuzz_target metrics "${METRICS_FUZZ_SECONDS:-20}"
 
 # import --hf's config.json reader (fuzz/hf_fuzz.cc), seeded with Llama, Mixtral and Qwen2-MoE
 # configs as ExportHf writes them and every config a fuzzer once crashed on.
-hf_corpus=build-fuzz/hf-corpus
-rm -rf "$hf_corpus" && mkdir -p "$hf_corpus"
-cp fuzz/seeds/hf/* "$hf_corpus/"
-build-fuzz/fuzz/hf_fuzz "$hf_corpus" -max_total_time="${HF_FUZZ_SECONDS:-15}" \
-  -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/hf- \
-  -print_final_stats=1 2>&1 | tail -n 12
+fuzz_target hf "${HF_FUZZ_SECONDS:-15}"
 
 # The CLI (fuzz/cli_fuzz.cc): argument lists, one per line, seeded with fuzz/seeds/cli (runs that
 # work, and every input that once crashed, hung or printed a wrong answer). An input that runs
@@ -89,9 +76,4 @@ build-fuzz/fuzz/hf_fuzz "$hf_corpus" -max_total_time="${HF_FUZZ_SECONDS:-15}" \
 # libFuzzer's coverage (and its leak-check re-run of a unit) cost 20-30x that on 2 loaded cores:
 # the default `sweep` (35 searches up to 512 GPUs, 1.5 s in release) took 39-52 s, which the
 # earlier 60 s bound reported as a hang. Output files are redirected to /dev/null by the harness.
-cli_corpus=build-fuzz/cli-corpus
-rm -rf "$cli_corpus" && mkdir -p "$cli_corpus"
-cp fuzz/seeds/cli/* "$cli_corpus/"
-build-fuzz/fuzz/cli_fuzz "$cli_corpus" -dict=fuzz/cli.dict -max_len=1024 -timeout=300 \
-  -max_total_time="${CLI_FUZZ_SECONDS:-90}" -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 \
-  -close_fd_mask=2 -artifact_prefix=build-fuzz/artifacts/cli- -print_final_stats=1 2>&1 | tail -n 12
+fuzz_target cli "${CLI_FUZZ_SECONDS:-90}" -dict=fuzz/cli.dict -max_len=1024 -timeout=300 -close_fd_mask=2

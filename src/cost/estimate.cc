@@ -277,35 +277,40 @@ Estimate EstimateLayout(const spec::ModelSpec& model, const spec::ClusterSpec& c
   return EstimateLayout(ctx, layout, explain);
 }
 
-CommBytes CommBytesForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
-  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "CommBytesForStage on an invalid layout";
-  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
-  Terms t;
+namespace {
+
+// The terms and pipeline rank `pp_rank`'s stage of a valid layout, for the per-stage queries
+// below (`who` names the caller in the invariant's message).
+void TermsAndStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank, const char* who,
+                   Terms& t, Stage& s) {
+  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << who << " on an invalid layout";
+  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << who << ": pp_rank=" << pp_rank;
   internal::ComputeTerms(ctx, layout, t);
-  Stage s;
   internal::ComputeStage(ctx, layout, t, pp_rank, s);
+}
+
+}  // namespace
+
+CommBytes CommBytesForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
+  Terms t;
+  Stage s;
+  TermsAndStage(ctx, layout, pp_rank, "CommBytesForStage", t, s);
   return StageCommBytes(layout, t, s);
 }
 
 Memory MemoryForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
-  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "MemoryForStage on an invalid layout";
-  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
   Terms t;
-  internal::ComputeTerms(ctx, layout, t);
   Stage s;
-  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  TermsAndStage(ctx, layout, pp_rank, "MemoryForStage", t, s);
   Memory mem;
   internal::StageMemory(ctx, layout, t, s, mem);
   return mem;
 }
 
 StageParams ParamsForStage(const Context& ctx, const spec::Layout& layout, int64_t pp_rank) {
-  PM_CHECK(CheckLayout(ctx, layout) == Rule::kOk) << "ParamsForStage on an invalid layout";
-  PM_CHECK(pp_rank >= 0 && pp_rank < layout.pp) << "pp_rank=" << pp_rank;
   Terms t;
-  internal::ComputeTerms(ctx, layout, t);
   Stage s;
-  internal::ComputeStage(ctx, layout, t, pp_rank, s);
+  TermsAndStage(ctx, layout, pp_rank, "ParamsForStage", t, s);
   return {.layers = s.layers,
           .moe_layers = s.moe_layers,
           .params_dense = s.params_dense,
