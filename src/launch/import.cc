@@ -147,9 +147,36 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
     }
   }
   if (!world) {
+    // torchrun's own flags (the published Megatron-LM examples: --nproc_per_node $GPUS_PER_NODE
+    // --nnodes $NUM_NODES), their first word each. Not guessed where the node count is the
+    // allocation's ($SLURM_NNODES, known only at run time) or an elastic range (--nnodes 1:4).
+    std::optional<int64_t> per_node, nodes;
+    for (const char* f : {"--nproc_per_node", "--nproc-per-node"}) {
+      auto it = flags.find(f);
+      if (it != flags.end() && !it->second.values.empty()) {
+        auto v = spec::ParseInt(f, it->second.values[0], 1);
+        if (v.ok()) per_node = *v;
+      }
+    }
+    auto it = flags.find("--nnodes");
+    if (it != flags.end() && !it->second.values.empty()) {
+      auto v = spec::ParseInt("--nnodes", it->second.values[0], 1);
+      if (v.ok()) nodes = *v;
+    }
+    const bool from_allocation = text.find("SLURM_NNODES") != std::string::npos ||
+                                 text.find("SLURM_JOB_NUM_NODES") != std::string::npos;
+    if (per_node && nodes && !from_allocation) {
+      PM_ASSIGN_OR_RETURN(world, spec::GpuProduct(name + ": torchrun --nnodes x --nproc_per_node",
+                                                  {*nodes, *per_node}));
+      out.gpus_per_node = *per_node;
+      source = "torchrun's --nnodes x --nproc_per_node";
+    }
+  }
+  if (!world) {
     return core::Status::Error(
         fmt::format("{}: the script does not say how many GPUs it runs on (no #SBATCH --nodes and "
-                    "--ntasks-per-node, no sbatch.sh beside it): pass --gpus",
+                    "--ntasks-per-node, no sbatch.sh beside it, no torchrun --nnodes and "
+                    "--nproc_per_node): pass --gpus",
                     name));
   }
   spec::Layout& l = out.layout;

@@ -691,6 +691,39 @@ bool Noted(const std::vector<std::string>& lines, const std::string& part) {
   return false;
 }
 
+// The published Megatron-LM examples (examples/llama/train_llama3_8b_h100_fp8.sh,
+// examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh) say their world size only in torchrun's
+// flags, from variables, through an unquoted array expansion: the idiom, in a script written here.
+// An elastic node range says no one size and still asks for --gpus.
+TEST(LaunchImport, WorldSizeFromTorchrunFlags) {
+  const std::string script =
+      "#!/bin/bash\nGPUS_PER_NODE=4\nNUM_NODES=${NUM_NODES:-2}\nTP_SIZE=2\n"
+      "DISTRIBUTED_ARGS=(\n    --nproc_per_node $GPUS_PER_NODE\n    --nnodes $NUM_NODES\n)\n"
+      "MODEL_ARGS=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --ffn-hidden-size 512 "
+      "--vocab-size 1024 --seq-length 1024)\n"
+      "torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${MODEL_ARGS[@]} --micro-batch-size 1 "
+      "--global-batch-size 16 --tensor-model-parallel-size $TP_SIZE\n";
+  auto im = ImportText("train.sh", script, ".", ImportOptions{});
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->gpus, 8);
+  EXPECT_EQ(im->layout.tp, 2);
+  EXPECT_EQ(im->layout.dp, 4);
+  EXPECT_EQ(im->gpus_per_node, std::optional<int64_t>(4));
+  std::string elastic = script;
+  elastic.replace(elastic.find("--nnodes $NUM_NODES"), 19, "--nnodes 1:2");
+  auto range = ImportText("train.sh", elastic, ".", ImportOptions{});
+  ASSERT_FALSE(range.ok());
+  EXPECT_NE(range.status().message().find("pass --gpus"), std::string::npos)
+      << range.status().message();
+  // The allocation's node count (known only at run time) is not guessed from its default.
+  std::string slurm = script;
+  slurm.replace(slurm.find("${NUM_NODES:-2}"), 15, "${SLURM_NNODES:-2}");
+  auto allocation = ImportText("train.sh", slurm, ".", ImportOptions{});
+  ASSERT_FALSE(allocation.ok());
+  EXPECT_NE(allocation.status().message().find("pass --gpus"), std::string::npos)
+      << allocation.status().message();
+}
+
 // A flag the engine's parser lacks is named (with the closest one), not silently imported as the
 // default; --allow-unknown turns that into a warning. Launcher flags before pretrain_gpt.py are
 // torchrun's, not Megatron's.
