@@ -5,7 +5,7 @@
 # so recording stand-ins for their launchers come first on the job's PATH (sbatch passes the
 # submitting environment on): `python` (Megatron-LM's and Megatron-DeepSpeed's pretrain_gpt.py run
 # as `${PYTHON:-python}`) and `torchrun` (torchtitan), each writing one line per process with the
-# node Slurm placed it on, the rendezvous variables and its arguments. The stand-in torchrun also
+# node Slurm placed it on, the rendezvous variables and its arguments (a file per process). The stand-in torchrun also
 # hands its arguments to torch's own torchrun parser (torch.distributed.run.get_args_parser), so a
 # flag torchrun does not know fails the test. What each engine needs, checked per engine:
 #   megatron, deepspeed  one process per GPU: 2 on each node, RANK 0-3 each once, LOCAL_RANK 0 and
@@ -58,12 +58,14 @@ mkdir -p "$work/bin"
 cat >"$work/bin/python" <<'STANDIN'
 #!/usr/bin/env bash
 # Stand-in for the engine's python: records where and how this process was started.
+# One file per process: processes on both nodes run at once, and lines appended to one shared
+# file interleave.
 {
   printf 'node=%s\tRANK=%s\tLOCAL_RANK=%s\tWORLD_SIZE=%s\tMASTER_ADDR=%s\tMASTER_PORT=%s' \
     "${SLURMD_NODENAME:-}" "${RANK:-}" "${LOCAL_RANK:-}" "${WORLD_SIZE:-}" "${MASTER_ADDR:-}" "${MASTER_PORT:-}"
   printf '\t%s' "$@"
   printf '\n'
-} >>"$PM_RECORD"
+} >"$(mktemp "$PM_RECORD_DIR/python.XXXXXX")"
 STANDIN
 cat >"$work/bin/torchrun" <<'STANDIN'
 #!/usr/bin/env bash
@@ -73,7 +75,7 @@ cat >"$work/bin/torchrun" <<'STANDIN'
   printf 'node=%s\tMASTER_ADDR=%s\tMASTER_PORT=%s' "${SLURMD_NODENAME:-}" "${MASTER_ADDR:-}" "${MASTER_PORT:-}"
   printf '\t%s' "$@"
   printf '\n'
-} >>"$PM_RECORD"
+} >"$(mktemp "$PM_RECORD_DIR/torchrun.XXXXXX")"
 exec /usr/bin/python3 -c '
 import sys
 from torch.distributed.run import get_args_parser
@@ -92,11 +94,12 @@ arg_after() { tr '\t' '\n' <<<"$1" | awk -v f="$2" 'take { print; exit } $0 == f
 submit() {  # engine: runs its sbatch.sh, unedited, from its directory; waits for it to end
   local engine=$1 job rc
   cp -r "$work/$engine" "$work/job-$engine"
-  : >"$work/$engine.rec"
-  job=$(cd "$work/job-$engine" && PATH="$work/bin:$PATH" PM_RECORD="$work/$engine.rec" \
+  mkdir -p "$work/$engine.rec.d"
+  job=$(cd "$work/job-$engine" && PATH="$work/bin:$PATH" PM_RECORD_DIR="$work/$engine.rec.d" \
     timeout --kill-after=5 "$job_timeout_s" sbatch --parsable --wait -o "$work/$engine.out" sbatch.sh)
   rc=$?
   [[ $rc -eq 0 ]] || { cat "$work/$engine.out" 2>/dev/null; fail "$engine: sbatch sbatch.sh exited with status $rc (job '$job')"; }
+  cat /dev/null "$work/$engine.rec.d"/* >"$work/$engine.rec" 2>/dev/null
   echo "$engine: job $job ended; its launcher processes:"
   sed 's/^/  /' "$work/$engine.rec" | cut -c 1-160
 }
