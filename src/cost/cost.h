@@ -298,6 +298,9 @@ struct Estimate {
   CommBytes comm_bytes;        // for a rank of stage `critical_stage`
   int64_t memory_stage = 0;    // pp rank whose memory is reported (the most loaded)
   int64_t critical_stage = 0;  // pp rank with the longest time per micro-batch
+  // Seconds of one micro-batch on the first pp rank, on each middle one and on the last (the
+  // PipelineBubble inputs; with pp = 2 the middle is unused, with pp = 1 all are the one stage).
+  double stage_microbatch_s[3] = {0, 0, 0};
   double bubble_fraction = 0;  // bubble / step
   double mfu = 0;
   double mfu_causal = 0;  // MFU under the causal-half attention FLOP convention
@@ -405,5 +408,13 @@ double AttentionScoreBlockBytes(int64_t heads, int64_t seq_len, int64_t mbs, int
 // whole step is b/(1+b), e.g. 1F1B p=16, m=64: (15/64)/(1+15/64) = 15/79.
 double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches,
                        int64_t virtual_stages);
+
+// Bubble seconds of a step whose pipeline stages take unequal time per micro-batch (first: the
+// embedding, last: the LM head and loss, middle: each of the pp - 2 others): the other stages'
+// warm-up and cool-down around the slowest, BubbleOverIdeal x m x the mean time of the pp - 1
+// stages that are not the slowest. Equal stages give BubbleOverIdeal x m x t. Checked against
+// schedule::SimulateSchedule with per-stage costs (tests/cost/time_test.cc).
+double PipelineBubble(spec::Schedule schedule, int64_t pp, int64_t microbatches,
+                      int64_t virtual_stages, double first, double middle, double last);
 
 }  // namespace pentamesh::cost

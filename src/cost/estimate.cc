@@ -188,6 +188,16 @@ double BubbleOverIdeal(spec::Schedule schedule, int64_t pp, int64_t microbatches
   return fraction / (1.0 - fraction);
 }
 
+double PipelineBubble(spec::Schedule schedule, int64_t pp, int64_t microbatches,
+                      int64_t virtual_stages, double first, double middle, double last) {
+  if (pp <= 1) return 0;
+  const double p = static_cast<double>(pp);
+  const double slowest = std::max({first, last, pp > 2 ? middle : 0.0});
+  const double all = first + last + (p - 2) * middle;
+  return BubbleOverIdeal(schedule, pp, microbatches, virtual_stages) *
+         static_cast<double>(microbatches) * (all - slowest) / (p - 1);
+}
+
 namespace {
 
 // EstimateLayout past its rule check. REQUIRES: every rule but kTpInNode holds (ComputeTerms
@@ -228,8 +238,12 @@ void EstimateValid(const Context& ctx, const spec::Layout& l, bool explain, Esti
   time.cp = t.m * st.cp;
   time.ep = t.m * st.ep;
   time.pp = t.m * st.pp;
-  time.bubble = BubbleOverIdeal(l.schedule, l.pp, est.microbatches, static_cast<int64_t>(t.V)) *
-                t.m * slowest;
+  double* stage_time = est.stage_microbatch_s;
+  stage_time[0] = times[0].total();
+  stage_time[1] = times[n == 3 ? 1 : 0].total();
+  stage_time[2] = times[n - 1].total();
+  time.bubble = PipelineBubble(l.schedule, l.pp, est.microbatches, static_cast<int64_t>(t.V),
+                               stage_time[0], stage_time[1], stage_time[2]);
   for (int i = 0; i < n; ++i) {
     time.dp = std::max(time.dp, ExposedDp(ctx, l, t, stages[i], times[i].compute));
     time.optimizer = std::max(time.optimizer, OptimizerTime(ctx, l, t, stages[i]));

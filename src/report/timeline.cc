@@ -256,12 +256,18 @@ core::Result<schedule::SimResult> SimulateLayoutSchedule(const cost::Estimate& e
   }
   PM_ASSIGN_OR_RETURN(const schedule::ScheduleSpec spec,
                       schedule::FromLayout(e.layout, e.microbatches));
-  const cost::Time& t = e.time;
-  const double per_microbatch_s = (t.compute + t.tp + t.cp + t.ep + t.pp) /
-                                  static_cast<double>(std::max<int64_t>(e.microbatches, 1));
-  const double unit_s = per_microbatch_s / (3.0 * spec.virtual_stages);
+  // Each pp rank's micro-batch time (the first, each middle one, the last: cost's stages), split
+  // evenly over its chunks and over F, B and W.
+  const schedule::Topology topology = spec.topology();
   schedule::Costs costs;
-  costs.per_stage = {{.time_f_s = unit_s, .time_b_s = unit_s, .time_w_s = unit_s}};
+  costs.per_stage.resize(static_cast<size_t>(topology.stages()));
+  for (int stage = 0; stage < topology.stages(); ++stage) {
+    const int rank = topology.RankOf(stage);
+    const int which = rank == 0 ? 0 : rank == spec.pp - 1 ? 2 : 1;
+    const double unit_s = e.stage_microbatch_s[which] / (3.0 * spec.virtual_stages);
+    costs.per_stage[static_cast<size_t>(stage)] = {
+        .time_f_s = unit_s, .time_b_s = unit_s, .time_w_s = unit_s};
+  }
   if (spec_out) *spec_out = spec;
   return schedule::SimulateSchedule(spec, costs);
 }

@@ -58,10 +58,11 @@ std::string ScheduleTimelineSvg(const schedule::SimResult& sim, int virtual_stag
 std::string ScheduleTimelineHtml(const schedule::ScheduleSpec& spec, const schedule::SimResult& sim,
                                  const std::string& unit);
 
-// The pipeline schedule of a costed layout, simulated in seconds: per chunk, F = B = W = the
-// critical stage's time per micro-batch (compute + tp + cp + ep + pp terms) / (3 V), the cost
-// model's equal-cost convention (a full backward = 2 forwards). With it, each rank's simulated
-// idle time is the estimate's time.bubble wherever the closed form holds. Errors: pp = 1 (no
+// The pipeline schedule of a costed layout, simulated in seconds: per chunk, F = B = W = its pp
+// rank's time per micro-batch (Estimate::stage_microbatch_s: the first rank, each middle one, the
+// last) / (3 V), the cost model's convention (a full backward = 2 forwards). The slowest rank is
+// busy the estimate's pipeline terms (compute + tp + cp + ep + pp) and the makespan is those plus
+// time.bubble (cost::PipelineBubble) wherever its closed form holds. Errors: pp = 1 (no
 // pipeline), an invalid schedule, or a schedule too large to generate.
 core::Result<schedule::SimResult> SimulateLayoutSchedule(const cost::Estimate& estimate,
                                                          schedule::ScheduleSpec* spec_out);

@@ -144,8 +144,10 @@ TEST(TimelineWindow, LargeSchedulesShowTheStartOfTheStep) {
   EXPECT_NE(svg.find("the step has 1536 actions"), std::string::npos);
 }
 
-// A costed layout: every rank idles exactly the cost model's bubble term (equal-cost closed forms).
-TEST(LayoutTimeline, IdleEqualsTheCostModelsBubble) {
+// A costed layout, simulated with its stages' own micro-batch times: the slowest rank is busy the
+// cost model's pipeline terms, no rank more, and the makespan is those plus its bubble term
+// (PipelineBubble).
+TEST(LayoutTimeline, MakespanEqualsTheCostModelsPipelineAndBubble) {
   spec::ModelSpec model = pentamesh::testing::GptTiny();
   model.layers = 16;
   for (const spec::Layout& l :
@@ -162,10 +164,18 @@ TEST(LayoutTimeline, IdleEqualsTheCostModelsBubble) {
     EXPECT_EQ(spec.pp, l.pp);
     EXPECT_EQ(spec.microbatches, e.microbatches);
     const double busy = e.time.compute + e.time.tp + e.time.cp + e.time.ep + e.time.pp;
-    for (const schedule::RankStats& r : sim->ranks) {
-      EXPECT_NEAR(r.busy_s, busy, 1e-9 * busy) << spec::ShortLayout(l);
-      EXPECT_NEAR(r.idle_s, e.time.bubble, 1e-9 * busy) << spec::ShortLayout(l);
-    }
+    const schedule::RankStats& slowest = sim->ranks[static_cast<size_t>(e.critical_stage)];
+    EXPECT_NEAR(slowest.busy_s, busy, 1e-9 * busy) << spec::ShortLayout(l);
+    for (const schedule::RankStats& r : sim->ranks) EXPECT_LE(r.busy_s, busy * (1 + 1e-9));
+    std::printf("%s: stages %.4g %.4g %.4g, makespan %.6g priced %.6g (%+.3f%%)\n",
+                spec::ShortLayout(l).c_str(), e.stage_microbatch_s[0], e.stage_microbatch_s[1],
+                e.stage_microbatch_s[2], sim->makespan_s, busy + e.time.bubble,
+                100 * ((busy + e.time.bubble) / sim->makespan_s - 1));
+    // Exact when the last stage is the slowest and the first no slower than the middle ones
+    // (Bubble.UnequalStagesMatchTheSimulatedSchedule); in this tiny model the middle ranks are the
+    // slowest (they both receive and send) and the price is up to 2% above the simulation.
+    EXPECT_NEAR(sim->makespan_s, busy + e.time.bubble, 0.03 * sim->makespan_s)
+        << spec::ShortLayout(l);
     const std::string svg = ScheduleTimelineSvg(*sim, spec.virtual_stages, "s");
     EXPECT_EQ(ParseBoxes(svg).size() > 0, true);
   }
