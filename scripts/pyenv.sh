@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${1:-${PENTAMESH_PYENV:-$PWD/.venv/hf}}"
-PINS=(transformers==4.41.2 safetensors==0.4.3 tokenizers==0.19.1 sentencepiece==0.2.0)
+PINS=(transformers==4.44.2 safetensors==0.4.3 tokenizers==0.19.1 sentencepiece==0.2.0)
 STAMP="$VENV/.pentamesh-pins"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "${PINS[*]}" ] && "$VENV/bin/python" -c "import torch, transformers, safetensors" 2>/dev/null; then
   exit 0

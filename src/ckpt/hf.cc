@@ -282,27 +282,43 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
                     "hidden / heads = "
                     "{} / {}; such a model cannot be exported",
                     m.head_dim, m.hidden, m.heads));
-  nlohmann::json c = {{"vocab_size", m.vocab},
-                      {"hidden_size", m.hidden},
-                      {"intermediate_size", m.ffn_hidden},
-                      {"num_hidden_layers", m.layers},
-                      {"num_attention_heads", m.heads},
-                      {"num_key_value_heads", m.kv_heads},
-                      {"hidden_act", "silu"},
-                      {"max_position_embeddings", m.max_seq_len},
-                      {"rms_norm_eps", m.norm_eps},
-                      {"rope_theta", m.rope_theta},
-                      {"rope_scaling", nullptr},
-                      {"tie_word_embeddings", m.tied_embeddings},
-                      {"initializer_range", 0.02},
-                      {"attention_dropout", 0.0},
-                      {"use_cache", true},
-                      {"bos_token_id", 1},
-                      {"eos_token_id", 2},
-                      {"torch_dtype", "float32"},
-                      {"pentamesh_model_name", m.name}};
+  nlohmann::json c = {
+      {"vocab_size", m.vocab},
+      {"hidden_size", m.hidden},
+      {"intermediate_size", m.ffn_hidden},
+      {"num_hidden_layers", m.layers},
+      {"num_attention_heads", m.heads},
+      {"num_key_value_heads", m.kv_heads},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", m.max_seq_len},
+      {"rms_norm_eps", m.norm_eps},
+      {"rope_theta", m.rope_scaling.theta > 0 ? m.rope_scaling.theta : m.rope_theta},
+      {"rope_scaling", nullptr},
+      {"tie_word_embeddings", m.tied_embeddings},
+      {"initializer_range", 0.02},
+      {"attention_dropout", 0.0},
+      {"use_cache", true},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", "float32"},
+      {"pentamesh_model_name", m.name}};
   const HfArch arch = HfArchOf(m);
   c["architectures"] = nlohmann::json::array({HfArchName(arch)});
+  if (m.rope_scaling.kind == spec::RopeScalingKind::kLlama3) {
+    // transformers 4.44 (scripts/pyenv.sh) applies rope_scaling in Llama only; its Qwen2-MoE and
+    // Mixtral read rope_theta alone and would run the model unscaled.
+    if (arch != HfArch::kLlama)
+      return core::Status::Error(fmt::format(
+          "model.rope_scaling: llama3 on a mixture-of-experts model cannot be exported: Hugging "
+          "Face's {} ignores rope_scaling",
+          HfArchName(arch)));
+    c["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", m.rope_scaling.factor},
+        {"low_freq_factor", m.rope_scaling.low_freq_factor},
+        {"high_freq_factor", m.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
+  }
   // The training-time balancing losses are not part of the model: no router logits, coefficient 0.
   if (arch == HfArch::kLlama) {
     c.update({{"model_type", "llama"},
@@ -411,6 +427,32 @@ class ConfigReader {
   const nlohmann::json& j_;
   std::string file_;
 };
+
+// rope_scaling: null, or Llama 3.1's {"rope_type": "llama3", factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings} ("type" is the older spelling of
+// "rope_type"). Other kinds are refused naming the kind.
+core::Status ReadRopeScaling(const ConfigReader& r, spec::ModelSpec& m) {
+  const nlohmann::json& j = r.json();
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return core::Status::Ok();
+  const nlohmann::json& rs = j["rope_scaling"];
+  if (!rs.is_object())
+    return core::Status::Error(
+        fmt::format("{}: rope_scaling: expected an object or null, got {}", r.file(), rs.dump()));
+  const char* kind_key = rs.contains("rope_type") ? "rope_type" : "type";
+  const nlohmann::json kind = rs.value(kind_key, nlohmann::json());
+  if (kind != "llama3")
+    return core::Status::Error(fmt::format(
+        "{}: rope_scaling.{}: {} is not supported (pentamesh applies llama3 scaling only)",
+        r.file(), kind_key, kind.dump()));
+  const ConfigReader sub(rs, r.file() + ": rope_scaling");
+  spec::RopeScaling& rope = m.rope_scaling;
+  rope.kind = spec::RopeScalingKind::kLlama3;
+  PM_ASSIGN_OR_RETURN(rope.factor, sub.Double("factor"));
+  PM_ASSIGN_OR_RETURN(rope.low_freq_factor, sub.Double("low_freq_factor"));
+  PM_ASSIGN_OR_RETURN(rope.high_freq_factor, sub.Double("high_freq_factor"));
+  PM_ASSIGN_OR_RETURN(rope.original_max_positions, sub.Int("original_max_position_embeddings"));
+  return core::Status::Ok();
+}
 
 // The router option from qwen2_moe's norm_topk_prob (absent: false, transformers' default).
 core::Status ReadNormTopkProb(const ConfigReader& r, spec::ModelSpec& m) {
@@ -528,7 +570,7 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
         fmt::format("{}: head_dim: {} differs from hidden/heads = {}", file, head_dim, m.head_dim));
   m.tied_embeddings = j.value("tie_word_embeddings", false);
   PM_RETURN_IF_ERROR(r.Expect("hidden_act", "silu", "pentamesh's FFN is SwiGLU (silu)"));
-  PM_RETURN_IF_ERROR(r.Expect("rope_scaling", nullptr, "pentamesh's RoPE is unscaled"));
+  PM_RETURN_IF_ERROR(ReadRopeScaling(r, m));
   PM_RETURN_IF_ERROR(r.Expect("attention_bias", false, "pentamesh's projections have no bias"));
   PM_RETURN_IF_ERROR(r.Expect("mlp_bias", false, "pentamesh's projections have no bias"));
   PM_RETURN_IF_ERROR(r.Expect("pretraining_tp", 1, "sliced projections"));
@@ -701,7 +743,22 @@ core::Status CheckSameArchitecture(const spec::ModelSpec& hf, const spec::ModelS
   cmp("vocab", run.vocab, hf.vocab);
   cmp("tied_embeddings", run.tied_embeddings, hf.tied_embeddings);
   cmp("norm_eps", run.norm_eps, hf.norm_eps);
-  cmp("rope_theta", run.rope_theta, hf.rope_theta);
+  const auto theta = [](const spec::ModelSpec& m) {
+    return m.rope_scaling.theta > 0 ? m.rope_scaling.theta : m.rope_theta;
+  };
+  cmp("rope_theta", theta(run), theta(hf));
+  cmp("rope_scaling", std::string(spec::RopeScalingName(run.rope_scaling.kind)),
+      std::string(spec::RopeScalingName(hf.rope_scaling.kind)));
+  if (run.rope_scaling.kind == hf.rope_scaling.kind &&
+      run.rope_scaling.kind == spec::RopeScalingKind::kLlama3) {
+    cmp("rope_scaling.factor", run.rope_scaling.factor, hf.rope_scaling.factor);
+    cmp("rope_scaling.low_freq_factor", run.rope_scaling.low_freq_factor,
+        hf.rope_scaling.low_freq_factor);
+    cmp("rope_scaling.high_freq_factor", run.rope_scaling.high_freq_factor,
+        hf.rope_scaling.high_freq_factor);
+    cmp("rope_scaling.original_max_positions", run.rope_scaling.original_max_positions,
+        hf.rope_scaling.original_max_positions);
+  }
   cmp("moe.experts", run.moe.experts, hf.moe.experts);
   if (run.MoeLayerCount() < run.layers || hf.MoeLayerCount() < hf.layers)
     cmp("ffn_hidden", run.ffn_hidden, hf.ffn_hidden);

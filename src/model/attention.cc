@@ -4,6 +4,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "model/regions.h"
+#include "model/rope_frequencies.h"
 
 namespace pentamesh::model {
 
@@ -13,7 +14,7 @@ Attention::Attention(ParamSet& params, const std::string& prefix, const Attentio
       ends_(*c.shard.tp_comm, c.shard.sequence_parallel),
       heads_local_(c.heads / c.shard.tp_size),
       kv_heads_local_(c.kv_heads / c.shard.tp_size),
-      rope_(c.max_seq, c.head_dim, c.rope_theta) {
+      rope_(c.max_seq, RopeInverseFrequencies(c.head_dim, c.rope_theta, c.rope_scaling)) {
   const int64_t H = c.hidden, D = c.head_dim;
   const Sharding column{
       .dim = 0, .axis = MeshAxis::kTp, .size = c.shard.tp_size, .rank = c.shard.tp_rank};

@@ -21,12 +21,14 @@
 #include "model/layer_common.h"
 #include "model/param_set.h"
 #include "model/regions.h"
+#include "spec/model_spec.h"
 
 namespace pentamesh::model {
 
 struct AttentionConfig {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
   double rope_theta = 10000.0;
+  spec::RopeScaling rope_scaling{};  // applied by RopeInverseFrequencies
   int64_t max_seq = 0;
   double std_out = 0.02;  // init std of Wo
   ShardConfig shard{};

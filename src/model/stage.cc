@@ -20,6 +20,7 @@ BlockConfig MakeBlockConfig(const StageConfig& c, int64_t layer) {
                  .kv_heads = m.kv_heads,
                  .head_dim = m.head_dim,
                  .rope_theta = m.rope_theta,
+                 .rope_scaling = m.rope_scaling,
                  .max_seq = m.max_seq_len,
                  .std_out = std_out,
                  .shard = c.shard,
@@ -69,6 +70,21 @@ core::Status CheckSupported(const spec::ModelSpec& m) {
                                  m.kv_heads, m.heads));
   if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
     errors.push_back("model: layers, hidden and vocab must be positive");
+  const spec::RopeScaling& rope = m.rope_scaling;
+  if (rope.kind == spec::RopeScalingKind::kYarn)
+    errors.push_back(
+        "model.rope_scaling: yarn but the engine implements none, base and llama3 only (the cost "
+        "model costs it: RoPE's frequencies change no FLOP)");
+  if (rope.kind == spec::RopeScalingKind::kLlama3 &&
+      !(rope.factor >= 1 && rope.original_max_positions > 0 && rope.low_freq_factor > 0 &&
+        rope.high_freq_factor > rope.low_freq_factor))
+    errors.push_back(fmt::format(
+        "model.rope_scaling: llama3 needs factor >= 1, original_max_positions > 0 and "
+        "high_freq_factor > low_freq_factor > 0 (got factor={}, original_max_positions={}, "
+        "low_freq_factor={}, high_freq_factor={})",
+        rope.factor, rope.original_max_positions, rope.low_freq_factor, rope.high_freq_factor));
+  if (!(m.rope_theta > 0) || rope.theta < 0)
+    errors.push_back(fmt::format("model.rope_theta: {} must be positive", m.rope_theta));
   if (errors.empty()) return core::Status::Ok();
   std::string msg = "model not supported by the engine:";
   for (const auto& e : errors) msg += "\n  " + e;

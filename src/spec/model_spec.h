@@ -54,6 +54,29 @@ struct MlaSpec {
   int64_t v_head_dim = 0;
 };
 
+// How RoPE's frequencies are changed for a longer context (a recipe phase's `rope`, a model's
+// rope_scaling). None of them changes the FLOPs or bytes of a step (RoPE is an elementwise rotation
+// whatever its frequencies): the planner records them; the engine applies none, base and llama3
+// (model/rope_frequencies.h) and refuses yarn (model::CheckSupported); HF export writes them.
+enum class RopeScalingKind {
+  kNone,        // the model's frequencies (theta may still be set: a plain base change)
+  kLlama3,      // Llama 3.1's frequency-dependent interpolation (HF rope_type "llama3")
+  kYarn,        // YaRN (Peng et al. 2023; HF rope_type "yarn")
+  kBaseChange,  // a new base theta, no interpolation (ABF, Xiong et al. 2023)
+};
+const char* RopeScalingName(RopeScalingKind kind);  // "none", "llama3", "yarn", "base"
+
+struct RopeScaling {
+  RopeScalingKind kind = RopeScalingKind::kNone;
+  double theta = 0;  // RoPE base; 0 = the model's rope_theta
+  double factor = 1;
+  double low_freq_factor = 0;          // llama3
+  double high_freq_factor = 0;         // llama3
+  int64_t original_max_positions = 0;  // llama3, yarn: the pre-training context
+  double beta_fast = 32;               // yarn (the paper's defaults)
+  double beta_slow = 1;
+};
+
 struct ModelSpec {
   std::string name;
   int64_t layers = 0;
@@ -68,6 +91,7 @@ struct ModelSpec {
   bool tied_embeddings = false;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // none by default; its theta, when set, replaces rope_theta
   MoeSpec moe;
   MlaSpec mla;
   // Sliding-window (local) attention: each query sees itself and the sliding_window - 1 tokens

@@ -16,31 +16,10 @@
 #include <vector>
 
 #include "core/status.h"
+#include "spec/model_spec.h"
 #include "spec/train_spec.h"
 
 namespace pentamesh::spec {
-
-// How RoPE's frequencies are changed for a longer context. None of them changes the FLOPs or bytes
-// of a step (RoPE is an elementwise rotation whatever its frequencies): the planner records them,
-// the engine and HF export will apply them.
-enum class RopeScalingKind {
-  kNone,        // the model's frequencies (theta may still be set: a plain base change)
-  kLlama3,      // Llama 3.1's frequency-dependent interpolation (HF rope_type "llama3")
-  kYarn,        // YaRN (Peng et al. 2023; HF rope_type "yarn")
-  kBaseChange,  // a new base theta, no interpolation (ABF, Xiong et al. 2023)
-};
-const char* RopeScalingName(RopeScalingKind kind);  // "none", "llama3", "yarn", "base"
-
-struct RopeScaling {
-  RopeScalingKind kind = RopeScalingKind::kNone;
-  double theta = 0;  // RoPE base; 0 = the model's rope_theta
-  double factor = 1;
-  double low_freq_factor = 0;          // llama3
-  double high_freq_factor = 0;         // llama3
-  int64_t original_max_positions = 0;  // llama3, yarn: the pre-training context
-  double beta_fast = 32;               // yarn (the paper's defaults)
-  double beta_slow = 1;
-};
 
 // The global batch grows linearly in tokens from start_tokens to the phase's global_batch_tokens
 // over the phase's first over_tokens tokens (Megatron-LM's --rampup-batch-size, in tokens); then
@@ -57,7 +36,7 @@ struct Phase {
   int64_t global_batch_tokens = 0;  // the batch after the ramp; a multiple of seq_len
   BatchRamp ramp;
   Precision precision = Precision::kBf16;
-  RopeScaling rope;
+  RopeScaling rope;  // spec/model_spec.h; the engine applies it as ModelSpec::rope_scaling
 };
 
 struct Recipe {

@@ -45,6 +45,19 @@ spec::ModelSpec Moe(int64_t shared) {
   return m;
 }
 
+// Dense with Llama 3.1's RoPE scaling over an 8-token "pre-training context": head_dim 4 has two
+// frequencies, 1 (wavelength 6.3, between 8/4 and 8: interpolated) and 0.01 (divided by 8), so
+// every position past 0 rotates differently from the unscaled model.
+spec::ModelSpec DenseLlama3Rope() {
+  spec::ModelSpec m = Dense();
+  m.rope_scaling = {.kind = spec::RopeScalingKind::kLlama3,
+                    .factor = 8,
+                    .low_freq_factor = 1,
+                    .high_freq_factor = 4,
+                    .original_max_positions = 8};
+  return m;
+}
+
 // Mixtral's form: every layer MoE, no shared expert, top-k gates renormalised.
 spec::ModelSpec Mixtral() {
   spec::ModelSpec m = Moe(0);
@@ -119,6 +132,34 @@ void ExpectRoundTrip(const spec::ModelSpec& spec, int64_t max_shard_bytes = int6
 }
 
 TEST(HfRoundTrip, DenseBitwise) { ExpectRoundTrip(Dense()); }
+
+TEST(HfRoundTrip, Llama3RopeScaling) {
+  const spec::ModelSpec spec = DenseLlama3Rope();
+  ExpectRoundTrip(spec);
+  Fixture f(spec);
+  const nlohmann::json c = ReadJson(fs::path(Export(f, spec)) / "config.json");
+  EXPECT_EQ(c["rope_scaling"], (nlohmann::json{{"rope_type", "llama3"},
+                                               {"factor", 8.0},
+                                               {"low_freq_factor", 1.0},
+                                               {"high_freq_factor", 4.0},
+                                               {"original_max_position_embeddings", 8}}));
+}
+
+TEST(HfExport, RefusesRopeScalingHfCannotApply) {
+  spec::ModelSpec moe = Moe(1);
+  moe.rope_scaling = DenseLlama3Rope().rope_scaling;
+  auto c = HfConfig(moe);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("model.rope_scaling: llama3 on a mixture-of-experts"),
+            std::string::npos)
+      << c.status().message();
+  spec::ModelSpec yarn = Dense();
+  yarn.rope_scaling = {.kind = spec::RopeScalingKind::kYarn, .factor = 4};
+  c = HfConfig(yarn);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("model.rope_scaling: yarn"), std::string::npos)
+      << c.status().message();
+}
 
 TEST(HfRoundTrip, MoeWithDenseLayerAndSharedExpertBitwise) { ExpectRoundTrip(Moe(1)); }
 
@@ -262,6 +303,17 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   EXPECT_NE(with("tie_word_embeddings", "yes").find("config.json"), std::string::npos);
   EXPECT_NE(with("hidden_size", 24).find("shape"), std::string::npos);  // tensors disagree
   EXPECT_NE(with("mlp_only_layers", nlohmann::json::array({2})).find("mlp_only_layers"),
+            std::string::npos);
+  EXPECT_NE(with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}})
+                .find("config.json: rope_scaling.rope_type: \"yarn\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(with("rope_scaling", {{"type", "dynamic"}, {"factor", 4}})
+                .find("config.json: rope_scaling.type: \"dynamic\""),
+            std::string::npos);
+  EXPECT_NE(with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}})
+                .find("config.json: rope_scaling: low_freq_factor: missing"),
+            std::string::npos);
+  EXPECT_NE(with("rope_scaling", "llama3").find("rope_scaling: expected an object"),
             std::string::npos);
   std::ofstream(config) << good.dump();
   ASSERT_EQ(ImportError(dir), "");
@@ -412,6 +464,22 @@ void CompareWithTransformers(const spec::ModelSpec& spec, const std::string& wan
 
 TEST(HfTransformers, DenseLlamaLogitsMatch) {
   CompareWithTransformers(Dense(), "LlamaForCausalLM");
+}
+
+// Llama 3.1's RoPE scaling through transformers' own rope_type "llama3"; the scaled model's
+// logits differ from the unscaled one's (so the comparison sees the scaling).
+TEST(HfTransformers, Llama3RopeScalingLogitsMatch) {
+  CompareWithTransformers(DenseLlama3Rope(), "LlamaForCausalLM");
+  const testing::Batch b = testing::RandomBatch(2, 13, Dense().vocab, 5, /*with_ignored=*/false);
+  std::vector<float> scaled, plain;
+  Fixture fs_(DenseLlama3Rope()), fp(Dense());
+  testing::ForwardBackward(fs_.model.stage(), fs_.model.params(), b, 1, &scaled);
+  testing::ForwardBackward(fp.model.stage(), fp.model.params(), b, 1, &plain);
+  ASSERT_EQ(scaled.size(), plain.size());
+  double diff = 0;
+  for (size_t i = 0; i < scaled.size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(scaled[i] - plain[i])));
+  EXPECT_GT(diff, 1e-2) << "the scaling does not change the logits: the test would not see it";
 }
 
 TEST(HfTransformers, MoeQwen2MoeLogitsMatch) {

@@ -4,16 +4,25 @@
 
 namespace pentamesh::kernels {
 
+std::vector<double> RopeDefaultInverseFrequencies(int64_t head_dim, double theta) {
+  PM_CHECK(head_dim % 2 == 0) << "rope head_dim must be even, got " << head_dim;
+  std::vector<double> f(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i)
+    f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  return f;
+}
+
 RopeTable::RopeTable(int64_t max_pos, int64_t dim, double theta)
-    : max_positions(max_pos), head_dim(dim) {
-  PM_CHECK(dim % 2 == 0) << "rope head_dim must be even, got " << dim;
-  const int64_t half = dim / 2;
+    : RopeTable(max_pos, RopeDefaultInverseFrequencies(dim, theta)) {}
+
+RopeTable::RopeTable(int64_t max_pos, const std::vector<double>& inv_freq)
+    : max_positions(max_pos), head_dim(2 * static_cast<int64_t>(inv_freq.size())) {
+  const int64_t half = head_dim / 2;
   cos.resize(static_cast<size_t>(max_pos * half));
   sin.resize(cos.size());
   for (int64_t p = 0; p < max_pos; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-      const double angle = static_cast<double>(p) * freq;
+      const double angle = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
       cos[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
       sin[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
     }
