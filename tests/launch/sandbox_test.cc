@@ -218,5 +218,30 @@ TEST(LaunchBash, SandboxHoldsTheScript) {
   fs::remove_all(dir);
 }
 
+// Both engines' pretrain_gpt.py default the tokenizer to GPT-2's BPE (args_defaults), so a
+// script without --vocab-size or --tokenizer-type trains with 50,257 tokens (padded to 128 x tp);
+// Megatron-DeepSpeed's per-layer --num-experts list (PR-MoE's pyramid) is refused by name.
+TEST(LaunchImport, Gpt2TokenizerDefaultAndPyramidRefused) {
+  ImportOptions o;
+  o.shell = Shell::kBuiltin;  // the flag readers, whichever shell reader
+  o.gpus = 8;
+  const std::string head =
+      "python pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+      "--seq-length 1024 --micro-batch-size 1 --tensor-model-parallel-size 2";
+  auto im = ImportText("train.sh", head + "\n", ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->model.vocab, 50432);  // 50257 padded to a multiple of 128 x 2
+  EXPECT_TRUE(Noted(im->notes, "vocabulary 50257 from --tokenizer-type GPT2BPETokenizer"));
+  o.engine = Engine::kDeepSpeed;
+  auto pyramid =
+      ImportText("launch.sh",
+                 head + " --num-experts 32 32 64 --deepspeed --deepspeed_config ds.json\n", ".", o);
+  ASSERT_FALSE(pyramid.ok());
+  EXPECT_NE(pyramid.status().message().find("--num-experts gives 3 per-layer expert counts, not "
+                                            "all equal (a pyramid MoE)"),
+            std::string::npos)
+      << pyramid.status().message();
+}
+
 }  // namespace
 }  // namespace pentamesh::launch
