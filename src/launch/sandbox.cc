@@ -241,7 +241,8 @@ const char* ToString(Isolation level) {
       return "no network; writes outside its temporary directory NOT prevented (no mount "
              "namespace on this host)";
     case Isolation::kNone:
-      return "NOT isolated: no network or mount namespace on this host (unshare failed); only "
+      return "NOT isolated: no network or mount namespace on this host (unshare missing or "
+             "refused); only "
              "HOME, TMPDIR and the working directory are temporary";
   }
   return "";
