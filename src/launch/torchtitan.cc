@@ -257,11 +257,11 @@ struct TitanKeys {
   }
 };
 
-// torchtitan 0.2.2's registered qwen3 and deepseek_v3 flavors (torchtitan/models/qwen3/__init__.py
-// qwen3_args, torchtitan/models/deepseek_v3/__init__.py deepseekv3_args at 73a0e697, with their
-// ModelArgs defaults), as pentamesh's model. MoE there is dropless (capacity 0) in every layer
-// after n_dense_layers. head_dim of the MLA flavors is hidden / heads, as the presets' (the
-// attention shape is the MLA dims).
+// torchtitan 0.2.2's registered qwen3, deepseek_v3 and llama4 flavors
+// (torchtitan/models/qwen3/__init__.py qwen3_args, torchtitan/models/deepseek_v3/__init__.py
+// deepseekv3_args at 73a0e697, with their ModelArgs defaults), as pentamesh's model. MoE there is
+// dropless (capacity 0) in every layer after n_dense_layers. head_dim of the MLA flavors is hidden
+// / heads, as the presets' (the attention shape is the MLA dims).
 struct TitanShape {
   const char* name;
   const char* flavor;
@@ -273,6 +273,7 @@ struct TitanShape {
   bool sigmoid = false;             // score_func "sigmoid" (pentamesh costs softmax routers)
   bool limited_groups = false;      // num_expert_groups / num_limited_groups set
   int64_t q_lora = 0, kv_lora = 0;  // MLA (deepseek_v3): nope 128, rope 64, v 128
+  int64_t moe_every = 1;            // llama4's interleave_moe_layer_step (MoE where (l+1) % k == 0)
 };
 constexpr TitanShape kTitanShapes[] = {
     {"qwen3", "0.6B", 28, 1024, 16, 8, 128, 3072, 151936, true, 1e6, 1e-6},
@@ -291,6 +292,14 @@ constexpr TitanShape kTitanShapes[] = {
      1e-5,          160,    6,  1536, 2,   1,   false, false, true,   1536,  512},
     {"deepseek_v3", "671B", 61, 7168, 128, 128, 56,   18432, 129280, false, 1e4,
      1e-5,          256,    8,  2048, 1,   3,   true, true,  true,   1536,  512},
+    // llama4 (torchtitan/models/llama4/__init__.py llama4_args, without the _irope variants): FFN
+    // 4 x 5120 -> 2/3 -> x 1.2 -> up to a multiple of 2048 = 16384; experts' hidden that / (top_k
+    // 1 + 1 shared) rounded up to 2048 = 8192 (auto_scale_hidden_dim); sigmoid router, no
+    // route_norm; 17bx128e has MoE in every 2nd layer (the default interleave_moe_layer_step).
+    {"llama4", "17bx16e", 48, 5120, 40, 8, 128, 16384, 202048, false, 5e5, 1e-5, 16, 1, 8192, 1, 0,
+     false, true},
+    {"llama4", "17bx128e", 48,   5120, 40, 8,     128,  16384, 202048, false, 5e5, 1e-5,
+     128,      1,          8192, 1,    1,  false, true, false, 0,      0,     2},
 };
 
 // The model of a flavor in kTitanShapes, with notes for what pentamesh does not model.
@@ -325,7 +334,7 @@ std::optional<spec::ModelSpec> TitanShapeModel(const std::string& name, const st
       m.moe.expert_ffn_hidden = f.expert_ffn;
       m.moe.shared_experts = f.shared;
       m.moe.first_dense_layers = f.first_dense;
-      m.moe.moe_layer_freq = 1;
+      m.moe.moe_layer_freq = f.moe_every;
       m.moe.capacity_factor = 0;
       m.moe.router = f.route_norm ? spec::MoeRouter::kTopKRenorm : spec::MoeRouter::kSoftmaxTopK;
       if (f.sigmoid) {
@@ -365,7 +374,8 @@ core::Status ImportTitanModel(const TitanKeys& keys, const ImportOptions& option
   } else {
     return core::Status::Error(fmt::format(
         "{}: model {} flavor '{}' is neither a torchtitan flavor pentamesh knows (llama3 8B, 70B, "
-        "405B; qwen3 0.6B-32B, 30B-A3B, 235B-A22B; deepseek_v3 16B, 236B, 671B) nor a pentamesh "
+        "405B; qwen3 0.6B-32B, 30B-A3B, 235B-A22B; deepseek_v3 16B, 236B, 671B; llama4 17bx16e, "
+        "17bx128e) nor a pentamesh "
         "preset: pass --model",
         keys.Where("model.flavor"), model_name, flavor));
   }

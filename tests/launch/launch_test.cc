@@ -829,18 +829,18 @@ TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
 // torchtitan 0.2.2's registered qwen3 and deepseek_v3 flavors import as their shapes: the
 // parameter totals against the published model cards (Qwen3-32B 32.8B, Qwen3-30B-A3B 30.5B / 3.3B
 // active, Qwen3-235B-A22B 235B / 22B, DeepSeek-V2-Lite = torchtitan's "16B" 15.7B / 2.4B,
-// DeepSeek-V3 671B / 37B without its MTP module), within 1.5%.
+// DeepSeek-V3 671B / 37B without its MTP module, Llama 4 Scout 109B / 17B and Maverick 400B /
+// 17B), within 1.5%.
 TEST(LaunchImport, TorchtitanFlavorsOfThePinnedVersion) {
   struct Card {
     const char* name;
     const char* flavor;
     double total, active;  // parameters, billions
   };
-  const Card cards[] = {{"qwen3", "32B", 32.8, 32.8},
-                        {"qwen3", "30B-A3B", 30.5, 3.3},
-                        {"qwen3", "235B-A22B", 235, 22},
-                        {"deepseek_v3", "16B", 15.7, 2.4},
-                        {"deepseek_v3", "671B", 671, 37}};
+  const Card cards[] = {{"qwen3", "32B", 32.8, 32.8},     {"qwen3", "30B-A3B", 30.5, 3.3},
+                        {"qwen3", "235B-A22B", 235, 22},  {"deepseek_v3", "16B", 15.7, 2.4},
+                        {"deepseek_v3", "671B", 671, 37}, {"llama4", "17bx16e", 109, 17},
+                        {"llama4", "17bx128e", 400, 17}};
   for (const Card& c : cards) {
     const std::string toml = fmt::format(
         "[model]\nname = \"{}\"\nflavor = \"{}\"\n[training]\nseq_len = 4096\n"
@@ -857,10 +857,10 @@ TEST(LaunchImport, TorchtitanFlavorsOfThePinnedVersion) {
     EXPECT_NEAR(active / 1e9, c.active, 0.015 * c.active + 0.05) << c.name << " " << c.flavor;
     EXPECT_TRUE(Noted(im->notes, "torchtitan 0.2.2's registered shape")) << c.flavor;
   }
-  auto unknown = ImportText("job.toml", "[model]\nname = \"llama4\"\nflavor = \"17bx16e\"\n", ".",
-                            ImportOptions{});
+  auto unknown = ImportText("job.toml", "[model]\nname = \"llama4\"\nflavor = \"17bx16e_irope\"\n",
+                            ".", ImportOptions{});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("flavor '17bx16e'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("flavor '17bx16e_irope'"), std::string::npos);
 }
 
 }  // namespace
