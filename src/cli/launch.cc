@@ -69,7 +69,7 @@ void PrintImportedModel(const spec::ModelSpec& m) {
 void PrintImport(const ImportArgs& a, const launch::Imported& im, const spec::TrainSpec& train,
                  const spec::ClusterSpec& cluster, const cost::Estimate& e,
                  const launch::StackChoice& stack) {
-  const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
+  const auto engine_rules = launch::ImportViolations(im);
   fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
   for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
   PrintImportedModel(im.model);

@@ -109,7 +109,13 @@ struct Imported {
   std::optional<int64_t> gpus_per_node;  // when the file says it
   std::vector<std::string> notes;        // what was assumed, and why
   std::vector<std::string> warnings;     // what was ignored (unknown flags with allow_unknown)
+  // Capability rules about the models pentamesh writes for the engine that do not bind this file:
+  // it names a model the engine registers itself (torchtitan's deepseek_v3 or llama4 flavors).
+  std::vector<std::string> waived_rules;
 };
+
+// The capability rules the imported run breaks: Violations less im.waived_rules.
+std::vector<const CapabilityRule*> ImportViolations(const Imported& im);
 
 // How import-config reads a launch script: kBash runs it under bash in a sandbox with recording
 // stand-ins for the launchers (sandbox.cc) and reads the argv they received; kBuiltin reads it

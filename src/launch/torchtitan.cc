@@ -369,6 +369,9 @@ core::Status ImportTitanModel(const TitanKeys& keys, const ImportOptions& option
         fmt::format("model {} flavor {} is pentamesh's preset {}", model_name, flavor, preset));
   } else if (auto shape = TitanShapeModel(model_name, flavor, out.notes)) {
     out.model = *shape;
+    // The rules about the llama3 / qwen3 models pentamesh writes do not bind torchtitan's own
+    // deepseek_v3 (MLA, leading dense layers) and llama4 (interleaved MoE) models.
+    if (model_name != "qwen3") out.waived_rules = {"tt-moe-every-layer", "tt-no-mla"};
   } else if (spec::PresetText("models", flavor)) {
     PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(flavor));
   } else {
