@@ -229,8 +229,19 @@ std::string Tail(const fs::path& log, size_t lines) {
 }  // namespace
 
 SandboxDir::~SandboxDir() {
+  if (path.empty()) return;
   std::error_code ec;
-  if (!path.empty()) fs::remove_all(path, ec);
+  // The overlay's work directory is left mode 000 by the kernel (and a script may chmod its
+  // own): give every directory back to its owner first, or remove_all stops there as non-root.
+  fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    std::error_code ignored;
+    if (it->is_directory(ignored) && !it->is_symlink(ignored)) {
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ignored);
+    }
+  }
+  fs::remove_all(path, ec);
 }
 
 const char* ToString(Isolation level) {
