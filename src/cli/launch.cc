@@ -30,6 +30,7 @@ struct ImportArgs {
   std::optional<int64_t> seq_len;
   std::string stack;  // empty: the engine's own profile
   bool allow_unknown = false;
+  std::string shell = "auto";
   bool json = false;
 };
 
@@ -43,6 +44,7 @@ core::Result<launch::ImportOptions> ImportOptionsOf(const ImportArgs& a) {
   if (!a.model.empty()) o.model = a.model;
   o.seq_len = a.seq_len;
   o.allow_unknown = a.allow_unknown;
+  PM_ASSIGN_OR_RETURN(o.shell, launch::ParseShell("--shell", a.shell));
   return o;
 }
 
@@ -67,7 +69,7 @@ void PrintImportedModel(const spec::ModelSpec& m) {
 void PrintImport(const ImportArgs& a, const launch::Imported& im, const spec::TrainSpec& train,
                  const spec::ClusterSpec& cluster, const cost::Estimate& e,
                  const launch::StackChoice& stack) {
-  const auto engine_rules = launch::Violations(im.engine, im.model, im.layout);
+  const auto engine_rules = launch::ImportViolations(im);
   fmt::print("pentamesh import-config: {} ({})\n", a.file, launch::ToString(im.engine));
   for (const auto& n : im.notes) fmt::print("  note: {}\n", n);
   PrintImportedModel(im.model);
@@ -203,6 +205,11 @@ RunFn AddImportConfigCommand(CLI::App& app) {
   sub->add_flag("--allow-unknown", args->allow_unknown,
                 "import a script with flags the engine's parser lacks (a warning lists them; "
                 "default: exit 2 naming them)");
+  sub->add_option("--shell", args->shell,
+                  "how a launch script is read: bash (run in a sandbox with recording stand-ins "
+                  "for the launchers), builtin (pentamesh's own reader) or auto (bash where the "
+                  "host gives the read-only sandbox)")
+      ->capture_default_str();
   sub->add_flag("--json", args->json, "print JSON");
   return [args]() { return RunImport(*args); };
 }

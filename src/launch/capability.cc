@@ -2,6 +2,8 @@
 // ids and messages, and the filter that restricts the planner's search to one engine's rules.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <map>
 
 #include "launch/launch.h"
@@ -204,6 +206,16 @@ std::vector<const CapabilityRule*> Violations(Engine engine, const ModelSpec& mo
     bool ok = !AllHold(r.when, layout) || AllHold(r.require, layout);
     if (ok && r.check != nullptr && AllHold(r.when, layout)) ok = r.check(model, layout);
     if (!ok) out.push_back(&r);
+  }
+  return out;
+}
+
+std::vector<const CapabilityRule*> ImportViolations(const Imported& im) {
+  std::vector<const CapabilityRule*> out;
+  for (const CapabilityRule* r : Violations(im.engine, im.model, im.layout)) {
+    if (std::find(im.waived_rules.begin(), im.waived_rules.end(), r->id) == im.waived_rules.end()) {
+      out.push_back(r);
+    }
   }
   return out;
 }

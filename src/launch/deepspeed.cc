@@ -168,27 +168,41 @@ core::Status ImportBareDsConfig(const std::string& name, const std::string& text
 core::Status ImportDsLaunchScript(const std::string& name, const std::string& text,
                                   const std::string& dir, const ImportOptions& options,
                                   Imported& out, DsBatch& b) {
-  PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
-  PM_RETURN_IF_ERROR(CheckParserFlags(name, EntryArgv(script, nullptr), true, options, out));
+  PM_ASSIGN_OR_RETURN(const Script script, EvaluateScript(name, text, dir, options, out));
+  PM_RETURN_IF_ERROR(
+      WithFallback(script, CheckParserFlags(name, EntryArgv(script, nullptr), true, options, out)));
   const auto flags = CollectFlags(script.words);
-  PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/true, options, out));
+  PM_RETURN_IF_ERROR(
+      WithFallback(script, ReadMegatronFlags(name, flags, /*ds=*/true, options, out)));
   const auto cfg = flags.find("--deepspeed_config") != flags.end()
                        ? flags.find("--deepspeed_config")
                        : flags.find("--deepspeed-config");
   if (cfg == flags.end() || cfg->second.values.empty()) {
-    return core::Status::Error(fmt::format("{}: no --deepspeed_config names the ds_config", name));
+    return WithFallback(script, core::Status::Error(fmt::format(
+                                    "{}: no --deepspeed_config names the ds_config", name)));
   }
-  const std::filesystem::path path = std::filesystem::path(dir) / cfg->second.values.front();
+  // Relative to where the launcher ran under bash (a config the script wrote, such as a heredoc,
+  // is in the sandbox) when that file exists, else to the script's directory.
+  std::filesystem::path path = std::filesystem::path(dir) / cfg->second.values.front();
+  std::string shown = path.string();  // the name in messages
+  if (!script.cwd.empty()) {
+    const std::filesystem::path ran =
+        std::filesystem::path(script.cwd) / cfg->second.values.front();
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(ran, ec)) {
+      path = ran;
+      shown = cfg->second.values.front() + " (as the script wrote it under bash)";
+    }
+  }
   PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
   const int64_t tp = out.layout.tp, cp = out.layout.cp;
   const spec::Recompute recompute = out.layout.recompute;
-  PM_RETURN_IF_ERROR(ReadDsConfig(path.string(), cfg_text, out, &b.train_batch, &b.micro, &b.gas));
+  PM_RETURN_IF_ERROR(ReadDsConfig(shown, cfg_text, out, &b.train_batch, &b.micro, &b.gas));
   out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
   if (cp > 1 && out.layout.cp != cp) {
     return core::Status::Error(fmt::format(
-        "{}: line {}: --ds-sequence-parallel-size {} disagrees with {}'s sequence_parallel_size "
-        "{}",
-        name, flags.at("--ds-sequence-parallel-size").line, cp, path.string(), out.layout.cp));
+        "{}: {}--ds-sequence-parallel-size {} disagrees with {}'s sequence_parallel_size {}", name,
+        LinePrefix(flags.at("--ds-sequence-parallel-size").line), cp, shown, out.layout.cp));
   }
   if (recompute != spec::Recompute::kNone) out.layout.recompute = recompute;
   if (b.micro > 0 && b.micro != out.layout.mbs) {

@@ -88,6 +88,14 @@ std::string Suggestion(const std::string& flag, const std::set<std::string>& kno
 
 }  // namespace
 
+std::string LinePrefix(int line) { return line > 0 ? fmt::format("line {}: ", line) : ""; }
+
+core::Status WithFallback(const Script& script, core::Status status) {
+  if (status.ok() || script.fallback.empty()) return status;
+  return core::Status::Error(fmt::format("{} (read with pentamesh's own shell reader: {})",
+                                         status.message(), script.fallback));
+}
+
 const std::set<std::string>& ParserFlagNames(bool ds) {
   static const std::set<std::string> megatron = FlagNames(kMegatronFlagTable);
   static const std::set<std::string> deepspeed = FlagNames(kMegatronDeepSpeedFlagTable);
@@ -102,12 +110,15 @@ core::Status CheckParserFlags(const std::string& name, const std::vector<Word>& 
   std::vector<std::string> unknown;
   for (const auto& [flag, value] : CollectFlags(argv)) {
     if (known.count(flag) == 0) {
-      unknown.push_back(fmt::format("line {}: {}{}", value.line, flag, Suggestion(flag, known)));
+      unknown.push_back(
+          fmt::format("{}{}{}", LinePrefix(value.line), flag, Suggestion(flag, known)));
       continue;
     }
     for (const DroppedFlag& d : kDroppedFlags) {
       if (d.ds == ds && flag == d.flag) {
-        out.notes.push_back(fmt::format("dropped {} (line {}): {}", flag, value.line, d.why));
+        out.notes.push_back(fmt::format("dropped {}{}: {}", flag,
+                                        value.line > 0 ? fmt::format(" (line {})", value.line) : "",
+                                        d.why));
       }
     }
   }
@@ -126,12 +137,14 @@ core::Status CheckParserFlags(const std::string& name, const std::vector<Word>& 
 
 core::Result<Imported> ImportMegatron(const std::string& name, const std::string& text,
                                       const std::string& dir, const ImportOptions& options) {
-  PM_ASSIGN_OR_RETURN(Script script, ReadScript(name, text));
   Imported out;
   out.engine = Engine::kMegatron;
-  PM_RETURN_IF_ERROR(CheckParserFlags(name, EntryArgv(script, nullptr), false, options, out));
+  PM_ASSIGN_OR_RETURN(const Script script, EvaluateScript(name, text, dir, options, out));
+  PM_RETURN_IF_ERROR(WithFallback(
+      script, CheckParserFlags(name, EntryArgv(script, nullptr), false, options, out)));
   const auto flags = CollectFlags(script.words);
-  PM_RETURN_IF_ERROR(ReadMegatronFlags(name, flags, /*ds=*/false, options, out));
+  PM_RETURN_IF_ERROR(
+      WithFallback(script, ReadMegatronFlags(name, flags, /*ds=*/false, options, out)));
   std::optional<int64_t> world = options.gpus;
   std::string source = "--gpus";
   if (!world) {

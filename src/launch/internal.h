@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,14 +56,64 @@ struct Word {
   int line = 0;
   int command = 0;  // which command of the script (1, 2, ...) the word belongs to
 };
+// A sandbox's temporary directory, removed with the last Script that refers to it.
+struct SandboxDir {
+  std::string path;
+  SandboxDir() = default;
+  SandboxDir(const SandboxDir&) = delete;
+  SandboxDir& operator=(const SandboxDir&) = delete;
+  ~SandboxDir();
+};
 struct Script {
   std::vector<Word> words;                  // every word of every command, in order
   std::map<std::string, std::string> vars;  // scalar assignments
+  // When bash evaluated the script: the launcher's working directory (files the script wrote,
+  // such as a heredoc ds_config, are read from there) and the sandbox that holds it.
+  std::string cwd;
+  std::shared_ptr<SandboxDir> sandbox;
+  std::string fallback;  // why bash's reading was not used, when it ran ("" otherwise)
 };
 core::Result<Script> ReadScript(const std::string& name, const std::string& text);
+// A training entry point: a word whose file name is pretrain_*.py.
+bool IsEntryWord(const std::string& text);
 // The arguments of the training entry point (the words after pretrain_*.py in its command), with
 // the entry's word in *entry; all words when the script runs no pretrain_*.py (a bare flag list).
 std::vector<Word> EntryArgv(const Script& script, std::string* entry);
+
+// Running a launch script under bash (sandbox.cc): how well the host isolates it.
+enum class Isolation { kReadOnly, kNoNetwork, kNone };
+const char* ToString(Isolation level);
+// One process a stand-in replaced: its working directory and argv (argv[0] the command's name).
+struct LaunchRecord {
+  std::string cwd;
+  std::vector<std::string> argv;
+};
+struct ScriptRun {
+  std::vector<LaunchRecord> records;  // in the order the processes started
+  Isolation isolation = Isolation::kNone;
+  bool ran = false;     // false: not run, the isolation was weaker than required
+  std::string outcome;  // "exit status 0" or what stopped it, with the output's last lines
+  std::shared_ptr<SandboxDir> dir;
+};
+// Runs the script (the file `name` when it holds `text`, else text written into the sandbox)
+// under bash with recording stand-ins for the launchers (torchrun, python, deepspeed, srun,
+// mpirun, sbatch, ...), HOME/TMPDIR/working directory in a temporary directory, stdin
+// /dev/null, its own process group killed after timeout_s, and the isolation the host allows.
+// `dir` is the script's directory (the working directory's contents under kReadOnly). With
+// require_read_only the script is not run (ran = false) on a host without that isolation.
+core::Result<ScriptRun> RunScriptSandboxed(const std::string& name, const std::string& text,
+                                           const std::string& dir, double timeout_s,
+                                           bool require_read_only);
+// The script as words: the launcher's argv recorded by bash (options.shell, notes saying which
+// reader and isolation), else ReadScript's reading.
+core::Result<Script> EvaluateScript(const std::string& name, const std::string& text,
+                                    const std::string& dir, const ImportOptions& options,
+                                    Imported& out);
+
+// "line N: ", or "" for line 0 (a word bash assembled that no line of the script names).
+std::string LinePrefix(int line);
+// status, with why bash's reading was not used appended when the script fell back to ReadScript.
+core::Status WithFallback(const Script& script, core::Status status);
 
 // Flags of a command line: "--flag" -> values (words up to the next "--flag"), with the line of
 // the flag. A later flag replaces an earlier one (argparse's rule).

@@ -109,7 +109,22 @@ struct Imported {
   std::optional<int64_t> gpus_per_node;  // when the file says it
   std::vector<std::string> notes;        // what was assumed, and why
   std::vector<std::string> warnings;     // what was ignored (unknown flags with allow_unknown)
+  // Capability rules about the models pentamesh writes for the engine that do not bind this file:
+  // it names a model the engine registers itself (torchtitan's deepseek_v3 or llama4 flavors).
+  std::vector<std::string> waived_rules;
 };
+
+// The capability rules the imported run breaks: Violations less im.waived_rules.
+std::vector<const CapabilityRule*> ImportViolations(const Imported& im);
+
+// How import-config reads a launch script: kBash runs it under bash in a sandbox with recording
+// stand-ins for the launchers (sandbox.cc) and reads the argv they received; kBuiltin reads it
+// with pentamesh's own reader of a subset of bash (script.cc); kAuto is kBash where bash is on
+// PATH and the host gives the read-only sandbox, else kBuiltin, and kBuiltin too when bash ran
+// no training entry point (a bare flag list).
+enum class Shell { kAuto, kBash, kBuiltin };
+// "auto", "bash", "builtin"; the error names the option.
+core::Result<Shell> ParseShell(const std::string& option, const std::string& name);
 
 struct ImportOptions {
   std::optional<Engine> engine;      // detected from the file when absent
@@ -117,6 +132,8 @@ struct ImportOptions {
   std::optional<std::string> model;  // preset or TOML, when the file does not say the model
   std::optional<int64_t> seq_len;    // when the file does not say it
   bool allow_unknown = false;        // flags the engine's parser lacks: a warning, not an error
+  Shell shell = Shell::kAuto;        // how a launch script is read
+  double shell_timeout_s = 30;       // the bash evaluation's time limit
 };
 
 // Reads a Megatron-LM script or command line, a torchtitan TOML, or a DeepSpeed launch script /

@@ -11,7 +11,9 @@
 // implied by the world size (EngineDataParallel).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <regex>
 
 #include "core/quote.h"
@@ -279,7 +281,9 @@ struct FlagReader {
   bool Has(const std::string& f) const { return flags.count(f) > 0; }
   std::string Where(const std::string& f) const {
     const auto it = flags.find(f);
-    return it == flags.end() ? name : fmt::format("{}: line {}", name, it->second.line);
+    return it == flags.end() || it->second.line == 0
+               ? name
+               : fmt::format("{}: line {}", name, it->second.line);
   }
   core::Result<std::string> Str(const std::string& f) const {
     const auto it = flags.find(f);
@@ -525,7 +529,10 @@ core::Status ReadVocab(const FlagReader& r, Imported& out) {
     PM_ASSIGN_OR_RETURN(out.model.vocab, r.Int("--vocab-size"));
     return core::Status::Ok();
   }
-  PM_ASSIGN_OR_RETURN(const std::string type, r.StrOr("--tokenizer-type", "NullTokenizer"));
+  // Without the flag both engines' pretrain_gpt.py default to GPT-2's BPE (args_defaults
+  // tokenizer_type 'GPT2BPETokenizer': Megatron-LM core_v0.16.1 pretrain_gpt.py line 347,
+  // Megatron-DeepSpeed 4efb479d line 364).
+  PM_ASSIGN_OR_RETURN(const std::string type, r.StrOr("--tokenizer-type", "GPT2BPETokenizer"));
   const auto v = TokenizerVocab(type);
   if (!v) {
     return core::Status::Error(fmt::format(
@@ -576,6 +583,15 @@ core::Status ReadRouter(const FlagReader& r, spec::ModelSpec& m) {
 
 // The MoE flags, given --num-experts; Megatron-DeepSpeed's experts are FFN-sized.
 core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
+  // Megatron-DeepSpeed's --num-experts takes a list (nargs '+'): one count per MoE layer, the
+  // pyramid MoE of its PR-MoE examples, which pentamesh's one expert count cannot say.
+  const std::vector<std::string>& counts = r.flags.at("--num-experts").values;
+  if (std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) != counts.end()) {
+    return core::Status::Error(fmt::format(
+        "{}: --num-experts gives {} per-layer expert counts, not all equal (a pyramid MoE): "
+        "pentamesh models one count for every MoE layer",
+        r.Where("--num-experts"), counts.size()));
+  }
   PM_ASSIGN_OR_RETURN(m.moe.experts, r.Int("--num-experts"));
   if (ds) {
     // Megatron-DeepSpeed's defaults: top-1, an MoE layer every 2nd layer, capacity factor 1.0

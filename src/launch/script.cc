@@ -342,17 +342,18 @@ std::map<std::string, FlagValue> CollectFlags(const std::vector<Word>& words) {
   return out;
 }
 
-std::vector<Word> EntryArgv(const Script& script, std::string* entry) {
+bool IsEntryWord(const std::string& text) {
   // (^|/)pretrain_[A-Za-z0-9_]*\.py$, by hand (no regex recursion on long words).
-  const auto is_entry = [](const std::string& text) {
-    const size_t slash = text.rfind('/');
-    const std::string_view base =
-        std::string_view(text).substr(slash == std::string::npos ? 0 : slash + 1);
-    return base.starts_with("pretrain_") && base.ends_with(".py") &&
-           std::all_of(base.begin() + 9, base.end() - 3, NameChar);
-  };
+  const size_t slash = text.rfind('/');
+  const std::string_view base =
+      std::string_view(text).substr(slash == std::string::npos ? 0 : slash + 1);
+  return base.starts_with("pretrain_") && base.ends_with(".py") &&
+         std::all_of(base.begin() + 9, base.end() - 3, NameChar);
+}
+
+std::vector<Word> EntryArgv(const Script& script, std::string* entry) {
   for (size_t i = 0; i < script.words.size(); ++i) {
-    if (!is_entry(script.words[i].text)) continue;
+    if (!IsEntryWord(script.words[i].text)) continue;
     if (entry != nullptr) *entry = script.words[i].text;
     std::vector<Word> argv;
     for (size_t k = i + 1; k < script.words.size(); ++k) {

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -256,6 +257,102 @@ struct TitanKeys {
   }
 };
 
+// torchtitan 0.2.2's registered qwen3, deepseek_v3 and llama4 flavors
+// (torchtitan/models/qwen3/__init__.py qwen3_args, torchtitan/models/deepseek_v3/__init__.py
+// deepseekv3_args at 73a0e697, with their ModelArgs defaults), as pentamesh's model. MoE there is
+// dropless (capacity 0) in every layer after n_dense_layers. head_dim of the MLA flavors is hidden
+// / heads, as the presets' (the attention shape is the MLA dims).
+struct TitanShape {
+  const char* name;
+  const char* flavor;
+  int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+  bool tied;
+  double rope_theta, norm_eps;
+  int64_t experts = 0, top_k = 0, expert_ffn = 0, shared = 0, first_dense = 0;
+  bool route_norm = false;          // gates renormalised over the chosen k (else softmax kept)
+  bool sigmoid = false;             // score_func "sigmoid" (pentamesh costs softmax routers)
+  bool limited_groups = false;      // num_expert_groups / num_limited_groups set
+  int64_t q_lora = 0, kv_lora = 0;  // MLA (deepseek_v3): nope 128, rope 64, v 128
+  int64_t moe_every = 1;            // llama4's interleave_moe_layer_step (MoE where (l+1) % k == 0)
+};
+constexpr TitanShape kTitanShapes[] = {
+    {"qwen3", "0.6B", 28, 1024, 16, 8, 128, 3072, 151936, true, 1e6, 1e-6},
+    {"qwen3", "1.7B", 28, 2048, 16, 8, 128, 6144, 151936, true, 1e6, 1e-6},
+    {"qwen3", "4B", 36, 2560, 32, 8, 128, 9728, 151936, true, 1e6, 1e-6},
+    {"qwen3", "8B", 36, 4096, 32, 8, 128, 12288, 151936, false, 1e6, 1e-6},
+    {"qwen3", "14B", 40, 5120, 40, 8, 128, 17408, 151936, false, 1e6, 1e-6},
+    {"qwen3", "32B", 64, 5120, 64, 8, 128, 25600, 151936, false, 1e6, 1e-6},
+    {"qwen3", "30B-A3B", 48, 2048, 32, 4, 128, 6144, 151936, false, 1e6, 1e-6, 128, 8, 768, 0, 0,
+     true},
+    {"qwen3", "235B-A22B", 94, 4096, 64, 4, 128, 12288, 151936, false, 5e6, 1e-6, 128, 8, 1536, 0,
+     0, true},
+    {"deepseek_v3", "16B", 27, 2048, 16, 16, 128,   10944, 102400, false, 1e4,
+     1e-5,          64,    6,  1408, 2,  1,  false, false, false,  0,     512},
+    {"deepseek_v3", "236B", 60, 5120, 128, 128, 40,    12288, 102400, false, 1e4,
+     1e-5,          160,    6,  1536, 2,   1,   false, false, true,   1536,  512},
+    {"deepseek_v3", "671B", 61, 7168, 128, 128, 56,   18432, 129280, false, 1e4,
+     1e-5,          256,    8,  2048, 1,   3,   true, true,  true,   1536,  512},
+    // llama4 (torchtitan/models/llama4/__init__.py llama4_args, without the _irope variants): FFN
+    // 4 x 5120 -> 2/3 -> x 1.2 -> up to a multiple of 2048 = 16384; experts' hidden that / (top_k
+    // 1 + 1 shared) rounded up to 2048 = 8192 (auto_scale_hidden_dim); sigmoid router, no
+    // route_norm; 17bx128e has MoE in every 2nd layer (the default interleave_moe_layer_step).
+    {"llama4", "17bx16e", 48, 5120, 40, 8, 128, 16384, 202048, false, 5e5, 1e-5, 16, 1, 8192, 1, 0,
+     false, true},
+    {"llama4", "17bx128e", 48,   5120, 40, 8,     128,  16384, 202048, false, 5e5, 1e-5,
+     128,      1,          8192, 1,    1,  false, true, false, 0,      0,     2},
+};
+
+// The model of a flavor in kTitanShapes, with notes for what pentamesh does not model.
+std::optional<spec::ModelSpec> TitanShapeModel(const std::string& name, const std::string& flavor,
+                                               std::vector<std::string>& notes) {
+  for (const TitanShape& f : kTitanShapes) {
+    if (name != f.name || flavor != f.flavor) continue;
+    spec::ModelSpec m;
+    m.name = fmt::format("{}-{}", f.name, f.flavor);
+    m.layers = f.layers;
+    m.hidden = f.hidden;
+    m.heads = f.heads;
+    m.kv_heads = f.kv_heads;
+    m.head_dim = f.head_dim;
+    m.ffn_hidden = f.ffn;
+    m.vocab = f.vocab;
+    m.max_seq_len = 0;  // training.seq_len, as torchtitan's update_from_config sets it
+    m.activation = spec::Activation::kSwiGLU;
+    m.tied_embeddings = f.tied;
+    m.rope_theta = f.rope_theta;
+    m.norm_eps = f.norm_eps;
+    if (f.kv_lora > 0) {
+      m.mla = {.q_lora_rank = f.q_lora,
+               .kv_lora_rank = f.kv_lora,
+               .qk_nope_head_dim = 128,
+               .qk_rope_head_dim = 64,
+               .v_head_dim = 128};
+    }
+    if (f.experts > 0) {
+      m.moe.experts = f.experts;
+      m.moe.top_k = f.top_k;
+      m.moe.expert_ffn_hidden = f.expert_ffn;
+      m.moe.shared_experts = f.shared;
+      m.moe.first_dense_layers = f.first_dense;
+      m.moe.moe_layer_freq = f.moe_every;
+      m.moe.capacity_factor = 0;
+      m.moe.router = f.route_norm ? spec::MoeRouter::kTopKRenorm : spec::MoeRouter::kSoftmaxTopK;
+      if (f.sigmoid) {
+        notes.push_back("the flavor's sigmoid router scores are costed as softmax top-k");
+      }
+      if (f.limited_groups) notes.push_back("group-limited routing is not modelled");
+    }
+    if (std::string(f.name) == "qwen3") {
+      notes.push_back(
+          "qwen3's q/k RMSNorm weights (2 x head_dim per layer) are not in pentamesh's count");
+    }
+    notes.push_back(
+        fmt::format("model {} flavor {}: torchtitan 0.2.2's registered shape", f.name, f.flavor));
+    return m;
+  }
+  return std::nullopt;
+}
+
 // The model: a registered flavor, a pentamesh preset named as flavor, or --model.
 core::Status ImportTitanModel(const TitanKeys& keys, const ImportOptions& options, Imported& out) {
   PM_ASSIGN_OR_RETURN(std::string model_name, keys.Str("model.name", "llama3"));
@@ -270,12 +367,19 @@ core::Status ImportTitanModel(const TitanKeys& keys, const ImportOptions& option
     PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(preset));
     out.notes.push_back(
         fmt::format("model {} flavor {} is pentamesh's preset {}", model_name, flavor, preset));
+  } else if (auto shape = TitanShapeModel(model_name, flavor, out.notes)) {
+    out.model = *shape;
+    // The rules about the llama3 / qwen3 models pentamesh writes do not bind torchtitan's own
+    // deepseek_v3 (MLA, leading dense layers) and llama4 (interleaved MoE) models.
+    if (model_name != "qwen3") out.waived_rules = {"tt-moe-every-layer", "tt-no-mla"};
   } else if (spec::PresetText("models", flavor)) {
     PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(flavor));
   } else {
     return core::Status::Error(fmt::format(
         "{}: model {} flavor '{}' is neither a torchtitan flavor pentamesh knows (llama3 8B, 70B, "
-        "405B) nor a pentamesh preset: pass --model",
+        "405B; qwen3 0.6B-32B, 30B-A3B, 235B-A22B; deepseek_v3 16B, 236B, 671B; llama4 17bx16e, "
+        "17bx128e) nor a pentamesh "
+        "preset: pass --model",
         keys.Where("model.flavor"), model_name, flavor));
   }
   return core::Status::Ok();
@@ -501,6 +605,7 @@ core::Result<Imported> ImportTorchtitan(const std::string& name, const std::stri
   spec::Layout& l = out.layout;
   spec::TrainSpec& t = out.train;
   PM_ASSIGN_OR_RETURN(TitanBatch b, ImportTitanDegrees(keys, options, out));
+  if (out.model.max_seq_len == 0) out.model.max_seq_len = t.seq_len;
   PM_ASSIGN_OR_RETURN(const int64_t fixed, spec::GpuProduct(name + ": replicate x tp x pp x cp",
                                                             {b.rep, l.tp, l.pp, l.cp}));
   PM_ASSIGN_OR_RETURN(b.shard, ResolveShard(keys, options, b.shard, fixed));

@@ -225,4 +225,28 @@ TEST(LaunchCli, PlanBaselineFileComparesWithTheBest) {
   EXPECT_TRUE(Has(r.out, "is not --model llama2-70b")) << r.out;
 }
 
+// --shell: the default (auto) runs the script under bash where the host sandboxes it and reads
+// the `$((...))` pipeline size; builtin keeps it as text and exits 2 naming the line; an unknown
+// reader is refused naming the option.
+TEST(LaunchCli, ImportShellChoosesTheReader) {
+  const std::string file =
+      (fs::path(PM_SOURCE_DIR) / "tests" / "launch" / "data" / "arrays_if_arith.sh").string();
+  const CliRun builtin = Pentamesh("import-config --shell builtin " + file);
+  EXPECT_EQ(builtin.code, 2) << builtin.out;
+  EXPECT_TRUE(
+      Has(builtin.out, "line 14: --pipeline-model-parallel-size '$((WORLD_SIZE / TP / 2))'"))
+      << builtin.out;
+  const CliRun bad = Pentamesh("import-config --shell zsh " + file);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_TRUE(Has(bad.out, "--shell: 'zsh' is not auto, bash or builtin")) << bad.out;
+  const CliRun bash = Pentamesh("import-config --json " + file, /*merge_stderr=*/false);
+  if (!Has(bash.out, "evaluated with bash in a sandbox (no network, read-only")) {
+    GTEST_SKIP() << "no read-only sandbox on this host: " << bash.out;
+  }
+  ASSERT_EQ(bash.code, 0) << bash.out;
+  const auto j = nlohmann::json::parse(bash.out);
+  EXPECT_EQ(j["estimate"]["layout"]["pp"], 2);
+  EXPECT_EQ(j["gpus"], 8);
+}
+
 }  // namespace

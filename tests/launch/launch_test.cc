@@ -2,6 +2,7 @@
 // table's refusals, and import-config on published example configs and on bad files.
 #include "launch/launch.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/cost.h"
 #include "launch/internal.h"
 #include "plan/space.h"
 #include "spec/load_toml.h"
@@ -822,6 +824,47 @@ TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
   EXPECT_EQ(ds->model.moe.top_k, 1);
   EXPECT_DOUBLE_EQ(ds->model.moe.capacity_factor, 1.0);
   EXPECT_EQ(ds->model.moe.router, spec::MoeRouter::kSoftmaxTopK);
+}
+
+// torchtitan 0.2.2's registered qwen3 and deepseek_v3 flavors import as their shapes: the
+// parameter totals against the published model cards (Qwen3-32B 32.8B, Qwen3-30B-A3B 30.5B / 3.3B
+// active, Qwen3-235B-A22B 235B / 22B, DeepSeek-V2-Lite = torchtitan's "16B" 15.7B / 2.4B,
+// DeepSeek-V3 671B / 37B without its MTP module, Llama 4 Scout 109B / 17B and Maverick 400B /
+// 17B), within 1.5%.
+TEST(LaunchImport, TorchtitanFlavorsOfThePinnedVersion) {
+  struct Card {
+    const char* name;
+    const char* flavor;
+    double total, active;  // parameters, billions
+  };
+  const Card cards[] = {{"qwen3", "32B", 32.8, 32.8},     {"qwen3", "30B-A3B", 30.5, 3.3},
+                        {"qwen3", "235B-A22B", 235, 22},  {"deepseek_v3", "16B", 15.7, 2.4},
+                        {"deepseek_v3", "671B", 671, 37}, {"llama4", "17bx16e", 109, 17},
+                        {"llama4", "17bx128e", 400, 17}};
+  for (const Card& c : cards) {
+    const std::string toml = fmt::format(
+        "[model]\nname = \"{}\"\nflavor = \"{}\"\n[training]\nseq_len = 4096\n"
+        "local_batch_size = 1\n[parallelism]\ndata_parallel_shard_degree = 8\n",
+        c.name, c.flavor);
+    auto im = ImportText("job.toml", toml, ".", ImportOptions{});
+    ASSERT_TRUE(im.ok()) << c.flavor << ": " << im.status().message();
+    EXPECT_EQ(im->model.max_seq_len, 4096);
+    const cost::ParamCounts p = cost::CountParams(im->model);
+    EXPECT_NEAR(p.total / 1e9, c.total, 0.015 * c.total) << c.name << " " << c.flavor;
+    // DeepSeek-V2-Lite's card counts the activated parameters without the output layer (2.66B
+    // with it, 2.45B without).
+    const double active = p.active - (std::string(c.flavor) == "16B" ? p.lm_head : 0);
+    EXPECT_NEAR(active / 1e9, c.active, 0.015 * c.active + 0.05) << c.name << " " << c.flavor;
+    EXPECT_TRUE(Noted(im->notes, "torchtitan 0.2.2's registered shape")) << c.flavor;
+    // torchtitan runs its own flavors: the rules about the models pentamesh writes do not apply.
+    for (const CapabilityRule* r : ImportViolations(*im)) {
+      ADD_FAILURE() << c.name << " " << c.flavor << ": " << r->id;
+    }
+  }
+  auto unknown = ImportText("job.toml", "[model]\nname = \"llama4\"\nflavor = \"17bx16e_irope\"\n",
+                            ".", ImportOptions{});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("flavor '17bx16e_irope'"), std::string::npos);
 }
 
 }  // namespace
