@@ -58,6 +58,10 @@ void PrintErrors(const std::string& label, const std::vector<const pm::plan::Ser
     if (!p.fits) ++refused;
     for (const pm::plan::ServeError& e : pm::plan::ServeErrors(*run, p)) {
       by_metric[e.metric].push_back(std::abs(e.ratio - 1.0));
+      // TTFT under load (several clients: prompts batched and queued) on its own as well.
+      if (e.metric == "ttft" && run->traffic.concurrency > 1) {
+        by_metric["ttft(c>1)"].push_back(std::abs(e.ratio - 1.0));
+      }
     }
   }
   std::string line = fmt::format("  {:<26}", label);

@@ -38,6 +38,7 @@ struct ServeArgs {
   double ttft_p95_ms = 0, itl_ms = 0;
   // Simulation under load (with --tp): a closed loop of clients or Poisson arrivals.
   std::optional<int64_t> concurrency;
+  std::optional<int64_t> max_batched_tokens;  // --max-batched-tokens (else the profile's)
   std::optional<double> rate;
   int64_t sim_requests = 1000, seed = 1;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
@@ -273,6 +274,7 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (a.concurrency || a.rate) {
     const plan::ServeTraffic traffic{.rate_per_s = a.rate.value_or(0.0),
                                      .concurrency = a.concurrency.value_or(0),
+                                     .think_s = plan::kClientTurnaroundS,
                                      .requests = a.sim_requests,
                                      .seed = static_cast<uint64_t>(a.seed),
                                      .slo_ttft_s = a.slo_ttft_ms / kMs,
@@ -422,6 +424,11 @@ int RunServe(const ServeArgs& args) {
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
   if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
   a.workload.engine.profile = *profile;
+  if (a.max_batched_tokens) {
+    a.workload.engine.max_batched_tokens = *a.max_batched_tokens;
+  } else if (profile->max_batched_tokens > 0) {
+    a.workload.engine.max_batched_tokens = profile->max_batched_tokens;
+  }
   spec::TrainSpec train;
   train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
   const cost::Context ctx(in.model, in.cluster, train, in.params);
@@ -465,15 +472,17 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
                   "fraction of the device memory the engine uses (vLLM's default 0.9)")
       ->check(NumberIn(0.01, 1));
-  sub->add_option("--max-batched-tokens", engine.max_batched_tokens,
-                  "token budget of a step: chunked prefill (vLLM's max_num_batched_tokens)")
+  sub->add_option("--max-batched-tokens", a->max_batched_tokens,
+                  "token budget of a step: chunked prefill (vLLM's max_num_batched_tokens; "
+                  "default 8192, the --engine profile's when it has one)")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--max-seqs", engine.max_seqs, "requests in one step at most (max_num_seqs)")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--block-size", engine.block_tokens, "tokens per paged KV block")
       ->transform(IntIn(1, 1024));
   sub->add_option("--concurrency", a->concurrency,
-                  "simulate a closed loop of N clients (with --tp)")
+                  "simulate a closed loop of N clients (with --tp), each sending its next "
+                  "request 1 ms after its last token")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--engine", a->engine,
                   "engine profile of the simulation: per-step overheads, attention efficiency")

@@ -52,11 +52,24 @@ std::string FormatServeLayout(const ServeLayout& l);  // "tp=4 ep=1 pp=1 replica
 // time a step and a time per scheduled request), and the fraction of the attention kernel's
 // roofline (KV read and score FLOPs) it achieves. The default (name "none") adds nothing: the
 // kernels' roofline alone, which the closed forms of EstimateServe are.
+// Its scheduler's policy (the engine's defaults, not fitted; plan/serve_sim.h):
+// chunked_prefill: a prompt may be split over steps under the token budget (vLLM V1, SGLang);
+// false: only whole prompts join a step, first come first served until one does not fit in
+// what is left of the budget (TensorRT-LLM's MicroBatchScheduler with enable_chunked_context
+// off, its default). reserve_full_length: a request is admitted only when the KV blocks of its
+// whole length (input + output) are free and keeps them, so nothing is ever preempted
+// (TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler, its default); false: blocks are taken
+// as tokens are cached and the newest request is preempted when they run out (vLLM).
 struct ServeEngineProfile {
   std::string name = "none";
   double step_overhead_s = 0;       // per scheduler step
   double seq_overhead_s = 0;        // per request scheduled in a step
   double attention_efficiency = 1;  // attention kernel time = roofline / attention_efficiency
+  bool chunked_prefill = true;
+  bool reserve_full_length = false;
+  // The engine's step budget (ServeEngine::max_batched_tokens) unless the user sets one; 0 = the
+  // ServeEngine default.
+  int64_t max_batched_tokens = 0;
   bool operator==(const ServeEngineProfile&) const = default;
 };
 // The shipped profiles, fitted by bench/serving.sh on bench/data/serving_runs.json and

@@ -26,11 +26,13 @@ constexpr std::array<double, 3> kDelta = {0.05, 1.0, 0.01};  // numerical deriva
 
 using Params = std::array<double, 3>;
 
-cost::ServeEngineProfile ToProfile(const Params& x, const std::string& name) {
-  return {.name = name,
-          .step_overhead_s = x[0] * 1e-3,
-          .seq_overhead_s = x[1] * 1e-6,
-          .attention_efficiency = x[2]};
+// The fitted numbers on `base`'s name and scheduling policy.
+cost::ServeEngineProfile ToProfile(const Params& x, const cost::ServeEngineProfile& base) {
+  cost::ServeEngineProfile p = base;
+  p.step_overhead_s = x[0] * 1e-3;
+  p.seq_overhead_s = x[1] * 1e-6;
+  p.attention_efficiency = x[2];
+  return p;
 }
 
 core::Status RowError(const std::string& path, size_t i, const std::string& why) {
@@ -39,8 +41,9 @@ core::Status RowError(const std::string& path, size_t i, const std::string& why)
 
 // The residuals log(predicted / measured) of every compared metric of every run (a run that does
 // not fit counts as a residual of log 10 per metric, far from any fit).
-std::vector<double> Residuals(const std::vector<const ServeRun*>& runs, const Params& x) {
-  const cost::ServeEngineProfile profile = ToProfile(x, "fit");
+std::vector<double> Residuals(const std::vector<const ServeRun*>& runs, const Params& x,
+                              const cost::ServeEngineProfile& base) {
+  const cost::ServeEngineProfile profile = ToProfile(x, base);
   // The runs' simulations are independent: kThreads threads take every kThreads-th run.
   std::vector<ServeRunPrediction> pred(runs.size());
   std::vector<std::thread> threads;
@@ -135,7 +138,13 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
         return RowError(path, i, "concurrency/input_tokens/output_tokens must be >= 1");
       }
       run.workload.requests = clients;
+      // The engine's step budget, when its profile names one (TensorRT-LLM's max_num_tokens).
+      const cost::ServeEngineProfile* shipped = cost::FindServeEngineProfile(run.engine);
+      if (shipped != nullptr && shipped->max_batched_tokens > 0) {
+        run.workload.engine.max_batched_tokens = shipped->max_batched_tokens;
+      }
       run.traffic.concurrency = clients;
+      run.traffic.think_s = kClientTurnaroundS;  // a benchmark's clients
       const std::vector<std::string> compare =
           row.value("compare", std::vector<std::string>{"ttft_ms", "itl_ms"});
       for (const std::string& key : compare) {
@@ -191,8 +200,13 @@ std::vector<ServeError> ServeErrors(const ServeRun& run, const ServeRunPredictio
 
 cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& runs,
                                          const std::string& name) {
+  // The engine's scheduling policy is its shipped profile's (not fitted); a new name gets the
+  // default (chunked prefill, paged KV).
+  const cost::ServeEngineProfile* shipped = cost::FindServeEngineProfile(name);
+  cost::ServeEngineProfile base = shipped != nullptr ? *shipped : cost::ServeEngineProfile{};
+  base.name = name;
   Params x = {1.0, 10.0, 1.0};
-  std::vector<double> r = Residuals(runs, x);
+  std::vector<double> r = Residuals(runs, x, base);
   double cost = SumSquares(r);
   double lambda = 1e-2;
   for (int iter = 0; iter < kMaxIterations && !r.empty(); ++iter) {
@@ -202,7 +216,7 @@ cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& run
       Params y = x;
       const double h = x[k] + kDelta[k] <= kUpper[k] ? kDelta[k] : -kDelta[k];
       y[k] += h;
-      const std::vector<double> ry = Residuals(runs, y);
+      const std::vector<double> ry = Residuals(runs, y, base);
       jac[k].resize(r.size());
       for (size_t i = 0; i < r.size(); ++i) jac[k][i] = (ry[i] - r[i]) / h;
     }
@@ -220,7 +234,7 @@ cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& run
       for (int a = 0; a < 3; ++a) damped[a][a] += lambda * (jtj[a][a] + 1e-9);
       const Params step = Solve(damped, jtr);
       const Params y = Clamp({x[0] + step[0], x[1] + step[1], x[2] + step[2]});
-      std::vector<double> ry = Residuals(runs, y);
+      std::vector<double> ry = Residuals(runs, y, base);
       const double cy = SumSquares(ry);
       if (cy < cost) {
         improved = cost - cy > 1e-6 * cost;
@@ -234,7 +248,7 @@ cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& run
     }
     if (!improved) break;
   }
-  return ToProfile(x, name);
+  return ToProfile(x, base);
 }
 
 }  // namespace pentamesh::plan

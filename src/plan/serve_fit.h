@@ -4,11 +4,13 @@
 //
 // A measurement (bench/data/serving_runs.json, published_serving.json rows with an "engine") is
 // a closed loop of `concurrency` clients on one layout (tp, one replica) with fixed input and
-// output lengths; its mean TTFT, mean TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed
-// batch, the batch's latency. Each is predicted by plan::SimulateServe of the row under a
-// profile. The fit minimises the sum over rows and compared metrics of log(predicted /
-// measured)^2 over the profile's three parameters (Gauss-Newton with damping on numerical
-// derivatives, parameters kept in bounds), from the profile "none".
+// output lengths, each client sending its next request kClientTurnaroundS after its last token;
+// its mean TTFT, mean TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed batch, the batch's
+// latency. Each is predicted by plan::SimulateServe of the row under a profile, with the
+// scheduling policy and step budget of the row's engine's shipped profile (not fitted). The fit
+// minimises the sum over rows and compared metrics of log(predicted / measured)^2 over the
+// profile's three parameters (Gauss-Newton with damping on numerical derivatives, parameters kept
+// in bounds), from the profile "none".
 #pragma once
 
 #include <functional>

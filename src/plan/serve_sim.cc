@@ -81,7 +81,7 @@ class Engine {
       for (int64_t i = 0; i < clients; ++i) Issue(0.0);
     }
     while (completed_ < total) {
-      if (open) AdmitArrivals();
+      AdmitArrivals();
       if (running_.empty() && waiting_.empty()) {
         now_s_ = requests_[static_cast<size_t>(next_arrival_)].arrival_s;
         continue;
@@ -93,11 +93,9 @@ class Engine {
   }
 
  private:
-  void Issue(double at_s) {
-    requests_.push_back({.arrival_s = at_s});
-    waiting_.push_back(static_cast<int64_t>(requests_.size()) - 1);
-    next_arrival_ = static_cast<int64_t>(requests_.size());
-  }
+  // Closed loop: a client's next request, arriving at `at_s` (AdmitArrivals queues it; clients
+  // finish in time order, so arrivals stay sorted).
+  void Issue(double at_s) { requests_.push_back({.arrival_s = at_s}); }
 
   // Open loop: requests that arrived by now join the queue; the time they waited unseen (during
   // the last step) counts toward the number in the system.
@@ -124,7 +122,8 @@ class Engine {
   // Gives request `id` blocks for `tokens` more tokens; false when not enough are free.
   bool Grow(int64_t id, int64_t tokens) {
     Request& r = At(id);
-    const int64_t need = BlocksFor(r.computed + tokens, w_.engine.block_tokens) - r.blocks;
+    const int64_t need =
+        std::max<int64_t>(0, BlocksFor(r.computed + tokens, w_.engine.block_tokens) - r.blocks);
     if (need > free_blocks_) return false;
     free_blocks_ -= need;
     r.blocks += need;
@@ -132,14 +131,32 @@ class Engine {
   }
 
   // The running requests first (admission order), preempting from the back when blocks run
-  // out; then the queue, unless this step preempted.
+  // out; then the queue, unless this step preempted. Without chunked prefill a request's
+  // remaining tokens go whole or not at all, and the first that does not fit ends the step's
+  // list (first come first served); a prompt longer than the whole budget runs alone.
   void Schedule() {
     work_.clear();
-    int64_t budget = w_.engine.max_batched_tokens;
+    const bool chunked = w_.engine.profile.chunked_prefill;
+    const bool reserve = w_.engine.profile.reserve_full_length;
+    // Without chunking an engine must take its longest prompt in one step (TensorRT-LLM refuses
+    // a context longer than max_num_tokens): the budget is at least a prompt beside a decode of
+    // every other request.
+    const int64_t full =
+        chunked ? w_.engine.max_batched_tokens
+                : std::max(w_.engine.max_batched_tokens, w_.input_tokens + w_.engine.max_seqs - 1);
+    int64_t budget = full;
+    // The tokens request `id` may schedule now; 0 = it does not fit.
+    auto take = [&](int64_t id) {
+      const int64_t left = Known(At(id)) - At(id).computed;
+      if (chunked) return std::min(left, budget);
+      const bool alone = work_.empty() && budget == full;
+      return left <= budget || alone ? left : int64_t{0};
+    };
     bool preempted = false;
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       const int64_t id = running_[i];
-      const int64_t n = std::min(Known(At(id)) - At(id).computed, budget);
+      const int64_t n = take(id);
+      if (n == 0) break;
       bool self = false;
       while (!Grow(id, n)) {
         const int64_t victim = running_.back();
@@ -158,8 +175,11 @@ class Engine {
     while (!preempted && budget > 0 && !waiting_.empty() &&
            static_cast<int64_t>(running_.size()) < w_.engine.max_seqs) {
       const int64_t id = waiting_.front();
-      const int64_t n = std::min(Known(At(id)) - At(id).computed, budget);
-      if (!Grow(id, n)) break;
+      const int64_t n = take(id);
+      if (n == 0) break;
+      // Reserving: the blocks of the request's whole length, held until it completes.
+      const int64_t whole = w_.input_tokens + w_.output_tokens - At(id).computed;
+      if (!Grow(id, reserve ? std::max(n, whole) : n)) break;
       waiting_.pop_front();
       running_.push_back(id);
       work_.push_back({.id = id, .tokens = n});
@@ -224,7 +244,8 @@ class Engine {
                      (traffic_.slo_itl_s <= 0 || tpot <= traffic_.slo_itl_s);
     good_ += met ? 1 : 0;
     const bool closed = traffic_.rate_per_s <= 0;
-    if (closed && static_cast<int64_t>(requests_.size()) < traffic_.requests) Issue(now_s_);
+    if (closed && static_cast<int64_t>(requests_.size()) < traffic_.requests)
+      Issue(now_s_ + traffic_.think_s);
   }
 
   void Finish() {

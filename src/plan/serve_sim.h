@@ -3,14 +3,19 @@
 // serving requests of a fixed input and output length, each step costed by cost::ServeStepTime.
 //
 // Arrivals: Poisson at rate_per_s (open loop), or a closed loop of `concurrency` clients, each
-// sending its next request the moment its last one finishes (all start at t = 0). Scheduler, each
-// step: the running requests in admission order get their next token (a decode) or their next
-// prefill chunk, under a budget of max_batched_tokens tokens (chunked prefill); then waiting
+// sending its next request think_s after its last one finishes (all start at t = 0). Scheduler,
+// each step: the running requests in admission order get their next token (a decode) or their
+// next prefill chunk, under a budget of max_batched_tokens tokens (chunked prefill); then waiting
 // requests are admitted first come first served while the budget, max_seqs and the free KV blocks
 // allow. Paged KV: a request holds ceil(cached tokens / block_tokens) blocks; when a running
 // request needs a block and none is free, the most recently admitted running request is
 // preempted (vLLM's recompute preemption): its blocks are freed and it goes back to the front of
 // the queue, to prefill its prompt and the tokens generated so far again.
+// The engine profile's policy (cost::ServeEngineProfile) changes two rules: without
+// chunked_prefill a request's remaining prompt joins a step whole or not at all, and the first
+// that does not fit in what is left of the budget ends the step's list (TensorRT-LLM; a prompt
+// longer than the whole budget runs alone); with reserve_full_length a request is admitted only
+// when the blocks of input + output tokens are free, and holds them to the end (no preemption).
 //
 // A token is emitted when a request has computed the KV of every token it knows (prompt plus
 // generated): the step that ends its prefill emits its first token, each decode the next one.
@@ -23,9 +28,18 @@
 
 namespace pentamesh::plan {
 
+// A benchmark client's turnaround (GenAI-Perf/AIPerf, vLLM's benchmark_serving): its next request
+// arrives after its last token's trip to it, the new request's trip back and its tokenization.
+// Not zero: the engine forms its next batch the moment a step ends, before a request sent in
+// reply to that step's token can be there, so the request joins the batch after. Any value
+// between 0 and one decode step gives the same schedule.
+inline constexpr double kClientTurnaroundS = 1e-3;
+
 struct ServeTraffic {
   double rate_per_s = 0;    // Poisson arrivals per second (open loop); 0 = closed loop
   int64_t concurrency = 0;  // closed loop: clients, each with one request in flight
+  double think_s = 0;       // closed loop: a client's last token to its next request's arrival
+                            // (kClientTurnaroundS for a benchmark's clients)
   int64_t requests = 1000;  // requests simulated (all complete)
   uint64_t seed = 1;
   double slo_ttft_s = 0, slo_itl_s = 0;  // goodput: both met (0 = no target)

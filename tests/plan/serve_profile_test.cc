@@ -102,26 +102,31 @@ TEST(EngineProfile, TrtllmAgainstPublishedNim) {
   ASSERT_GE(runs->size(), 280u);
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile("trtllm");
   ASSERT_NE(profile, nullptr);
-  std::vector<double> tpot, ttft_c1, ttft, tpot_none;
+  std::vector<double> tpot, ttft_c1, ttft, ttft_load, tpot_none;
   for (const ServeRun& r : *runs) {
     const ServeRunPrediction p = PredictServeRun(r, *profile);
     ASSERT_TRUE(p.fits) << r.name << " refused as not fitting";
     tpot.push_back(std::abs(p.tpot_s / r.tpot_s - 1));
     ttft.push_back(std::abs(p.ttft_s / r.ttft_s - 1));
-    if (r.traffic.concurrency == 1) ttft_c1.push_back(ttft.back());
+    (r.traffic.concurrency == 1 ? ttft_c1 : ttft_load).push_back(ttft.back());
     tpot_none.push_back(std::abs(PredictServeRun(r, {}).tpot_s / r.tpot_s - 1));
   }
   fmt::print(
       "trtllm on {} NIM rows: TPOT median {:.1f}% p90 {:.1f}% (none: {:.1f}% / {:.1f}%); "
-      "TTFT median {:.1f}% p90 {:.1f}%, at concurrency 1 median {:.1f}%\n",
+      "TTFT median {:.1f}% p90 {:.1f}%, at concurrency 1 median {:.1f}%, above 1 median {:.1f}% "
+      "p90 {:.1f}%\n",
       runs->size(), 100 * Quantile(tpot, 0.5), 100 * Quantile(tpot, 0.9),
       100 * Quantile(tpot_none, 0.5), 100 * Quantile(tpot_none, 0.9), 100 * Quantile(ttft, 0.5),
-      100 * Quantile(ttft, 0.9), 100 * Quantile(ttft_c1, 0.5));
+      100 * Quantile(ttft, 0.9), 100 * Quantile(ttft_c1, 0.5), 100 * Quantile(ttft_load, 0.5),
+      100 * Quantile(ttft_load, 0.9));
   EXPECT_LE(Quantile(tpot, 0.5), 0.10);
   EXPECT_LE(Quantile(tpot, 0.9), 0.25);
   EXPECT_LT(Quantile(tpot, 0.5), Quantile(tpot_none, 0.5));
   EXPECT_LE(Quantile(ttft_c1, 0.5), 0.15);
-  EXPECT_LE(Quantile(ttft, 0.5), 0.30);  // batched prompts: docs/COST_MODEL.md, the gap
+  // Batched and queued prompts (the target: median <= 20%); the p90 is not there yet
+  // (docs/COST_MODEL.md, "Engine profiles").
+  EXPECT_LE(Quantile(ttft_load, 0.5), 0.20);
+  EXPECT_LE(Quantile(ttft, 0.5), 0.20);
 }
 
 ServeCapacityQuery Query(double rate, double ttft_ms, double itl_ms) {

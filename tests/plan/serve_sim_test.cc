@@ -165,6 +165,74 @@ TEST(ServeSim, PreemptsExactlyWhenBlocksRunOut) {
   EXPECT_EQ(SimulateServe(c, w, 4, Closed(1, 1)).steps, 0);
 }
 
+// TensorRT-LLM's defaults (cost::ServeEngineProfile): without chunked prefill a prompt joins a
+// step whole or waits. 3 clients, 3000-token prompts, one output token (a request completes at its
+// first), budget 4096: each step takes one prompt (a second does not fit in the 1096 left), so
+// the k-th request's first token comes after k lone prefill steps, each EstimateServe's prefill:
+// TTFT mean 2 T, max 3 T. With chunking the second prompt's first 1096 tokens share step 1.
+TEST(ServeSim, WithoutChunkingPromptsGoWhole) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(3000, 1);
+  w.engine.max_batched_tokens = 4096;
+  w.engine.profile.chunked_prefill = false;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const ServeSimResult whole = SimulateServe(c, w, e.kv_blocks, Closed(3, 3));
+  EXPECT_EQ(whole.steps, 3);
+  EXPECT_NEAR(whole.ttft_s.mean / (2 * e.prefill_s), 1.0, 1e-9);
+  EXPECT_NEAR(whole.ttft_s.max / (3 * e.prefill_s), 1.0, 1e-9);
+  w.engine.profile.chunked_prefill = true;
+  const ServeSimResult chunked = SimulateServe(c, w, e.kv_blocks, Closed(3, 3));
+  EXPECT_EQ(chunked.steps, 3);  // 4096, 4096, 808 tokens
+  EXPECT_GT(std::abs(chunked.ttft_s.mean / whole.ttft_s.mean - 1), 0.01);
+  // A prompt longer than the budget is not refused: the engine's budget is at least a prompt
+  // and a decode of every other request (TensorRT-LLM needs max_num_tokens >= the prompt).
+  w.engine.profile.chunked_prefill = false;
+  w.engine.max_batched_tokens = 1024;
+  const ServeSimResult longer = SimulateServe(c, w, e.kv_blocks, Closed(1, 2));
+  EXPECT_EQ(longer.steps, 2);
+  EXPECT_NEAR(longer.ttft_s.max / e.prefill_s, 1.0, 1e-9);
+}
+
+// Reserving the whole length (TensorRT-LLM's GUARANTEED_NO_EVICT): the case of
+// PreemptsExactlyWhenBlocksRunOut (2 clients, 32 + 40 tokens, 5 blocks of 16 each at the end).
+// With 9 blocks the second request is not admitted until the first frees its 5 (step 40): it
+// runs steps 41-80, nothing is preempted. With 10 blocks both run at once: 40 steps.
+TEST(ServeSim, ReservingTheWholeLengthNeverPreempts) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(32, 40);
+  w.engine.block_tokens = 16;
+  w.engine.profile.reserve_full_length = true;
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const ServeSimResult tight = SimulateServe(c, w, 9, Closed(2, 2));
+  EXPECT_EQ(tight.preemptions, 0);
+  EXPECT_EQ(tight.steps, 80);
+  EXPECT_EQ(tight.max_running, 1);
+  const ServeSimResult enough = SimulateServe(c, w, 10, Closed(2, 2));
+  EXPECT_EQ(enough.preemptions, 0);
+  EXPECT_EQ(enough.steps, 40);
+  EXPECT_EQ(enough.max_running, 2);
+}
+
+// A closed loop's turnaround (kClientTurnaroundS): 2 clients of 1 output token each, 4 requests.
+// Without it the next requests join the step right after; with it they miss that step's batch,
+// which the engine forms the moment the step before ends, so the engine idles the turnaround and
+// the loop takes 2 steps + 1 turnaround.
+TEST(ServeSim, ClosedLoopTurnaround) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(500, 1);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  ServeTraffic t = Closed(2, 4);
+  const ServeSimResult now = SimulateServe(c, w, e.kv_blocks, t);
+  t.think_s = kClientTurnaroundS;
+  const ServeSimResult later = SimulateServe(c, w, e.kv_blocks, t);
+  EXPECT_EQ(now.steps, 2);
+  EXPECT_EQ(later.steps, 2);
+  EXPECT_NEAR(later.duration_s - now.duration_s, kClientTurnaroundS, 1e-12);
+  EXPECT_NEAR(later.ttft_s.max, now.ttft_s.max, 1e-12);  // measured from each arrival
+}
+
 // Chunked prefill: a prompt longer than the token budget takes ceil(input / budget) steps.
 TEST(ServeSim, ChunkedPrefillSteps) {
   const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
