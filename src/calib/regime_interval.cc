@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string_view>
 
 #include "calib/profile.h"
 #include "calib/validate.h"
@@ -73,7 +75,7 @@ RegimeInterval IntervalNear(const std::vector<CalibrationPoint>& points, const R
   iv.raw_lo = ratios[std::min(i, n) - 1];
   iv.raw_hi = ratios[n - std::min(i, n)];
   iv.mean_distance = sum / static_cast<double>(n);
-  iv.calibrated = iv.used.front().distance <= kNearDistance;
+  iv.calibrated = iv.used.front().distance < kNearDistance;
   iv.widen = std::max(1.0, iv.mean_distance / kNearDistance);
   const double centre = (std::log(iv.raw_lo) + std::log(iv.raw_hi)) / 2;
   const double half = (std::log(iv.raw_hi) - std::log(iv.raw_lo)) / 2 * iv.widen;
@@ -102,18 +104,28 @@ std::string UncalibratedNote(const std::vector<CalibrationPoint>& points, const 
   for (const std::string& w : words) what += (what.empty() ? "" : ", ") + w;
   const Neighbour& near = iv.used.front();
   const std::string nearest =
-      fmt::format("nearest: {} ({}) at distance {:.2f} > {:.0f}", near.point->id,
+      fmt::format("nearest: {} ({}) at distance {:.2f} >= {:.0f}", near.point->id,
                   Describe(near.point->regime), near.distance, kNearDistance);
   if (sharing == 0 && !what.empty()) {
     return fmt::format("no calibration run with {} on {}; {}", what, query.gpu_class, nearest);
   }
-  return fmt::format("no calibration run within distance {:.0f} of {}; {}", kNearDistance,
+  return fmt::format("no calibration run closer than {:.0f} to {}; {}", kNearDistance,
                      Describe(query), nearest);
 }
+
+namespace {
+constexpr std::string_view kKeys[] = {"id",   "group", "stack", "gpu",   "seq",
+                                      "gpus", "moe",   "fp8",   "error", "error_from"};
+}  // namespace
 
 core::Result<std::vector<CalibrationPoint>> PointsFromToml(const std::string& text,
                                                            const std::string& source) {
   PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
+  for (const auto& [key, node] : root) {
+    if (key.str() != "run") {
+      return core::Status::Error(fmt::format("{}: unknown key '{}' (run)", source, key.str()));
+    }
+  }
   const toml::array* runs = root["run"].as_array();
   if (runs == nullptr) return core::Status::Error(source + ": missing `run` array");
   std::vector<CalibrationPoint> out;
@@ -121,6 +133,11 @@ core::Result<std::vector<CalibrationPoint>> PointsFromToml(const std::string& te
     const toml::table* t = runs->get(i)->as_table();
     const std::string where = fmt::format("{}: run[{}]", source, i);
     if (t == nullptr) return core::Status::Error(where + ": not a table");
+    for (const auto& [key, node] : *t) {
+      if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys)) {
+        return core::Status::Error(fmt::format("{}: unknown key '{}'", where, key.str()));
+      }
+    }
     CalibrationPoint p;
     const auto id = (*t)["id"].value<std::string>();
     const auto group = (*t)["group"].value<std::string>();

@@ -18,7 +18,8 @@
 //      i = max(1, floor((n + 1) / 10)): for a query exchangeable with the n runs it holds the
 //      measured value with probability (n + 1 - 2i) / (n + 1) >= 80% (distribution-free).
 //   3. Widened in log space about its centre by w = max(1, mean distance / kNearDistance).
-//   4. Calibrated when at least one run lies within kNearDistance; else the plan says so.
+//   4. Calibrated when a run lies closer than kNearDistance (less than one regime step);
+//      else the plan says so.
 #pragma once
 
 #include <cstddef>
@@ -50,7 +51,7 @@ std::string Describe(const Regime& r);
 
 inline constexpr double kSeqDoublingsPerUnit = 2;  // a factor 4 in sequence length
 inline constexpr double kGpuDoublingsPerUnit = 3;  // a factor 8 in GPU count
-inline constexpr double kNearDistance = 1;         // calibrated: a run within one unit
+inline constexpr double kNearDistance = 1;         // calibrated: a run closer than one unit
 inline constexpr int kNeighbours = 10;             // runs an interval is taken from (and ties)
 inline constexpr double kIntervalCoverage = 0.8;   // the interval's nominal coverage
 
@@ -73,7 +74,7 @@ struct Neighbour {
 struct RegimeInterval {
   double lo = 1, hi = 1;          // measured / predicted, after widening
   double raw_lo = 1, raw_hi = 1;  // before widening
-  bool calibrated = false;        // a run lies within kNearDistance
+  bool calibrated = false;        // a run lies closer than kNearDistance
   double mean_distance = 0;       // of the runs used
   double widen = 1;               // w
   std::vector<Neighbour> used;    // nearest first

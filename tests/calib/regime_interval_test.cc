@@ -110,6 +110,23 @@ TEST(RegimeInterval, Moe128kWithNoSuchRunIsUncalibratedAndWider) {
   EXPECT_NE(note.find("nearest: "), std::string::npos) << note;
 }
 
+// One regime step away is no longer near: a MoE query whose only runs are dense runs of the same
+// sequence, GPUs, stack and GPU (distance exactly 1) is uncalibrated; one doubling less is not.
+TEST(RegimeInterval, OneFullStepAwayIsUncalibrated) {
+  std::vector<CalibrationPoint> t;
+  for (int i = 0; i < 10; ++i)
+    t.push_back(P("d" + std::to_string(i), R(8192, false, false, 512), 0.01 * i));
+  const RegimeInterval moe = IntervalNear(t, R(8192, true, false, 512));
+  EXPECT_DOUBLE_EQ(moe.used.front().distance, 1.0);
+  EXPECT_FALSE(moe.calibrated);
+  EXPECT_EQ(UncalibratedNote(t, R(8192, true, false, 512), moe)
+                .rfind("no calibration run with MoE on h100", 0),
+            0u);
+  const RegimeInterval longer = IntervalNear(t, R(16384, false, false, 512));
+  EXPECT_DOUBLE_EQ(longer.used.front().distance, 0.5);
+  EXPECT_TRUE(longer.calibrated);
+}
+
 TEST(RegimeInterval, TiesAreAllUsedAndSkipLeavesOneOut) {
   std::vector<CalibrationPoint> t;
   for (int i = 0; i < 15; ++i)
@@ -140,6 +157,13 @@ TEST(RegimeTable, TomlRoundTripAndBadRows) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("t.toml: run[0]: needs id"), std::string::npos)
       << missing.status().message();
+  auto unknown = PointsFromToml(
+      "run = [ { id = \"x\", group = \"g\", stack = \"megatron\", gpu = \"h100\", seq = 8, "
+      "gpus = 8, moe = false, fp8 = false, error = 0.1, error_from = \"5-fold\", sku = 1 } ]",
+      "t.toml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("t.toml: run[0]: unknown key 'sku'"), std::string::npos)
+      << unknown.status().message();
   auto bad = PointsFromToml(
       "run = [ { id = \"x\", group = \"g\", stack = \"megatron\", gpu = \"h100\", seq = 0, gpus = "
       "8, "
