@@ -7,10 +7,14 @@
 #  2. both files as one set: the shipped calibration's errors, and a fresh fit's in-sample, 5-fold
 #     (fixed seed) and leave-one-group-out errors, by source group, GPU and regime (MoE,
 #     seq >= 32K, FP8, >= 1,024 GPUs: median and p90).
-# docs/COST_MODEL.md ("Accuracy") quotes this output.
+#  3. the regime intervals (src/calib/regime_interval.h): leave-one-out coverage on the
+#     calibration table (configs/presets/calibration/runs.toml), by regime, beside the stack-wide
+#     interval (build/bench/interval_coverage).
+# docs/COST_MODEL.md ("Accuracy", "Regime intervals") quotes this output.
 #   bash bench/calibration.sh            # print
 #   bash bench/calibration.sh --write    # also refit on published_runs.json and rewrite the presets
-# Uses build/src/cli/pentamesh (scripts/build.sh release).
+#                                        # and the regime table (collected rows: held out)
+# Uses build/src/cli/pentamesh and build/bench/interval_coverage (scripts/build.sh release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/src/cli/pentamesh
@@ -18,7 +22,7 @@ runs=bench/data/published_runs.json
 collected=bench/data/collected_runs.json
 [ -x "$bin" ] || { echo "calibration.sh: build first (bash scripts/build.sh release)" >&2; exit 2; }
 if [ "${1:-}" = "--write" ]; then
-  "$bin" validate --runs "$runs" --write-presets configs/presets
+  "$bin" validate --runs "$runs" --holdout "$collected" --write-presets configs/presets
   echo "presets rewritten: rebuild (bash scripts/build.sh release) so the binary embeds them"
   exit 0
 fi
@@ -30,3 +34,7 @@ start=$(date +%s%N)
 "$bin" validate --runs "$runs" "$collected" --cv --no-rows
 end=$(date +%s%N)
 echo "validate --cv took $(( (end - start) / 1000000 )) ms (in-sample, 5 folds, each group left out)"
+echo
+echo "== 3. regime intervals: leave-one-out coverage on the calibration table"
+[ -x build/bench/interval_coverage ] || { echo "calibration.sh: build/bench/interval_coverage missing (bash scripts/build.sh release)" >&2; exit 2; }
+build/bench/interval_coverage

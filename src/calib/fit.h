@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "calib/profile.h"
+#include "calib/regime_interval.h"
 #include "calib/runs.h"
 
 namespace pentamesh::calib {
@@ -77,16 +78,20 @@ const Interval* IntervalFor(const Profile& profile, const std::string& cluster_n
 namespace pentamesh::calib {
 
 // The shipped calibration, fitted on published runs: one profile per stack (its parameters and
-// the k-fold intervals of its runs by GPU class) and the GPU classes' parameters.
+// the k-fold intervals of its runs by GPU class), the GPU classes' parameters, and every run's
+// regime with its out-of-fold error (calib/regime_interval.h): the k-fold error of each fitted
+// run, and for each usable run of `held_out` its error under the fit (which did not see it).
 struct ShippedFit {
   std::vector<Profile> stacks;
   std::map<std::string, std::map<std::string, double>> gpu;  // GPU class -> param -> value
+  std::vector<CalibrationPoint> points;
 };
 ShippedFit FitShipped(const std::vector<Run>& runs, const std::string& runs_path, int folds,
-                      uint64_t seed);
+                      uint64_t seed, const std::vector<Run>& held_out = {});
 // Writes configs/presets/stacks/<stack>.toml for every stack and sets gemm_efficiency and
 // fp8_gemm_speedup in configs/presets/clusters/<preset>.toml for every preset of a fitted GPU
-// class (the other lines of those files are kept). `presets_dir` is configs/presets.
+// class (the other lines of those files are kept), and configs/presets/calibration/runs.toml (the
+// points). `presets_dir` is configs/presets.
 core::Status WritePresets(const ShippedFit& fit, const std::string& presets_dir);
 
 }  // namespace pentamesh::calib

@@ -143,7 +143,7 @@ int RunEstimate(const EstimateArgs& a) {
   if (a.json) {
     nlohmann::json j = ToJson(ctx, e, warnings);
     j["stack"] = in.stack.name;
-    if (!structural) j["interval"] = IntervalJson(in, e.tokens_per_s);
+    if (!structural) j["interval"] = IntervalJson(in, in.train, e.tokens_per_s);
     if (goodput) {
       j["goodput"] = GoodputJson(*goodput);
       j["goodput"]["inputs"] = GoodputInputsJson(*goodput_in);
@@ -152,8 +152,11 @@ int RunEstimate(const EstimateArgs& a) {
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(ctx, e, warnings);
-    if (!structural)
-      fmt::print("stack {}: {}\n", in.stack.name, ThroughputWithInterval(in, e.tokens_per_s));
+    if (!structural) {
+      const std::vector<std::string> lines = IntervalLines(in, in.train, e.tokens_per_s);
+      fmt::print("stack {}: {}\n", in.stack.name, lines.front());
+      for (size_t i = 1; i < lines.size(); ++i) fmt::print("{}\n", lines[i]);
+    }
     if (goodput) {
       fmt::print("\n");
       PrintGoodput(*goodput_in, e, *goodput, "");

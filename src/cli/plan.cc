@@ -310,7 +310,7 @@ void PrintPlanJson(const PlanArgs& a, const Inputs& in, const plan::SearchResult
                       {"counts", CountsJson(result.counts)},
                       {"top", nlohmann::json::array()},
                       {"stack", in.stack.name},
-                      {"interval", IntervalJson(in, best.tokens_per_s)},
+                      {"interval", IntervalJson(in, in.train, best.tokens_per_s)},
                       {"rank", a.rank},
                       {"goodput_inputs", GoodputInputsJson(failures.inputs)}};
   for (const auto& e : result.top) {
@@ -344,7 +344,9 @@ void PrintPlanText(const PlanArgs& a, const Inputs& in, const plan::SearchResult
   PrintReasons(c);
   fmt::print("\nbest: {}\n", spec::FormatLayout(best.layout));
   PrintBreakdown(best);
-  fmt::print("  {}\n", ThroughputWithInterval(in, best.tokens_per_s));
+  for (const std::string& line : IntervalLines(in, in.train, best.tokens_per_s)) {
+    fmt::print("  {}\n", line);
+  }
   PrintGoodput(failures.inputs, best, failures.Of(best), "  ");
   fmt::print("\ntop {}{}:\n", result.top.size(),
              failures.rank == plan::Rank::kGoodput ? ", by tokens/s x goodput" : "");

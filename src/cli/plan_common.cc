@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <sstream>
 
 #include "calib/fit.h"
+#include "calib/regime_interval.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "spec/load_toml.h"
@@ -37,33 +39,107 @@ core::Status ApplyStack(const std::string& stack, Inputs& in) {
   auto profile = calib::LoadProfile(stack);
   if (!profile.ok()) return profile.status();
   in.stack = *profile;
+  const std::vector<std::string> shipped = calib::StackNames();
+  in.shipped_stack = std::find(shipped.begin(), shipped.end(), stack) != shipped.end();
   in.params = cost::CostParams{};
   calib::ApplyProfile(in.stack, in.cluster, in.params);
   return core::Status::Ok();
 }
 
-std::string ThroughputWithInterval(const Inputs& in, double tokens_per_s) {
-  const calib::Interval* iv = calib::IntervalFor(in.stack, in.cluster.name);
-  if (iv == nullptr) {
-    return fmt::format("{:.4g} tokens/s (no calibration covers stack {} on {}: no interval)",
-                       tokens_per_s, in.stack.name, in.cluster.name);
-  }
-  return fmt::format("{:.4g} tokens/s, 80% interval {:.4g}-{:.4g} from {} runs ({} on {})",
-                     tokens_per_s, tokens_per_s * iv->lo, tokens_per_s * iv->hi, iv->runs,
-                     in.stack.name, calib::GpuClass(in.cluster.name));
+std::optional<RegimeLookup> LookUpRegime(const Inputs& in, const spec::TrainSpec& train) {
+  if (!in.shipped_stack) return std::nullopt;
+  auto points = calib::ShippedPoints();
+  if (!points.ok()) return std::nullopt;
+  RegimeLookup r{
+      std::move(*points), calib::RegimeOf(in.model, in.cluster, train, in.stack.stack), {}};
+  r.iv = calib::IntervalNear(r.points, r.query);
+  return r;
 }
 
-nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s) {
-  nlohmann::json j = {{"stack", in.stack.name}, {"gpu_class", calib::GpuClass(in.cluster.name)}};
+namespace {
+
+std::string StackWideText(const Inputs& in, double tokens_per_s) {
   const calib::Interval* iv = calib::IntervalFor(in.stack, in.cluster.name);
   if (iv == nullptr) {
-    j["covered"] = false;
+    return fmt::format("no calibration covers stack {} on {}: no interval", in.stack.name,
+                       in.cluster.name);
+  }
+  return fmt::format("80% interval {:.4g}-{:.4g} from {} runs ({} on {})", tokens_per_s * iv->lo,
+                     tokens_per_s * iv->hi, iv->runs, in.stack.name,
+                     calib::GpuClass(in.cluster.name));
+}
+
+}  // namespace
+
+std::vector<std::string> IntervalLines(const Inputs& in, const spec::TrainSpec& train,
+                                       double tokens_per_s) {
+  const std::optional<RegimeLookup> r = LookUpRegime(in, train);
+  if (!r)
+    return {fmt::format("{:.4g} tokens/s ({})", tokens_per_s, StackWideText(in, tokens_per_s))};
+  const calib::RegimeInterval& iv = r->iv;
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format(
+      "{:.4g} tokens/s, 80% interval {:.4g}-{:.4g} from the {} calibration runs nearest ({}; mean "
+      "distance {:.2f}{})",
+      tokens_per_s, tokens_per_s * iv.lo, tokens_per_s * iv.hi, iv.used.size(),
+      calib::Describe(r->query), iv.mean_distance,
+      iv.widen > 1 ? fmt::format(", widened x{:.2f}", iv.widen) : ""));
+  std::string ids;
+  const size_t shown = std::min<size_t>(iv.used.size(), 4);
+  for (size_t i = 0; i < shown; ++i) ids += (i == 0 ? "" : ", ") + iv.used[i].point->id;
+  if (iv.used.size() > shown)
+    ids += fmt::format(" and {} more (--json lists them)", iv.used.size() - shown);
+  lines.push_back("  runs: " + ids);
+  lines.push_back("  stack-wide: " + StackWideText(in, tokens_per_s));
+  if (!iv.calibrated) {
+    lines.push_back("uncalibrated regime: " + calib::UncalibratedNote(r->points, r->query, iv));
+  }
+  return lines;
+}
+
+nlohmann::json IntervalJson(const Inputs& in, const spec::TrainSpec& train, double tokens_per_s) {
+  nlohmann::json j = {{"stack", in.stack.name}, {"gpu_class", calib::GpuClass(in.cluster.name)}};
+  nlohmann::json stack_wide = {{"covered", false}};
+  if (const calib::Interval* iv = calib::IntervalFor(in.stack, in.cluster.name)) {
+    stack_wide = {{"covered", true},
+                  {"runs", iv->runs},
+                  {"tokens_per_s_lo", tokens_per_s * iv->lo},
+                  {"tokens_per_s_hi", tokens_per_s * iv->hi}};
+  }
+  const std::optional<RegimeLookup> r = LookUpRegime(in, train);
+  if (!r) {  // a user's profile: its stack-wide interval, as before
+    j.update(stack_wide);
+    j["regime"] = nullptr;
     return j;
   }
+  const calib::RegimeInterval& iv = r->iv;
+  const calib::Regime& q = r->query;
   j["covered"] = true;
-  j["runs"] = iv->runs;
-  j["tokens_per_s_lo"] = tokens_per_s * iv->lo;
-  j["tokens_per_s_hi"] = tokens_per_s * iv->hi;
+  j["calibrated"] = iv.calibrated;
+  j["regime"] = {{"seq_len", q.seq_len}, {"moe", q.moe},     {"fp8", q.fp8},
+                 {"gpus", q.gpus},       {"stack", q.stack}, {"gpu_class", q.gpu_class}};
+  j["rule"] = fmt::format(
+      "the {} nearest calibration runs (and ties) by regime distance, order statistics r_(i), "
+      "r_(n+1-i) of measured/predicted with i = max(1, floor((n+1)/10)), widened in log space by "
+      "max(1, mean distance / {:.0f}); docs/COST_MODEL.md \"Regime intervals\"",
+      calib::kNeighbours, calib::kNearDistance);
+  j["runs"] = iv.used.size();
+  j["tokens_per_s_lo"] = tokens_per_s * iv.lo;
+  j["tokens_per_s_hi"] = tokens_per_s * iv.hi;
+  j["ratio_lo"] = iv.lo;
+  j["ratio_hi"] = iv.hi;
+  j["mean_distance"] = iv.mean_distance;
+  j["widen"] = iv.widen;
+  j["used"] = nlohmann::json::array();
+  for (const calib::Neighbour& nb : iv.used) {
+    j["used"].push_back({{"id", nb.point->id},
+                         {"group", nb.point->group},
+                         {"distance", nb.distance},
+                         {"error", nb.point->error},
+                         {"error_from", nb.point->error_from}});
+  }
+  if (!iv.calibrated) j["uncalibrated"] = calib::UncalibratedNote(r->points, q, iv);
+  j["stack_wide"] = stack_wide;
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "calib/profile.h"
+#include "calib/regime_interval.h"
 #include "cli/estimate_json.h"  // EstimateJson
 #include "core/status.h"
 #include "cost/cost.h"
@@ -47,8 +48,9 @@ struct Inputs {
   spec::ModelSpec model;
   spec::ClusterSpec cluster;  // with the stack profile's GPU parameters
   spec::TrainSpec train;
-  calib::Profile stack;     // --stack
-  cost::CostParams params;  // the stack's cost parameters
+  calib::Profile stack;       // --stack
+  bool shipped_stack = true;  // --stack names a preset (its runs are in the regime table)
+  cost::CostParams params;    // the stack's cost parameters
 };
 // with_train = false leaves Inputs::train empty (plan --recipe: each phase brings its own).
 core::Result<Inputs> LoadInputs(const SearchArgs& args, bool with_train = true);
@@ -56,10 +58,23 @@ core::Result<Inputs> LoadInputs(const SearchArgs& args, bool with_train = true);
 core::Status ApplyStack(const std::string& stack, Inputs& in);
 core::Result<plan::SearchOptions> MakeSearchOptions(const SearchArgs& args, const Inputs& in,
                                                     int top_k);
-// "587K tokens/s, 80% interval 540K-610K from 37 runs (megatron on h100)" or the note that no
-// calibration covers the stack and GPU.
-std::string ThroughputWithInterval(const Inputs& in, double tokens_per_s);
-nlohmann::json IntervalJson(const Inputs& in, double tokens_per_s);
+// The regime interval for a shipped stack (calib/regime_interval.h); nullopt for a user's profile
+// (its own runs are not in the shipped table: its stack-wide interval stands) or when the table
+// cannot be read. The table's Neighbour pointers point into `points`: keep the struct whole.
+struct RegimeLookup {
+  std::vector<calib::CalibrationPoint> points;
+  calib::Regime query;
+  calib::RegimeInterval iv;
+};
+std::optional<RegimeLookup> LookUpRegime(const Inputs& in, const spec::TrainSpec& train);
+
+// The 80% interval of tokens_per_s from the calibration runs nearest the query's regime
+// (calib/regime_interval.h): "587K tokens/s, 80% interval 540K-610K from the 10 calibration runs
+// nearest (...)", the runs it used, the stack-wide interval beside it and, when no run is near,
+// "uncalibrated regime: ...". A user's profile (--stack FILE) keeps its stack-wide interval.
+std::vector<std::string> IntervalLines(const Inputs& in, const spec::TrainSpec& train,
+                                       double tokens_per_s);
+nlohmann::json IntervalJson(const Inputs& in, const spec::TrainSpec& train, double tokens_per_s);
 
 // "128,256,512" -> {128, 256, 512}, each in [1, max_value]; the error names the option and the bad
 // item.

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "cli/commands.h"
 #include "plan/recipe.h"
 #include "spec/load_toml.h"
@@ -75,6 +78,35 @@ bool SingleBetter(const plan::RecipePlan& p) {
   return p.single && p.single->totals.days < p.totals.days;
 }
 
+// The recipe's interval: every phase at its own interval's bound at once (the phases' errors
+// taken as fully correlated), so the bound on tokens/s over the recipe is the time-weighted
+// harmonic mean of the phases' bounds.
+inline constexpr const char* kRecipeIntervalRule =
+    "every phase at its interval's bound together: sum(time) / sum(time / bound) over the parts";
+struct RecipeInterval {
+  double lo = 1, hi = 1;  // measured / predicted
+  int uncalibrated = 0;   // parts in an uncalibrated regime
+  std::vector<RegimeLookup> parts;
+};
+std::optional<RecipeInterval> RecipeIntervalOf(const Inputs& in, const plan::RecipePlan& p) {
+  RecipeInterval out;
+  double time = 0, time_lo = 0, time_hi = 0;
+  for (const plan::PartPlan& part : p.parts) {
+    std::optional<RegimeLookup> r = LookUpRegime(in, part.part.train);
+    if (!r) return std::nullopt;
+    const double t = static_cast<double>(part.part.train.total_tokens) / part.best.tokens_per_s;
+    time += t;
+    time_lo += t / r->iv.lo;
+    time_hi += t / r->iv.hi;
+    out.uncalibrated += !r->iv.calibrated;
+    out.parts.push_back(std::move(*r));
+  }
+  if (time_lo <= 0 || time_hi <= 0) return std::nullopt;
+  out.lo = time / time_lo;
+  out.hi = time / time_hi;
+  return out;
+}
+
 void PrintJson(const Inputs& in, const spec::Recipe& recipe, const GoodputInputs& goodput,
                const plan::RecipePlan& p) {
   nlohmann::json j = {{"recipe", recipe.name},
@@ -105,11 +137,19 @@ void PrintJson(const Inputs& in, const spec::Recipe& recipe, const GoodputInputs
                          {"best", EstimateJson(part.best)},
                          {"mfu", MfuJson(MfuOf(part.best))},
                          {"goodput", GoodputJson(part.goodput)},
-                         {"interval", IntervalJson(in, part.best.tokens_per_s)}};
+                         {"interval", IntervalJson(in, part.part.train, part.best.tokens_per_s)}};
     if (part.reshard_in) pj["reshard_in"] = ReshardJson(*part.reshard_in);
     j["parts"].push_back(std::move(pj));
   }
   j["totals"] = TotalsJson(p.totals);
+  if (const std::optional<RecipeInterval> iv = RecipeIntervalOf(in, p)) {
+    j["totals"]["interval"] = {{"tokens_per_s_lo", p.totals.tokens_per_s * iv->lo},
+                               {"tokens_per_s_hi", p.totals.tokens_per_s * iv->hi},
+                               {"ratio_lo", iv->lo},
+                               {"ratio_hi", iv->hi},
+                               {"uncalibrated_parts", iv->uncalibrated},
+                               {"rule", kRecipeIntervalRule}};
+  }
   j["single_candidates"] = p.single_candidates;
   if (p.single) {
     j["single"] = {{"layout", spec::FormatLayout(p.single->parts.front().layout)},
@@ -129,6 +169,41 @@ void PrintTotals(const char* label, const plan::RecipeTotals& t) {
       "  {:.4g} tokens/s over {} tokens; MFU 6N {:.1f}%  full-attention {:.1f}%  "
       "causal-attention {:.1f}%\n",
       t.tokens_per_s, Count(t.tokens), 100 * t.mfu.six_n, 100 * t.mfu.full, 100 * t.mfu.causal);
+}
+
+// One interval per phase (the calibration runs nearest its regime) and the recipe's.
+void PrintPhaseIntervals(const Inputs& in, const plan::RecipePlan& p) {
+  const std::optional<RecipeInterval> iv = RecipeIntervalOf(in, p);
+  if (!iv) {  // a user's profile: the stack-wide interval
+    for (const std::string& line :
+         IntervalLines(in, p.parts.front().part.train, p.totals.tokens_per_s))
+      fmt::print("{}\n", line);
+    return;
+  }
+  fmt::print(
+      "\n80% intervals per phase (calibration runs nearest each phase's regime; "
+      "docs/COST_MODEL.md \"Regime intervals\"):\n");
+  for (size_t k = 0; k < p.parts.size(); ++k) {
+    const plan::PartPlan& part = p.parts[k];
+    const RegimeLookup& r = iv->parts[k];
+    std::string ids;
+    const size_t shown = std::min<size_t>(r.iv.used.size(), 3);
+    for (size_t i = 0; i < shown; ++i) ids += (i == 0 ? "" : ", ") + r.iv.used[i].point->id;
+    if (r.iv.used.size() > shown) ids += fmt::format(" +{}", r.iv.used.size() - shown);
+    fmt::print("  {:>2}  {:<16} {:.4g}-{:.4g} tokens/s from {} runs, mean distance {:.2f}{}: {}\n",
+               part.part.phase + 1, part.part.name, part.best.tokens_per_s * r.iv.lo,
+               part.best.tokens_per_s * r.iv.hi, r.iv.used.size(), r.iv.mean_distance,
+               r.iv.calibrated ? "" : " (uncalibrated)", ids);
+    if (!r.iv.calibrated) {
+      fmt::print("      uncalibrated regime: {}\n",
+                 calib::UncalibratedNote(r.points, r.query, r.iv));
+    }
+  }
+  fmt::print("{:.4g} tokens/s, 80% interval {:.4g}-{:.4g} (every phase at its bound together){}\n",
+             p.totals.tokens_per_s, p.totals.tokens_per_s * iv->lo, p.totals.tokens_per_s * iv->hi,
+             iv->uncalibrated > 0 ? fmt::format("; {} of {} parts in an uncalibrated regime",
+                                                iv->uncalibrated, p.parts.size())
+                                  : "");
 }
 
 void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipePlan& p) {
@@ -179,6 +254,7 @@ void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipeP
         "single layout: none of the {} candidates (the phases' top layouts) fits every "
         "phase\n",
         p.single_candidates);
+    PrintPhaseIntervals(in, p);
     return;
   }
   fmt::print("single layout for every phase (best of {} candidates): {}\n", p.single_candidates,
@@ -190,7 +266,7 @@ void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipeP
   } else {
     fmt::print("=> the single layout finishes {:.2f} days sooner: switching does not pay\n", -gap);
   }
-  fmt::print("{}\n", ThroughputWithInterval(in, p.totals.tokens_per_s));
+  PrintPhaseIntervals(in, p);
 }
 
 }  // namespace

@@ -232,21 +232,33 @@ RunFn AddValidateCommand(CLI::App& app) {
   sub->add_flag("!--no-rows", args->rows, "print only the summaries");
   sub->add_option("--html", args->html, "write a self-contained HTML report to this file")
       ->check(OutputFile());
-  sub->add_option("--write-presets", args->write_presets,
-                  "fit the shipped calibration on these runs and write it into this presets "
-                  "directory (configs/presets: stacks/*.toml and the clusters' GPU parameters)");
+  sub->add_option(
+      "--write-presets", args->write_presets,
+      "fit the shipped calibration on these runs and write it into this presets "
+      "directory (configs/presets: stacks/*.toml, the clusters' GPU parameters and "
+      "calibration/runs.toml, the regime intervals' runs with --holdout's beside them)");
   return [args]() -> int {
     auto runs = calib::LoadRunFiles(args->runs);
     if (!runs.ok()) return Fail(runs.status().message());
     std::string runs_names;
     for (const std::string& f : args->runs) runs_names += (runs_names.empty() ? "" : " + ") + f;
     if (!args->write_presets.empty()) {
-      const calib::ShippedFit fit = calib::FitShipped(*runs, runs_names, args->folds, args->seed);
+      // --holdout rows enter only the regime intervals' table, with their errors under the fit.
+      std::vector<calib::Run> held_out;
+      if (!args->holdout.empty()) {
+        auto h = calib::LoadRunFiles(args->holdout);
+        if (!h.ok()) return Fail(h.status().message());
+        held_out = std::move(*h);
+      }
+      const calib::ShippedFit fit =
+          calib::FitShipped(*runs, runs_names, args->folds, args->seed, held_out);
       const core::Status st = calib::WritePresets(fit, args->write_presets);
       if (!st.ok()) return Fail(st.message());
       for (const auto& p : fit.stacks) {
         fmt::print("wrote {}/stacks/{}.toml ({})\n", args->write_presets, p.name, p.fitted_on);
       }
+      fmt::print("wrote {}/calibration/runs.toml ({} runs with out-of-fold errors)\n",
+                 args->write_presets, fit.points.size());
       for (const auto& [cls, params] : fit.gpu) {
         for (const auto& [k, val] : params) fmt::print("GPU class {}: {} = {:.4f}\n", cls, k, val);
       }

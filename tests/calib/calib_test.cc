@@ -17,6 +17,7 @@
 
 #include "calib/fit.h"
 #include "calib/profile.h"
+#include "calib/regime_interval.h"
 #include "calib/runs.h"
 #include "calib/validate.h"
 #include "spec/load_toml.h"
@@ -121,8 +122,34 @@ TEST(PublishedRuns, GpusAndStacksBeyondTheSet) {
   EXPECT_EQ(StackForSoftware("my own trainer", ""), "");
 }
 
+const std::string kCollected = std::string(PM_SOURCE_DIR) + "/bench/data/collected_runs.json";
+
+const std::vector<calib::Run>& Collected() {
+  static const std::vector<calib::Run> runs = [] {
+    auto r = LoadRuns(kCollected);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<calib::Run>{};
+  }();
+  return runs;
+}
+
+// ... and so is the regime intervals' table (configs/presets/calibration/runs.toml): every fitted
+// run with its 5-fold error, every collected run with its error under the fit, in that order.
 TEST(PublishedRuns, ShippedPresetsAreTheFit) {
-  const ShippedFit fit = FitShipped(Runs(), kRuns, 5, 1);
+  const ShippedFit fit = FitShipped(Runs(), kRuns, 5, 1, Collected());
+  auto points = ShippedPoints();
+  ASSERT_TRUE(points.ok()) << points.status().message();
+  ASSERT_EQ(points->size(), fit.points.size()) << "rerun bash bench/calibration.sh --write";
+  for (size_t i = 0; i < fit.points.size(); ++i) {
+    const CalibrationPoint& want = fit.points[i];
+    const CalibrationPoint& got = (*points)[i];
+    EXPECT_EQ(got.id, want.id);
+    EXPECT_EQ(got.error_from, want.error_from) << want.id;
+    EXPECT_DOUBLE_EQ(RegimeDistance(got.regime, want.regime), 0) << want.id;
+    EXPECT_NEAR(got.error, want.error, 1e-4)
+        << want.id << ": rerun bash bench/calibration.sh --write";
+  }
+  EXPECT_EQ(fit.points.size(), Runs().size() + Collected().size());
   for (const Profile& p : fit.stacks) {
     auto preset = LoadProfile(p.name);
     ASSERT_TRUE(preset.ok()) << preset.status().message();
@@ -187,17 +214,6 @@ TEST(PublishedRuns, ByRegime) {
     EXPECT_DOUBLE_EQ(g.shipped.p90_abs, Stats(errors).p90_abs) << g.group;
   }
   EXPECT_EQ(want["MoE"], 4);  // the Grok-1 proxies (bench/data/README.md)
-}
-
-const std::string kCollected = std::string(PM_SOURCE_DIR) + "/bench/data/collected_runs.json";
-
-const std::vector<calib::Run>& Collected() {
-  static const std::vector<calib::Run> runs = [] {
-    auto r = LoadRuns(kCollected);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : std::vector<calib::Run>{};
-  }();
-  return runs;
 }
 
 // The collected runs (bench/data/README.md): every row is estimated, pinned to a commit, copies no

@@ -132,6 +132,57 @@ TEST(CalibrateCli, WritesAProfileEstimateUses) {
   EXPECT_LT(j["interval"]["tokens_per_s_lo"].get<double>(), j["tokens_per_s"].get<double>());
 }
 
+// The regime interval (calib/regime_interval.h) in estimate and plan --json: a dense 4K Megatron
+// run on H100 is calibrated from dense runs near it; the case study (MoE at 128K on 1,024 H100)
+// has no calibration run near it: marked uncalibrated, wider, with the runs used named.
+TEST(RegimeIntervalCli, EstimateAndPlanJson) {
+  const auto est = Pentamesh(
+      "estimate --model llama3-8b --cluster h100-sxm --gpus 64 --train pretrain-4k --layout "
+      "\"dp=64 zero=1 mbs=1\" --json");
+  ASSERT_EQ(est.exit_code, 0) << est.err;
+  const auto e = nlohmann::json::parse(est.out)["interval"];
+  EXPECT_TRUE(e["calibrated"].get<bool>()) << e.dump();
+  EXPECT_EQ(e["regime"]["seq_len"], 4096);
+  EXPECT_FALSE(e["regime"]["moe"].get<bool>());
+  ASSERT_GE(e["used"].size(), 10u);
+  EXPECT_EQ(e["runs"], e["used"].size());
+  EXPECT_LE(e["used"][0]["distance"].get<double>(), 1.0);
+  for (const auto& u : e["used"]) {
+    EXPECT_FALSE(u["id"].get<std::string>().empty());
+    EXPECT_GE(u["distance"].get<double>(), e["used"][0]["distance"].get<double>());
+  }
+  EXPECT_FALSE(e.contains("uncalibrated"));
+  EXPECT_LT(e["tokens_per_s_lo"].get<double>(), e["tokens_per_s_hi"].get<double>());
+  EXPECT_TRUE(e["stack_wide"]["covered"].get<bool>());
+  const double dense_width = e["ratio_hi"].get<double>() / e["ratio_lo"].get<double>();
+
+  const auto plan = Pentamesh(
+      "plan --model meridianfin-72b --cluster h100-sxm --gpus 1024 --train meridian-128k --json "
+      "--top 1");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const auto j = nlohmann::json::parse(plan.out);
+  const auto p = j["interval"];
+  EXPECT_FALSE(p["calibrated"].get<bool>()) << p.dump();
+  EXPECT_TRUE(p["regime"]["moe"].get<bool>());
+  EXPECT_EQ(p["regime"]["seq_len"], 131072);
+  EXPECT_GT(p["used"][0]["distance"].get<double>(), 1.0);
+  EXPECT_GT(p["widen"].get<double>(), 1.0);
+  EXPECT_NE(p["uncalibrated"].get<std::string>().find("no calibration run with MoE, seq >= 32K"),
+            std::string::npos)
+      << p["uncalibrated"];
+  EXPECT_GT(p["ratio_hi"].get<double>() / p["ratio_lo"].get<double>(), dense_width);
+  const double tps = j["top"][0]["tokens_per_s"].get<double>();
+  EXPECT_NEAR(p["tokens_per_s_lo"].get<double>(), tps * p["ratio_lo"].get<double>(), 1e-6 * tps);
+  // The text says the same in a line of its own.
+  const auto text = Pentamesh(
+      "plan --model meridianfin-72b --cluster h100-sxm --gpus 1024 --train meridian-128k --top 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("uncalibrated regime: no calibration run with MoE"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("calibration runs nearest (MoE, seq 131072"), std::string::npos)
+      << text.out;
+}
+
 struct BadCase {
   const char* name;
   std::function<void(nlohmann::json&)> edit;
