@@ -1,6 +1,7 @@
 #include "ckpt/hf.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "core/input.h"
 #include "data/tokenizer.h"
 #include "model/stage.h"
+#include "spec/json_input.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -368,6 +370,9 @@ core::Result<std::vector<std::string>> ExportHf(const spec::ModelSpec& m,
 // Import.
 
 namespace pentamesh::ckpt {
+
+extern const char* const kHfConfigKeyTable;  // generated from src/ckpt/data (CMakeLists.txt)
+
 namespace {
 
 // config.json fields, read with errors naming the file and the field.
@@ -478,29 +483,60 @@ core::Status ReadMoeConfig(const ConfigReader& r, spec::ModelSpec& m) {
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir, HfArch& arch);
+                                             const std::string& dir, HfArch& arch,
+                                             std::vector<std::string>& warnings);
+
+// The keys of `j` that transformers 4.41.2 does not read for `model_type` (kHfConfigKeyTable),
+// besides pentamesh's own pentamesh_model_name.
+std::vector<std::string> UnreadConfigKeys(const nlohmann::json& j, const std::string& model_type) {
+  static const std::set<std::pair<std::string, std::string>> known = [] {
+    std::set<std::pair<std::string, std::string>> keys;
+    std::istringstream in(kHfConfigKeyTable);
+    std::string type, key;
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      if (!line.empty() && line[0] != '#' && words >> type >> key) keys.emplace(type, key);
+    }
+    return keys;
+  }();
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : j.items()) {
+    if (key != "pentamesh_model_name" && !known.count({model_type, key})) unread.push_back(key);
+  }
+  return unread;
+}
 
 // config.json of `dir`; `arch` from its model_type.
-core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch) {
+core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch,
+                                         std::vector<std::string>& warnings) {
   const std::string file = (fs::path(dir) / "config.json").string();
   PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file, core::kMaxConfigFileBytes, "config.json"));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The one JSON number policy (spec/json_input.h): 1e400 or a 20-digit integer is an error
+  // naming the literal and its line, not a value clamped or wrapped.
+  PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, file));
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", file));
   try {  // a field of the wrong JSON type (e.g. "model_type": 3) throws inside nlohmann's value()
-    return ReadConfigJson(j, file, dir, arch);
+    return ReadConfigJson(j, file, dir, arch, warnings);
   } catch (const nlohmann::json::exception& e) {
     return core::Status::Error(fmt::format("{}: {}", file, e.what()));
   }
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir, HfArch& arch) {
+                                             const std::string& dir, HfArch& arch,
+                                             std::vector<std::string>& warnings) {
   const ConfigReader r(j, file);
   const std::string type = j.value("model_type", "");
   if (type != "llama" && type != "qwen2_moe" && type != "mixtral")
     return core::Status::Error(fmt::format(
         "{}: model_type: '{}' is not supported (llama: dense, qwen2_moe or mixtral: MoE)", file,
         type));
+  if (const std::vector<std::string> unread = UnreadConfigKeys(j, type); !unread.empty()) {
+    warnings.push_back(fmt::format(
+        "{}: {} not read by transformers 4.41.2 for model_type {} (a misspelt key leaves its "
+        "field at the default there and here): {}",
+        file, unread.size() == 1 ? "a key is" : "keys are", type, fmt::join(unread, ", ")));
+  }
   arch =
       type == "llama" ? HfArch::kLlama : (type == "mixtral" ? HfArch::kMixtral : HfArch::kQwen2Moe);
   spec::ModelSpec m;
@@ -549,7 +585,7 @@ core::Result<HfFiles> ReadWeights(const std::string& dir) {
   if (fs::exists(index)) {
     PM_ASSIGN_OR_RETURN(std::string text,
                         ReadFile(index, core::kMaxConfigFileBytes, "safetensors index"));
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, index.string()));
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return core::Status::Error(fmt::format("{}: weight_map: missing", index.string()));
     std::set<std::string> unique;
@@ -641,7 +677,7 @@ core::Status ReadSharedExperts(const HfFiles& files, spec::ModelSpec& m, const s
 
 core::Result<HfModel> ImportHf(const std::string& dir) {
   HfModel out;
-  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir, out.arch));
+  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir, out.arch, out.warnings));
   spec::ModelSpec& m = out.model;
   PM_RETURN_IF_ERROR(model::CheckSupported(m));
   PM_ASSIGN_OR_RETURN(HfFiles files, ReadWeights(dir));
