@@ -294,7 +294,6 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
                       {"max_position_embeddings", m.max_seq_len},
                       {"rms_norm_eps", m.norm_eps},
                       {"rope_theta", m.rope_theta},
-                      {"rope_scaling", nullptr},
                       {"tie_word_embeddings", m.tied_embeddings},
                       {"initializer_range", 0.02},
                       {"attention_dropout", 0.0},
@@ -307,7 +306,10 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
   c["architectures"] = nlohmann::json::array({HfArchName(arch)});
   // The training-time balancing losses are not part of the model: no router logits, coefficient 0.
   if (arch == HfArch::kLlama) {
+    // Only LlamaConfig takes rope_scaling (transformers 4.41.2; import warns on keys a model
+    // type's configuration class does not take).
     c.update({{"model_type", "llama"},
+              {"rope_scaling", nullptr},
               {"attention_bias", false},
               {"mlp_bias", false},
               {"pretraining_tp", 1}});
