@@ -1,5 +1,8 @@
 // libFuzzer target that reaches the CLI: the input is an argument list, one argument per line
-// (fuzz/seeds/cli/*), for `estimate`, `plan`, `schedule`, `sweep` or `scale`. It is parsed by the
+// (fuzz/seeds/cli/*), for `estimate`, `plan`, `schedule`, `sweep` or `scale`; compiled with
+// PM_FUZZ_SERVE it is serve_fuzz, the same for `serve` (fuzz/seeds/serve/*: its model, cluster
+// and stack files, its workload, engine and SLO flags and the simulation), whose --emit DIR
+// becomes a temporary directory. It is parsed by the
 // same CLI11 app and cli::Dispatch as the binary, so flags, presets, TOML files named on the
 // command line, the shared input rules and the whole cost model and search run as a user would
 // run them. fuzz/cli_properties.h says what every outcome must satisfy (exit 0 or 2; finite,
@@ -49,7 +52,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pentamesh;
   std::vector<std::string> args =
       fuzz::ArgsFromText(std::string(reinterpret_cast<const char*>(data), size));
+#ifdef PM_FUZZ_SERVE
+  static const std::set<std::string> kCommands = {"serve"};
+  static const auto kAdd = {cli::AddServeCommand};
+  fuzz::EmitToTempDir(args);
+#else
   static const std::set<std::string> kCommands = {"estimate", "plan", "schedule", "sweep", "scale"};
+  static const auto kAdd = {cli::AddScheduleCommand, cli::AddEstimateCommand, cli::AddPlanCommand,
+                            cli::AddScaleCommand, cli::AddSweepCommand};
+#endif
   if (args.empty() || !kCommands.count(args[0])) return 0;
   args.insert(args.begin(), "pentamesh");
   std::vector<const char*> argv;
@@ -58,8 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CLI::App app{"pentamesh (cli_fuzz)"};
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, cli::RunFn>> commands;
-  for (auto fn : {cli::AddScheduleCommand, cli::AddEstimateCommand, cli::AddPlanCommand,
-                  cli::AddScaleCommand, cli::AddSweepCommand}) {
+  for (auto fn : kAdd) {
     const size_t before = app.get_subcommands({}).size();
     cli::RunFn run = fn(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));

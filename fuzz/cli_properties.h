@@ -9,6 +9,8 @@
 // Returns "" when all hold, else the first violation.
 #pragma once
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -92,6 +94,28 @@ inline std::vector<std::string> ArgsFromText(const std::string& text, size_t max
     }
   }
   return args;
+}
+
+// serve's --emit ENGINE DIR writes DIR/launch_ENGINE.sh: every value after an --emit (up to two)
+// that is not an engine name or a flag becomes one temporary directory, so a run never writes
+// elsewhere.
+inline void EmitToTempDir(std::vector<std::string>& args) {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/pm_serve_fuzz_XXXXXX";
+    const char* made = mkdtemp(tmpl);
+    return std::string(made ? made : "/tmp");
+  }();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--emit", 0) != 0) continue;
+    for (size_t j = i + 1; j < args.size() && j <= i + 2; ++j) {
+      if (args[j] != "vllm" && args[j] != "sglang" && args[j].rfind("-", 0) != 0) args[j] = dir;
+    }
+    const size_t eq = args[i].find('=');
+    if (eq != std::string::npos) {
+      const std::string value = args[i].substr(eq + 1);
+      if (value != "vllm" && value != "sglang") args[i] = args[i].substr(0, eq + 1) + dir;
+    }
+  }
 }
 
 }  // namespace pentamesh::fuzz

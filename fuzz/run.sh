@@ -10,7 +10,10 @@
 # LAUNCH_FUZZ_SECONDS, default 20), the calibration runs JSON reader (runs_fuzz,
 # RUNS_FUZZ_SECONDS, default 20), the metrics.jsonl reader with the report page (metrics_fuzz,
 # METRICS_FUZZ_SECONDS, default 20) and import --hf's config.json reader (hf_fuzz,
-# HF_FUZZ_SECONDS, default 15), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
+# HF_FUZZ_SECONDS, default 15), the stack profile reader (stack_fuzz, STACK_FUZZ_SECONDS, default
+# 15), the host profile reader (host_fuzz, HOST_FUZZ_SECONDS, default 10), tune's measured-results
+# reader (tune_fuzz, TUNE_FUZZ_SECONDS, default 10) and `serve` (serve_fuzz, SERVE_FUZZ_SECONDS,
+# default 20), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
 # CLI_FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ fi
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz cli_fuzz launch_fuzz \
-  runs_fuzz metrics_fuzz hf_fuzz
+  runs_fuzz metrics_fuzz hf_fuzz stack_fuzz host_fuzz tune_fuzz serve_fuzz
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
@@ -68,6 +71,25 @@ fuzz_target metrics "${METRICS_FUZZ_SECONDS:-20}"
 # import --hf's config.json reader (fuzz/hf_fuzz.cc), seeded with Llama, Mixtral and Qwen2-MoE
 # configs as ExportHf writes them and every config a fuzzer once crashed on.
 fuzz_target hf "${HF_FUZZ_SECONDS:-15}"
+
+# The stack profile reader (fuzz/stack_fuzz.cc), seeded with the five stack presets and the
+# profiles that once broke a property; fuzz/profile.dict holds TOML's nan/inf, quoted keys and the
+# profiles' table names (also for host_fuzz).
+fuzz_target stack "${STACK_FUZZ_SECONDS:-15}" -dict=fuzz/profile.dict
+
+# The host profile reader and the engine's prediction on it (fuzz/host_fuzz.cc), seeded with a
+# two-core profile with [[comm]] entries at 2 and 4 ranks as calibrate --host writes it.
+fuzz_target host "${HOST_FUZZ_SECONDS:-10}" -dict=fuzz/profile.dict
+
+# tune's reader of each run's metrics.jsonl (fuzz/tune_fuzz.cc), seeded with the metrics seeds
+# behind a step-count byte and the files that once aborted it (fuzz/tune.dict: JSON's other types
+# and extreme numbers).
+fuzz_target tune "${TUNE_FUZZ_SECONDS:-10}" -dict=fuzz/tune.dict
+
+# `serve` (fuzz/cli_fuzz.cc as serve_fuzz), seeded with fuzz/seeds/serve: a search, a Poisson
+# simulation with SLOs, an MoE closed loop with offloaded experts, a capacity search with --emit.
+fuzz_target serve "${SERVE_FUZZ_SECONDS:-20}" -dict=fuzz/cli.dict -max_len=1024 -timeout=300 \
+  -close_fd_mask=2
 
 # The CLI (fuzz/cli_fuzz.cc): argument lists, one per line, seeded with fuzz/seeds/cli (runs that
 # work, and every input that once crashed, hung or printed a wrong answer). An input that runs

@@ -282,6 +282,9 @@ void ReadDefaults(const toml::table& d, Profile& p, ProfileErrors& err) {
   }
 }
 
+// Bounds of a prediction interval's quantiles (measured / predicted step time).
+constexpr double kMinIntervalRatio = 1e-3, kMaxIntervalRatio = 1e3;
+
 // [interval.<class>] tables: lo, hi and runs of the prediction interval per GPU class.
 void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
   for (const auto& [cls, node] : iv) {
@@ -298,8 +301,15 @@ void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
     const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
     const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
     const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
-    if (!lo || !hi || !runs || *lo <= 0 || *hi < *lo || *runs < 0 || *runs > 1000000) {
-      err.Add("interval." + c, "needs lo > 0, hi >= lo and runs >= 0");
+    // Quantiles of measured / predicted: within [1e-3, 1e3] (nan passed every comparison here,
+    // inf passed hi >= lo, and a lo below 5e-5 was written back by ProfileToml's 4 decimals as
+    // 0.0000, which this reader refuses: stack_fuzz).
+    const auto ratio = [](const std::optional<double>& v) {
+      return v && *v >= kMinIntervalRatio && *v <= kMaxIntervalRatio;
+    };
+    if (!ratio(lo) || !ratio(hi) || !runs || *hi < *lo || *runs < 0 || *runs > 1000000) {
+      err.Add("interval." + c, fmt::format("needs {} <= lo <= hi <= {} and runs >= 0",
+                                           kMinIntervalRatio, kMaxIntervalRatio));
       continue;
     }
     p.intervals[c] = {*lo, *hi, static_cast<int>(*runs)};
@@ -370,12 +380,12 @@ std::string ProfileToml(const Profile& p) {
   out += "\n[params]\n";
   for (const auto& [k, v] : p.params) out += fmt::format("{} = {:.6g}\n", k, v);
   for (const auto& [cls, params] : p.gpu) {
-    out += fmt::format("\n[gpu.{}]\n", cls);
+    out += fmt::format("\n[gpu.{}]\n", core::TomlKey(cls));
     for (const auto& [k, v] : params) out += fmt::format("{} = {:.6g}\n", k, v);
   }
   for (const auto& [cls, iv] : p.intervals) {
-    out += fmt::format("\n[interval.{}]\nlo = {:.4f}\nhi = {:.4f}\nruns = {}\n", cls, iv.lo, iv.hi,
-                       iv.runs);
+    out += fmt::format("\n[interval.{}]\nlo = {:.4f}\nhi = {:.4f}\nruns = {}\n", core::TomlKey(cls),
+                       iv.lo, iv.hi, iv.runs);
   }
   return out;
 }

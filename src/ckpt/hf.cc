@@ -1,6 +1,7 @@
 #include "ckpt/hf.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "core/input.h"
 #include "data/tokenizer.h"
 #include "model/stage.h"
+#include "spec/json_input.h"
 
 namespace pentamesh::ckpt {
 namespace {
@@ -293,7 +295,6 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
       {"max_position_embeddings", m.max_seq_len},
       {"rms_norm_eps", m.norm_eps},
       {"rope_theta", m.rope_scaling.theta > 0 ? m.rope_scaling.theta : m.rope_theta},
-      {"rope_scaling", nullptr},
       {"tie_word_embeddings", m.tied_embeddings},
       {"initializer_range", 0.02},
       {"attention_dropout", 0.0},
@@ -312,7 +313,7 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
           "model.rope_scaling: llama3 on a mixture-of-experts model cannot be exported: Hugging "
           "Face's {} ignores rope_scaling",
           HfArchName(arch)));
-    c["rope_scaling"] = {
+    c["rope_scaling"] = nlohmann::json{
         {"rope_type", "llama3"},
         {"factor", m.rope_scaling.factor},
         {"low_freq_factor", m.rope_scaling.low_freq_factor},
@@ -321,6 +322,9 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
   }
   // The training-time balancing losses are not part of the model: no router logits, coefficient 0.
   if (arch == HfArch::kLlama) {
+    // Only LlamaConfig takes rope_scaling (transformers 4.44.2; import warns on keys a model
+    // type's configuration class does not take): null unless set above.
+    if (!c.contains("rope_scaling")) c["rope_scaling"] = nullptr;
     c.update({{"model_type", "llama"},
               {"attention_bias", false},
               {"mlp_bias", false},
@@ -384,6 +388,9 @@ core::Result<std::vector<std::string>> ExportHf(const spec::ModelSpec& m,
 // Import.
 
 namespace pentamesh::ckpt {
+
+extern const char* const kHfConfigKeyTable;  // generated from src/ckpt/data (CMakeLists.txt)
+
 namespace {
 
 // config.json fields, read with errors naming the file and the field.
@@ -520,29 +527,60 @@ core::Status ReadMoeConfig(const ConfigReader& r, spec::ModelSpec& m) {
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir, HfArch& arch);
+                                             const std::string& dir, HfArch& arch,
+                                             std::vector<std::string>& warnings);
+
+// The keys of `j` that transformers 4.41.2 does not read for `model_type` (kHfConfigKeyTable),
+// besides pentamesh's own pentamesh_model_name.
+std::vector<std::string> UnreadConfigKeys(const nlohmann::json& j, const std::string& model_type) {
+  static const std::set<std::pair<std::string, std::string>> known = [] {
+    std::set<std::pair<std::string, std::string>> keys;
+    std::istringstream in(kHfConfigKeyTable);
+    std::string type, key;
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      if (!line.empty() && line[0] != '#' && words >> type >> key) keys.emplace(type, key);
+    }
+    return keys;
+  }();
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : j.items()) {
+    if (key != "pentamesh_model_name" && !known.count({model_type, key})) unread.push_back(key);
+  }
+  return unread;
+}
 
 // config.json of `dir`; `arch` from its model_type.
-core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch) {
+core::Result<spec::ModelSpec> ReadConfig(const std::string& dir, HfArch& arch,
+                                         std::vector<std::string>& warnings) {
   const std::string file = (fs::path(dir) / "config.json").string();
   PM_ASSIGN_OR_RETURN(std::string text, ReadFile(file, core::kMaxConfigFileBytes, "config.json"));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The one JSON number policy (spec/json_input.h): 1e400 or a 20-digit integer is an error
+  // naming the literal and its line, not a value clamped or wrapped.
+  PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, file));
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", file));
   try {  // a field of the wrong JSON type (e.g. "model_type": 3) throws inside nlohmann's value()
-    return ReadConfigJson(j, file, dir, arch);
+    return ReadConfigJson(j, file, dir, arch, warnings);
   } catch (const nlohmann::json::exception& e) {
     return core::Status::Error(fmt::format("{}: {}", file, e.what()));
   }
 }
 
 core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std::string& file,
-                                             const std::string& dir, HfArch& arch) {
+                                             const std::string& dir, HfArch& arch,
+                                             std::vector<std::string>& warnings) {
   const ConfigReader r(j, file);
   const std::string type = j.value("model_type", "");
   if (type != "llama" && type != "qwen2_moe" && type != "mixtral")
     return core::Status::Error(fmt::format(
         "{}: model_type: '{}' is not supported (llama: dense, qwen2_moe or mixtral: MoE)", file,
         type));
+  if (const std::vector<std::string> unread = UnreadConfigKeys(j, type); !unread.empty()) {
+    warnings.push_back(fmt::format(
+        "{}: {} not read by transformers 4.41.2 for model_type {} (a misspelt key leaves its "
+        "field at the default there and here): {}",
+        file, unread.size() == 1 ? "a key is" : "keys are", type, fmt::join(unread, ", ")));
+  }
   arch =
       type == "llama" ? HfArch::kLlama : (type == "mixtral" ? HfArch::kMixtral : HfArch::kQwen2Moe);
   spec::ModelSpec m;
@@ -591,7 +629,7 @@ core::Result<HfFiles> ReadWeights(const std::string& dir) {
   if (fs::exists(index)) {
     PM_ASSIGN_OR_RETURN(std::string text,
                         ReadFile(index, core::kMaxConfigFileBytes, "safetensors index"));
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, index.string()));
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return core::Status::Error(fmt::format("{}: weight_map: missing", index.string()));
     std::set<std::string> unique;
@@ -683,7 +721,7 @@ core::Status ReadSharedExperts(const HfFiles& files, spec::ModelSpec& m, const s
 
 core::Result<HfModel> ImportHf(const std::string& dir) {
   HfModel out;
-  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir, out.arch));
+  PM_ASSIGN_OR_RETURN(out.model, ReadConfig(dir, out.arch, out.warnings));
   spec::ModelSpec& m = out.model;
   PM_RETURN_IF_ERROR(model::CheckSupported(m));
   PM_ASSIGN_OR_RETURN(HfFiles files, ReadWeights(dir));

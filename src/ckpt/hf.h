@@ -75,10 +75,18 @@ struct HfModel {
   spec::ModelSpec model;                      // from config.json (capacity_factor = 0: dropless)
   HfArch arch = HfArch::kLlama;               // from config.json's model_type
   std::map<std::string, FullTensor> tensors;  // pentamesh global name -> fp32 tensor
+  // config.json keys transformers does not read for its model_type (a typo such as
+  // "num_key_value_head" leaves the field at its default there too), named for the user.
+  std::vector<std::string> warnings;
 };
 
 // Reads config.json and the safetensors (single file or index + shards; F32, BF16 or F16).
-// Errors name the file and the field.
+// Errors name the file and the field. Keys of config.json that transformers 4.41.2's
+// configuration class for the model_type does not take (src/ckpt/data/
+// hf_config_keys_transformers_4.41.2.txt) are named in HfModel::warnings, not refused: HF configs
+// carry keys of other tools, which transformers keeps as attributes its model never reads; the
+// keys it does read and that would change the model pentamesh builds are checked one by one
+// (refused unless they match pentamesh's architecture).
 core::Result<HfModel> ImportHf(const std::string& dir);
 
 // OK iff the architecture fields of `hf` equal those of `run` (the run config's [model]); the

@@ -81,6 +81,7 @@ core::Status Import(const ImportArgs& args) {
         fmt::format("--out {}: already holds checkpoints; import into a new directory", args.out));
   PM_ASSIGN_OR_RETURN(train::RunConfig config, train::LoadRunConfig(args.config, args.sets));
   PM_ASSIGN_OR_RETURN(ckpt::HfModel hf, ckpt::ImportHf(args.hf_dir));
+  for (const std::string& w : hf.warnings) fmt::print(stderr, "pentamesh: warning: {}\n", w);
   PM_RETURN_IF_ERROR(ckpt::CheckSameArchitecture(hf.model, config.model,
                                                  (fs::path(args.hf_dir) / "config.json").string()));
   // The import runs on one process: a checkpoint loads into any layout (resharding on read).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace pentamesh::core {
@@ -73,6 +74,14 @@ std::string ShellQuote(std::string_view s) {
     }
   }
   return out + "'";
+}
+
+std::string TomlKey(std::string_view s) {
+  const bool bare = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  return bare ? std::string(s) : TomlString(s);
 }
 
 std::string TomlString(std::string_view s) {

@@ -24,6 +24,10 @@ std::string ShellQuote(std::string_view s);
 // \u001B, ...). Bytes that are not valid UTF-8 cannot be in a TOML string; each becomes U+FFFD.
 std::string TomlString(std::string_view s);
 
+// A TOML key (a table name's part, a key before =) that reads back as `s`: `s` itself when it is
+// a bare key ([A-Za-z0-9_-], not empty), else TomlString(s) (a quoted key).
+std::string TomlKey(std::string_view s);
+
 // `s` made safe as the text of one comment line (shell, TOML): control characters as \n, \r, \t
 // or \xNN, a backslash as \\, bytes that are not valid UTF-8 as \xNN; everything else unchanged.
 std::string CommentText(std::string_view s);

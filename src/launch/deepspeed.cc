@@ -8,9 +8,14 @@
 // emitted config keeps "tensor_parallel" out so DeepSpeed does not shard the model a second
 // time; import reads "tensor_parallel.autotp_size" from configs written for Hugging Face models.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <vector>
 
 #include "launch/internal.h"
 #include "spec/json_input.h"
@@ -18,6 +23,10 @@
 #include "spec/load_toml.h"
 
 namespace pentamesh::launch::internal {
+
+// The emitted ds_config's comment (JSON has none): pentamesh's own key, which DeepSpeed ignores
+// and the importer's key check accepts.
+constexpr const char* kHeaderKey = "_pentamesh";
 
 std::vector<File> EmitDeepSpeed(const EmitInput& in) {
   const spec::Layout& l = in.layout;
@@ -34,7 +43,7 @@ std::vector<File> EmitDeepSpeed(const EmitInput& in) {
       start = nl + 1;
     }
   }
-  j["_pentamesh"] = header;
+  j[kHeaderKey] = header;
   j["train_batch_size"] = seqs;
   j["train_micro_batch_size_per_gpu"] = l.mbs;
   j["gradient_accumulation_steps"] = seqs / (dp * l.mbs);
@@ -80,11 +89,65 @@ std::vector<File> EmitDeepSpeed(const EmitInput& in) {
 
 namespace {
 
+// Keys DeepSpeed 0.19.8 does not read, each named by its dotted path: an error, or with
+// allow_unknown a warning. At the top level DeepSpeed ignores them (a misspelt section silently
+// falls back to its defaults); inside a section its pydantic models check (kDeepSpeedConfigKeyTable
+// lists their fields), DeepSpeed refuses them. The contents of other sections (optimizer.params,
+// scheduler.params, ...) are the components' own and are not checked.
+core::Status CheckDsKeys(const std::string& name, const nlohmann::json& root,
+                         const ImportOptions& options, Imported& out) {
+  static const std::set<std::string> known = [] {
+    std::set<std::string> keys;
+    std::istringstream in(kDeepSpeedConfigKeyTable);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] != '#') keys.insert(line);
+    }
+    return keys;
+  }();
+  std::vector<std::string> ignored, refused;
+  std::function<void(const nlohmann::json&, const std::string&)> walk =
+      [&](const nlohmann::json& object, const std::string& prefix) {
+        for (const auto& [key, value] : object.items()) {
+          const std::string path = prefix + key;
+          if (known.count(path) || path == kHeaderKey) continue;
+          const auto section = known.lower_bound(path + ".");
+          if (section != known.end() && section->rfind(path + ".", 0) == 0) {
+            if (value.is_object()) walk(value, path + ".");
+            continue;
+          }
+          (prefix.empty() ? ignored : refused).push_back(path);
+        }
+      };
+  walk(root, "");
+  if (ignored.empty() && refused.empty()) return core::Status::Ok();
+  std::string what;
+  if (!ignored.empty()) {
+    what =
+        fmt::format("{} (DeepSpeed ignores {}: a misspelt key leaves its setting at the default)",
+                    fmt::join(ignored, ", "), ignored.size() == 1 ? "it" : "them");
+  }
+  if (!refused.empty()) {
+    what += fmt::format("{}{} (DeepSpeed's config check refuses {})", what.empty() ? "" : "; ",
+                        fmt::join(refused, ", "), refused.size() == 1 ? "it" : "them");
+  }
+  if (!options.allow_unknown) {
+    return core::Status::Error(fmt::format(
+        "{}: not DeepSpeed 0.19.8 ds_config keys: {} (pass --allow-unknown to import without them)",
+        name, what));
+  }
+  out.warnings.push_back(
+      fmt::format("{}: ignored, not DeepSpeed 0.19.8 ds_config keys: {}", name, what));
+  return core::Status::Ok();
+}
+
 // The ds_config fields pentamesh reads, with the key named in every error.
-core::Status ReadDsConfig(const std::string& name, const std::string& text, Imported& out,
-                          int64_t* train_batch, int64_t* micro, int64_t* gas) {
+core::Status ReadDsConfig(const std::string& name, const std::string& text,
+                          const ImportOptions& options, Imported& out, int64_t* train_batch,
+                          int64_t* micro, int64_t* gas) {
   PM_ASSIGN_OR_RETURN(const nlohmann::json j, spec::ParseJson(text, name));
   if (!j.is_object()) return core::Status::Error(fmt::format("{}: not a JSON object", name));
+  PM_RETURN_IF_ERROR(CheckDsKeys(name, j, options, out));
   auto get_int = [&](const nlohmann::json& obj, const std::string& key,
                      const std::string& path) -> core::Result<std::optional<int64_t>> {
     if (!obj.contains(key) || obj[key].is_null()) return std::optional<int64_t>();
@@ -158,7 +221,7 @@ core::Status ImportBareDsConfig(const std::string& name, const std::string& text
   }
   PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
   out.train.seq_len = *options.seq_len;
-  PM_RETURN_IF_ERROR(ReadDsConfig(name, text, out, &b.train_batch, &b.micro, &b.gas));
+  PM_RETURN_IF_ERROR(ReadDsConfig(name, text, options, out, &b.train_batch, &b.micro, &b.gas));
   out.layout.mbs = b.micro;
   return core::Status::Ok();
 }
@@ -197,7 +260,8 @@ core::Status ImportDsLaunchScript(const std::string& name, const std::string& te
   PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
   const int64_t tp = out.layout.tp, cp = out.layout.cp;
   const spec::Recompute recompute = out.layout.recompute;
-  PM_RETURN_IF_ERROR(ReadDsConfig(shown, cfg_text, out, &b.train_batch, &b.micro, &b.gas));
+  PM_RETURN_IF_ERROR(
+      ReadDsConfig(shown, cfg_text, options, out, &b.train_batch, &b.micro, &b.gas));
   out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
   if (cp > 1 && out.layout.cp != cp) {
     return core::Status::Error(fmt::format(

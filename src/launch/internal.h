@@ -129,6 +129,10 @@ extern const char* const kMegatronFlagTable;
 extern const char* const kMegatronDeepSpeedFlagTable;
 // torchtitan 0.2.2's job-config keys (section.key, one a line; src/launch/data).
 extern const char* const kTorchtitanKeyTable;
+// DeepSpeed 0.19.8's ds_config keys (dotted, one a line; src/launch/data, built by
+// scripts/deepspeed_config_keys.py): the top-level keys DeepSpeedConfig reads, and the fields of
+// the sections its pydantic models check.
+extern const char* const kDeepSpeedConfigKeyTable;
 // The flags of Megatron-LM's (ds = false) or Megatron-DeepSpeed's parser.
 const std::set<std::string>& ParserFlagNames(bool ds);
 // Flags of argv the engine's parser does not have: an error naming each (with the closest known

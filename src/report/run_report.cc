@@ -93,6 +93,7 @@ core::Result<RunStep> ParseStep(const Json& j, const Where& where) {
   PM_ASSIGN_OR_RETURN(s.eval_loss, OptionalNumber(j, "eval_loss", where));
   PM_ASSIGN_OR_RETURN(s.aux_loss, OptionalNumber(j, "aux_loss", where));
   PM_ASSIGN_OR_RETURN(s.expert_load_imbalance, OptionalNumber(j, "expert_load_imbalance", where));
+  PM_ASSIGN_OR_RETURN(s.max_expert_share, OptionalNumber(j, "max_expert_share", where));
   if (j.contains("tokens_per_expert")) {
     const Json& t = j["tokens_per_expert"];
     if (!t.is_array()) return where.Error("'tokens_per_expert' must be an array");

@@ -32,6 +32,7 @@ struct RunStep {
   std::optional<double> eval_loss;
   std::optional<double> aux_loss;
   std::optional<double> expert_load_imbalance;
+  std::optional<double> max_expert_share;  // the most loaded expert's share of routed tokens
   std::vector<double> tokens_per_expert;
   std::optional<double> dropped_tokens;
   std::optional<bool> expert_collapse;          // the engine's warning, when the line carries it

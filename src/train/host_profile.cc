@@ -277,12 +277,28 @@ struct Errors {
   void Add(const std::string& field, const std::string& reason) {
     all.push_back(fmt::format("{}: {}: {}", path, field, reason));
   }
-  // A number > 0 (or >= 0 when zero_ok), finite.
+  // A number > 0 (or >= 0 when zero_ok), finite, at most kMaxRate.
   void Number(const toml::node_view<const toml::node>& node, const std::string& field, double& out,
               bool zero_ok = false) {
     const auto v = node.value<double>();
-    if (!v || !std::isfinite(*v) || *v < 0 || (!zero_ok && *v == 0)) {
-      Add(field, zero_ok ? "must be a number >= 0" : "must be a positive number");
+    if (!v || !std::isfinite(*v) || *v < 0 || (!zero_ok && *v == 0) || *v > kMaxRate) {
+      Add(field,
+          fmt::format("{} (at most {:g})",
+                      zero_ok ? "must be a number >= 0" : "must be a positive number", kMaxRate));
+    } else {
+      out = *v;
+    }
+  }
+  // A measured rate (GFLOP/s, GB/s) in [kMinRate, kMaxRate], or 0 when zero_ok (not
+  // measured, or free): the cost model divides by it.
+  void Rate(const toml::node_view<const toml::node>& node, const std::string& field, double& out,
+            bool zero_ok = false) {
+    const auto v = node.value<double>();
+    if (!v || !((*v >= kMinRate && *v <= kMaxRate) || (zero_ok && *v == 0))) {
+      Add(field, zero_ok ? fmt::format("must be a number >= 0: 0 or a rate in [{:g}, {:g}]",
+                                       kMinRate, kMaxRate)
+                         : fmt::format("must be a positive number, a rate in [{:g}, {:g}]",
+                                       kMinRate, kMaxRate));
     } else {
       out = *v;
     }
@@ -353,10 +369,10 @@ std::vector<CommProfile> ParseComm(const toml::table& root, Errors& e) {
       c.ranks = static_cast<int>(*ranks);
     }
     e.Number((*t)["latency_us"], field + ".latency_us", c.fit.latency_us, /*zero_ok=*/true);
-    e.Number((*t)["bus_gbps"], field + ".bus_gbps", c.fit.bus_gbps);
+    e.Rate((*t)["bus_gbps"], field + ".bus_gbps", c.fit.bus_gbps);
     // Absent in profiles written before the reduction was fitted: free, as then.
     if (t->contains("reduce_gbps")) {
-      e.Number((*t)["reduce_gbps"], field + ".reduce_gbps", c.fit.reduce_gbps, /*zero_ok=*/true);
+      e.Rate((*t)["reduce_gbps"], field + ".reduce_gbps", c.fit.reduce_gbps, /*zero_ok=*/true);
     }
     e.RejectUnknown(*t, field, {"ranks", "latency_us", "bus_gbps", "reduce_gbps", "sample"});
     if (const toml::array* samples = (*t)["sample"].as_array()) {
@@ -386,15 +402,15 @@ core::Result<HostProfile> LoadHostProfile(const std::string& path) {
   if (h == nullptr) return core::Status::Error(fmt::format("{}: missing [host] table", path));
   HostProfile p;
   Errors e{path, {}};
-  e.Number((*h)["peak_gflops"], "host.peak_gflops", p.peak_gflops);
-  e.Number((*h)["peak_gflops_1t"], "host.peak_gflops_1t", p.peak_gflops_1t);
-  e.Number((*h)["mem_gbps"], "host.mem_gbps", p.mem_gbps);
-  e.Number((*h)["attention_gflops"], "host.attention_gflops", p.attention_gflops);
-  e.Number((*h)["stream_1t_gbps"], "host.stream_1t_gbps", p.stream_1t_gbps);
+  e.Rate((*h)["peak_gflops"], "host.peak_gflops", p.peak_gflops);
+  e.Rate((*h)["peak_gflops_1t"], "host.peak_gflops_1t", p.peak_gflops_1t);
+  e.Rate((*h)["mem_gbps"], "host.mem_gbps", p.mem_gbps);
+  e.Rate((*h)["attention_gflops"], "host.attention_gflops", p.attention_gflops);
+  e.Rate((*h)["stream_1t_gbps"], "host.stream_1t_gbps", p.stream_1t_gbps);
   for (auto [key, out] :
        {std::pair{"gemv_gbps", &p.gemv_gbps}, std::pair{"gemv_1t_gbps", &p.gemv_1t_gbps}}) {
     if (h->contains(key))
-      e.Number((*h)[key], fmt::format("host.{}", key), *out, true);  // 0, absent: not measured
+      e.Rate((*h)[key], fmt::format("host.{}", key), *out, true);  // 0, absent: not measured
   }
   e.Number((*h)["gemm_dim_overhead"], "host.gemm_dim_overhead", p.gemm_dim_overhead, true);
   e.Number((*h)["gemm_dim_overhead_1t"], "host.gemm_dim_overhead_1t", p.gemm_dim_overhead_1t, true);

@@ -70,6 +70,11 @@ struct CommProfile {
   std::vector<CommSample> samples;
 };
 
+// A measured rate (GFLOP/s, GB/s) of a host, in a profile or as run.peak_gflops / run.mem_gbps:
+// within [kMinRate, kMaxRate]. The cost model divides by rates; a subnormal one (4e-320) made
+// that quotient inf and the predicted step time NaN (host_fuzz).
+inline constexpr double kMinRate = 1e-6, kMaxRate = 1e12;
+
 struct HostProfile {
   int threads = 0;  // BLAS / triad threads of the all-threads measurement
   int cores = 0;    // hardware threads of the host (a rank's share of the cores is cores / ranks)

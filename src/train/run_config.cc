@@ -61,8 +61,9 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   r.Int("eval_batches", o.eval_batches, false, 1);
   r.Int("log_every", o.log_every, false, 1);
   r.Int("threads", o.threads, false, 0);
-  r.Double("peak_gflops", o.peak_gflops, false, 0, true);
-  r.Double("mem_gbps", o.mem_gbps, false, 0, true);
+  // Rates the cost model divides by: kMinRate..kMaxRate (a subnormal one made it NaN).
+  r.Double("peak_gflops", o.peak_gflops, false, kMinRate, false, kMaxRate);
+  r.Double("mem_gbps", o.mem_gbps, false, kMinRate, false, kMaxRate);
   r.String("host_profile", o.host_profile);
   const toml::table* run_table = root["run"].as_table();
   const bool explicit_host = run_table != nullptr && (run_table->contains("peak_gflops") ||

@@ -21,6 +21,7 @@
 #include "core/numeric.h"
 #include "core/quote.h"
 #include "core/subprocess.h"
+#include "report/run_report.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -83,45 +84,63 @@ core::Status ReadMeasured(Row& row, int steps) {
   }
   PM_ASSIGN_OR_RETURN(const std::string text,
                       core::ReadInputFile(path, core::kMaxLogFileBytes, "metrics.jsonl"));
-  std::istringstream in(text);
-  std::vector<nlohmann::json> good;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      return core::Status::Error(fmt::format("{}:{}: not a JSON object", path, n));
-    }
-    if (!j.value("skipped", false) && j.contains("step_time_s")) good.push_back(std::move(j));
-  }
+  // The one metrics.jsonl reader (report/run_report.h, what `pentamesh report` reads): every
+  // line's keys typed, skipped steps left out, errors naming the file and the line.
+  PM_ASSIGN_OR_RETURN(const report::RunMetrics run, report::ParseRunMetrics(text, path));
+  const std::vector<report::RunStep>& good = run.steps;
   // The first quarter of the steps (at least one) warms caches, pools and the BLAS threads.
   const size_t warm = static_cast<size_t>(std::max(1, steps / 4));
   if (good.size() <= warm) {
     return core::Status::Error(
         fmt::format("{}: {} steps, fewer than the {} warm-up steps + 1", path, good.size(), warm));
   }
+  // What the table, the summary and the page show must be a number: a step's value the writer
+  // printed as null (NaN) or a negative one is refused naming the step and the key.
+  auto finite = [&](const report::RunStep& s, const char* key, double v) -> core::Status {
+    if (std::isfinite(v) && v >= 0) return core::Status::Ok();
+    return core::Status::Error(
+        fmt::format("{}: step {}: {} is {}, not a finite number >= 0", path, s.step, key, v));
+  };
   Measured m;
   std::vector<double> time, tps, mfu, imbalance, share, bubble;
   std::map<std::string, std::vector<double>> comm;
   for (size_t i = warm; i < good.size(); ++i) {
-    const nlohmann::json& j = good[i];
-    time.push_back(j.value("step_time_s", 0.0));
-    tps.push_back(j.value("tokens_per_s", 0.0));
-    mfu.push_back(j.value("mfu", 0.0));
-    if (j.contains("expert_load_imbalance")) imbalance.push_back(j["expert_load_imbalance"]);
-    if (j.contains("max_expert_share")) share.push_back(j["max_expert_share"]);
-    if (j.contains("bubble") && j["bubble"].is_number()) bubble.push_back(j["bubble"]);
-    if (j.contains("comm_time_s")) {
-      for (const auto& [k, v] : j["comm_time_s"].items()) comm[k].push_back(v.get<double>());
+    const report::RunStep& s = good[i];
+    PM_RETURN_IF_ERROR(finite(s, "step_time_s", s.step_time_s));
+    PM_RETURN_IF_ERROR(finite(s, "tokens_per_s", s.tokens_per_s));
+    PM_RETURN_IF_ERROR(finite(s, "mfu", s.mfu));
+    if (!(s.step_time_s > 0)) {
+      return core::Status::Error(
+          fmt::format("{}: step {}: step_time_s is {}, not positive", path, s.step, s.step_time_s));
     }
+    time.push_back(s.step_time_s);
+    tps.push_back(s.tokens_per_s);
+    mfu.push_back(s.mfu);
+    if (s.expert_load_imbalance) {
+      PM_RETURN_IF_ERROR(finite(s, "expert_load_imbalance", *s.expert_load_imbalance));
+      imbalance.push_back(*s.expert_load_imbalance);
+    }
+    if (s.max_expert_share) {
+      PM_RETURN_IF_ERROR(finite(s, "max_expert_share", *s.max_expert_share));
+      share.push_back(*s.max_expert_share);
+    }
+    if (s.bubble && !std::isnan(*s.bubble)) {
+      PM_RETURN_IF_ERROR(finite(s, "bubble", *s.bubble));
+      bubble.push_back(*s.bubble);
+    }
+    for (const auto& [k, v] : s.comm_time_s) comm[k].push_back(v);  // checked by the reader
   }
-  for (const nlohmann::json& j : good) {
-    const nlohmann::json& peak = j.value("peak_bytes", nlohmann::json::object());
-    for (int t = 0; t < core::kMemTagCount; ++t) {
-      const char* tag = core::MemTagName(static_cast<core::MemTag>(t));
-      m.peak_bytes[static_cast<size_t>(t)] =
-          std::max(m.peak_bytes[static_cast<size_t>(t)], peak.value(tag, 0.0));
+  for (const report::RunStep& s : good) {
+    for (const auto& [tag, bytes] : s.peak_bytes) {
+      PM_RETURN_IF_ERROR(finite(s, "peak_bytes", bytes));
     }
-    m.peak_total = std::max(m.peak_total, peak.value("total", 0.0));
+    for (int t = 0; t < core::kMemTagCount; ++t) {
+      const auto it = s.peak_bytes.find(core::MemTagName(static_cast<core::MemTag>(t)));
+      if (it == s.peak_bytes.end()) continue;
+      double& peak = m.peak_bytes[static_cast<size_t>(t)];
+      peak = std::max(peak, it->second);
+    }
+    m.peak_total = std::max(m.peak_total, s.peak_bytes.at("total"));
   }
   m.step_time_s = Median(time);
   m.tokens_per_s = Median(tps);
@@ -130,7 +149,8 @@ core::Status ReadMeasured(Row& row, int steps) {
   if (!share.empty()) m.max_expert_share = Mean(share);
   if (!bubble.empty()) m.bubble = Median(bubble);
   for (const auto& [k, v] : comm) m.comm_time_s[k] = Mean(v);
-  m.final_loss = good.back().value("loss", 0.0);
+  PM_RETURN_IF_ERROR(finite(good.back(), "loss", good.back().loss));
+  m.final_loss = good.back().loss;
   m.steps_measured = static_cast<int>(time.size());
   row.measured = m;
   return core::Status::Ok();

@@ -113,6 +113,8 @@ void ExpectRoundTrip(const spec::ModelSpec& spec, int64_t max_shard_bytes = int6
   const std::string dir = Export(a, spec, "", max_shard_bytes);
   auto hf = ImportHf(dir);
   ASSERT_TRUE(hf.ok()) << hf.status().message();
+  // ExportHf writes only keys transformers reads (and pentamesh_model_name).
+  EXPECT_TRUE(hf->warnings.empty()) << hf->warnings.front();
   EXPECT_TRUE(CheckSameArchitecture(hf->model, spec, "hf").ok())
       << CheckSameArchitecture(hf->model, spec, "hf").message();
   core::Allocator alloc;
@@ -342,6 +344,36 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("model.moe.top_k"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("model.rope_theta"), std::string::npos) << st.message();
+}
+
+// config.json keys transformers 4.41.2 does not read for the model_type are named in a warning
+// (src/ckpt/data/hf_config_keys_transformers_4.41.2.txt), the import goes on: HF configs carry
+// other tools' keys. A misspelt num_key_value_heads leaves MHA in transformers and here alike.
+// The numbers go through spec::ParseJson: 1e400 is refused naming the literal and its line.
+TEST(HfImport, UnreadKeysWarnedNumbersRefused) {
+  const spec::ModelSpec spec = Dense();
+  Fixture f(spec);
+  const std::string dir = Export(f, spec);
+  const fs::path config = fs::path(dir) / "config.json";
+  nlohmann::json j = ReadJson(config);
+  j["quantization_config_typo"] = nlohmann::json::object();
+  j["torch_dtype"] = "bfloat16";          // every HF config has it: known
+  j["transformers_version"] = "4.41.2";  // likewise
+  std::ofstream(config) << j.dump();
+  auto hf = ImportHf(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  ASSERT_EQ(hf->warnings.size(), 1u);
+  EXPECT_NE(hf->warnings[0].find("config.json: a key is not read by transformers 4.41.2 for "
+                                 "model_type llama"),
+            std::string::npos)
+      << hf->warnings[0];
+  EXPECT_NE(hf->warnings[0].find(": quantization_config_typo"), std::string::npos);
+  std::string text = j.dump(1);
+  text.replace(text.find("\"rms_norm_eps\": "), 0, "\"rms_norm_eps2\": 1e400,\n ");
+  std::ofstream(config) << text;
+  const std::string err = ImportError(dir);
+  EXPECT_NE(err.find("config.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("1e400"), std::string::npos) << err;
 }
 
 TEST(HfImport, MixtralErrorsNameTheField) {

@@ -1,6 +1,7 @@
-// Replays every input of fuzz/seeds/cli (the CLI fuzzer's seed corpus and every input it once
-// crashed on) through the real binary and checks fuzz/cli_properties.h on each outcome, so these
-// inputs stay fixed in every build, with or without clang and libFuzzer.
+// Replays every input of fuzz/seeds/cli and fuzz/seeds/serve (the CLI and serve fuzzers' seed
+// corpora and every input they once crashed on) through the real binary and checks
+// fuzz/cli_properties.h on each outcome, so these inputs stay fixed in every build, with or without
+// clang and libFuzzer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,13 +23,15 @@ std::string Quote(const std::string& arg) {
 
 TEST(CliFuzzReplay, EverySeedSatisfiesTheProperties) {
   std::vector<std::filesystem::path> seeds;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(PM_SOURCE_DIR) + "/fuzz/seeds/cli"))
-    seeds.push_back(entry.path());
+  for (const char* dir : {"/fuzz/seeds/cli", "/fuzz/seeds/serve"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(PM_SOURCE_DIR) + dir))
+      seeds.push_back(entry.path());
+  }
   std::sort(seeds.begin(), seeds.end());
-  ASSERT_GE(seeds.size(), 10u);
+  ASSERT_GE(seeds.size(), 14u);
   for (const auto& seed : seeds) {
-    const std::vector<std::string> args = fuzz::ArgsFromText(testing::ReadFile(seed.string()));
+    std::vector<std::string> args = fuzz::ArgsFromText(testing::ReadFile(seed.string()));
+    fuzz::EmitToTempDir(args);  // serve --emit DIR: a temporary directory
     std::string command;
     bool json = false;
     for (const std::string& a : args) {

@@ -65,6 +65,25 @@ TEST(ShellQuote, PlainWordsStayReadable) {
   EXPECT_EQ(ShellQuote(std::string_view("a\0b", 3)), "'a\\0b'");
 }
 
+// A key from a user's file (a GPU class, a profile's table name) written back as a table name
+// reads back as the same key, bare when it can be (stack_fuzz: `[gpu."a b"]` was written as
+// `[gpu.a b]`, which no TOML reader accepts).
+TEST(TomlKey, TomlReadsEachHostileKeyBack) {
+  EXPECT_EQ(TomlKey("h100"), "h100");
+  EXPECT_EQ(TomlKey("a100-80gb_x"), "a100-80gb_x");
+  EXPECT_EQ(TomlKey(""), "\"\"");
+  Fixture f;
+  for (const auto& s : f.hostile) {
+    if (s == testing::kInvalidUtf8) continue;  // not a key a TOML file can hold
+    const std::string doc = "[gpu." + TomlKey(s) + "]\nv = 1\n";
+    const toml::table parsed = Parse(doc);
+    const toml::table* gpu = parsed["gpu"].as_table();
+    ASSERT_NE(gpu, nullptr) << doc;
+    ASSERT_EQ(gpu->size(), 1u) << doc;
+    EXPECT_EQ(std::string(gpu->begin()->first.str()), s) << doc;
+  }
+}
+
 TEST(TomlString, TomlReadsEachHostileStringBack) {
   Fixture f;
   for (const auto& s : f.hostile) {

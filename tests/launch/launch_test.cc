@@ -788,6 +788,45 @@ TEST(LaunchImport, UnknownTorchtitanKeysAreNamed) {
   EXPECT_NE(warned->warnings[0].find("training.local_batch_sise"), std::string::npos);
 }
 
+// ds_config keys DeepSpeed 0.19.8 does not read are named (src/launch/data/deepspeed_config_keys
+// _v0.19.8.txt): a misspelt top-level section (DeepSpeed ignores it, so ZeRO would silently stay
+// at stage 0) and a misspelt field inside a section DeepSpeed's pydantic model checks (DeepSpeed
+// refuses it); --allow-unknown warns instead. The contents of optimizer/scheduler are not checked,
+// and the emitted config's own "_pentamesh" key is accepted.
+TEST(LaunchImport, UnknownDsConfigKeysAreNamed) {
+  ImportOptions o;
+  o.engine = Engine::kDeepSpeed;
+  o.model = "llama3-8b";
+  o.seq_len = 4096;
+  o.gpus = 8;
+  const std::string good =
+      R"({"_pentamesh": "header", "train_micro_batch_size_per_gpu": 1, "zero_optimization": )"
+      R"({"stage": 2, "offload_optimizer": {"device": "cpu"}}, "optimizer": {"type": "AdamW", )"
+      R"("params": {"lr": 1e-4, "anything": 1}}, "bf16": {"enabled": true}})";
+  auto ok = ImportText("ds_config.json", good, ".", o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->layout.zero, 2);
+  EXPECT_TRUE(ok->warnings.empty());
+  const std::string bad_text =
+      R"({"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 3}, )"
+      R"("bf16": {"enabled": true, "enabeld": true}})";
+  auto bad = ImportText("ds_config.json", bad_text, ".", o);
+  ASSERT_FALSE(bad.ok());
+  const std::string& msg = bad.status().message();
+  EXPECT_NE(msg.find("not DeepSpeed 0.19.8 ds_config keys: zero_optimisation (DeepSpeed ignores "
+                     "it"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("bf16.enabeld (DeepSpeed's config check refuses it)"), std::string::npos)
+      << msg;
+  o.allow_unknown = true;
+  auto warned = ImportText("ds_config.json", bad_text, ".", o);
+  ASSERT_TRUE(warned.ok()) << warned.status().message();
+  EXPECT_EQ(warned->layout.zero, 0);  // what DeepSpeed runs: the misspelt section is ignored
+  ASSERT_EQ(warned->warnings.size(), 1u);
+  EXPECT_NE(warned->warnings[0].find("zero_optimisation"), std::string::npos);
+}
+
 // The engines' own defaults where a flag is absent, and the flags pentamesh does not carry listed
 // as notes.
 TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {

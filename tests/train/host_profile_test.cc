@@ -224,6 +224,20 @@ TEST(HostProfile, TomlRoundTripAndErrors) {
       << bad.status().message();
   EXPECT_NE(bad.status().message().find("host.attention_gflops"), std::string::npos);
   EXPECT_FALSE(LoadHostProfile(WriteTemp("host_none.toml", "[other]\n")).ok());
+  // host_fuzz: a subnormal rate (4e-320) was accepted and made the engine's predicted step time
+  // NaN (peak, triad) or inf (a [[comm]] link); every rate is held to [1e-6, 1e12].
+  for (const std::string name : {"peak_gflops", "mem_gbps", "stream_1t_gbps", "bus_gbps"}) {
+    std::string text = HostProfileToml(Profile(200, 50, 20, 10, 4)) +
+                       "\n[[comm]]\nranks = 2\nlatency_us = 1\nbus_gbps = 2\n";
+    const size_t at = text.find("\n" + name + " = ") + 1;
+    text.replace(at, text.find('\n', at) - at, name + " = 4e-320");
+    const auto tiny = LoadHostProfile(WriteTemp("host_tiny.toml", text));
+    ASSERT_FALSE(tiny.ok()) << name;
+    EXPECT_NE(tiny.status().message().find(name + ": must be a positive number, a rate in [1e-06, "
+                                                  "1e+12]"),
+              std::string::npos)
+        << tiny.status().message();
+  }
   // The [[comm]] entries: every bad field named with its index.
   const std::string host = HostProfileToml(Profile(200, 50, 20, 10, 4));
   const struct {

@@ -73,6 +73,38 @@ TEST(TuneReadMeasured, MediansAfterTheWarmUpAndPeaks) {
   EXPECT_NE(s.message().find("no metrics"), std::string::npos) << s.message();
 }
 
+// tune_fuzz: a wrong type or a null where ReadMeasured took a number aborted tune (an uncaught
+// JSON exception), and a negative step time was measured. The file is read by report's
+// metrics.jsonl reader; what the table shows must be a finite number >= 0 (step time > 0).
+TEST(TuneReadMeasured, BadValuesNameTheFileAndStep) {
+  const std::string good =
+      R"({"step":1,"loss":1,"lr":1,"grad_norm":1,"tokens_per_s":5,"mfu":0.1,"step_time_s":1,)"
+      R"("peak_bytes":{"total":1}})";
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string bad = good;
+    bad.replace(bad.find(from), from.size(), to);
+    const std::string dir = testing::MakeTempDir("tune_bad_metrics");
+    std::ofstream(dir + "/metrics.jsonl") << good << "\n" << bad << "\n" << good << "\n";
+    Row row;
+    row.dir = dir;
+    const core::Status s = ReadMeasured(row, 4);  // one warm-up step
+    EXPECT_FALSE(row.measured);
+    return s.ok() ? std::string("accepted") : s.message();
+  };
+  EXPECT_NE(with(R"("tokens_per_s":5)", R"("tokens_per_s":"x")")
+                .find("metrics.jsonl:2: 'tokens_per_s' must be a number"),
+            std::string::npos);
+  EXPECT_NE(with(R"("mfu":0.1)", R"("mfu":null)").find("metrics.jsonl: step 1: mfu is nan"),
+            std::string::npos)
+      << with(R"("mfu":0.1)", R"("mfu":null)");
+  EXPECT_NE(with(R"("step_time_s":1)", R"("step_time_s":-1)").find("step_time_s is -1"),
+            std::string::npos);
+  EXPECT_NE(with(R"("step_time_s":1)", R"("step_time_s":0)").find("step_time_s is 0, not positive"),
+            std::string::npos);
+  EXPECT_NE(with(R"("loss":1)", R"("loss":[1])").find("metrics.jsonl:2: 'loss' must be a number"),
+            std::string::npos);
+}
+
 std::vector<std::string> Sets() {
   return {"model.vocab=512", "data.dataset=\"" + data::testing::Corpus().dataset + "\""};
 }
