@@ -10,8 +10,8 @@ and the class's attribute_map aliases. Any other key transformers keeps as an at
 model never reads. The version is scripts/pyenv.sh's (the one tests/ckpt compares logits with).
 
 Usage (transformers alone, no PyTorch needed):
-  python3 -m venv /tmp/hf && /tmp/hf/bin/pip install transformers==4.41.2
-  /tmp/hf/bin/python scripts/hf_config_keys.py > src/ckpt/data/hf_config_keys_transformers_4.41.2.txt
+  python3 -m venv /tmp/hf && /tmp/hf/bin/pip install transformers==4.44.2
+  /tmp/hf/bin/python scripts/hf_config_keys.py > src/ckpt/data/hf_config_keys_transformers_4.44.2.txt
 """
 import inspect
 import os

@@ -530,7 +530,7 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
                                              const std::string& dir, HfArch& arch,
                                              std::vector<std::string>& warnings);
 
-// The keys of `j` that transformers 4.41.2 does not read for `model_type` (kHfConfigKeyTable),
+// The keys of `j` that transformers 4.44.2 does not read for `model_type` (kHfConfigKeyTable),
 // besides pentamesh's own pentamesh_model_name.
 std::vector<std::string> UnreadConfigKeys(const nlohmann::json& j, const std::string& model_type) {
   static const std::set<std::pair<std::string, std::string>> known = [] {
@@ -577,7 +577,7 @@ core::Result<spec::ModelSpec> ReadConfigJson(const nlohmann::json& j, const std:
         type));
   if (const std::vector<std::string> unread = UnreadConfigKeys(j, type); !unread.empty()) {
     warnings.push_back(fmt::format(
-        "{}: {} not read by transformers 4.41.2 for model_type {} (a misspelt key leaves its "
+        "{}: {} not read by transformers 4.44.2 for model_type {} (a misspelt key leaves its "
         "field at the default there and here): {}",
         file, unread.size() == 1 ? "a key is" : "keys are", type, fmt::join(unread, ", ")));
   }

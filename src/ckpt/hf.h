@@ -81,9 +81,9 @@ struct HfModel {
 };
 
 // Reads config.json and the safetensors (single file or index + shards; F32, BF16 or F16).
-// Errors name the file and the field. Keys of config.json that transformers 4.41.2's
+// Errors name the file and the field. Keys of config.json that transformers 4.44.2's
 // configuration class for the model_type does not take (src/ckpt/data/
-// hf_config_keys_transformers_4.41.2.txt) are named in HfModel::warnings, not refused: HF configs
+// hf_config_keys_transformers_4.44.2.txt) are named in HfModel::warnings, not refused: HF configs
 // carry keys of other tools, which transformers keeps as attributes its model never reads; the
 // keys it does read and that would change the model pentamesh builds are checked one by one
 // (refused unless they match pentamesh's architecture).

@@ -346,8 +346,8 @@ TEST(HfImport, ErrorsNameTheFileAndField) {
   EXPECT_NE(st.message().find("model.rope_theta"), std::string::npos) << st.message();
 }
 
-// config.json keys transformers 4.41.2 does not read for the model_type are named in a warning
-// (src/ckpt/data/hf_config_keys_transformers_4.41.2.txt), the import goes on: HF configs carry
+// config.json keys transformers 4.44.2 does not read for the model_type are named in a warning
+// (src/ckpt/data/hf_config_keys_transformers_4.44.2.txt), the import goes on: HF configs carry
 // other tools' keys. A misspelt num_key_value_heads leaves MHA in transformers and here alike.
 // The numbers go through spec::ParseJson: 1e400 is refused naming the literal and its line.
 TEST(HfImport, UnreadKeysWarnedNumbersRefused) {
@@ -363,7 +363,7 @@ TEST(HfImport, UnreadKeysWarnedNumbersRefused) {
   auto hf = ImportHf(dir);
   ASSERT_TRUE(hf.ok()) << hf.status().message();
   ASSERT_EQ(hf->warnings.size(), 1u);
-  EXPECT_NE(hf->warnings[0].find("config.json: a key is not read by transformers 4.41.2 for "
+  EXPECT_NE(hf->warnings[0].find("config.json: a key is not read by transformers 4.44.2 for "
                                  "model_type llama"),
             std::string::npos)
       << hf->warnings[0];
