@@ -96,15 +96,7 @@ namespace {
 // scheduler.params, ...) are the components' own and are not checked.
 core::Status CheckDsKeys(const std::string& name, const nlohmann::json& root,
                          const ImportOptions& options, Imported& out) {
-  static const std::set<std::string> known = [] {
-    std::set<std::string> keys;
-    std::istringstream in(kDeepSpeedConfigKeyTable);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line[0] != '#') keys.insert(line);
-    }
-    return keys;
-  }();
+  static const std::set<std::string> known = FlagNames(kDeepSpeedConfigKeyTable);
   std::vector<std::string> ignored, refused;
   std::function<void(const nlohmann::json&, const std::string&)> walk =
       [&](const nlohmann::json& object, const std::string& prefix) {
@@ -260,8 +252,7 @@ core::Status ImportDsLaunchScript(const std::string& name, const std::string& te
   PM_ASSIGN_OR_RETURN(std::string cfg_text, spec::ReadFile(path.string()));
   const int64_t tp = out.layout.tp, cp = out.layout.cp;
   const spec::Recompute recompute = out.layout.recompute;
-  PM_RETURN_IF_ERROR(
-      ReadDsConfig(shown, cfg_text, options, out, &b.train_batch, &b.micro, &b.gas));
+  PM_RETURN_IF_ERROR(ReadDsConfig(shown, cfg_text, options, out, &b.train_batch, &b.micro, &b.gas));
   out.layout.tp = tp;  // Megatron-DeepSpeed's TP, not AutoTP
   if (cp > 1 && out.layout.cp != cp) {
     return core::Status::Error(fmt::format(

@@ -47,18 +47,6 @@ constexpr DroppedFlag kDroppedFlags[] = {
     {"--mlp-type", true, "only the standard MoE (not residual PR-MoE) is modelled"},
 };
 
-// The flag names of one table (the first column of each line).
-std::set<std::string> FlagNames(const char* table) {
-  std::set<std::string> names;
-  std::istringstream in(table);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    names.insert(line.substr(0, line.find('\t')));
-  }
-  return names;
-}
-
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -94,6 +82,17 @@ core::Status WithFallback(const Script& script, core::Status status) {
   if (status.ok() || script.fallback.empty()) return status;
   return core::Status::Error(fmt::format("{} (read with pentamesh's own shell reader: {})",
                                          status.message(), script.fallback));
+}
+
+std::set<std::string> FlagNames(const char* table) {
+  std::set<std::string> names;
+  std::istringstream in(table);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    names.insert(line.substr(0, line.find('\t')));
+  }
+  return names;
 }
 
 const std::set<std::string>& ParserFlagNames(bool ds) {

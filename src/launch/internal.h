@@ -133,6 +133,9 @@ extern const char* const kTorchtitanKeyTable;
 // scripts/deepspeed_config_keys.py): the top-level keys DeepSpeedConfig reads, and the fields of
 // the sections its pydantic models check.
 extern const char* const kDeepSpeedConfigKeyTable;
+// The first column of each line of a compiled-in table (the flag names of a flag table, the keys
+// of a key table), '#' lines skipped.
+std::set<std::string> FlagNames(const char* table);
 // The flags of Megatron-LM's (ds = false) or Megatron-DeepSpeed's parser.
 const std::set<std::string>& ParserFlagNames(bool ds);
 // Flags of argv the engine's parser does not have: an error naming each (with the closest known

@@ -548,15 +548,7 @@ core::Status ImportTitanRecomputeAndPrecision(const TitanKeys& keys, Imported& o
 // (an error, or a warning with allow_unknown).
 core::Status CheckTitanKeys(const std::string& name, const toml::table& root,
                             const ImportOptions& options, Imported& out) {
-  static const std::set<std::string> known = [] {
-    std::set<std::string> keys;
-    std::istringstream in(kTorchtitanKeyTable);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line[0] != '#') keys.insert(line);
-    }
-    return keys;
-  }();
+  static const std::set<std::string> known = FlagNames(kTorchtitanKeyTable);
   std::string unknown;
   int count = 0;
   // A key is known, or a prefix of known keys (a section), walked into.
