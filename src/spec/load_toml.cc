@@ -199,22 +199,33 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   FieldReader r(t, "cluster", &errors);
   r.String("name", c.name);
   r.String("gpu", c.gpu);
-  r.Double("peak_tflops", c.peak_tflops, true);
-  r.Double("peak_fp8_tflops", c.peak_fp8_tflops, false, 0, false);
-  r.Double("hbm_gb", c.hbm_gb, true);
-  r.Double("hbm_gbps", c.hbm_gbps, true);
-  r.Double("hbm_usable_gb", c.hbm_usable_gb, false, 0, false);
+  // Rates and sizes between 1e-3 (a GFLOP/s, a MB/s, a MB) and 1e9 (a ZFLOP/s, a PB/s, a PB):
+  // a denormal rate made a step time infinite (cost/goodput.cc aborted; found by fuzzing).
+  constexpr double kMinRate = 1e-3, kMaxRate = 1e9;
+  r.Double("peak_tflops", c.peak_tflops, true, kMinRate, false, kMaxRate);
+  r.Double("peak_fp8_tflops", c.peak_fp8_tflops, false, 0, false, kMaxRate);
+  if (c.peak_fp8_tflops > 0 && c.peak_fp8_tflops < kMinRate)
+    r.Error("peak_fp8_tflops", fmt::format("must be 0 (no FP8) or >= {:g}", kMinRate));
+  r.Double("hbm_gb", c.hbm_gb, true, kMinRate, false, kMaxRate);
+  r.Double("hbm_gbps", c.hbm_gbps, true, kMinRate, false, kMaxRate);
+  r.Double("hbm_usable_gb", c.hbm_usable_gb, false, 0, false, kMaxRate);
   r.Int("gpus_per_node", c.gpus_per_node, true);
   r.Int("nodes", c.nodes, true);
-  r.Double("intra_node_gbps", c.intra_node_gbps, true);
-  r.Double("intra_node_latency_us", c.intra_node_latency_us, false, 0, false);
-  r.Double("intra_node_reduce_gbps", c.intra_node_reduce_gbps, false, 0, false);
+  r.Double("intra_node_gbps", c.intra_node_gbps, true, kMinRate, false, kMaxRate);
+  r.Double("intra_node_latency_us", c.intra_node_latency_us, false, 0, false, kMaxRate);
+  r.Double("intra_node_reduce_gbps", c.intra_node_reduce_gbps, false, 0, false, kMaxRate);
+  if (c.intra_node_reduce_gbps > 0 && c.intra_node_reduce_gbps < kMinRate)
+    r.Error("intra_node_reduce_gbps", fmt::format("must be 0 (none) or >= {:g}", kMinRate));
   r.Int("nics_per_node", c.nics_per_node, true);
-  r.Double("inter_node_gbps", c.inter_node_gbps, true);
-  r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false);
+  r.Double("inter_node_gbps", c.inter_node_gbps, true, kMinRate, false, kMaxRate);
+  r.Double("inter_node_latency_us", c.inter_node_latency_us, false, 0, false, kMaxRate);
   r.Double("gemm_efficiency", c.gemm_efficiency, false, 0, false);
+  if (c.gemm_efficiency > 0 && c.gemm_efficiency < kMinRate)
+    r.Error("gemm_efficiency", fmt::format("must be 0 (the preset's) or >= {:g}", kMinRate));
   if (c.gemm_efficiency > 1) r.Error("gemm_efficiency", "must be <= 1");
-  r.Double("fp8_gemm_speedup", c.fp8_gemm_speedup, false, 0, false);
+  r.Double("fp8_gemm_speedup", c.fp8_gemm_speedup, false, 0, false, kMaxRate);
+  if (c.fp8_gemm_speedup > 0 && c.fp8_gemm_speedup < kMinRate)
+    r.Error("fp8_gemm_speedup", fmt::format("must be 0 (the preset's) or >= {:g}", kMinRate));
   if (c.fp8_gemm_speedup > 0 && c.peak_fp8_tflops <= 0) {
     r.Error("fp8_gemm_speedup", "needs peak_fp8_tflops (the GPU has no FP8)");
   }

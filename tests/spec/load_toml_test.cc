@@ -105,6 +105,19 @@ total_tokens = 1e6
   EXPECT_TRUE(Contains(bad_reduce.status().message(),
                        "cluster.intra_node_reduce_gbps: must be >= 0 (got -1)"))
       << bad_reduce.status().message();
+  // A denormal rate made a step time infinite and estimate aborted (found by fuzzing): rates and
+  // sizes below 1e-3 (a GFLOP/s, a MB/s) are refused naming the field.
+  for (const char* field : {"peak_tflops", "inter_node_gbps"}) {
+    std::string tiny = text;
+    const size_t at = tiny.find(std::string(field) + " = ");
+    ASSERT_NE(at, std::string::npos) << field;
+    tiny.replace(at, tiny.find('\n', at) - at, std::string(field) + " = 4e-320");
+    const auto refused = ClusterFromTomlText(tiny, "t.toml");
+    ASSERT_FALSE(refused.ok()) << field;
+    EXPECT_TRUE(
+        Contains(refused.status().message(), std::string("cluster.") + field + ": must be >="))
+        << refused.status().message();
+  }
   auto t = TrainFromTomlText(text, "t.toml");
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->global_batch_tokens, 256);
