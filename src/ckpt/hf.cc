@@ -284,25 +284,24 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
                     "hidden / heads = "
                     "{} / {}; such a model cannot be exported",
                     m.head_dim, m.hidden, m.heads));
-  nlohmann::json c = {
-      {"vocab_size", m.vocab},
-      {"hidden_size", m.hidden},
-      {"intermediate_size", m.ffn_hidden},
-      {"num_hidden_layers", m.layers},
-      {"num_attention_heads", m.heads},
-      {"num_key_value_heads", m.kv_heads},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", m.max_seq_len},
-      {"rms_norm_eps", m.norm_eps},
-      {"rope_theta", m.rope_scaling.theta > 0 ? m.rope_scaling.theta : m.rope_theta},
-      {"tie_word_embeddings", m.tied_embeddings},
-      {"initializer_range", 0.02},
-      {"attention_dropout", 0.0},
-      {"use_cache", true},
-      {"bos_token_id", 1},
-      {"eos_token_id", 2},
-      {"torch_dtype", "float32"},
-      {"pentamesh_model_name", m.name}};
+  nlohmann::json c = {{"vocab_size", m.vocab},
+                      {"hidden_size", m.hidden},
+                      {"intermediate_size", m.ffn_hidden},
+                      {"num_hidden_layers", m.layers},
+                      {"num_attention_heads", m.heads},
+                      {"num_key_value_heads", m.kv_heads},
+                      {"hidden_act", "silu"},
+                      {"max_position_embeddings", m.max_seq_len},
+                      {"rms_norm_eps", m.norm_eps},
+                      {"rope_theta", m.EffectiveRopeTheta()},
+                      {"tie_word_embeddings", m.tied_embeddings},
+                      {"initializer_range", 0.02},
+                      {"attention_dropout", 0.0},
+                      {"use_cache", true},
+                      {"bos_token_id", 1},
+                      {"eos_token_id", 2},
+                      {"torch_dtype", "float32"},
+                      {"pentamesh_model_name", m.name}};
   const HfArch arch = HfArchOf(m);
   c["architectures"] = nlohmann::json::array({HfArchName(arch)});
   if (m.rope_scaling.kind == spec::RopeScalingKind::kLlama3) {
@@ -313,12 +312,12 @@ core::Result<nlohmann::json> HfConfig(const spec::ModelSpec& m) {
           "model.rope_scaling: llama3 on a mixture-of-experts model cannot be exported: Hugging "
           "Face's {} ignores rope_scaling",
           HfArchName(arch)));
-    c["rope_scaling"] = nlohmann::json{
-        {"rope_type", "llama3"},
-        {"factor", m.rope_scaling.factor},
-        {"low_freq_factor", m.rope_scaling.low_freq_factor},
-        {"high_freq_factor", m.rope_scaling.high_freq_factor},
-        {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
+    c["rope_scaling"] =
+        nlohmann::json{{"rope_type", "llama3"},
+                       {"factor", m.rope_scaling.factor},
+                       {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                       {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                       {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
   }
   // The training-time balancing losses are not part of the model: no router logits, coefficient 0.
   if (arch == HfArch::kLlama) {
@@ -781,10 +780,7 @@ core::Status CheckSameArchitecture(const spec::ModelSpec& hf, const spec::ModelS
   cmp("vocab", run.vocab, hf.vocab);
   cmp("tied_embeddings", run.tied_embeddings, hf.tied_embeddings);
   cmp("norm_eps", run.norm_eps, hf.norm_eps);
-  const auto theta = [](const spec::ModelSpec& m) {
-    return m.rope_scaling.theta > 0 ? m.rope_scaling.theta : m.rope_theta;
-  };
-  cmp("rope_theta", theta(run), theta(hf));
+  cmp("rope_theta", run.EffectiveRopeTheta(), hf.EffectiveRopeTheta());
   cmp("rope_scaling", std::string(spec::RopeScalingName(run.rope_scaling.kind)),
       std::string(spec::RopeScalingName(hf.rope_scaling.kind)));
   if (run.rope_scaling.kind == hf.rope_scaling.kind &&

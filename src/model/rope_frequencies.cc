@@ -11,8 +11,7 @@ namespace pentamesh::model {
 std::vector<double> RopeInverseFrequencies(int64_t head_dim, double rope_theta,
                                            const spec::RopeScaling& rope) {
   PM_CHECK(rope.kind != spec::RopeScalingKind::kYarn) << "yarn: refused by CheckSupported";
-  const double theta = rope.theta > 0 ? rope.theta : rope_theta;
-  std::vector<double> f = kernels::RopeDefaultInverseFrequencies(head_dim, theta);
+  std::vector<double> f = kernels::RopeDefaultInverseFrequencies(head_dim, rope.Theta(rope_theta));
   if (rope.kind != spec::RopeScalingKind::kLlama3) return f;
   const double context = static_cast<double>(rope.original_max_positions);
   const double low = rope.low_freq_factor, high = rope.high_freq_factor;

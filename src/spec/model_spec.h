@@ -75,6 +75,9 @@ struct RopeScaling {
   int64_t original_max_positions = 0;  // llama3, yarn: the pre-training context
   double beta_fast = 32;               // yarn (the paper's defaults)
   double beta_slow = 1;
+
+  // The base RoPE runs with: theta when set, else the model's.
+  double Theta(double model_theta) const { return theta > 0 ? theta : model_theta; }
 };
 
 struct ModelSpec {
@@ -106,6 +109,8 @@ struct ModelSpec {
   std::optional<double> total_params;
   std::optional<double> active_params;
 
+  // RoPE's base: the scaling's theta when it sets one (a base change), else rope_theta.
+  double EffectiveRopeTheta() const { return rope_scaling.Theta(rope_theta); }
   bool is_moe() const { return moe.experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
   // REQUIRES: 0 <= layer < layers. True when the layer attends within the sliding window.

@@ -357,7 +357,7 @@ TEST(HfImport, UnreadKeysWarnedNumbersRefused) {
   const fs::path config = fs::path(dir) / "config.json";
   nlohmann::json j = ReadJson(config);
   j["quantization_config_typo"] = nlohmann::json::object();
-  j["torch_dtype"] = "bfloat16";          // every HF config has it: known
+  j["torch_dtype"] = "bfloat16";         // every HF config has it: known
   j["transformers_version"] = "4.41.2";  // likewise
   std::ofstream(config) << j.dump();
   auto hf = ImportHf(dir);

@@ -36,8 +36,7 @@ TEST(RopeFrequencies, Llama31ByHand) {
   const std::vector<double> f = RopeInverseFrequencies(128, 500000, Llama31());
   ASSERT_EQ(f.size(), 64u);
   for (int i = 0; i <= 28; ++i) EXPECT_DOUBLE_EQ(f[static_cast<size_t>(i)], Unscaled(i)) << i;
-  for (int i = 35; i < 64; ++i)
-    EXPECT_DOUBLE_EQ(f[static_cast<size_t>(i)], Unscaled(i) / 8) << i;
+  for (int i = 35; i < 64; ++i) EXPECT_DOUBLE_EQ(f[static_cast<size_t>(i)], Unscaled(i) / 8) << i;
   // i = 30: wavelength 2 pi 500000^(30/64) = 2 pi x 469.2 = 2948.3; smooth = (8192 / 2948.3 - 1)
   // / (4 - 1) = 0.5928; f = (1 - smooth) f / 8 + smooth f = 0.6437 f.
   const double w30 = 2 * std::numbers::pi / Unscaled(30);
