@@ -16,18 +16,6 @@ namespace {
 
 constexpr double kTB = 1e12;
 
-const char* PrecisionName(spec::Precision p) {
-  switch (p) {
-    case spec::Precision::kBf16:
-      return "bf16";
-    case spec::Precision::kFp8:
-      return "fp8";
-    case spec::Precision::kFp32:
-      return "fp32";
-  }
-  return "?";
-}
-
 std::string Count(double v) {
   if (v >= 1e12) return fmt::format("{:.4g}T", v / 1e12);
   if (v >= 1e9) return fmt::format("{:.4g}B", v / 1e9);
@@ -126,7 +114,7 @@ void PrintJson(const Inputs& in, const spec::Recipe& recipe, const GoodputInputs
                          {"tokens", part.part.train.total_tokens},
                          {"seq_len", part.part.train.seq_len},
                          {"global_batch_tokens", part.part.train.global_batch_tokens},
-                         {"precision", PrecisionName(ph.precision)},
+                         {"precision", spec::PrecisionName(ph.precision)},
                          {"rope",
                           {{"kind", spec::RopeScalingName(ph.rope.kind)},
                            {"theta", ph.rope.theta},
@@ -232,7 +220,7 @@ void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipeP
   fmt::print("\nRoPE per phase (no FLOP or byte changes; recorded for the engine and export):\n");
   for (size_t i = 0; i < recipe.phases.size(); ++i) {
     fmt::print("  {:>2}  {:<16} {}, {}\n", i + 1, recipe.phases[i].name,
-               RopeText(recipe.phases[i].rope), PrecisionName(recipe.phases[i].precision));
+               RopeText(recipe.phases[i].rope), spec::PrecisionName(recipe.phases[i].precision));
   }
   fmt::print("\nlayout switches (checkpoint of the old layout, restart, read by the new one):\n");
   bool any = false;

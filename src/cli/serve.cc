@@ -332,13 +332,11 @@ int RunSearch(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   return 0;
 }
 
-const char* PrecisionName(spec::Precision p) { return p == spec::Precision::kFp8 ? "fp8" : "bf16"; }
-
 nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
   const plan::ServeSimResult& r = d.replica;
   return {{"layout", cost::FormatServeLayout(d.layout)},
           {"gpus", d.layout.gpus()},
-          {"precision", PrecisionName(d.precision)},
+          {"precision", spec::PrecisionName(d.precision)},
           {"kv", d.kv_fp8 ? "fp8" : "bf16"},
           {"meets", d.meets},
           {"ttft_p95_ms", r.ttft_s.p95 * kMs},
@@ -369,8 +367,8 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
       const plan::ServeDeployment& m = *r.nearest_miss;
       why += fmt::format(
           "; nearest: {} {} weights {} KV with TTFT p95 {:.0f} ms, ITL p95 {:.1f} ms",
-          cost::FormatServeLayout(m.layout), PrecisionName(m.precision), m.kv_fp8 ? "fp8" : "bf16",
-          m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
+          cost::FormatServeLayout(m.layout), spec::PrecisionName(m.precision),
+          m.kv_fp8 ? "fp8" : "bf16", m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
     }
     return Fail(why);
   }
@@ -403,7 +401,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     const plan::ServeDeployment& d = r.top[i];
     fmt::print(
         "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
-        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(), PrecisionName(d.precision),
+        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(), spec::PrecisionName(d.precision),
         d.kv_fp8 ? "fp8" : "bf16", d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs,
         d.usd_per_hour, d.usd_per_million_output_tokens, d.usd_per_million_tokens);
   }

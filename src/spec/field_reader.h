@@ -21,6 +21,7 @@
 #include "core/numeric.h"
 #include "core/status.h"
 #include "spec/limits.h"
+#include "spec/train_spec.h"
 
 namespace pentamesh::spec {
 
@@ -159,6 +160,17 @@ inline core::Status JoinFieldErrors(const std::string& source,
       fmt::format("{}: {} invalid field{}:", source, errors.size(), errors.size() == 1 ? "" : "s");
   for (const auto& e : errors) msg += "\n  " + e;
   return core::Status::Error(msg);
+}
+
+// `precision` (default bf16) through Precision's name table (spec/train_spec.h).
+inline void ReadPrecision(FieldReader& r, Precision& out) {
+  std::string word = PrecisionName(out);
+  r.String("precision", word);
+  if (const std::optional<Precision> p = PrecisionFromName(word)) {
+    out = *p;
+  } else {
+    r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", word));
+  }
 }
 
 }  // namespace pentamesh::spec

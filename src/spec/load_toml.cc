@@ -19,6 +19,7 @@
 #include "spec/limits.h"
 #include "spec/presets.h"
 #include "spec/recipe.h"
+#include "spec/rope_toml.h"
 #include "spec/toml_parse.h"
 
 namespace pentamesh::spec {
@@ -184,6 +185,9 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
     ReadMla(*mla, *t, r, errors, m);
   }
   if (const toml::table* moe = ModelSubTable(*t, "moe", r, sub_tables)) ReadMoe(*moe, errors, m);
+  if (const toml::table* rope = ModelSubTable(*t, "rope_scaling", r, sub_tables)) {
+    ReadRopeScaling(*rope, "model.rope_scaling", errors, m.rope_scaling);
+  }
   r.RejectUnknown(sub_tables);
   CheckHeads(*t, r, m);
   PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
@@ -255,16 +259,7 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   if (has_tokens == has_seqs) {
     r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
   }
-  std::string precision = "bf16";
-  r.String("precision", precision);
-  if (precision == "bf16")
-    s.precision = Precision::kBf16;
-  else if (precision == "fp8")
-    s.precision = Precision::kFp8;
-  else if (precision == "fp32")
-    s.precision = Precision::kFp32;
-  else
-    r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
+  ReadPrecision(r, s.precision);
   std::string optimizer = "adamw";
   r.String("optimizer", optimizer);
   if (optimizer != "adamw") r.Error("optimizer", fmt::format("'{}' is not adamw", optimizer));

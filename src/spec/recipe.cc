@@ -12,66 +12,11 @@
 #include "core/check.h"
 #include "spec/field_reader.h"
 #include "spec/limits.h"
+#include "spec/rope_toml.h"
 #include "spec/toml_parse.h"
 
 namespace pentamesh::spec {
 namespace {
-
-void ReadPrecision(FieldReader& r, Precision& out) {
-  std::string precision = "bf16";
-  r.String("precision", precision);
-  if (precision == "bf16") {
-    out = Precision::kBf16;
-  } else if (precision == "fp8") {
-    out = Precision::kFp8;
-  } else if (precision == "fp32") {
-    out = Precision::kFp32;
-  } else {
-    r.Error("precision", fmt::format("'{}' is not one of bf16, fp8, fp32", precision));
-  }
-}
-
-// [recipe.phase.rope]: kind and the parameters that kind takes (others are unknown keys).
-void ReadRope(const toml::table& t, const std::string& prefix, std::vector<std::string>& errors,
-              RopeScaling& rope) {
-  FieldReader r(&t, prefix, &errors);
-  std::string kind = "none";
-  r.String("kind", kind, true);
-  r.Double("theta", rope.theta, false);
-  if (kind == "none") {
-    rope.kind = RopeScalingKind::kNone;
-  } else if (kind == "base") {
-    rope.kind = RopeScalingKind::kBaseChange;
-    if (t.get("theta") == nullptr) r.Error("theta", "missing (required for kind = \"base\")");
-  } else if (kind == "llama3") {
-    rope.kind = RopeScalingKind::kLlama3;
-    r.Double("factor", rope.factor, true);
-    r.Double("low_freq_factor", rope.low_freq_factor, true);
-    r.Double("high_freq_factor", rope.high_freq_factor, true);
-    r.Int("original_max_positions", rope.original_max_positions, true);
-    if (rope.high_freq_factor <= rope.low_freq_factor && rope.low_freq_factor > 0) {
-      r.Error("high_freq_factor", fmt::format("{} must exceed low_freq_factor={}",
-                                              rope.high_freq_factor, rope.low_freq_factor));
-    }
-  } else if (kind == "yarn") {
-    rope.kind = RopeScalingKind::kYarn;
-    r.Double("factor", rope.factor, true);
-    r.Int("original_max_positions", rope.original_max_positions, true);
-    r.Double("beta_fast", rope.beta_fast, false);
-    r.Double("beta_slow", rope.beta_slow, false);
-    if (rope.beta_fast <= rope.beta_slow) {
-      r.Error("beta_fast",
-              fmt::format("{} must exceed beta_slow={}", rope.beta_fast, rope.beta_slow));
-    }
-  } else {
-    r.Error("kind", fmt::format("'{}' is not one of none, llama3, yarn, base", kind));
-  }
-  if ((rope.kind == RopeScalingKind::kLlama3 || rope.kind == RopeScalingKind::kYarn) &&
-      rope.factor < 1) {
-    r.Error("factor", fmt::format("{} must be >= 1 (it stretches the context)", rope.factor));
-  }
-  r.RejectUnknown();
-}
 
 // One [[recipe.phase]]; `number` counts from 1.
 Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& errors) {
@@ -84,6 +29,16 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
   r.Int("seq_len", p.seq_len, true);
   r.Int("global_batch_tokens", p.global_batch_tokens, true, 1, kMaxBatchTokens);
   ReadPrecision(r, p.precision);
+  std::string layout;
+  r.String("layout", layout);
+  if (!layout.empty()) {
+    core::Result<Layout> l = ParseLayout(layout);
+    if (l.ok()) {
+      p.layout = *l;
+    } else {
+      r.Error("layout", l.status().message());
+    }
+  }
   std::set<std::string> sub_tables;
   if (const toml::node* ramp = t.get("batch_ramp")) {
     sub_tables.insert("batch_ramp");
@@ -93,6 +48,11 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
       FieldReader rr(ramp->as_table(), prefix + ".batch_ramp", &errors);
       rr.Int("start_tokens", p.ramp.start_tokens, true, 1, kMaxBatchTokens);
       rr.Double("over_tokens", p.ramp.over_tokens, true, 0, true, 1e18);
+      rr.Int("increment_tokens", p.ramp.increment_tokens, false, 1, kMaxBatchTokens);
+      if (p.seq_len > 0 && p.ramp.increment_tokens % p.seq_len != 0) {
+        rr.Error("increment_tokens", fmt::format("{} is not a multiple of seq_len={}",
+                                                 p.ramp.increment_tokens, p.seq_len));
+      }
       rr.RejectUnknown();
       if (p.seq_len > 0 && p.ramp.start_tokens % p.seq_len != 0) {
         rr.Error("start_tokens",
@@ -114,7 +74,7 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
     if (!rope->is_table()) {
       r.Error("rope", "must be a table");
     } else {
-      ReadRope(*rope->as_table(), prefix + ".rope", errors, p.rope);
+      ReadRopeScaling(*rope->as_table(), prefix + ".rope", errors, p.rope);
     }
   }
   r.RejectUnknown(sub_tables);

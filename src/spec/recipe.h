@@ -1,8 +1,9 @@
 // Recipe: a training run as the field runs it, a list of phases (Llama 3 405B: 4K then 8K
 // pre-training with a growing batch, six context-extension stages to 128K, annealing). Each phase
 // has its tokens, sequence length, global batch (optionally ramped), RoPE base and scaling, and
-// precision. Loaded from a [recipe] table with [[recipe.phase]] entries (configs/presets/recipes/).
-// Phases are numbered from 1 in errors and output: "recipe.phase[2].seq_len: missing (required)".
+// precision, and optionally the engine's layout. Loaded from a [recipe] table with [[recipe.phase]]
+// entries (configs/presets/recipes/). Phases are numbered from 1 in errors and output:
+// "recipe.phase[2].seq_len: missing (required)".
 //
 // Usage:
 //   PM_ASSIGN_OR_RETURN(spec::Recipe r, spec::LoadRecipe("llama3-405b"));
@@ -12,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "spec/layout.h"
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
 
@@ -27,6 +30,10 @@ namespace pentamesh::spec {
 struct BatchRamp {
   int64_t start_tokens = 0;
   double over_tokens = 0;
+  // The step the batch grows by (Megatron-LM's increment): the engine runs levels start,
+  // start + increment, ... below the phase's batch, each for an equal share of over_tokens.
+  // 0 = one sequence (seq_len). The planner costs the ramp at its mean batch either way.
+  int64_t increment_tokens = 0;
 };
 
 struct Phase {
@@ -37,6 +44,10 @@ struct Phase {
   BatchRamp ramp;
   Precision precision = Precision::kBf16;
   RopeScaling rope;  // spec/model_spec.h; the engine applies it as ModelSpec::rope_scaling
+  // The engine's layout for this phase (`train --recipe`: the run's run.layout when absent).
+  // `plan --recipe` searches every phase's layout itself: a CPU run's layout says nothing of the
+  // cluster's.
+  std::optional<Layout> layout;
 };
 
 struct Recipe {

@@ -2,12 +2,31 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace pentamesh::spec {
 
 enum class Precision { kBf16, kFp8, kFp32 };
 enum class Optimizer { kAdamW };
+
+// The one name table of Precision: the words TOML files and output use.
+inline constexpr std::pair<Precision, std::string_view> kPrecisionNames[] = {
+    {Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}, {Precision::kFp32, "fp32"}};
+inline const char* PrecisionName(Precision p) {
+  for (const auto& [value, name] : kPrecisionNames) {
+    if (value == p) return name.data();
+  }
+  return "?";
+}
+inline std::optional<Precision> PrecisionFromName(std::string_view name) {
+  for (const auto& [value, word] : kPrecisionNames) {
+    if (word == name) return value;
+  }
+  return std::nullopt;
+}
 
 struct TrainSpec {
   std::string name;

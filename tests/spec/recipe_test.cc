@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 #include "spec/load_toml.h"
+#include "spec/rope_toml.h"
 
 namespace pentamesh::spec {
 namespace {
@@ -115,6 +117,65 @@ TEST(Recipe, RopeKinds) {
   EXPECT_EQ(b->phases[1].rope.theta, 8e6);
 }
 
+TEST(Recipe, EngineLayoutPerPhase) {
+  auto r = RecipeFromTomlText(TwoPhases("layout = \"cp=2 dp=2\"\n"), "t");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->phases[0].layout.has_value());
+  ASSERT_TRUE(r->phases[1].layout.has_value());
+  EXPECT_EQ(r->phases[1].layout->cp, 2);
+  EXPECT_EQ(r->phases[1].layout->dp, 2);
+}
+
+// A model's [model.rope_scaling] takes a phase's `rope` keys, and RopeScalingTable writes back
+// what the reader reads (train --recipe puts each phase's scaling into the run's TOML that way).
+TEST(Recipe, ModelRopeScalingReadsWhatRopeScalingTableWrites) {
+  const std::string model = R"([model]
+layers = 2
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 256
+max_seq_len = 128
+)";
+  RopeScaling want;
+  want.kind = RopeScalingKind::kLlama3;
+  want.factor = 4;
+  want.low_freq_factor = 1;
+  want.high_freq_factor = 4;
+  want.original_max_positions = 32;
+  RopeScaling yarn;
+  yarn.kind = RopeScalingKind::kYarn;
+  yarn.factor = 8;
+  yarn.original_max_positions = 4096;
+  yarn.beta_fast = 16;
+  RopeScaling base;
+  base.kind = RopeScalingKind::kBaseChange;
+  base.theta = 8e6;
+  for (const RopeScaling& rope : {want, yarn, base}) {
+    toml::table t;
+    t.insert("rope_scaling", RopeScalingTable(rope));
+    std::ostringstream text;
+    text << t;
+    // The table under [model] as a sub-table.
+    std::string sub = text.str();
+    sub.replace(sub.find("[rope_scaling]"), 14, "[model.rope_scaling]");
+    auto m = ModelFromTomlText(model + sub, "m.toml");
+    ASSERT_TRUE(m.ok()) << m.status().message() << "\n" << sub;
+    EXPECT_EQ(m->rope_scaling.kind, rope.kind) << sub;
+    EXPECT_EQ(m->rope_scaling.theta, rope.theta) << sub;
+    EXPECT_EQ(m->rope_scaling.factor, rope.factor) << sub;
+    EXPECT_EQ(m->rope_scaling.low_freq_factor, rope.low_freq_factor) << sub;
+    EXPECT_EQ(m->rope_scaling.high_freq_factor, rope.high_freq_factor) << sub;
+    EXPECT_EQ(m->rope_scaling.original_max_positions, rope.original_max_positions) << sub;
+    EXPECT_EQ(m->rope_scaling.beta_fast, rope.beta_fast) << sub;
+  }
+  auto bad =
+      ModelFromTomlText(model + "[model.rope_scaling]\nkind = \"llama3\"\nfactor = 2\n", "m.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.status().message(), "model.rope_scaling.low_freq_factor: missing"))
+      << bad.status().message();
+}
+
 TEST(Recipe, BadInputNamesPhaseAndKey) {
   struct Case {
     std::string extra;
@@ -143,6 +204,9 @@ TEST(Recipe, BadInputNamesPhaseAndKey) {
       {"rope = { kind = \"none\", factor = 2 }\n", "recipe.phase[2].rope.factor: unknown key"},
       {"precision = \"fp16\"\n", "recipe.phase[2].precision: 'fp16' is not one of"},
       {"lr = 3e-4\n", "recipe.phase[2].lr: unknown key"},
+      {"layout = \"dp=2 tp=\"\n", "recipe.phase[2].layout: "},
+      {"batch_ramp = { start_tokens = 1048576, over_tokens = 1e6, increment_tokens = 1000 }\n",
+       "recipe.phase[2].batch_ramp.increment_tokens: 1000 is not a multiple of seq_len=32768"},
   };
   for (const Case& c : cases) {
     auto r = RecipeFromTomlText(TwoPhases(c.extra), "r.toml");
