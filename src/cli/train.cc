@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +21,10 @@
 #include "cli/flags.h"
 #include "comm/mpi_communicator.h"
 #include "core/quote.h"
+#include "spec/recipe.h"
 #include "train/engine_rules.h"
 #include "train/job.h"
+#include "train/recipe_run.h"
 #include "train/run_config.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
@@ -42,6 +46,7 @@ struct TrainArgs {
   std::string resume;      // "", "auto" or a checkpoint path
   std::string layout;      // overrides run.layout
   std::string trace;       // --trace FILE
+  std::string recipe;      // --recipe R: the phases of a recipe, one after another
   bool overwrite = false;  // --overwrite: replace another run's checkpoints in ckpt.dir
 };
 
@@ -89,7 +94,7 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
 // Prints what the run loop reports: a self-overwriting progress line on a terminal (under
 // mpirun a rank's stdout is Open MPI's pseudo-terminal even when mpirun's own output goes to a
 // file, so there a line per logged step), warnings on stderr.
-class Printer final : public train::RunObserver {
+class Printer final : public train::RecipeObserver {
  public:
   Printer(bool tty, int64_t log_every) : tty_(tty), log_every_(log_every) {}
   ~Printer() override {
@@ -98,6 +103,20 @@ class Printer final : public train::RunObserver {
   void OnInfo(const std::string& message) override { fmt::print("{}{}\n", EndLine(), message); }
   void OnWarning(const std::string& message) override {
     fmt::print(stderr, "pentamesh: warning: {}\n", message);
+  }
+  void OnSegment(const train::RecipeSegment& s, size_t index, size_t count,
+                 train::Trainer& trainer) override {
+    const train::RunConfig& c = trainer.config();
+    fmt::print(
+        "{}segment {}/{} '{}' (phase {}): steps {}-{}, seq_len {}, batch {} seqs, {}, RoPE {}{}, "
+        "layout {}\n",
+        EndLine(), index + 1, count, s.name, s.phase + 1, s.first_step + 1, s.last_step,
+        c.train.seq_len, c.train.global_batch_seqs(), spec::PrecisionName(c.train.precision),
+        spec::RopeScalingName(c.model.rope_scaling.kind),
+        c.model.rope_scaling.kind == spec::RopeScalingKind::kLlama3
+            ? fmt::format(" x{:g}", c.model.rope_scaling.factor)
+            : "",
+        spec::ShortLayout(c.run.layout));
   }
   void OnStep(const train::StepStats& s, int64_t total, double eta_s, bool evaluated) override {
     if (tty_) {
@@ -137,7 +156,60 @@ void PrintHeader(train::Trainer& trainer, const train::UnigramBaseline& baseline
       baseline.heldout_xent);
 }
 
+// --recipe: the run's config without a layout of its own for the phases that name one; --layout
+// (if given) is every phase's.
+int RunRecipeTrain(const TrainArgs& args) {
+  auto config = train::LoadRunConfig(args.config, args.sets);
+  if (!config.ok()) return Fail(config.status().message());
+  auto recipe = spec::LoadRecipe(args.recipe);
+  if (!recipe.ok()) return Fail(recipe.status().message());
+  std::optional<spec::Layout> layout;
+  if (!args.layout.empty()) {
+    auto l = spec::ParseLayout(args.layout);
+    if (!l.ok()) return Fail("--layout: " + l.status().message());
+    layout = *l;
+  }
+  auto segments = train::RecipeSegments(*config, *recipe, layout);
+  if (!segments.ok()) return Fail(segments.status().message());
+  int64_t ranks = 1;
+  for (const train::RecipeSegment& seg : *segments)
+    ranks = std::max(ranks, seg.config.run.layout.gpus());
+  std::unique_ptr<comm::MpiWorld> world;
+  if (UnderLauncher() || ranks > 1) {
+    auto w = comm::MpiWorld::Create();
+    if (!w.ok()) return Fail(w.status().message());
+    world = std::move(*w);
+    for (train::RecipeSegment& seg : *segments) seg.config.run.ranks_per_host = world->local_size();
+  }
+  if (world && world->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    return Fail("cannot silence stdout");
+  fmt::print("recipe {}: {} phases, {} segments, {} steps\n", recipe->name, recipe->phases.size(),
+             segments->size(), segments->back().last_step);
+  core::Result<std::vector<train::RunSummary>> run = [&] {
+    Printer printer(isatty(fileno(stdout)) != 0 && !world, config->run.log_every);
+    return train::RunRecipe(
+        *segments, world.get(),
+        {.resume = args.resume, .trace = args.trace, .world = nullptr, .overwrite = args.overwrite},
+        &printer);
+  }();
+  if (!run.ok()) return Fail(run.status().message());
+  int64_t steps = 0;
+  double elapsed = 0;
+  for (const train::RunSummary& r : *run) {
+    steps += r.steps;
+    elapsed += r.elapsed_s;
+  }
+  fmt::print(
+      "done: recipe {}: {} steps in {:.1f} s; held-out loss {:.4f} at the last phase's sequence "
+      "length\n",
+      recipe->name, steps, elapsed, run->empty() ? 0.0 : run->back().last_eval);
+  if (!run->empty() && !run->back().metrics_path.empty())
+    fmt::print("metrics: {}\n", run->back().metrics_path);
+  return 0;
+}
+
 int RunTrain(const TrainArgs& args) {
+  if (!args.recipe.empty()) return RunRecipeTrain(args);
   std::vector<std::string> sets = args.sets;
   if (!args.layout.empty()) sets.push_back("run.layout=" + core::TomlString(args.layout));
   auto config = train::LoadRunConfig(args.config, sets);
@@ -221,6 +293,10 @@ RunFn AddTrainCommand(CLI::App& app) {
   sub->add_option("--trace", args->trace,
                   "write a Chrome trace-event JSON of every action and collective of every rank")
       ->check(OutputFile());
+  sub->add_option("--recipe", args->recipe,
+                  "run a recipe's phases one after another (preset or TOML: [[recipe.phase]] with "
+                  "tokens, seq_len, global_batch_tokens, batch_ramp, rope, precision, layout); the "
+                  "config's [train] is replaced by each phase's");
   sub->add_option("--layout", args->layout,
                   "the layout, e.g. \"dp=2 tp=2 pp=2 schedule=1f1b zero=1 sp=off\" (run under "
                   "mpirun -np <the layout's rank count>)");

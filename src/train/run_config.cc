@@ -54,6 +54,8 @@ void ReadRun(const toml::table& root, RunOptions& o, std::vector<std::string>* e
   auto r = spec::FieldReader::Table(root, "run", errors);
   r.Int("seed", o.seed, false, 0, std::numeric_limits<int64_t>::max());
   r.Int("steps", o.steps, false, 0);
+  r.Int("lr_steps", o.lr_steps, false, 0);
+  r.Int("data_start_step", o.data_start_step, false, 0);
   std::string layout;
   r.String("layout", layout);
   r.String("out_dir", o.out_dir);
@@ -138,9 +140,13 @@ void CheckCombined(const RunConfig& c, std::vector<std::string>* errors) {
         "train.precision: fp8 is not implemented by the CPU engine (use fp32 or bf16)");
   }
   if (c.total_steps() < 1) errors->push_back("train.total_tokens: gives fewer than one step");
-  if (c.optim.warmup_steps >= c.total_steps() && c.total_steps() > 1) {
+  if (c.optim.warmup_steps >= c.schedule_steps() && c.schedule_steps() > 1) {
     errors->push_back(fmt::format("optim.warmup_steps: {} must be below the {} steps of the run",
-                                  c.optim.warmup_steps, c.total_steps()));
+                                  c.optim.warmup_steps, c.schedule_steps()));
+  }
+  if (c.run.lr_steps > 0 && c.run.lr_steps < c.total_steps()) {
+    errors->push_back(fmt::format("run.lr_steps: {} must be at least the run's {} steps",
+                                  c.run.lr_steps, c.total_steps()));
   }
 }
 

@@ -8,11 +8,12 @@
 //            unpacked into the dataset directory first; when the dataset directory
 //            has no manifest, the tokenizer is trained and the corpus tokenized into it),
 //            heldout_fraction, split_seed
-//   [run]    seed, steps (0 = total_tokens / global batch tokens), layout (the planner's layout
-//            string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every, eval_batches,
-//            log_every, threads, peak_gflops, mem_gbps (the host's peak for MFU/prediction),
-//            host_profile (a measured host: `pentamesh calibrate --host`; unset: this host
-//            measured once and cached, train/host_cache.h; "none": the nominal numbers),
+//   [run]    seed, steps (0 = total_tokens / global batch tokens), lr_steps, data_start_step
+//            (a recipe's phases: the LR schedule's length and where a data order begins), layout
+//            (the planner's layout string, e.g. "mbs=4 recompute=selective"), out_dir, eval_every,
+//            eval_batches, log_every, threads, peak_gflops, mem_gbps (the host's peak for
+//            MFU/prediction), host_profile (a measured host: `pentamesh calibrate --host`; unset:
+//            this host measured once and cached, train/host_cache.h; "none": the nominal numbers),
 //            memory_limit_bytes (per rank; 0 = none), max_nonfinite_in_row, spike_factor,
 //            spike_window, debug_nan_step, debug_nan_count, debug_kill_step, debug_kill_rank
 //            (faults)
@@ -57,7 +58,15 @@ struct DataConfig {
 
 struct RunOptions {
   uint64_t seed = 1234;
-  int64_t steps = 0;         // 0 = train.total_tokens / train.global_batch_tokens
+  int64_t steps = 0;  // 0 = train.total_tokens / train.global_batch_tokens
+  // The learning-rate schedule's length in steps (warmup, then cosine to min_lr at this step);
+  // 0 = the run's steps. `train --recipe` sets it to the whole recipe's steps.
+  int64_t lr_steps = 0;
+  // The step at which this run's data order begins: resumed from a checkpoint of exactly this
+  // step, the run reads its order from the first sequence instead of the saved position (which
+  // may be an order of another sequence length). 0 = always the saved position. `train --recipe`
+  // sets it at each phase that changes the sequence length.
+  int64_t data_start_step = 0;
   spec::Layout layout;       // only mbs and recompute may differ from 1 on one process
   std::string out_dir;       // metrics.jsonl goes here; empty = no file
   int64_t eval_every = 50;   // steps; 0 = only at the end
@@ -126,6 +135,8 @@ struct RunConfig {
                          : static_cast<int64_t>(train.total_tokens /
                                                 static_cast<double>(train.global_batch_tokens));
   }
+  // The learning-rate schedule's length: run.lr_steps, else the run's steps.
+  int64_t schedule_steps() const { return run.lr_steps > 0 ? run.lr_steps : total_steps(); }
 };
 
 // Applies "a.b.c=value" overrides to TOML text and returns the new text.

@@ -91,7 +91,7 @@ core::Result<Resumed> Resume(const std::string& spec, Trainer& trainer, RunObser
 // Then the run.debug_kill_step fault injection (a first run only: a resumed one goes on).
 // In-memory copies every ckpt.memory_interval steps (before the kill: a complete step survives).
 void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, MemoryCheckpointer* memory,
-               int64_t first_step, int world_size, const std::string& run_id,
+               int64_t process_first_step, int world_size, const std::string& run_id,
                RunObserver& observer) {
   const RunConfig& c = trainer.config();
   const int64_t step = trainer.step();
@@ -111,7 +111,7 @@ void MaybeSave(Trainer& trainer, ckpt::AsyncSaver& saver, MemoryCheckpointer* me
     }
     if (!st.ok()) observer.OnWarning(st.message());
   }
-  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && first_step == 0 &&
+  if (c.run.debug_kill_step > 0 && step == c.run.debug_kill_step && process_first_step == 0 &&
       (c.run.debug_kill_rank < 0 || c.run.debug_kill_rank == trainer.rank())) {
     std::fprintf(stderr,
                  "pentamesh: run.debug_kill_step: SIGKILL after step %lld (world rank %d)\n",
@@ -255,7 +255,9 @@ core::Result<RunSummary> RunTraining(Trainer& trainer, const LoopOptions& option
       observer.OnWarning(fmt::format("step {}: loss spike {:.4g} > {} x median {:.4g}", s.step,
                                      s.loss, c.run.spike_factor, s.loss_median));
     if (s.step > first_step + 1 || total == first_step + 1) step_times_s.push_back(s.step_time_s);
-    MaybeSave(trainer, saver, mem, first_step, world_size, run_id, observer);
+    MaybeSave(trainer, saver, mem,
+              options.process_first_step >= 0 ? options.process_first_step : first_step, world_size,
+              run_id, observer);
     const bool eval_now =
         s.step == total || (c.run.eval_every > 0 && s.step % c.run.eval_every == 0);
     if (eval_now) sum.last_eval = *(s.eval_loss = trainer.Evaluate());

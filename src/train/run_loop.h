@@ -50,6 +50,10 @@ struct LoopOptions {
   // A fresh run (resume "") in a ckpt.dir holding another run's checkpoints replaces them instead
   // of refusing (ckpt/owner.h).
   bool overwrite = false;
+  // The step this process began at, when it ran other runs before this one (`train --recipe`:
+  // one run per phase); -1 = this run's first step. run.debug_kill_step fires only in a process
+  // that began at step 0, so a relaunch with --resume goes on.
+  int64_t process_first_step = -1;
 };
 
 struct RunSummary {

@@ -262,7 +262,7 @@ Trainer::Trainer(const RunConfig& c, data::Dataset dataset, const Distributed& d
   schedule_ = {.lr_max = c.optim.lr,
                .lr_min = c.optim.min_lr,
                .warmup_steps = c.optim.warmup_steps,
-               .total_steps = c.total_steps()};
+               .total_steps = c.schedule_steps()};
   predicted_ = PredictRun(c);
   if (pp_size() > 1) InitPipeline();  // after predicted_: it sets this stage's memory
   flops_per_token_ = cost::Flops(c.model, c.train.seq_len, c.run.layout.recompute).model;
@@ -368,7 +368,9 @@ StepStats Trainer::Step() {
 }
 
 core::Status Trainer::RestoreProgress(int64_t step, const data::SamplerState& sampler) {
-  PM_RETURN_IF_ERROR(sampler_->Restore(sampler));
+  // run.data_start_step: this run's order starts here, at its first sequence.
+  if (step != config_.run.data_start_step || step == 0)
+    PM_RETURN_IF_ERROR(sampler_->Restore(sampler));
   step_ = step;
   return core::Status::Ok();
 }

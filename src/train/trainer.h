@@ -101,7 +101,8 @@ class Trainer {
 
   int64_t step() const { return step_; }
   int64_t nonfinite_total() const { return nonfinite_total_; }
-  // The data position (rank independent) and a restore of step + data position, for checkpoints.
+  // The data position (rank independent) and a restore of step + data position, for checkpoints
+  // (at step run.data_start_step the saved position is not restored: the order starts there).
   data::SamplerState sampler_state() const { return sampler_->state(); }
   core::Status RestoreProgress(int64_t step, const data::SamplerState& sampler);
   int64_t total_steps() const { return config_.total_steps(); }
