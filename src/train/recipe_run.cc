@@ -5,6 +5,8 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -97,8 +99,13 @@ core::Result<std::vector<int64_t>> RampLevels(const spec::Recipe& recipe, size_t
   return levels;
 }
 
+// A run's steps are at most run.steps' limit (2^31 - 1), so their sums cannot overflow.
+constexpr int64_t kMaxSteps = std::numeric_limits<int32_t>::max();
+
+// Rounded; kMaxSteps + 1 when more (the caller refuses it).
 int64_t StepsOf(double tokens, int64_t batch_seqs, int64_t seq_len) {
-  return std::llround(tokens / static_cast<double>(batch_seqs * seq_len));
+  const double steps = std::round(tokens / static_cast<double>(batch_seqs * seq_len));
+  return steps > static_cast<double>(kMaxSteps) ? kMaxSteps + 1 : static_cast<int64_t>(steps);
 }
 
 // The stretches of phase `i` (its ramp's levels, then the steady rest).
@@ -155,7 +162,14 @@ core::Result<std::vector<RecipeSegment>> RecipeSegments(const RunConfig& base,
     return core::Status::Error(all);
   }
   int64_t total = 0;
-  for (const Stretch& s : stretches) total += s.steps;
+  for (const Stretch& s : stretches) {
+    total += s.steps;  // each <= kMaxSteps + 1: no overflow before the check
+    if (total > kMaxSteps)
+      return core::Status::Error(fmt::format(
+          "{}: tokens: the recipe would run over {} steps by this phase; the engine runs at most "
+          "that many",
+          PhaseLabel(recipe, s.phase), kMaxSteps));
+  }
   std::vector<RecipeSegment> segments;
   int64_t step = 0, data_start = 0;
   for (const Stretch& s : stretches) {

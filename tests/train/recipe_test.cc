@@ -115,6 +115,13 @@ TEST(RecipeSegments, BadRecipesNamePhaseAndField) {
       Contains(few.status().message(),
                "recipe.phase[2] (long): tokens: 100 gives no step at global_batch_tokens=1024"))
       << few.status().message();
+  auto huge = RecipeSegments(Tiny(), TinyRecipe("tokens = 6144  # 6 steps", "tokens = 1e18  #"),
+                             std::nullopt);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_TRUE(
+      Contains(huge.status().message(),
+               "recipe.phase[2] (long): tokens: the recipe would run over 2147483647 steps"))
+      << huge.status().message();
   auto fp8 = RecipeSegments(
       Tiny(),
       TinyRecipe("precision = \"fp32\"\nlayout = \"cp=2", "precision = \"fp8\"\nlayout = \"cp=2"),
