@@ -422,6 +422,14 @@ int RunServe(const ServeArgs& args) {
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
   if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
   a.workload.engine.profile = *profile;
+  // The emitted script launches vLLM or SGLang: it must not carry another engine's scheduler
+  // settings (TensorRT-LLM's 16,384-token budget as vLLM's --max-num-batched-tokens).
+  if (!a.emit.empty() && profile->name != "none" && profile->name != a.emit[0]) {
+    return Fail(fmt::format(
+        "--emit {0}/--engine {1}: the script launches {0}, the {1} profile models another "
+        "engine's scheduler; give --engine none to emit it, or leave out --emit",
+        a.emit[0], profile->name));
+  }
   if (a.max_batched_tokens) {
     a.workload.engine.max_batched_tokens = *a.max_batched_tokens;
   } else if (profile->max_batched_tokens > 0) {

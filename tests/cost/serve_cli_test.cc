@@ -56,6 +56,10 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
        "--gpu-memory-utilization"},
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --block-size 0",
        "--block-size"},
+      // A vLLM script with TensorRT-LLM's scheduler budget.
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --engine trtllm "
+       "--emit vllm /tmp/pm-serve-emit-refused",
+       "--emit vllm/--engine trtllm: the script launches vllm"},
   };
   for (const Case& c : cases) {
     const pt::CliRun r = pt::Pentamesh(c.args);
