@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/output.h"
+#include "report/page.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
 
@@ -49,8 +50,8 @@ int RunTune(TuneArgs& a) {
                             : tune::Tune(a.options, a.json ? tune::Progress{} : PrintProgress);
   if (!result.ok()) return Fail(result.status().message());
   if (!a.html.empty()) {
-    if (const core::Status st = core::WriteFileAtomic(a.html, tune::Html(*result)); !st.ok())
-      return Fail("--html: " + st.message());
+    if (const core::Status st = report::WritePage(a.html, tune::Html(*result)); !st.ok())
+      return Fail(st.message());
   }
   if (!a.json_out.empty()) {
     if (const core::Status st =

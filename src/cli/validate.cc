@@ -17,6 +17,7 @@
 #include "cli/flags.h"
 #include "core/output.h"
 #include "report/calib_html.h"
+#include "report/page.h"
 
 namespace pentamesh::cli {
 namespace {
@@ -286,10 +287,9 @@ RunFn AddValidateCommand(CLI::App& app) {
       PrintText(v, shown, args->rows);
     }
     if (!args->html.empty()) {
-      if (const core::Status st =
-              core::WriteFileAtomic(args->html, report::CalibrationHtml(v, shown));
+      if (const core::Status st = report::WritePage(args->html, report::CalibrationHtml(v, shown));
           !st.ok())
-        return Fail("--html: " + st.message());
+        return Fail(st.message());
     }
     // One bad row never sinks the file: the others are validated and printed above; the bad
     // rows are bad input all the same, so they are named on stderr and the status is 2.

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "report/chart.h"
+#include "report/page.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -59,12 +60,7 @@ std::string Bars(const std::string& id, const std::string& category_title,
 }  // namespace
 
 std::string CalibrationHtml(const calib::Validation& v, const std::string& runs_path) {
-  std::string out = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>pentamesh validate";
-  out += "</title>";
-  out += kPageStyle;
-  out += ChartLibraryScript();
-  out += "</head><body>";
-  out += fmt::format("<h1>pentamesh validate: {}</h1>", Escape(runs_path));
+  std::string out = fmt::format("<h1>pentamesh validate: {}</h1>", Escape(runs_path));
   out += fmt::format(
       "<p class=\"note\">{} runs estimated, {} not. Median |error| {:.1f}%, p90 {:.1f}% (shipped "
       "calibration){}</p>",
@@ -124,8 +120,7 @@ std::string CalibrationHtml(const calib::Validation& v, const std::string& runs_
     }
     out += "</table>";
   }
-  out += "</body></html>\n";
-  return out;
+  return HtmlPage("pentamesh validate", out, {.charts = true, .extra_style = ""});
 }
 
 }  // namespace pentamesh::report

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/output.h"
+#include "report/page.h"
 #include "report/svg.h"
 #include "report/timeline.h"
 
@@ -339,11 +340,8 @@ std::string PipelineSection(const cost::Estimate& best) {
 }  // namespace
 
 std::string RenderHtml(const PlanReport& r) {
-  std::string html =
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh plan: " +
-      Escape(r.model) + "</title>\n" + kPageStyle + kBestStyle + "</head><body>\n";
-  html += fmt::format("<h1>pentamesh plan: {} on {} x {} ({})</h1>\n", Escape(r.model), r.gpus,
-                      Escape(r.cluster), Escape(r.train));
+  std::string html = fmt::format("<h1>pentamesh plan: {} on {} x {} ({})</h1>\n", Escape(r.model),
+                                 r.gpus, Escape(r.cluster), Escape(r.train));
   if (r.counts) {
     html += fmt::format(
         "<p class=note>{} layouts in the space: {} costed ({} fit, {} did not), {} pruned as "
@@ -382,12 +380,11 @@ std::string RenderHtml(const PlanReport& r) {
   if (r.sweep) {
     html += "<h2>Sweep: best MFU by model and node count</h2>\n" + SweepChart(*r.sweep);
   }
-  return html + "</body></html>\n";
+  return HtmlPage("pentamesh plan: " + r.model, html, {.charts = false, .extra_style = kBestStyle});
 }
 
 core::Status WriteHtml(const PlanReport& report, const std::string& path) {
-  const core::Status st = core::WriteFileAtomic(path, RenderHtml(report));
-  return st.ok() ? st : core::Status::Error("--html: " + st.message());
+  return WritePage(path, RenderHtml(report));
 }
 
 }  // namespace pentamesh::report

@@ -17,6 +17,7 @@
 #include "core/output.h"
 #include "cost/cost.h"
 #include "report/chart.h"
+#include "report/page.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -505,21 +506,17 @@ std::string TraceSection(const RunMetrics& run) {
 }  // namespace
 
 std::string RenderRunHtml(const RunMetrics& run) {
-  std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pentamesh run: " +
-                     Escape(run.source) + "</title>\n" + kPageStyle + ChartLibraryScript() +
-                     "</head><body>\n";
-  html += "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
+  std::string html = "<h1>pentamesh run: " + Escape(run.source) + "</h1>\n" + Summary(run);
   html += StepCharts(run);
   html += MemorySection(run);
   html += TimeSection(run);
   html += MoeSection(run);
   html += TraceSection(run);
-  return html + "</body></html>\n";
+  return HtmlPage("pentamesh run: " + run.source, html, {.charts = true, .extra_style = ""});
 }
 
 core::Status WriteRunHtml(const RunMetrics& run, const std::string& path) {
-  const core::Status st = core::WriteFileAtomic(path, RenderRunHtml(run));
-  return st.ok() ? st : core::Status::Error("--html: " + st.message());
+  return WritePage(path, RenderRunHtml(run));
 }
 
 }  // namespace pentamesh::report

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "report/chart.h"
+#include "report/page.h"
 #include "report/svg.h"
 
 namespace pentamesh::report {
@@ -44,19 +45,14 @@ std::string LatencyChart(const std::vector<cost::ServeEstimate>& rows, const std
 }  // namespace
 
 std::string ServeHtml(const std::string& title, const std::vector<cost::ServeEstimate>& rows) {
-  std::string out = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>pentamesh serve";
-  out += "</title>";
-  out += kPageStyle;
-  out += ChartLibraryScript();
-  out += "</head><body>";
-  out += fmt::format("<h1>pentamesh serve: {}</h1>", Escape(title));
+  std::string out = fmt::format("<h1>pentamesh serve: {}</h1>", Escape(title));
   out += "<p class=\"note\">Best first. docs/COST_MODEL.md, \"Inference\", states the model.</p>";
   out += Table(rows);
   out += "<h2>p95 time to first token</h2>";
   out += LatencyChart(rows, "ttft", "TTFT p95 (ms)", &cost::ServeEstimate::ttft_p95_s);
   out += "<h2>Inter-token latency</h2>";
   out += LatencyChart(rows, "itl", "ITL (ms)", &cost::ServeEstimate::itl_s);
-  return out + "</body></html>\n";
+  return HtmlPage("pentamesh serve", out, {.charts = true, .extra_style = ""});
 }
 
 }  // namespace pentamesh::report

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/output.h"
+#include "report/page.h"
 #include "report/svg.h"
 #include "schedule/estimate.h"
 #include "schedule/format.h"
@@ -277,9 +278,8 @@ std::string RenderScheduleHtml(const schedule::ScheduleSpec& spec,
                                const schedule::SimResult& sim, const std::string& costs_text) {
   const std::string title = fmt::format("pentamesh schedule: {} pp={} micro-batches={}",
                                         schedule::ToString(spec), spec.pp, spec.microbatches);
-  std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" +
-                     Escape(title) + "</title>\n" + kPageStyle + "</head><body>\n<h1>" +
-                     Escape(title) + "</h1>\n<p class=note>Simulated with " + Escape(costs_text) +
+  std::string html = "<h1>" + Escape(title) + "</h1>\n<p class=note>Simulated with " +
+                     Escape(costs_text) +
                      " by schedule::Simulate on the programs of schedule::MakeAll.</p>\n";
   html += "<h2>Timeline</h2>\n" + ScheduleTimelineHtml(spec, sim, "units");
   html +=
@@ -292,16 +292,14 @@ std::string RenderScheduleHtml(const schedule::ScheduleSpec& spec,
                     rank < sim.ranks.size() ? TickLabel(sim.ranks[rank].idle_s) : "-",
                     rank < sim.ranks.size() ? sim.ranks[rank].peak_in_flight : 0);
   }
-  return html + "</table>\n</body></html>\n";
+  return HtmlPage(title, html + "</table>\n");
 }
 
 core::Status WriteScheduleHtml(const schedule::ScheduleSpec& spec,
                                const std::vector<schedule::Program>& programs,
                                const schedule::SimResult& sim, const std::string& costs_text,
                                const std::string& path) {
-  const core::Status st =
-      core::WriteFileAtomic(path, RenderScheduleHtml(spec, programs, sim, costs_text));
-  return st.ok() ? st : core::Status::Error("--html: " + st.message());
+  return WritePage(path, RenderScheduleHtml(spec, programs, sim, costs_text));
 }
 
 }  // namespace pentamesh::report

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "report/chart.h"
+#include "report/page.h"
 #include "report/svg.h"
 #include "spec/layout.h"
 #include "tune/tune.h"
@@ -216,13 +217,7 @@ std::string InjectionsHtml(const nlohmann::json& outcomes) {
 std::string Html(const Result& r) {
   std::vector<std::string> labels;
   for (size_t i = 0; i < r.rows.size(); ++i) labels.push_back(Label(r, i));
-  std::string page = "<!doctype html><html><head><meta charset=\"utf-8\"><title>pentamesh tune: " +
-                     Escape(r.model_name) + "</title>\n" + report::kPageStyle +
-                     "<style>.best{background:#eef4fb;padding:10px;border-left:4px solid "
-                     "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}td.layout{white-space:"
-                     "nowrap}</style>\n" +
-                     report::ChartLibraryScript() + "</head><body>\n";
-  page += fmt::format(
+  std::string page = fmt::format(
       "<h1>pentamesh tune: {}</h1>\n<p>{}; {} steps per run, the first quarter "
       "warm-up; {} layouts costed, {} the CPU engine runs.</p>\n",
       Escape(r.model_name), Escape(r.host), r.options.steps, r.space, r.runnable);
@@ -236,7 +231,12 @@ std::string Html(const Result& r) {
   page += "<h2>Pipeline bubble</h2>\n" + BubbleChart(r, labels);
   page += "<h2>Expert load</h2>\n" + ExpertChart(r, labels);
   if (!r.injections.is_null() && !r.injections.empty()) page += InjectionsHtml(r.injections);
-  return page + "</body></html>\n";
+  return report::HtmlPage(
+      "pentamesh tune: " + r.model_name, page,
+      {.charts = true,
+       .extra_style = "<style>.best{background:#eef4fb;padding:10px;border-left:4px solid "
+                      "#4c78a8}.best-row{background:#eef4fb;font-weight:bold}td.layout{white-space:"
+                      "nowrap}</style>\n"});
 }
 
 }  // namespace pentamesh::tune
