@@ -22,17 +22,43 @@ struct Link {
   bool intra = true;  // the whole group is inside one node
 };
 
-// Seconds of one collective; n_bytes is the full tensor (AG output, RS input, AR buffer), or the
-// local buffer for all-to-all, or the message for p2p.
-double AllGatherTime(const Link& link, double n_bytes);
-// Seconds to sum the (g-1)/g n bytes a rank reduces at reduce_Bps; 0 when free.
-double ReductionTime(const Link& link, double n_bytes);
-// The all-gather's transfer plus ReductionTime.
-double ReduceScatterTime(const Link& link, double n_bytes);
+// One collective on a link, the one function per kind for both of its costs: the seconds it
+// takes and the bytes one rank sends on the wire (core/collective_bytes.h, the same count the
+// engine's communicators measure). Comm values add and scale, so a term sums its collectives
+// once and gets its time and its bytes together. n_bytes is the full tensor (AG output, RS
+// input, AR buffer), or the local buffer for all-to-all, or the message for p2p.
+struct Comm {
+  double seconds = 0;
+  double wire_bytes = 0;
+  Comm& operator+=(const Comm& o) {
+    seconds += o.seconds;
+    wire_bytes += o.wire_bytes;
+    return *this;
+  }
+};
+inline Comm operator+(Comm a, const Comm& b) { return a += b; }
+inline Comm operator*(double k, const Comm& c) { return {k * c.seconds, k * c.wire_bytes}; }
+
+// Ring: (g-1) messages, the wire bytes at ring_Bps.
+Comm AllGather(const Link& link, double n_bytes);
+// The all-gather's transfer plus ReductionTime (its wire bytes are the all-gather's).
+Comm ReduceScatter(const Link& link, double n_bytes);
 // A reduce-scatter then an all-gather: twice the transfer, one reduction.
-double AllReduceTime(const Link& link, double n_bytes);
-double AllToAllTime(const Link& link, double n_bytes);
-double P2pTime(const Link& link, double n_bytes);
+Comm AllReduce(const Link& link, double n_bytes);
+// Pairwise exchange: the bytes to the node's members at nvlink_Bps, those to other nodes at
+// nic_Bps, the slower of the two.
+Comm AllToAll(const Link& link, double n_bytes);
+Comm P2p(const Link& link, double n_bytes);
+// Seconds to sum the (g-1)/g n bytes a rank reduces at reduce_Bps; 0 when free. No wire bytes.
+double ReductionTime(const Link& link, double n_bytes);
+// The seconds alone, where a term needs no bytes.
+inline double AllGatherTime(const Link& link, double n) { return AllGather(link, n).seconds; }
+inline double ReduceScatterTime(const Link& link, double n) {
+  return ReduceScatter(link, n).seconds;
+}
+inline double AllReduceTime(const Link& link, double n) { return AllReduce(link, n).seconds; }
+inline double AllToAllTime(const Link& link, double n) { return AllToAll(link, n).seconds; }
+inline double P2pTime(const Link& link, double n) { return P2p(link, n).seconds; }
 // The link of a group whose `size` members all sit in one node: bus_Bps for ring, p2p and
 // all-to-all alike, alpha_s per message, reductions summed at reduce_Bps (0 = free).
 Link IntraNodeLink(double size, double bus_Bps, double alpha_s, double reduce_Bps);

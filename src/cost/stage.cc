@@ -261,24 +261,21 @@ void DpCommunication(const spec::Layout& /*l*/, const Terms& t, const Stage& s, 
   bytes = 0;
   time_s = 0;
   auto group = [&](double params, const Link& link) {
-    const double g = link.size;
-    if (g <= 1 || params <= 0) return;
+    if (link.size <= 1 || params <= 0) return;
     const double w = params * t.weight_bytes, gr = params * t.grad_reduce_bytes;
-    const double f = (g - 1) / g;
+    Comm c;
     if (t.dp_comm_zero == 0) {  // all-reduce of the accumulated gradients
-      bytes += 2.0 * f * gr;
-      time_s += AllReduceTime(link, gr);
+      c = AllReduce(link, gr);
     } else if (t.dp_comm_zero == 1) {  // reduce-scatter gradients, all-gather updated weights
-      bytes += f * (gr + w);
-      time_s += ReduceScatterTime(link, gr) + AllGatherTime(link, w);
+      c = ReduceScatter(link, gr) + AllGather(link, w);
     } else if (t.dp_comm_zero == 2) {  // sharded grads: reduce-scatter every micro-batch's
-      bytes += t.m * f * gr + f * w;
-      time_s += t.m * ReduceScatterTime(link, gr) + AllGatherTime(link, w);
+      c = t.m * ReduceScatter(link, gr) + AllGather(link, w);
     } else {  // ZeRO-3 / FSDP: per micro-batch, gather weights for forward and backward,
               // reduce-scatter the gradients
-      bytes += t.m * f * (2.0 * w + gr);
-      time_s += t.m * (2.0 * AllGatherTime(link, w) + ReduceScatterTime(link, gr));
+      c = t.m * (2.0 * AllGather(link, w) + ReduceScatter(link, gr));
     }
+    bytes += c.wire_bytes;
+    time_s += c.seconds;
   };
   group(s.params_dense, t.dp_link);
   group(s.params_expert, t.edp_link);

@@ -3,6 +3,8 @@
 // efficiency, flash attention, memory-bound elementwise kernels) and per-layer communication.
 // Invariant: only arithmetic on doubles; no allocation (EstimateLayout's hot path).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "core/collective_bytes.h"
 #include "cost/internal.h"
@@ -278,39 +280,47 @@ void Activations(const Context& ctx, const Layout& l, Terms& t) {
 
 }  // namespace
 
-double AllGatherTime(const Link& link, double n) {
-  if (link.size <= 1 || n <= 0) return 0;
-  return (link.size - 1) * link.alpha_s + (link.size - 1) / link.size * n / link.ring_Bps;
+namespace {
+// The group's size as the byte counts take it (a degree: a whole number).
+int64_t Ranks(const Link& link) { return static_cast<int64_t>(std::llround(link.size)); }
+}  // namespace
+
+Comm AllGather(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return {};
+  const double wire = core::AllGatherWireBytes(n, Ranks(link));
+  return {(link.size - 1) * link.alpha_s + wire / link.ring_Bps, wire};
 }
 
 double ReductionTime(const Link& link, double n) {
   if (link.size <= 1 || n <= 0 || link.reduce_Bps <= 0) return 0;
-  return (link.size - 1) / link.size * n / link.reduce_Bps;
+  return core::ReduceScatterWireBytes(n, Ranks(link)) / link.reduce_Bps;
 }
 
-double ReduceScatterTime(const Link& link, double n) {
-  if (link.size <= 1 || n <= 0) return 0;
-  return AllGatherTime(link, n) + ReductionTime(link, n);
+Comm ReduceScatter(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return {};
+  const Comm gather = AllGather(link, n);
+  return {gather.seconds + ReductionTime(link, n), core::ReduceScatterWireBytes(n, Ranks(link))};
 }
 
-double AllReduceTime(const Link& link, double n) {
-  if (link.size <= 1 || n <= 0) return 0;
-  return 2 * (link.size - 1) * link.alpha_s + 2 * (link.size - 1) / link.size * n / link.ring_Bps +
-         ReductionTime(link, n);
+Comm AllReduce(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return {};
+  const double wire = core::AllReduceWireBytes(n, Ranks(link));
+  return {2 * (link.size - 1) * link.alpha_s + wire / link.ring_Bps + ReductionTime(link, n), wire};
 }
 
-double AllToAllTime(const Link& link, double n) {
-  if (link.size <= 1 || n <= 0) return 0;
+Comm AllToAll(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return {};
   const double g = link.size, k = link.per_node;
   // Pairwise exchange: (k-1)/g of the buffer stays on NVLink, (g-k)/g leaves through the NIC.
   const double on_node = (k - 1) / g * n / link.nvlink_Bps;
   const double off_node = link.intra ? 0.0 : (g - k) / g * n / link.nic_Bps;
-  return (g - 1) * link.alpha_s + std::max(on_node, off_node);
+  return {(g - 1) * link.alpha_s + std::max(on_node, off_node),
+          core::AllToAllEvenWireBytes(n, Ranks(link))};
 }
 
-double P2pTime(const Link& link, double n) {
-  if (link.size <= 1 || n <= 0) return 0;
-  return link.alpha_s + n / link.p2p_Bps;
+Comm P2p(const Link& link, double n) {
+  if (link.size <= 1 || n <= 0) return {};
+  return {link.alpha_s + n / link.p2p_Bps, core::SendWireBytes(n)};
 }
 
 Link IntraNodeLink(double size, double bus_Bps, double alpha_s, double reduce_Bps) {
@@ -481,15 +491,11 @@ void Compute(const Context& ctx, const Layout& l, Terms& t) {
 void TpBlock(const Terms& t, const Layout& l, double n, double& time_s, double& bytes) {
   if (t.tp <= 1) return;
   const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
-  if (l.sp) {
-    // Each reduce-scatter is an all-gather's transfer plus its sum (ReduceScatterTime).
-    time_s +=
-        (5.0 + 2.0 * rec) * AllGatherTime(t.tp_link, n) + (2.0 + rec) * ReductionTime(t.tp_link, n);
-    bytes += (5.0 + 2.0 * rec) * (t.tp - 1) / t.tp * n;
-  } else {
-    time_s += (2.0 + rec) * AllReduceTime(t.tp_link, n);
-    bytes += (2.0 + rec) * 2.0 * (t.tp - 1) / t.tp * n;
-  }
+  const Comm c =
+      l.sp ? (3.0 + rec) * AllGather(t.tp_link, n) + (2.0 + rec) * ReduceScatter(t.tp_link, n)
+           : (2.0 + rec) * AllReduce(t.tp_link, n);
+  time_s += c.seconds;
+  bytes += c.wire_bytes;
 }
 
 // Under SP an MoE layer whose router and routed experts are replicated over tp (model/moe.h) runs
@@ -503,10 +509,9 @@ void MoeReplicatedSp(const Terms& t, const Layout& l, bool shared, double n, dou
   if (t.tp <= 1) return;
   const double rec = l.recompute == spec::Recompute::kFull ? 1.0 : 0.0;
   const double scatters = shared ? 2.0 + rec : 0.0;
-  const double transfers = (3.0 + rec) + scatters;
-  // Each reduce-scatter is an all-gather's transfer plus its sum (ReduceScatterTime).
-  time_s += transfers * AllGatherTime(t.tp_link, n) + scatters * ReductionTime(t.tp_link, n);
-  bytes += transfers * (t.tp - 1) / t.tp * n;
+  const Comm c = (3.0 + rec) * AllGather(t.tp_link, n) + scatters * ReduceScatter(t.tp_link, n);
+  time_s += c.seconds;
+  bytes += c.wire_bytes;
 }
 
 void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
@@ -541,14 +546,11 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
   // backward for the weight grad, reduce-scatter of the input grad; without SP the all-reduce of
   // the input grad backward), and three fp32 all-reduces of the cross-entropy (max, sum of
   // exponentials, target logit) per token.
-  const double g = (t.tp - 1) / t.tp;
   const double ce = 4.0 * t.tokens;
-  double head_s = 0;
+  Comm embed, head;
   if (l.sp) {
-    t.tp_embed_s = ReduceScatterTime(t.tp_link, n) + AllGatherTime(t.tp_link, n);
-    t.tp_bytes_embed = 2.0 * g * n;
-    head_s = 2.0 * AllGatherTime(t.tp_link, n) + ReduceScatterTime(t.tp_link, n);
-    t.tp_bytes_head = 3.0 * g * n;
+    embed = ReduceScatter(t.tp_link, n) + AllGather(t.tp_link, n);
+    head = 2.0 * AllGather(t.tp_link, n) + ReduceScatter(t.tp_link, n);
     // Once per step: the norm weight grads, 2 norms of h per layer and the final norm (grad
     // dtype), summed over tp because each rank normalised its own rows; likewise every weight
     // replicated over tp that sees only the rank's rows (MLA's down-projections, latent norms).
@@ -559,15 +561,14 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
     if (md.is_moe() && RouterSeesRankRows(ctx.params(), l, t))
       t.sp_router_grad_bytes = ctx.router_params_layer * t.grad_bytes;
   } else {
-    t.tp_embed_s = AllReduceTime(t.tp_link, n);
-    t.tp_bytes_embed = 2.0 * g * n;
-    head_s = AllReduceTime(t.tp_link, n);
-    t.tp_bytes_head = 2.0 * g * n;
+    embed = AllReduce(t.tp_link, n);
+    head = AllReduce(t.tp_link, n);
   }
-  t.tp_head_s = head_s + 3.0 * AllReduceTime(t.tp_link, ce);
-  t.tp_bytes_head += 3.0 * 2.0 * g * ce;
-  t.tp_embed_s *= exposed;
-  t.tp_head_s *= exposed;
+  head += 3.0 * AllReduce(t.tp_link, ce);
+  t.tp_embed_s = exposed * embed.seconds;
+  t.tp_bytes_embed = embed.wire_bytes;
+  t.tp_head_s = exposed * head.seconds;
+  t.tp_bytes_head = head.wire_bytes;
 }
 
 void CpTerms(const Context& ctx, const Layout& l, Terms& t) {
@@ -596,10 +597,10 @@ void CpTerms(const Context& ctx, const Layout& l, Terms& t) {
   // backward the same four. Not overlapped.
   auto bytes = [&](double width) { return t.tokens * width / t.tp * t.elem_bytes; };
   const double q = bytes(a.q), o = bytes(a.o), k = bytes(a.k), v = bytes(a.v);
-  const double fwd = (AllToAllTime(t.cp_link, q) + AllToAllTime(t.cp_link, o)) +
-                     (AllToAllTime(t.cp_link, k) + AllToAllTime(t.cp_link, v));
-  t.cp_layer_s = (2.0 + rec) * fwd;
-  t.cp_bytes_layer = (2.0 + rec) * (t.cp - 1) / t.cp * ((q + o) + (k + v));
+  const Comm layer = (2.0 + rec) * ((AllToAll(t.cp_link, q) + AllToAll(t.cp_link, o)) +
+                                    (AllToAll(t.cp_link, k) + AllToAll(t.cp_link, v)));
+  t.cp_layer_s = layer.seconds;
+  t.cp_bytes_layer = layer.wire_bytes;
 }
 
 // The load-balancing statistics (model/moe.cc Route): each MoE layer's forward all-gathers 2E+1
@@ -636,8 +637,9 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   // an all-to-all of E int64 counts (model/moe.cc).
   const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
   const double counts = static_cast<double>(md.moe.experts) * 8.0;
-  t.ep_layer_s = count * AllToAllTime(t.ep_link, n) + forwards * AllToAllTime(t.ep_link, counts);
-  t.ep_bytes_layer = (count * n + forwards * counts) * (t.ep - 1) / t.ep;
+  const Comm layer = count * AllToAll(t.ep_link, n) + forwards * AllToAll(t.ep_link, counts);
+  t.ep_layer_s = layer.seconds;
+  t.ep_bytes_layer = layer.wire_bytes;
 }
 
 }  // namespace
