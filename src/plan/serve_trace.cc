@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/input.h"
 #include "spec/json_input.h"
@@ -14,6 +15,17 @@ namespace {
 
 core::Status Bad(const std::string& where, const std::string& why) {
   return core::Status::Error(fmt::format("{}: {}", where, why));
+}
+
+// ParseJson's error on one line of the file, without its position inside that line ("at line 1").
+core::Status OneLine(const core::Status& st) {
+  std::string m = st.message();
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"at line 1, column", "at column"},
+        {" at line 1 ", " "}}) {
+    if (const size_t at = m.find(from); at != std::string::npos) m.replace(at, from.size(), to);
+  }
+  return core::Status::Error(m);
 }
 
 // The arrival of one line's object, in ms; `where` names the source and line.
@@ -58,7 +70,9 @@ core::Result<std::vector<TraceRequest>> ParseServeTrace(std::string_view text,
     if (static_cast<int64_t>(out.size()) == kMaxTraceRequests)
       return Bad(where,
                  fmt::format("more than {} requests (the limit of a trace)", kMaxTraceRequests));
-    PM_ASSIGN_OR_RETURN(const nlohmann::json obj, spec::ParseJson(row, where));
+    auto parsed = spec::ParseJson(row, where);
+    if (!parsed.ok()) return OneLine(parsed.status());
+    const nlohmann::json& obj = *parsed;
     if (!obj.is_object())
       return Bad(where, fmt::format("must be a JSON object with \"timestamp\", \"input_length\" "
                                     "and \"output_length\", not {}",
