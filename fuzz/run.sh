@@ -12,9 +12,10 @@
 # METRICS_FUZZ_SECONDS, default 20) and import --hf's config.json reader (hf_fuzz,
 # HF_FUZZ_SECONDS, default 15), the stack profile reader (stack_fuzz, STACK_FUZZ_SECONDS, default
 # 15), the host profile reader (host_fuzz, HOST_FUZZ_SECONDS, default 10), tune's measured-results
-# reader (tune_fuzz, TUNE_FUZZ_SECONDS, default 10) and `serve` (serve_fuzz, SERVE_FUZZ_SECONDS,
-# default 20), bounded the same way. Longer exploratory runs: FUZZ_SECONDS=1200
-# CLI_FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
+# reader (tune_fuzz, TUNE_FUZZ_SECONDS, default 10), `serve` (serve_fuzz, SERVE_FUZZ_SECONDS,
+# default 20) and its request trace reader with the simulation of what it accepts
+# (serve_trace_fuzz, SERVE_TRACE_FUZZ_SECONDS, default 5), bounded the same way. Longer
+# exploratory runs: FUZZ_SECONDS=1200 CLI_FUZZ_SECONDS=1200 FUZZ_SEED=$RANDOM bash fuzz/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
@@ -26,7 +27,7 @@ fi
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPM_FUZZ=ON -DPM_BUILD_TESTS=OFF -DPM_BUILD_BENCH=OFF -DPM_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j "${PM_JOBS:-2}" --target toml_fuzz ckpt_fuzz cli_fuzz launch_fuzz \
-  runs_fuzz metrics_fuzz hf_fuzz stack_fuzz host_fuzz tune_fuzz serve_fuzz
+  runs_fuzz metrics_fuzz hf_fuzz stack_fuzz host_fuzz tune_fuzz serve_fuzz serve_trace_fuzz
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 for f in configs/presets/*/*.toml; do cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
@@ -90,6 +91,12 @@ fuzz_target tune "${TUNE_FUZZ_SECONDS:-10}" -dict=fuzz/tune.dict
 # simulation with SLOs, an MoE closed loop with offloaded experts, a capacity search with --emit.
 fuzz_target serve "${SERVE_FUZZ_SECONDS:-20}" -dict=fuzz/cli.dict -max_len=1024 -timeout=300 \
   -close_fd_mask=2
+
+# `serve --request-trace`'s reader and the simulation of the traces it accepts
+# (fuzz/serve_trace_fuzz.cc), seeded with fuzz/seeds/serve_trace: the example trace of configs/,
+# AIPerf's Mooncake example, a burst with a long prompt, an unsorted pair; fuzz/serve_trace.dict
+# holds the format's keys and extreme numbers.
+fuzz_target serve_trace "${SERVE_TRACE_FUZZ_SECONDS:-5}" -dict=fuzz/serve_trace.dict -timeout=60
 
 # The CLI (fuzz/cli_fuzz.cc): argument lists, one per line, seeded with fuzz/seeds/cli (runs that
 # work, and every input that once crashed, hung or printed a wrong answer). An input that runs

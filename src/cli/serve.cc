@@ -3,7 +3,9 @@
 // --ttft-p95 / --itl at the lowest cost per request (plan::SearchServe). Table by default,
 // --json, --html; a layout that breaks a rule or does not fit, or no layout meeting the targets,
 // exits 2 naming the field. With --tp and --concurrency or --rate it also simulates the layout
-// under that load (plan::SimulateLayout: continuous batching, chunked prefill, paged KV).
+// under that load (plan::SimulateLayout: continuous batching, chunked prefill, paged KV), or with
+// --request-trace under a trace's requests (plan/serve_trace.h), each with its own arrival and
+// lengths; the estimate is then of the trace's longest prompt and longest request.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include "launch/serve_engines.h"
 #include "plan/serve.h"
 #include "plan/serve_sim.h"
+#include "plan/serve_trace.h"
 #include "report/serve_html.h"
 #include "spec/load_toml.h"
 
@@ -28,6 +31,7 @@ namespace {
 constexpr double kGB = 1e9;
 constexpr double kMs = 1e3;
 constexpr int64_t kMaxRequests = 1 << 20;
+constexpr int64_t kSimRequests = 1000;
 
 struct ServeArgs {
   std::string model, cluster = "h100-sxm", stack = "megatron", precision = "bf16";
@@ -40,7 +44,11 @@ struct ServeArgs {
   std::optional<int64_t> concurrency;
   std::optional<int64_t> max_batched_tokens;  // --max-batched-tokens (else the profile's)
   std::optional<double> rate;
-  int64_t sim_requests = 1000, seed = 1;
+  std::optional<int64_t> sim_requests;  // --sim-requests (default kSimRequests)
+  int64_t seed = 1;
+  std::string request_trace;  // --request-trace FILE
+  std::vector<plan::TraceRequest> trace;
+  plan::TraceSummary trace_summary;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
   std::string engine = "none";    // profile (cost::FindServeEngineProfile)
   std::vector<std::string> emit;  // --emit ENGINE DIR
@@ -51,6 +59,14 @@ struct ServeArgs {
 
 std::string Describe(const ServeArgs& a, const Inputs& in) {
   const cost::ServeWorkload& w = a.workload;
+  if (!a.trace.empty()) {
+    return fmt::format(
+        "{} on {}, request trace {} (estimate: its longest prompt, {} tokens, and longest "
+        "request, {} tokens), {} weights, {} KV, engine profile {}",
+        in.model.name, in.cluster.name, a.request_trace, w.input_tokens,
+        w.input_tokens + w.output_tokens, a.precision, w.kv_fp8 ? "fp8" : "bf16",
+        w.engine.profile.name);
+  }
   return fmt::format(
       "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV, "
       "engine profile {}",
@@ -96,11 +112,19 @@ void PrintEstimate(const cost::ServeEstimate& e) {
 }
 
 std::string Describe(const ServeArgs& a, const plan::ServeLoad& load) {
+  if (!a.trace.empty()) {
+    const plan::TraceSummary& t = a.trace_summary;
+    return fmt::format(
+        "request trace {}: {} requests, mean {:.1f} input + {:.1f} output tokens, arrivals over "
+        "{:.3f} s, on {} engine(s)",
+        a.request_trace, t.requests, t.mean_input_tokens, t.mean_output_tokens, t.duration_s,
+        load.groups);
+  }
   const std::string arrivals = a.concurrency
                                    ? fmt::format("closed loop of {} clients", *a.concurrency)
                                    : fmt::format("Poisson arrivals at {} requests/s", *a.rate);
-  return fmt::format("{}, {} requests over {} engine(s) (replicas x ep)", arrivals, a.sim_requests,
-                     load.groups);
+  return fmt::format("{}, {} requests over {} engine(s) (replicas x ep)", arrivals,
+                     a.sim_requests.value_or(kSimRequests), load.groups);
 }
 
 void PrintPercentiles(const char* name, const plan::Percentiles& p) {
@@ -139,7 +163,8 @@ nlohmann::json PercentilesJson(const plan::Percentiles& p) {
 nlohmann::json LoadJson(const ServeArgs& a, const plan::ServeLoad& load) {
   const plan::ServeSimResult& g = load.group;
   nlohmann::json j = {{"engines", load.groups},
-                      {"requests", a.sim_requests},
+                      {"requests", a.trace.empty() ? a.sim_requests.value_or(kSimRequests)
+                                                   : a.trace_summary.requests},
                       {"seed", a.seed},
                       {"steps", g.steps},
                       {"mean_batch_tokens", g.mean_batch_tokens},
@@ -160,6 +185,14 @@ nlohmann::json LoadJson(const ServeArgs& a, const plan::ServeLoad& load) {
                       {"mean_in_system", g.mean_in_system * static_cast<double>(load.groups)}};
   if (a.concurrency) j["concurrency"] = *a.concurrency;
   if (a.rate) j["rate_per_s"] = *a.rate;
+  if (!a.trace.empty()) {
+    const plan::TraceSummary& t = a.trace_summary;
+    j["trace"] = {{"file", a.request_trace},
+                  {"requests", t.requests},
+                  {"mean_input_tokens", t.mean_input_tokens},
+                  {"mean_output_tokens", t.mean_output_tokens},
+                  {"duration_ms", t.duration_s * kMs}};
+  }
   return j;
 }
 
@@ -271,14 +304,15 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   if (const core::Status s = WriteHtml(a, title, {e}); !s.ok()) return Fail(s.message());
   if (const core::Status s = Emit(a, title, l, a.workload); !s.ok()) return Fail(s.message());
   std::optional<plan::ServeLoad> load;
-  if (a.concurrency || a.rate) {
+  if (a.concurrency || a.rate || !a.trace.empty()) {
     const plan::ServeTraffic traffic{.rate_per_s = a.rate.value_or(0.0),
                                      .concurrency = a.concurrency.value_or(0),
                                      .think_s = plan::kClientTurnaroundS,
-                                     .requests = a.sim_requests,
+                                     .requests = a.sim_requests.value_or(kSimRequests),
                                      .seed = static_cast<uint64_t>(a.seed),
                                      .slo_ttft_s = a.slo_ttft_ms / kMs,
-                                     .slo_itl_s = a.slo_itl_ms / kMs};
+                                     .slo_itl_s = a.slo_itl_ms / kMs,
+                                     .trace = a.trace};
     load = plan::SimulateLayout(ctx, l, a.workload, traffic);
   }
   if (a.json) {
@@ -355,7 +389,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   q.rate_per_s = *a.rate;
   q.slo_ttft_p95_s = a.slo_ttft_ms / kMs;
   q.slo_itl_p95_s = a.slo_itl_ms / kMs;
-  q.sim_requests = a.sim_requests;
+  q.sim_requests = a.sim_requests.value_or(kSimRequests);
   q.seed = static_cast<uint64_t>(a.seed);
   const plan::ServeCapacityResult r = plan::SearchServeCapacity(ctx, q, a.top);
   if (r.top.empty()) {
@@ -408,12 +442,49 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   return 0;
 }
 
+// --request-trace: the trace read against the model's context, the fixed-traffic flags refused,
+// and the estimate's workload set to the trace's longest prompt and longest request.
+core::Status LoadTrace(ServeArgs& a, const spec::ModelSpec& model) {
+  const std::string flag = "--request-trace";
+  if (a.workload.input_tokens > 0 || a.workload.output_tokens > 0) {
+    return core::Status::Error(flag +
+                               " and --input-tokens/--output-tokens: give one of them (the "
+                               "trace gives each request's lengths)");
+  }
+  if (a.rate) return core::Status::Error(flag + " and --rate: give one of them");
+  if (a.concurrency) return core::Status::Error(flag + " and --concurrency: give one of them");
+  if (a.sim_requests) {
+    return core::Status::Error(flag +
+                               " and --sim-requests: give one of them (the trace's requests are "
+                               "simulated)");
+  }
+  if (!a.tp) return core::Status::Error(flag + ": simulate one layout: give --tp (and --pp)");
+  if (a.replicas * a.ep != 1) {
+    return core::Status::Error(
+        flag +
+        ": simulates one engine (--replicas 1 --ep 1); dealing a trace over several is not "
+        "modelled");
+  }
+  auto trace = plan::ReadServeTrace(a.request_trace, model.max_seq_len);
+  if (!trace.ok()) return core::Status::Error(flag + ": " + trace.status().message());
+  a.trace = std::move(*trace);
+  a.trace_summary = plan::SummarizeTrace(a.trace);
+  a.workload.input_tokens = a.trace_summary.max_input_tokens;
+  a.workload.output_tokens = a.trace_summary.max_total_tokens - a.trace_summary.max_input_tokens;
+  return core::Status::Ok();
+}
+
 int RunServe(const ServeArgs& args) {
   ServeArgs a = args;
   Inputs in;
   auto model = spec::LoadModel(a.model);
   if (!model.ok()) return Fail(model.status().message());
   in.model = *model;
+  if (!a.request_trace.empty()) {
+    if (const core::Status s = LoadTrace(a, in.model); !s.ok()) return Fail(s.message());
+  } else if (a.workload.input_tokens == 0 || a.workload.output_tokens == 0) {
+    return Fail("--input-tokens and --output-tokens are required (or --request-trace FILE)");
+  }
   auto cluster = spec::LoadCluster(a.cluster, a.gpus);
   if (!cluster.ok()) return Fail(cluster.status().message());
   in.cluster = *cluster;
@@ -453,11 +524,11 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--gpus", a->gpus, "GPUs available (default: the cluster's)")
       ->transform(IntIn(1, spec::kMaxGpus));
   sub->add_option("--stack", a->stack, "stack whose calibrated GPU parameters to use");
-  sub->add_option("--input-tokens", w.input_tokens, "prompt tokens per request")
-      ->required()
+  sub->add_option("--input-tokens", w.input_tokens,
+                  "prompt tokens per request (required without --request-trace)")
       ->transform(IntIn(1));
-  sub->add_option("--output-tokens", w.output_tokens, "generated tokens per request")
-      ->required()
+  sub->add_option("--output-tokens", w.output_tokens,
+                  "generated tokens per request (required without --request-trace)")
       ->transform(IntIn(1));
   sub->add_option("--requests", w.requests, "concurrent requests over all replicas")
       ->transform(IntIn(1, kMaxRequests));
@@ -497,8 +568,13 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
                   "Poisson arrivals, requests/s: simulate the --tp layout, or without --tp find "
                   "the cheapest deployment meeting --slo-ttft/--slo-itl (p95)")
       ->check(NumberIn(1e-6, 1e9));
-  sub->add_option("--sim-requests", a->sim_requests, "requests the simulation serves")
+  sub->add_option("--sim-requests", a->sim_requests,
+                  "requests the simulation serves (default 1000)")
       ->transform(IntIn(1, kMaxRequests));
+  sub->add_option("--request-trace", a->request_trace,
+                  "simulate the --tp layout under a request trace: JSON Lines of "
+                  "{\"timestamp\": ms, \"input_length\": N, \"output_length\": N} (the Mooncake "
+                  "format; sorted, at most 1,048,576 requests and 1 GiB; docs/commands.md)");
   sub->add_option("--seed", a->seed, "simulation: seed of the arrivals")->transform(IntIn(0));
   sub->add_option("--slo-ttft", a->slo_ttft_ms,
                   "TTFT target, ms: goodput of a simulation, p95 of the capacity search")

@@ -7,11 +7,14 @@
 #include <random>
 #include <vector>
 
+#include "core/check.h"
+
 namespace pentamesh::plan {
 namespace {
 
 struct Request {
   double arrival_s = 0, first_s = -1, last_s = -1;
+  int64_t input_tokens = 0, output_tokens = 0;
   int64_t generated = 0;  // tokens emitted
   int64_t computed = 0;   // tokens whose KV is cached
   int64_t blocks = 0;     // KV blocks held
@@ -63,19 +66,35 @@ class Engine {
  public:
   Engine(const cost::ServeStepCost& cost, const cost::ServeWorkload& w, int64_t kv_blocks,
          const ServeTraffic& traffic)
-      : cost_(cost), w_(w), traffic_(traffic), free_blocks_(kv_blocks) {
+      : cost_(cost),
+        w_(w),
+        traffic_(traffic),
+        free_blocks_(kv_blocks),
+        closed_(traffic.trace.empty() && traffic.rate_per_s <= 0) {
     result_.kv_blocks = kv_blocks;
   }
 
   ServeSimResult Run() {
-    const int64_t total = traffic_.requests;
-    const int64_t len = w_.input_tokens + w_.output_tokens;
+    const std::vector<TraceRequest>& trace = traffic_.trace;
+    const int64_t total = trace.empty() ? traffic_.requests : static_cast<int64_t>(trace.size());
+    // The longest request and the longest prompt.
+    int64_t len = trace.empty() ? w_.input_tokens + w_.output_tokens : 0;
+    max_input_ = trace.empty() ? w_.input_tokens : 0;
+    for (const TraceRequest& t : trace) {
+      len = std::max(len, t.input_tokens + t.output_tokens);
+      max_input_ = std::max(max_input_, t.input_tokens);
+    }
     if (total < 1 || BlocksFor(len, w_.engine.block_tokens) > free_blocks_) return result_;
-    const bool open = traffic_.rate_per_s > 0;
-    if (open) {
+    if (!trace.empty()) {
+      for (const TraceRequest& t : trace) {
+        requests_.push_back({.arrival_s = t.arrival_s,
+                             .input_tokens = t.input_tokens,
+                             .output_tokens = t.output_tokens});
+      }
+    } else if (!closed_) {
       const std::vector<double> arrivals =
           PoissonArrivals(traffic_.rate_per_s, total, traffic_.seed);
-      for (double a : arrivals) requests_.push_back({.arrival_s = a});
+      for (double a : arrivals) requests_.push_back(Fixed(a));
     } else {
       const int64_t clients = std::min(std::max<int64_t>(1, traffic_.concurrency), total);
       for (int64_t i = 0; i < clients; ++i) Issue(0.0);
@@ -95,7 +114,12 @@ class Engine {
  private:
   // Closed loop: a client's next request, arriving at `at_s` (AdmitArrivals queues it; clients
   // finish in time order, so arrivals stay sorted).
-  void Issue(double at_s) { requests_.push_back({.arrival_s = at_s}); }
+  void Issue(double at_s) { requests_.push_back(Fixed(at_s)); }
+
+  // A request of the workload's lengths arriving at `at_s`.
+  Request Fixed(double at_s) const {
+    return {.arrival_s = at_s, .input_tokens = w_.input_tokens, .output_tokens = w_.output_tokens};
+  }
 
   // Open loop: requests that arrived by now join the queue; the time they waited unseen (during
   // the last step) counts toward the number in the system.
@@ -108,7 +132,7 @@ class Engine {
   }
 
   Request& At(int64_t id) { return requests_[static_cast<size_t>(id)]; }
-  int64_t Known(const Request& r) const { return w_.input_tokens + r.generated; }
+  int64_t Known(const Request& r) const { return r.input_tokens + r.generated; }
 
   void Preempt(int64_t id) {
     Request& r = At(id);
@@ -143,7 +167,7 @@ class Engine {
     // every other request.
     const int64_t full =
         chunked ? w_.engine.max_batched_tokens
-                : std::max(w_.engine.max_batched_tokens, w_.input_tokens + w_.engine.max_seqs - 1);
+                : std::max(w_.engine.max_batched_tokens, max_input_ + w_.engine.max_seqs - 1);
     int64_t budget = full;
     // The tokens request `id` may schedule now; 0 = it does not fit.
     auto take = [&](int64_t id) {
@@ -178,7 +202,7 @@ class Engine {
       const int64_t n = take(id);
       if (n == 0) break;
       // Reserving: the blocks of the request's whole length, held until it completes.
-      const int64_t whole = w_.input_tokens + w_.output_tokens - At(id).computed;
+      const int64_t whole = At(id).input_tokens + At(id).output_tokens - At(id).computed;
       if (!Grow(id, reserve ? std::max(n, whole) : n)) break;
       waiting_.pop_front();
       running_.push_back(id);
@@ -219,13 +243,14 @@ class Engine {
         itl_.push_back(now_s_ - r.last_s);
       }
       r.last_s = now_s_;
-      if (++r.generated == w_.output_tokens) {
+      if (++r.generated == r.output_tokens) {
         Complete(k.id);
         done_any = true;
       }
     }
     if (done_any) {
-      std::erase_if(running_, [this](int64_t id) { return At(id).generated == w_.output_tokens; });
+      std::erase_if(running_,
+                    [this](int64_t id) { return At(id).generated == At(id).output_tokens; });
     }
   }
 
@@ -236,15 +261,15 @@ class Engine {
     ++completed_;
     ttft_.push_back(r.first_s - r.arrival_s);
     e2e_.push_back(r.last_s - r.arrival_s);
-    const double tpot = w_.output_tokens > 1
-                            ? (r.last_s - r.first_s) / static_cast<double>(w_.output_tokens - 1)
+    output_tokens_ += r.output_tokens;
+    const double tpot = r.output_tokens > 1
+                            ? (r.last_s - r.first_s) / static_cast<double>(r.output_tokens - 1)
                             : 0.0;
     tpot_.push_back(tpot);
     const bool met = (traffic_.slo_ttft_s <= 0 || ttft_.back() <= traffic_.slo_ttft_s) &&
                      (traffic_.slo_itl_s <= 0 || tpot <= traffic_.slo_itl_s);
     good_ += met ? 1 : 0;
-    const bool closed = traffic_.rate_per_s <= 0;
-    if (closed && static_cast<int64_t>(requests_.size()) < traffic_.requests)
+    if (closed_ && static_cast<int64_t>(requests_.size()) < traffic_.requests)
       Issue(now_s_ + traffic_.think_s);
   }
 
@@ -255,7 +280,7 @@ class Engine {
     const auto n = static_cast<double>(completed_);
     if (s.duration_s > 0) {
       s.requests_per_s = n / s.duration_s;
-      s.output_tokens_per_s = n * static_cast<double>(w_.output_tokens) / s.duration_s;
+      s.output_tokens_per_s = static_cast<double>(output_tokens_) / s.duration_s;
       s.goodput_requests_per_s = static_cast<double>(good_) / s.duration_s;
       s.mean_in_system = in_system_s_ / s.duration_s;
     }
@@ -270,11 +295,13 @@ class Engine {
   const cost::ServeWorkload& w_;
   const ServeTraffic& traffic_;
   int64_t free_blocks_;
+  const bool closed_;      // a closed loop of clients (no trace, no rate)
+  int64_t max_input_ = 0;  // the longest prompt
   std::vector<Request> requests_;
   std::deque<int64_t> waiting_;
   std::vector<int64_t> running_;
   std::vector<Work> work_;
-  int64_t next_arrival_ = 0, completed_ = 0, good_ = 0;
+  int64_t next_arrival_ = 0, completed_ = 0, good_ = 0, output_tokens_ = 0;
   double now_s_ = 0, in_system_s_ = 0, tokens_scheduled_ = 0;
   std::vector<double> ttft_, itl_, tpot_, e2e_;
   ServeSimResult result_;
@@ -291,6 +318,7 @@ ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layo
                          const cost::ServeWorkload& w, const ServeTraffic& traffic) {
   ServeLoad load;
   load.groups = layout.replicas * layout.ep;
+  PM_CHECK(traffic.trace.empty() || load.groups == 1);
   const auto groups = static_cast<double>(load.groups);
   auto share = [&load](int64_t n) { return (n + load.groups - 1) / load.groups; };
   ServeTraffic one = traffic;

@@ -3,7 +3,9 @@
 // serving requests of a fixed input and output length, each step costed by cost::ServeStepTime.
 //
 // Arrivals: Poisson at rate_per_s (open loop), or a closed loop of `concurrency` clients, each
-// sending its next request think_s after its last one finishes (all start at t = 0). Scheduler,
+// sending its next request think_s after its last one finishes (all start at t = 0), every
+// request of the workload's input and output length; or a trace (ServeTraffic::trace,
+// plan/serve_trace.h), each request with its own arrival time and lengths. Scheduler,
 // each step: the running requests in admission order get their next token (a decode) or their
 // next prefill chunk, under a budget of max_batched_tokens tokens (chunked prefill); then waiting
 // requests are admitted first come first served while the budget, max_seqs and the free KV blocks
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "cost/inference.h"
 
@@ -35,6 +38,12 @@ namespace pentamesh::plan {
 // between 0 and one decode step gives the same schedule.
 inline constexpr double kClientTurnaroundS = 1e-3;
 
+// One request of a trace: its arrival (seconds from the trace's start) and its lengths.
+struct TraceRequest {
+  double arrival_s = 0;
+  int64_t input_tokens = 0, output_tokens = 0;
+};
+
 struct ServeTraffic {
   double rate_per_s = 0;    // Poisson arrivals per second (open loop); 0 = closed loop
   int64_t concurrency = 0;  // closed loop: clients, each with one request in flight
@@ -43,6 +52,9 @@ struct ServeTraffic {
   int64_t requests = 1000;  // requests simulated (all complete)
   uint64_t seed = 1;
   double slo_ttft_s = 0, slo_itl_s = 0;  // goodput: both met (0 = no target)
+  // A trace (sorted by arrival): when not empty, these requests with their own lengths, instead
+  // of rate_per_s / concurrency / requests and the workload's input and output tokens.
+  std::vector<TraceRequest> trace = {};
 };
 
 struct Percentiles {
@@ -64,10 +76,12 @@ struct ServeSimResult {
   int64_t max_running = 0;  // most requests in one step
 };
 
-// Simulates `traffic` on one ep group. w: input/output tokens and the engine policy;
-// kv_blocks: the blocks the KV cache holds (cost::ServeEstimate::kv_blocks).
-// REQUIRES: traffic.rate_per_s > 0 or traffic.concurrency >= 1; traffic.requests >= 1; one
-// request (input + output tokens) fits in kv_blocks (else the result has steps = 0).
+// Simulates `traffic` on one ep group. w: input/output tokens (of every request without a
+// trace) and the engine policy; kv_blocks: the blocks the KV cache holds
+// (cost::ServeEstimate::kv_blocks).
+// REQUIRES: a trace, or traffic.rate_per_s > 0 or traffic.concurrency >= 1 with
+// traffic.requests >= 1; the longest request (input + output tokens) fits in kv_blocks (else
+// the result has steps = 0).
 ServeSimResult SimulateServe(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
                              int64_t kv_blocks, const ServeTraffic& traffic);
 
@@ -81,7 +95,7 @@ struct ServeLoad {
   double output_tokens_per_s = 0, output_tokens_per_s_gpu = 0;
   double goodput_requests_per_s = 0;
 };
-// REQUIRES: the layout fits (EstimateServe(...).fits).
+// REQUIRES: the layout fits (EstimateServe(...).fits); with a trace, one engine (groups = 1).
 ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layout,
                          const cost::ServeWorkload& w, const ServeTraffic& traffic);
 

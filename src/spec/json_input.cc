@@ -20,23 +20,25 @@ size_t LineOf(std::string_view text, size_t pos) {
          static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
 }
 
-// The first integer beyond int64 (stored as unsigned above 2^63 - 1), by key path; "" if none.
-std::string HugeInteger(const json& j, const std::string& path) {
+// The first integer beyond int64 (stored as unsigned above 2^63 - 1): its key path ("/" for the
+// whole document) and value; nullptr if none. The value is returned rather than looked up again
+// by the path, which a key holding '/' or '~' would not resolve.
+const json* HugeInteger(const json& j, const std::string& path, std::string& found_path) {
   if (j.is_number_unsigned() &&
-      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    return path.empty() ? "/" : path;
+      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    found_path = path.empty() ? "/" : path;
+    return &j;
+  }
   if (j.is_object()) {
     for (const auto& [key, value] : j.items()) {
-      const std::string found = HugeInteger(value, path + "/" + key);
-      if (!found.empty()) return found;
+      if (const json* v = HugeInteger(value, path + "/" + key, found_path)) return v;
     }
   } else if (j.is_array()) {
     for (size_t i = 0; i < j.size(); ++i) {
-      const std::string found = HugeInteger(j[i], path + "/" + std::to_string(i));
-      if (!found.empty()) return found;
+      if (const json* v = HugeInteger(j[i], path + "/" + std::to_string(i), found_path)) return v;
     }
   }
-  return "";
+  return nullptr;
 }
 
 core::Status Bad(const std::string& source, const std::string& path, const std::string& why) {
@@ -68,9 +70,10 @@ core::Result<json> ParseJson(std::string_view text, const std::string& source) {
   } catch (const json::exception& e) {
     return core::Status::Error(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
-  if (const std::string path = HugeInteger(j, ""); !path.empty())
+  std::string path;
+  if (const json* huge = HugeInteger(j, "", path))
     return core::Status::Error(fmt::format("{}: \"{}\": {} is out of range (integers stop at {})",
-                                           source, path, j.at(json::json_pointer(path)).dump(),
+                                           source, path, huge->dump(),
                                            std::numeric_limits<int64_t>::max()));
   return j;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -111,6 +112,83 @@ TEST(ServeCli, SimulationJson) {
   const auto r = nlohmann::json::parse(rate.out)["simulation"];
   EXPECT_LE(r["goodput_requests_per_s"].get<double>(), r["requests_per_s"].get<double>());
   EXPECT_GT(r["requests_per_s"].get<double>(), 0.0);
+}
+
+// --request-trace: the trace's requests simulated (the example trace of configs/), its count,
+// mean lengths and duration printed; a trace of one request is the single-request estimate of
+// its lengths (the estimate's workload is the trace's longest prompt and request).
+TEST(ServeCli, RequestTrace) {
+  const std::string trace = std::string(PM_SOURCE_DIR) + "/configs/example-trace.jsonl";
+  const pt::CliRun r =
+      pt::Pentamesh("serve --model llama3-8b --tp 1 --json --request-trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sim = nlohmann::json::parse(r.out)["simulation"];
+  EXPECT_EQ(sim["requests"].get<int64_t>(), 12);
+  EXPECT_EQ(sim["trace"]["requests"].get<int64_t>(), 12);
+  EXPECT_DOUBLE_EQ(sim["trace"]["mean_input_tokens"].get<double>(), 23590.0 / 12);
+  EXPECT_DOUBLE_EQ(sim["trace"]["mean_output_tokens"].get<double>(), 2340.0 / 12);
+  EXPECT_DOUBLE_EQ(sim["trace"]["duration_ms"].get<double>(), 6000);
+  EXPECT_FALSE(sim.contains("rate_per_s"));
+  const pt::CliRun text = pt::Pentamesh("serve --model llama3-8b --tp 1 --request-trace " + trace);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("12 requests, mean 1965.8 input + 195.0 output tokens, arrivals over "
+                          "6.000 s"),
+            std::string::npos)
+      << text.out;
+
+  const std::string one = std::string(PM_TEST_TMP) + "/one-request.jsonl";
+  std::ofstream(one) << "{\"timestamp\": 250, \"input_length\": 2000, \"output_length\": 100}\n";
+  const pt::CliRun t = pt::Pentamesh(
+      "serve --model llama3-70b --precision fp8 --tp 2 --json --request-trace " + one);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto j = nlohmann::json::parse(t.out);
+  const pt::CliRun fixed = pt::Pentamesh(
+      "serve --model llama3-70b --precision fp8 --tp 2 --input-tokens 2000 --output-tokens 100 "
+      "--json");
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  const auto f = nlohmann::json::parse(fixed.out);
+  EXPECT_NEAR(
+      j["simulation"]["ttft_ms"]["max"].get<double>() / f["prefill_ms"]["total"].get<double>(), 1.0,
+      1e-9);
+  EXPECT_NEAR(j["simulation"]["tpot_ms"]["mean"].get<double>() / f["itl_ms"].get<double>(), 1.0,
+              1e-9);
+  EXPECT_EQ(j["simulation"]["steps"].get<int64_t>(), 100);
+}
+
+// --request-trace's errors: exit 2 naming the flags that clash, or the file, line and field.
+TEST(ServeCli, RequestTraceBadInputExitsTwo) {
+  const std::string dir = PM_TEST_TMP;
+  const std::string good = dir + "/good.jsonl", bad = dir + "/bad.jsonl";
+  std::ofstream(good) << "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 10}\n";
+  std::ofstream(bad) << "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 10}\n"
+                     << "{\"timestamp\": 5, \"input_length\": 130000, \"output_length\": 2000}\n";
+  const std::string base = "serve --model llama3-8b --tp 1 --request-trace ";
+  struct Case {
+    std::string args, error;
+  };
+  const Case cases[] = {
+      {base + good + " --input-tokens 100",
+       "--request-trace and --input-tokens/--output-tokens: give one of them"},
+      {base + good + " --output-tokens 10",
+       "--request-trace and --input-tokens/--output-tokens: give one of them"},
+      {base + good + " --rate 2", "--request-trace and --rate: give one of them"},
+      {base + good + " --concurrency 2", "--request-trace and --concurrency: give one of them"},
+      {base + good + " --sim-requests 5", "--request-trace and --sim-requests: give one of them"},
+      {base + good + " --replicas 2", "--request-trace: simulates one engine"},
+      {"serve --model llama3-8b --request-trace " + good, "--request-trace: simulate one layout"},
+      {base + bad, "--request-trace: " + bad +
+                       " line 2: \"input_length\" 130000 + \"output_length\" 2000 = 132000 tokens "
+                       "exceed the model's context of 131072"},
+      {base + dir, "--request-trace: " + dir + ": is a directory"},
+      {base + "/dev/zero", "is a character device"},
+      {"serve --model llama3-8b --tp 1 --output-tokens 10",
+       "--input-tokens and --output-tokens are required (or --request-trace FILE)"},
+  };
+  for (const Case& c : cases) {
+    const pt::CliRun r = pt::Pentamesh(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << c.args << "\n" << r.err;
+  }
 }
 
 // --rate without --tp: the capacity search's cheapest deployment meets the p95 SLOs.

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -293,6 +294,160 @@ TEST(ServeSim, Benchmark) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - setup).count() / layouts;
   std::printf("serve_sim benchmark: estimate + step cost of a layout %.0f us\n", per * 1e6);
   EXPECT_GT(blocks, 0);
+}
+
+// --- Traces (ServeTraffic::trace): requests with their own arrival and lengths ---
+
+ServeTraffic Trace(std::vector<TraceRequest> requests) {
+  ServeTraffic t;
+  t.trace = std::move(requests);
+  return t;
+}
+
+// n requests at t = 0 of the workload's lengths.
+std::vector<TraceRequest> Burst(int64_t n, const cost::ServeWorkload& w) {
+  return std::vector<TraceRequest>(
+      static_cast<size_t>(n),
+      {.arrival_s = 0, .input_tokens = w.input_tokens, .output_tokens = w.output_tokens});
+}
+
+void ExpectSame(const ServeSimResult& a, const ServeSimResult& b) {
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.preemptions, b.preemptions);
+  EXPECT_EQ(a.max_running, b.max_running);
+  EXPECT_EQ(a.duration_s, b.duration_s);
+  EXPECT_EQ(a.ttft_s.mean, b.ttft_s.mean);
+  EXPECT_EQ(a.ttft_s.max, b.ttft_s.max);
+  EXPECT_EQ(a.itl_s.p95, b.itl_s.p95);
+  EXPECT_EQ(a.tpot_s.mean, b.tpot_s.mean);
+  EXPECT_EQ(a.e2e_s.p99, b.e2e_s.p99);
+  EXPECT_EQ(a.output_tokens_per_s, b.output_tokens_per_s);
+  EXPECT_EQ(a.mean_in_system, b.mean_in_system);
+}
+
+// A closed loop of N clients serving N requests issues all of them at t = 0 and none after: the
+// same schedule as a trace of N equal requests at t = 0. Here on the hand-counted cases above
+// (the preemption at 9 blocks, the reserving policy, prompts without chunking) and a loaded one.
+TEST(ServeSimTrace, BurstAtZeroIsTheClosedLoopOfAsManyClients) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(32, 40);
+  w.engine.block_tokens = 16;
+  cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const ServeSimResult preempted = SimulateServe(c, w, 9, Trace(Burst(2, w)));
+  EXPECT_EQ(preempted.preemptions, 1);
+  EXPECT_EQ(preempted.steps, 47);
+  ExpectSame(preempted, SimulateServe(c, w, 9, Closed(2, 2)));
+  w.engine.profile.reserve_full_length = true;
+  ExpectSame(SimulateServe(c, w, 9, Trace(Burst(2, w))), SimulateServe(c, w, 9, Closed(2, 2)));
+
+  cost::ServeWorkload whole = Workload(3000, 1);
+  whole.engine.max_batched_tokens = 4096;
+  whole.engine.profile.chunked_prefill = false;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), whole);
+  c = cost::MakeServeStepCost(ctx, Tp(1), whole);
+  ExpectSame(SimulateServe(c, whole, e.kv_blocks, Trace(Burst(3, whole))),
+             SimulateServe(c, whole, e.kv_blocks, Closed(3, 3)));
+
+  const cost::ServeWorkload loaded = Workload(1000, 200);
+  const cost::ServeEstimate el = cost::EstimateServe(ctx, Tp(1), loaded);
+  c = cost::MakeServeStepCost(ctx, Tp(1), loaded);
+  ExpectSame(SimulateServe(c, loaded, el.kv_blocks, Trace(Burst(64, loaded))),
+             SimulateServe(c, loaded, el.kv_blocks, Closed(64, 64)));
+}
+
+// One request arriving at t = 5 s: the single-request formula (EstimateServe's prefill as TTFT,
+// its ITL as TPOT), measured from its arrival; the engine idles until then.
+TEST(ServeSimTrace, OneRequestIsTheSingleRequestFormula) {
+  const cost::Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(2000, 200, 1, spec::Precision::kFp8);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(2), w);
+  const ServeSimResult r = Simulate(
+      ctx, Tp(2), w, Trace({{.arrival_s = 5, .input_tokens = 2000, .output_tokens = 200}}));
+  EXPECT_EQ(r.steps, 200);
+  EXPECT_NEAR(r.ttft_s.max / e.prefill_s, 1.0, 1e-9);
+  EXPECT_NEAR(r.tpot_s.mean / e.itl_s, 1.0, 1e-9);
+  const double e2e = e.prefill_s + 199 * e.itl_s;
+  EXPECT_NEAR(r.e2e_s.max / e2e, 1.0, 1e-9);
+  EXPECT_NEAR(r.duration_s / e2e, 1.0, 1e-9);  // from the first arrival
+  EXPECT_NEAR(r.output_tokens_per_s * e2e, 200, 1e-6);
+}
+
+// Three requests of different lengths, by hand with cost::ServeStepTime: A (100 in, 3 out) and
+// B (50 in, 2 out) at t = 0, C (20 in, 1 out) at t = 1 s, long after both finished.
+// Step 1 prefills A and B together; step 2 decodes both (B's second token: B done); step 3
+// decodes A (done). Step 4, at t = 1 s, prefills C (its only token).
+TEST(ServeSimTrace, MixedLengthsByHand) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(100, 3);  // the longest request (the step cost's grid)
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  ASSERT_EQ(c.window, 0);
+  auto step = [&c](std::vector<std::array<double, 2>> chunks) {  // {prior, tokens}
+    cost::ServeStepBatch b;
+    for (const auto& [prior, n] : chunks) {
+      b.tokens += n;
+      b.sequences += 1;
+      b.pairs_global += cost::CausalPairs(prior, n, 0);
+      b.kv_tokens_global += prior + n;
+    }
+    return cost::ServeStepTime(c, b);
+  };
+  const double t1 = step({{0, 100}, {0, 50}});
+  const double t2 = t1 + step({{100, 1}, {50, 1}});
+  const double t3 = t2 + step({{101, 1}});
+  const double t4 = step({{0, 20}});
+  const ServeSimResult r =
+      SimulateServe(c, w, e.kv_blocks,
+                    Trace({{.arrival_s = 0, .input_tokens = 100, .output_tokens = 3},
+                           {.arrival_s = 0, .input_tokens = 50, .output_tokens = 2},
+                           {.arrival_s = 1, .input_tokens = 20, .output_tokens = 1}}));
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(r.max_running, 2);
+  EXPECT_DOUBLE_EQ(r.ttft_s.mean, (t1 + t1 + t4) / 3);
+  EXPECT_DOUBLE_EQ(r.ttft_s.max, t1);
+  EXPECT_DOUBLE_EQ(r.e2e_s.max, t3);
+  EXPECT_DOUBLE_EQ(r.e2e_s.mean, (t3 + t2 + t4) / 3);
+  EXPECT_DOUBLE_EQ(r.itl_s.mean, ((t2 - t1) + (t3 - t2) + (t2 - t1)) / 3);
+  EXPECT_DOUBLE_EQ(r.itl_s.max, std::max(t2 - t1, t3 - t2));
+  EXPECT_DOUBLE_EQ(r.tpot_s.mean, ((t3 - t1) / 2 + (t2 - t1) + 0) / 3);
+  EXPECT_DOUBLE_EQ(r.duration_s, 1 + t4);
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 6 / (1 + t4));
+}
+
+// KV blocks and chunked prefill follow each request's own length. Blocks of 16: A (32 in, 40
+// out) caches 71 tokens at its end, 5 blocks; B (32 in, 8 out) 39, 3 blocks, done at step 8 when
+// A holds 3: 7 blocks never run out (2 requests of 32 + 40 preempt at 9, above). Budget 4096:
+// a 10000-token prompt beside a 100-token one takes 4096, 4096, then 1808 with the short one's
+// prefill in the same step, whose first tokens both come at step 3, the seconds at step 4.
+TEST(ServeSimTrace, KvAndChunksFollowEachRequest) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(32, 40);
+  w.engine.block_tokens = 16;
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const ServeSimResult r =
+      SimulateServe(c, w, 7,
+                    Trace({{.arrival_s = 0, .input_tokens = 32, .output_tokens = 40},
+                           {.arrival_s = 0, .input_tokens = 32, .output_tokens = 8}}));
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_EQ(r.steps, 40);
+  EXPECT_EQ(SimulateServe(c, w, 7, Closed(2, 2)).preemptions, 1);
+  // The longest request must fit: 4 blocks hold 64 tokens, not A's 71.
+  EXPECT_EQ(SimulateServe(c, w, 4,
+                          Trace({{.arrival_s = 0, .input_tokens = 32, .output_tokens = 8},
+                                 {.arrival_s = 0, .input_tokens = 32, .output_tokens = 40}}))
+                .steps,
+            0);
+
+  cost::ServeWorkload big = Workload(10000, 2);
+  big.engine.max_batched_tokens = 4096;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), big);
+  const ServeSimResult chunks =
+      SimulateServe(cost::MakeServeStepCost(ctx, Tp(1), big), big, e.kv_blocks,
+                    Trace({{.arrival_s = 0, .input_tokens = 10000, .output_tokens = 2},
+                           {.arrival_s = 0, .input_tokens = 100, .output_tokens = 2}}));
+  EXPECT_EQ(chunks.steps, 4);
+  EXPECT_EQ(chunks.ttft_s.max, chunks.ttft_s.p50);  // both first tokens at step 3
+  EXPECT_EQ(chunks.max_running, 2);
 }
 
 // The published rows: concurrency c as a closed loop of c clients (NIM's AIPerf), vLLM's fixed

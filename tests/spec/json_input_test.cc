@@ -2,6 +2,7 @@
 // naming the source and the key (or the literal and its line); nothing throws.
 #include "spec/json_input.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,6 +24,21 @@ TEST(ParseJson, NumbersOutOfRangeAreNamedNotThrown) {
   EXPECT_EQ(huge.status().message(),
             "x.json: \"/a/b/1\": 12345678901234567890 is out of range (integers stop at "
             "9223372036854775807)");
+  // A whole document that is one such integer, and keys holding '/' or '~' (once an uncaught
+  // json_pointer exception: found by serve_trace_fuzz).
+  huge = ParseJson("12345678901234567890", "x.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(),
+            "x.json: \"/\": 12345678901234567890 is out of range (integers stop at "
+            "9223372036854775807)");
+  for (const char* key : {"a/b", "~x", "~1"}) {
+    huge = ParseJson(fmt::format(R"({{"{}": 12345678901234567890}})", key), "x.json");
+    ASSERT_FALSE(huge.ok()) << key;
+    EXPECT_EQ(huge.status().message(),
+              fmt::format("x.json: \"/{}\": 12345678901234567890 is out of range (integers stop "
+                          "at 9223372036854775807)",
+                          key));
+  }
   auto bad = ParseJson("{\"a\": }", "x.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("x.json: not valid JSON: "), std::string::npos);
