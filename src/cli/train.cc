@@ -96,7 +96,9 @@ std::string StepLine(const train::StepStats& s, int64_t total, double eta_s) {
 // file, so there a line per logged step), warnings on stderr.
 class Printer final : public train::RecipeObserver {
  public:
-  Printer(bool tty, int64_t log_every) : tty_(tty), log_every_(log_every) {}
+  // run_steps > 0: the steps of the whole run (a recipe's), printed instead of its segment's.
+  Printer(bool tty, int64_t log_every, int64_t run_steps = 0)
+      : tty_(tty), log_every_(log_every), run_steps_(run_steps) {}
   ~Printer() override {
     if (tty_ && mid_line_) fmt::print("\n");
   }
@@ -118,7 +120,13 @@ class Printer final : public train::RecipeObserver {
             : "",
         spec::ShortLayout(c.run.layout));
   }
-  void OnStep(const train::StepStats& s, int64_t total, double eta_s, bool evaluated) override {
+  void OnStep(const train::StepStats& s, int64_t segment_total, double eta_s,
+              bool evaluated) override {
+    const int64_t total = run_steps_ > 0 ? run_steps_ : segment_total;
+    // A recipe's ETA: the rest of the run at this segment's mean step time.
+    if (total > segment_total && segment_total > s.step) {
+      eta_s *= static_cast<double>(total - s.step) / static_cast<double>(segment_total - s.step);
+    }
     if (tty_) {
       fmt::print("\r{}{}", StepLine(s, total, eta_s), evaluated ? "\n" : "");
       mid_line_ = !evaluated;
@@ -136,6 +144,7 @@ class Printer final : public train::RecipeObserver {
   }
   bool tty_;
   int64_t log_every_;
+  int64_t run_steps_;
   bool mid_line_ = false;
 };
 
@@ -186,7 +195,8 @@ int RunRecipeTrain(const TrainArgs& args) {
   fmt::print("recipe {}: {} phases, {} segments, {} steps\n", recipe->name, recipe->phases.size(),
              segments->size(), segments->back().last_step);
   core::Result<std::vector<train::RunSummary>> run = [&] {
-    Printer printer(isatty(fileno(stdout)) != 0 && !world, config->run.log_every);
+    Printer printer(isatty(fileno(stdout)) != 0 && !world, config->run.log_every,
+                    segments->back().last_step);
     return train::RunRecipe(
         *segments, world.get(),
         {.resume = args.resume, .trace = args.trace, .world = nullptr, .overwrite = args.overwrite},
