@@ -127,7 +127,7 @@ struct Terms {
   bool balance_over_dp = false;
   // Sequence parallel, once per STEP: the RMSNorm weight grads (2 per layer, the final norm on the
   // last stage) are partial sums over tp and get one all-reduce; payload bytes of the buffer.
-  // A MoE layer adds its router when the router sees only the rank's rows (RouterSeesRankRows).
+  // A MoE layer adds its router when the router sees only the rank's rows (spec::RoutesRankRows).
   double sp_norm_grad_bytes_layer = 0, sp_norm_grad_bytes_head = 0, sp_router_grad_bytes = 0;
 };
 
@@ -137,10 +137,6 @@ struct Terms {
 // replicates the routed experts over tp with etp = tp (CostParams::moe_replicated_over_tp: every
 // tp rank routes and computes all T rows).
 double RoutedTokenSplit(const CostParams& p, const Terms& t);
-// Under sequence parallelism with tp > 1, whether the router (replicated over tp) sees only the
-// rank's T/tp rows, so its grads are summed over tp like a norm's (Megatron marks the router
-// weight sequence_parallel; the engine with etp = 1). False when RoutedTokenSplit is 1.
-bool RouterSeesRankRows(const CostParams& p, const spec::Layout& l, const Terms& t);
 
 // Fills everything above. REQUIRES: CheckLayout(ctx, l) == Rule::kOk.
 void ComputeTerms(const Context& ctx, const spec::Layout& l, Terms& t);

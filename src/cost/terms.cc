@@ -8,6 +8,7 @@
 
 #include "core/collective_bytes.h"
 #include "cost/internal.h"
+#include "spec/moe_routing.h"
 #include "spec/validate.h"
 
 namespace pentamesh::cost::internal {
@@ -558,7 +559,7 @@ void TpTerms(const Context& ctx, const Layout& l, Terms& t) {
     t.sp_norm_grad_bytes_layer =
         2.0 * hb + (ctx.attn_params_rep + ctx.attention().norm_params) * t.grad_bytes;
     t.sp_norm_grad_bytes_head = hb;
-    if (md.is_moe() && RouterSeesRankRows(ctx.params(), l, t))
+    if (md.is_moe() && spec::RoutesRankRows(l, ctx.params().moe_replicated_over_tp))
       t.sp_router_grad_bytes = ctx.router_params_layer * t.grad_bytes;
   } else {
     embed = AllReduce(t.tp_link, n);
@@ -617,8 +618,8 @@ void BalanceTerms(const Context& ctx, const Layout& l, Terms& t) {
   const double per_rank = (2.0 * static_cast<double>(md.moe.experts) + 1.0) * 8.0;
   t.balance_bytes_moe_layer =
       forwards * core::AllGatherWireBytes(group * per_rank, static_cast<int64_t>(group));
-  // Routers that see only the rank's rows (RouterSeesRankRows) sum the statistics over tp next.
-  if (RouterSeesRankRows(ctx.params(), l, t)) {
+  // Routers that see only the rank's rows (spec::RoutesRankRows) sum the statistics over tp next.
+  if (spec::RoutesRankRows(l, ctx.params().moe_replicated_over_tp)) {
     t.balance_tp_bytes_moe_layer =
         forwards * core::AllGatherWireBytes(t.tp * per_rank, static_cast<int64_t>(t.tp));
   }
@@ -657,10 +658,6 @@ double LayerForwardTime(const Context& ctx, const Terms& t, bool moe, bool local
 
 double RoutedTokenSplit(const CostParams& p, const Terms& t) {
   return p.moe_replicated_over_tp && t.etp > 1 ? 1.0 : t.tp;
-}
-
-bool RouterSeesRankRows(const CostParams& p, const Layout& l, const Terms& t) {
-  return l.sp && t.tp > 1 && RoutedTokenSplit(p, t) > 1;
 }
 
 void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {

@@ -1,5 +1,5 @@
 // The built-in presets: configs/presets/<kind>/<name>.toml, compiled into the binary by CMake
-// (cmake/embed_presets.cmake) so a preset works from any directory.
+// (pm_embed_text, cmake/embed_text.cmake) so a preset works from any directory.
 #pragma once
 
 #include <string_view>

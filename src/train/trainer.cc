@@ -13,6 +13,7 @@
 #include "data/tokenizer.h"
 #include "data/xz_text.h"
 #include "kernels/cpu/matmul.h"
+#include "spec/moe_routing.h"
 #include "train/engine_rules.h"
 
 namespace pentamesh::train {
@@ -133,7 +134,8 @@ comm::Communicator* Trainer::BalanceGroup() const {
 int64_t Trainer::dp_size() const { return mesh_ ? mesh_->layout().data_ranks() : 1; }
 
 bool Trainer::moe_routes_rank_rows() const {
-  return mesh_ && mesh_->layout().expert_tp() == 1 && mesh_->layout().tp > 1;
+  // The engine replicates its routed experts over tp when etp = tp (EngineCostParams says so).
+  return mesh_ && spec::RoutesRankRows(mesh_->layout(), EngineCostParams().moe_replicated_over_tp);
 }
 int64_t Trainer::route_copies() const {
   return mesh_ && !moe_routes_rank_rows() ? mesh_->layout().tp : 1;

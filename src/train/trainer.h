@@ -140,9 +140,10 @@ class Trainer {
   int64_t dp_rank() const;
   int64_t cp_size() const { return mesh_ ? mesh_->layout().cp : 1; }
   int64_t cp_rank() const { return mesh_ ? mesh_->coords().dense.cp : 0; }
-  // MoE routing: ranks that route the same rows (tp: the tp ranks route alike, except with
-  // etp = 1 where each routes its own T/tp rows: 1), and ranks whose routed rows together make
-  // one micro-batch (cp, times tp with etp = 1).
+  // MoE routing: whether each tp rank routes only its own T/tp rows (spec::RoutesRankRows: etp = 1
+  // under sp), ranks that route the same rows (tp: the tp ranks route alike, except when each
+  // routes its own rows: 1), and ranks whose routed rows together make one micro-batch (cp,
+  // times tp when each routes its own rows).
   bool moe_routes_rank_rows() const;
   int64_t route_copies() const;
   int64_t route_shards() const;

@@ -7,6 +7,8 @@
 //    sequences as the single process's and its f_i, P_i are summed over the cp ranks sharing
 //    them; "moe-global": over every data rank, against a one-micro-batch reference);
 //  - the summed per-expert routed counts of every step equal the reference's (MoE);
+//  - each MoE layer of this rank routes its own T/tp rows exactly when spec::RoutesRankRows says
+//    so, all T rows otherwise (MoE; RoutedRowsPerRankFollowSpecRoutesRankRows);
 //  - after the last step this rank's shard of every weight equals the same global elements of the
 //    reference weights: relative 1e-5 per tensor, every element within 1e-4 of the tensor's max;
 //  - after one step the cp, pp, tp and dp groups' wire bytes equal cost::CommBytesForStage of this
@@ -34,7 +36,9 @@
 
 #include "data/fixtures.h"
 #include "mesh/mesh.h"
+#include "model/moe.h"
 #include "spec/layout.h"
+#include "spec/moe_routing.h"
 #include "testing/reference_run.h"
 #include "tests/mpi/dist_trainer.h"
 #include "tests/mpi/mpi_test_main.h"
@@ -259,6 +263,49 @@ TEST(CpEpTrain, MatchesSingleProcess) {
               worst_loss);
   std::printf("layout %s (%s): weights within %.3g (relative, per tensor); worst element %.3g\n",
               spec::ShortLayout(l).c_str(), Moe() ? "moe" : "dense", worst_norm, worst);
+}
+
+// spec::RoutesRankRows against what the engine's MoE layers do: every MoE layer of this rank runs
+// one forward of the rows this rank holds of a T-row micro-batch (T/tp under sp with tp > 1, else
+// all T), and the rows it routes (its assignments / top_k) are T/tp when the predicate holds (each
+// tp rank routes its own rows) and T otherwise (sp gathers all T rows first). The engine's column
+// of the truth table (experts replicated over tp at etp = tp) is also written out here: whole
+// experts under sp with tp > 1.
+TEST(CpEpTrain, RoutedRowsPerRankFollowSpecRoutesRankRows) {
+  if (!Moe()) GTEST_SKIP() << "dense model";
+  const RunConfig config = Config(Env("PM_TEST_LAYOUT", "cp=1"));
+  const spec::Layout& l = config.run.layout;
+  // ZeRO-3 keeps only a slice of each weight outside the stage's gather hooks.
+  if (l.zero >= 3) GTEST_SKIP() << "zero=3";
+  const auto dist = mpitest::MakeDistTrainer(config);
+  ASSERT_NE(dist, nullptr);
+  Trainer& t = dist->trainer();
+  const bool own_rows = spec::RoutesRankRows(l, EngineCostParams().moe_replicated_over_tp);
+  EXPECT_EQ(own_rows, l.sp && l.tp > 1 && l.expert_tp() == 1) << spec::ShortLayout(l);
+  const int64_t T = 8 * l.tp, H = config.model.hidden, k = config.model.moe.top_k;
+  const int64_t held = l.sp && l.tp > 1 ? T / l.tp : T;
+  core::Allocator alloc;
+  const model::LayerContext ctx{.alloc = &alloc};
+  const auto layers = t.MoeLayers();
+  auto checked = static_cast<int64_t>(layers.size());  // MoE layers probed over the world
+  mpitest::TestWorld().world().all_reduce(&checked, 1, core::Dtype::kI64);
+  EXPECT_GT(checked, 0);
+  for (const auto& [layer, moe] : layers) {
+    core::Buffer x(alloc, core::MemTag::kOther, core::Dtype::kF32, {held, H});
+    core::Buffer y(alloc, core::MemTag::kOther, core::Dtype::kF32, {held, H});
+    for (int64_t i = 0; i < held * H; ++i)
+      x.view().f32()[i] = static_cast<float>((i * 7 + layer) % 11) / 11.0f - 0.5f;
+    model::Moe::Saved saved;
+    model::MoeStats stats;
+    moe->Forward(y.view(), saved, x.view(), ctx, &stats);
+    int64_t assignments = 0;
+    for (const int64_t n : stats.routed) assignments += n;
+    EXPECT_EQ(assignments, (own_rows ? T / l.tp : T) * k)
+        << "layer " << layer << " rank " << t.rank() << " " << spec::ShortLayout(l);
+    std::printf("rank %d %s layer %lld: routed %lld of T=%lld rows (RoutesRankRows %d)\n", t.rank(),
+                spec::ShortLayout(l).c_str(), static_cast<long long>(layer),
+                static_cast<long long>(assignments / k), static_cast<long long>(T), own_rows);
+  }
 }
 
 }  // namespace
