@@ -762,6 +762,11 @@ FIXED = [
      "dp=64 tp=1 pp=1 cp=16 ep=16 ep_placement=folded zero=3 mbs=1 recompute=full cp_kind=ulysses"),
     ("megatron", "meridianfin-72b", "meridian-128k", 1024,
      "dp=1 tp=8 pp=4 cp=4 ep=8 ep_placement=separate zero=2 mbs=1 recompute=full"),
+    # pp 3 over 80 layers (--account-for-loss-in-pipeline-split) with cp; MoE interleaved.
+    ("megatron", "llama3-70b", "pretrain-4k", 96,
+     "dp=2 tp=8 pp=3 cp=2 zero=1 mbs=1 recompute=full"),
+    ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
+     "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=2 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
