@@ -12,7 +12,11 @@ files, then:
              flags that are megatron-core dataclass fields build TransformerConfig and
              DistributedDataParallelConfig (their __post_init__ checks run); the degrees build
              megatron-core's RankGenerator for the dense and the expert meshes, and the batch
-             megatron-core's ConstantNumMicroBatchesCalculator.
+             megatron-core's ConstantNumMicroBatchesCalculator. Megatron-LM's validate_args
+             (not in the wheel) runs as the rules of megatron_validate_args.py over the
+             parser's namespace (tests/launch/data/megatron_parser_core_v0.16.1.tsv: defaults,
+             then the argv), the environment train.sh sets and the header GPU's compute
+             capability; hand-written argvs that break 2-3 rules must be named exactly.
   torchtitan torchtitan's ConfigManager parses job.toml; ParallelDims validates the degrees for the
              world size of sbatch.sh; the batch rules of torchtitan's trainer and the stage split
              of its pipeline builder (generate_llm_fqn_per_model_part) are checked.
