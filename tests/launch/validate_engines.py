@@ -12,7 +12,11 @@ files, then:
              flags that are megatron-core dataclass fields build TransformerConfig and
              DistributedDataParallelConfig (their __post_init__ checks run); the degrees build
              megatron-core's RankGenerator for the dense and the expert meshes, and the batch
-             megatron-core's ConstantNumMicroBatchesCalculator.
+             megatron-core's ConstantNumMicroBatchesCalculator. Megatron-LM's validate_args
+             (not in the wheel) runs as the rules of megatron_validate_args.py over the
+             parser's namespace (tests/launch/data/megatron_parser_core_v0.16.1.tsv: defaults,
+             then the argv), the environment train.sh sets and the header GPU's compute
+             capability; hand-written argvs that break 2-3 rules must be named exactly.
   torchtitan torchtitan's ConfigManager parses job.toml; ParallelDims validates the degrees for the
              world size of sbatch.sh; the batch rules of torchtitan's trainer and the stage split
              of its pipeline builder (generate_llm_fqn_per_model_part) are checked.
@@ -118,13 +122,21 @@ DS_FLAGS_TSV = os.path.join(os.path.dirname(FLAGS_TSV), "megatron_deepspeed_flag
 MEGATRON_DS_FLAGS = load_flags(DS_FLAGS_TSV)
 
 
+RECORDED_ENV = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO")
+
+
 def recorded_argv(directory, script):
     rec = os.path.join(directory, "argv.json")
     recorder = os.path.join(directory, "record_argv.py")
     with open(recorder, "w") as f:
-        f.write("import json, sys\njson.dump(sys.argv[1:], open(%r, 'w'))\n" % rec)
+        f.write("import json, os, sys\njson.dump(sys.argv[1:], open(%r, 'w'))\n" % rec)
+        # The environment the engine reads in its argument validation.
+        f.write("json.dump({k: os.environ[k] for k in %r if k in os.environ}, open(%r, 'w'))\n"
+                % (RECORDED_ENV, os.path.join(directory, "env.json")))
     env = dict(os.environ, PYTHON=f"{sys.executable} {recorder}", MEGATRON_LM=directory,
                MEGATRON_DEEPSPEED=directory)
+    for k in RECORDED_ENV:  # what the script sets, not what this test's caller had
+        env.pop(k, None)
     # PYTHON is word-split by bash in "${PYTHON:-python}": pass the recorder via a wrapper.
     wrapper = os.path.join(directory, "python-recorder")
     with open(wrapper, "w") as f:
@@ -178,6 +190,61 @@ def parse_megatron_argv(argv, where, table=None, engine="a Megatron-LM flag at c
     return args
 
 
+# Megatron-LM's validate_args (megatron/training/arguments.py, not in the PyPI wheel) as rules,
+# over the namespace its parser builds: every dest with its default, then the argv.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_validate_args as VARGS  # noqa: E402
+
+
+def load_parser_table(path):
+    import ast
+    table = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        flag, dest, action, const, default = line.rstrip("\n").split("\t")
+        table[flag] = (dest, action, ast.literal_eval(const), ast.literal_eval(default))
+    return table
+
+
+MEGATRON_PARSER = load_parser_table(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "megatron_parser_core_v0.16.1.tsv"))
+# The GPU's major CUDA compute capability (validate_args reads the device's), by the name in the
+# header's "on N x GPU" line; ROCm reports MI300X (gfx942) as 9.4.
+COMPUTE_CAPABILITY = {"A100": 8, "H100": 9, "H200": 9, "H800": 9, "MI300X": 9, "B200": 10,
+                      "GB200": 10}
+
+
+def megatron_namespace(flags):
+    """argparse's namespace for a parsed argv ({flag: value}, switches True): every dest at its
+    default, then the flags given (store_true/store_false switches set their constant)."""
+    import types
+    ns = types.SimpleNamespace(**{dest: default for dest, _, _, default
+                                  in MEGATRON_PARSER.values()})
+    for flag, value in flags.items():
+        dest, action, const, _ = MEGATRON_PARSER[flag]
+        setattr(ns, dest, const if action in ("store_true", "store_false") else value)
+    return ns
+
+
+def validate_args_broken(flags, world, env, cc):
+    """The validate_args rules (megatron_validate_args.py) the argv breaks."""
+    a = megatron_namespace(flags)
+    VARGS.derive(a, world)
+    return VARGS.broken(a, env, cc)
+
+
+def check_validate_args(where, directory, flags, world):
+    header = open(os.path.join(directory, "train.sh")).read()[:2000]
+    m = re.search(r" on \d+ x (\S+)", header)
+    cc = COMPUTE_CAPABILITY.get(m.group(1)) if m else None
+    check(cc is not None, f"{where}: the header names a GPU of known compute capability")
+    env = json.load(open(os.path.join(directory, "env.json")))
+    bad = validate_args_broken(flags, world, env, cc or 0)
+    check(not bad, f"{where}: Megatron-LM validate_args ({VARGS.COMMIT[:7]}) rules broken: "
+          f"{', '.join(bad)}")
+
+
 def moe_layer_freq(value, layers):
     # Megatron's moe_freq_type: an int, or a Python list expression evaluated to a list.
     if re.fullmatch(r"\d+", value):
@@ -200,6 +267,7 @@ def validate_megatron(directory, layout):
     check(header_ok(os.path.join(directory, "train.sh")), f"{where}: header")
     a = parse_megatron_argv(recorded_argv(directory, "train.sh"), where)
     world = world_of(directory)
+    check_validate_args(where, directory, a, world)
     tp = a.get("--tensor-model-parallel-size", 1)
     pp = a.get("--pipeline-model-parallel-size", 1)
     cp = a.get("--context-parallel-size", 1)
@@ -698,6 +766,11 @@ FIXED = [
      "dp=64 tp=1 pp=1 cp=16 ep=16 ep_placement=folded zero=3 mbs=1 recompute=full cp_kind=ulysses"),
     ("megatron", "meridianfin-72b", "meridian-128k", 1024,
      "dp=1 tp=8 pp=4 cp=4 ep=8 ep_placement=separate zero=2 mbs=1 recompute=full"),
+    # pp 3 over 80 layers (--account-for-loss-in-pipeline-split) with cp; MoE interleaved.
+    ("megatron", "llama3-70b", "pretrain-4k", 96,
+     "dp=2 tp=8 pp=3 cp=2 zero=1 mbs=1 recompute=full"),
+    ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
+     "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=2 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
@@ -735,6 +808,35 @@ REFUSED = [
 FP32_IN_TORCHTITAN = ("torchtitan", "llama3-70b", "pretrain-4k", 32,
                       "dp=1 tp=8 pp=4 zero=3 mbs=1 recompute=full", "tt-bf16-needs-fsdp")
 REFUSED.append(FP32_IN_TORCHTITAN)
+
+
+# Hand-written Megatron-LM argvs that break validate_args rules: the table must name exactly
+# these (it can fail). (what, extra flags over a valid base, world size, environment, rule ids)
+VARGS_BASE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+              "--max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 64 "
+              "--mock-data --train-iters 10 --lr 3e-4 --min-lr 3e-5")
+VARGS_BROKEN = [
+    ("bf16+fp16, seq 4098 with cp 2", "--bf16 --fp16 --seq-length 4098 --context-parallel-size 2",
+     16, {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, {"fp16-xor-bf16", "seq-divisible-2cp"}),
+    ("Megatron-FSDP without fsdp_dtensor, with CUDA_DEVICE_MAX_CONNECTIONS=1",
+     "--bf16 --tensor-model-parallel-size 2 --use-megatron-fsdp --use-distributed-optimizer "
+     "--data-parallel-sharding-strategy optim_grads_params", 16,
+     {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, {"mfsdp-cuda-connections", "mfsdp-ckpt-format"}),
+    ("6 experts over ep 4, 32 layers over pp 3, selective with a method",
+     "--bf16 --num-experts 6 --expert-model-parallel-size 4 --pipeline-model-parallel-size 3 "
+     "--recompute-granularity selective --recompute-method uniform", 24, {},
+     {"ep-divides-experts", "pp-layers-divisible", "selective-no-method"}),
+]
+
+
+def check_validate_args_catches():
+    for what, extra, world, env, want in VARGS_BROKEN:
+        where = f"validate_args rules on a hand-written argv ({what})"
+        flags = parse_megatron_argv(shlex.split(VARGS_BASE + " " + extra), where)
+        got = {b.split(" ")[0] for b in validate_args_broken(flags, world, env, 9)}
+        check(got == want, f"{where}: broken {sorted(got)}, want {sorted(want)}")
+    flags = parse_megatron_argv(shlex.split(VARGS_BASE + " --bf16"), "validate_args base argv")
+    check(not validate_args_broken(flags, 8, {}, 9), "the hand-written base argv breaks no rule")
 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(FLAGS_TSV), "..", "..", ".."))
@@ -784,6 +886,8 @@ def main():
              str(gpus), "--layout", layout, "--emit", engine, "--out", d])
         print(f"== {engine} {model} fixed: {layout}", flush=True)
         VALIDATORS[engine](d, layout_info(layout, model, train, gpus))
+    if not ONLY or "megatron" in ONLY:
+        check_validate_args_catches()
     for engine, model, train, gpus, layout, rule in REFUSED:
         p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
                             "h100-sxm", "--gpus", str(gpus), "--layout", layout, "--emit", engine,
