@@ -17,7 +17,9 @@ echo "$out"
 [ "$rc" -eq 77 ] && exit 77
 fail() { echo "FAIL: $*"; exit 1; }
 [ "$rc" -eq 0 ] || fail "the 2-host run exited with status $rc"
-grep -q "PASSED.*1 test" <<<"$out" || fail "no passing GoogleTest summary"
+# Every test of the binary passed (it holds more than one: the equivalence and the routed rows).
+grep -Eq "PASSED.*[0-9]+ tests?\." <<<"$out" || fail "no passing GoogleTest summary"
+grep -q "FAILED" <<<"$out" && fail "a GoogleTest test failed"
 host_a=$(sed -n 's/^netns_hosts: hosts \(pmA[0-9]*\) .*/\1/p' <<<"$out")
 host_b=${host_a/pmA/pmB}
 for rank in 0 1 2 3 4 5 6 7; do
