@@ -83,9 +83,8 @@ core::Result<std::vector<int64_t>> RampLevels(const spec::Recipe& recipe, size_t
   RunConfig c = steady;
   for (int64_t b = p.ramp.start_tokens / p.seq_len; b < end; b += step) {
     c.train.global_batch_tokens = b * p.seq_len;
-    std::vector<std::string> broken = EngineLayoutViolations(c);
-    if (b % c.run.layout.mbs != 0)
-      broken.push_back(fmt::format("mbs={} does not divide it", c.run.layout.mbs));
+    // The planner's rules include the batch's: data ranks x mbs divide it.
+    const std::vector<std::string> broken = EngineLayoutViolations(c);
     if (!broken.empty()) {
       return core::Status::Error(fmt::format(
           "{}: batch_ramp: the level of {} sequences ({} tokens) does not run on layout '{}' "

@@ -9,7 +9,8 @@
 // The run is cut into segments of one batch size: a phase without a ramp is one segment; a
 // ramped phase is one segment per batch level (start, start + increment, ... below the phase's
 // batch, each for an equal share of the ramp's tokens, as Megatron-LM's --rampup-batch-size grows
-// in increments; each level must run on the phase's layout), then the steady rest. Steps of a segment: its tokens / its batch tokens, rounded, at least 1.
+// in increments; each level must run on the phase's layout), then the steady rest. Steps of a
+// segment: its tokens / its batch tokens, rounded, at least 1.
 //
 // Across segments: one learning-rate schedule over the whole recipe (run.lr_steps); the data
 // order of a sequence length continues where the last segment left it, and a phase that changes
