@@ -77,13 +77,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TakeStdout();
   const int code = cli::Dispatch(app, commands, static_cast<int>(argv.size()), argv.data());
   const std::string out = TakeStdout();
-  // JSON was asked for when the parsed subcommand saw --json (and printed no help instead).
+  // JSON was asked for when the parsed subcommand saw --json (and printed no help instead). A -h
+  // after `--` is not the subcommand's (it has no positionals): CLI11 hands it back to the main
+  // app, whose help prints the subcommand's page.
+  const CLI::Option* app_help = app.get_option_no_throw("--help");
+  const bool app_help_printed = app_help != nullptr && app_help->count() > 0;
   bool json = false;
   for (const auto& [sub, run] : commands) {
     const CLI::Option* flag = sub->get_option_no_throw("--json");
     const CLI::Option* help = sub->get_option_no_throw("--help");
-    json = json ||
-           (sub->parsed() && flag != nullptr && flag->count() > 0 && (!help || help->count() == 0));
+    json = json || (!app_help_printed && sub->parsed() && flag != nullptr && flag->count() > 0 &&
+                    (!help || help->count() == 0));
   }
   const std::string bad = fuzz::CheckCliOutcome(code, out, json);
   if (!bad.empty()) {
