@@ -192,9 +192,10 @@ core::Status ReadDsConfig(const std::string& name, const std::string& text,
 
 // The batch triple of a ds_config (0 where it is not given).
 struct DsBatch {
-  int64_t train_batch = 0;  // train_batch_size: sequences per step
-  int64_t micro = 0;        // train_micro_batch_size_per_gpu
-  int64_t gas = 0;          // gradient_accumulation_steps
+  int64_t train_batch = 0;   // train_batch_size: sequences per step
+  int64_t micro = 0;         // train_micro_batch_size_per_gpu
+  int64_t gas = 0;           // gradient_accumulation_steps
+  std::string world_source;  // what said the world size in out.gpus (empty: nothing did)
 };
 
 bool StartsWithBrace(const std::string& text) {
@@ -229,6 +230,12 @@ core::Status ImportDsLaunchScript(const std::string& name, const std::string& te
   const auto flags = CollectFlags(script.words);
   PM_RETURN_IF_ERROR(
       WithFallback(script, ReadMegatronFlags(name, flags, /*ds=*/true, options, out)));
+  PM_ASSIGN_OR_RETURN(const std::optional<ScriptWorldSize> world,
+                      ScriptWorld(name, text, dir, flags, options, out));
+  if (world) {
+    out.gpus = world->gpus;
+    b.world_source = world->source;
+  }
   const auto cfg = flags.find("--deepspeed_config") != flags.end()
                        ? flags.find("--deepspeed_config")
                        : flags.find("--deepspeed-config");
@@ -286,12 +293,25 @@ core::Status ImportDsWorld(const std::string& name, const ImportOptions& options
   PM_ASSIGN_OR_RETURN(
       const int64_t model_par,
       spec::GpuProduct(name + ": tp x pp x cp", {out.layout.tp, out.layout.pp, out.layout.cp}));
+  const auto gpus = options.gpus ? options.gpus : out.gpus;
+  const std::string source = options.gpus ? "--gpus" : b.world_source;
+  if (gpus && *gpus % model_par != 0) {
+    return core::Status::Error(
+        fmt::format("{}: world size {} (from {}) is not a multiple of tp x pp x cp = {}", name,
+                    *gpus, source, model_par));
+  }
+  if (dp > 0 && gpus && dp * model_par != *gpus) {
+    return core::Status::Error(fmt::format(
+        "{}: the ds_config's data-parallel degree {} (train_batch_size {} / "
+        "(train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {})) x tp x pp x cp {} "
+        "is not the world size {} (from {})",
+        name, dp, b.train_batch, b.micro, b.gas, model_par, *gpus, source));
+  }
   if (dp == 0) {
-    const auto gpus = options.gpus ? options.gpus : out.gpus;
     if (!gpus) {
       return core::Status::Error(
           fmt::format("{}: the config gives no data-parallel degree (train_batch_size with "
-                      "gradient_accumulation_steps): pass --gpus",
+                      "gradient_accumulation_steps) and the script no world size: pass --gpus",
                       name));
     }
     dp = *gpus / model_par;

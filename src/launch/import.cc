@@ -134,6 +134,72 @@ core::Status CheckParserFlags(const std::string& name, const std::vector<Word>& 
   return core::Status::Ok();
 }
 
+namespace {
+
+// A launcher flag's first value as a positive integer; nullopt when absent or not a number (a
+// value only known at run time).
+std::optional<int64_t> LauncherInt(const std::map<std::string, FlagValue>& flags,
+                                   std::initializer_list<const char*> names) {
+  for (const char* f : names) {
+    auto it = flags.find(f);
+    if (it == flags.end() || it->second.values.empty()) continue;
+    auto v = spec::ParseInt(f, it->second.values[0], 1);
+    if (v.ok()) return *v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+core::Result<std::optional<ScriptWorldSize>> ScriptWorld(
+    const std::string& name, const std::string& text, const std::string& dir,
+    const std::map<std::string, FlagValue>& flags, const ImportOptions& options, Imported& out) {
+  if (options.gpus) return std::optional<ScriptWorldSize>(ScriptWorldSize{*options.gpus, "--gpus"});
+  PM_ASSIGN_OR_RETURN(std::optional<int64_t> world, WorldFromScript(text, &out.gpus_per_node));
+  if (world)
+    return std::optional<ScriptWorldSize>(ScriptWorldSize{*world, name + "'s #SBATCH lines"});
+  const std::filesystem::path sbatch = std::filesystem::path(dir) / "sbatch.sh";
+  if (std::filesystem::exists(sbatch)) {
+    PM_ASSIGN_OR_RETURN(std::string s, spec::ReadFile(sbatch.string()));
+    PM_ASSIGN_OR_RETURN(world, WorldFromScript(s, &out.gpus_per_node));
+    if (world)
+      return std::optional<ScriptWorldSize>(
+          ScriptWorldSize{*world, sbatch.string() + "'s #SBATCH lines"});
+  }
+  // The launchers' own flags, their first word each (the published examples: torchrun
+  // --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES; deepspeed --num_gpus 8 --num_nodes 1).
+  // Not guessed where the node count is the allocation's ($SLURM_NNODES, known only at run time),
+  // an elastic range (--nnodes 1:4) or a hostfile's.
+  const bool from_allocation = text.find("SLURM_NNODES") != std::string::npos ||
+                               text.find("SLURM_JOB_NUM_NODES") != std::string::npos;
+  if (from_allocation) return std::optional<ScriptWorldSize>();
+  const auto per_node = LauncherInt(flags, {"--nproc_per_node", "--nproc-per-node"});
+  const auto nodes = LauncherInt(flags, {"--nnodes"});
+  if (per_node && nodes) {
+    PM_ASSIGN_OR_RETURN(const int64_t w, spec::GpuProduct(name + ": torchrun --nnodes x "
+                                                                 "--nproc_per_node",
+                                                          {*nodes, *per_node}));
+    out.gpus_per_node = *per_node;
+    return std::optional<ScriptWorldSize>(
+        ScriptWorldSize{w, "torchrun's --nnodes x --nproc_per_node"});
+  }
+  // DeepSpeed's launcher: --num_gpus per node; without --num_nodes or a hostfile it runs on this
+  // node alone.
+  const auto ds_gpus = LauncherInt(flags, {"--num_gpus", "--num-gpus"});
+  const bool hostfile = flags.count("--hostfile") > 0 || flags.count("--include") > 0;
+  auto ds_nodes = LauncherInt(flags, {"--num_nodes", "--num-nodes"});
+  if (ds_gpus && !ds_nodes && !hostfile) ds_nodes = 1;
+  if (ds_gpus && ds_nodes) {
+    PM_ASSIGN_OR_RETURN(const int64_t w, spec::GpuProduct(name + ": deepspeed --num_nodes x "
+                                                                 "--num_gpus",
+                                                          {*ds_nodes, *ds_gpus}));
+    out.gpus_per_node = *ds_gpus;
+    return std::optional<ScriptWorldSize>(
+        ScriptWorldSize{w, "deepspeed's --num_nodes x --num_gpus"});
+  }
+  return std::optional<ScriptWorldSize>();
+}
+
 core::Result<Imported> ImportMegatron(const std::string& name, const std::string& text,
                                       const std::string& dir, const ImportOptions& options) {
   Imported out;
@@ -144,53 +210,17 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
   const auto flags = CollectFlags(script.words);
   PM_RETURN_IF_ERROR(
       WithFallback(script, ReadMegatronFlags(name, flags, /*ds=*/false, options, out)));
-  std::optional<int64_t> world = options.gpus;
-  std::string source = "--gpus";
-  if (!world) {
-    PM_ASSIGN_OR_RETURN(world, WorldFromScript(text, &out.gpus_per_node));
-    source = name + "'s #SBATCH lines";
-  }
-  if (!world) {
-    const std::filesystem::path sbatch = std::filesystem::path(dir) / "sbatch.sh";
-    if (std::filesystem::exists(sbatch)) {
-      PM_ASSIGN_OR_RETURN(std::string s, spec::ReadFile(sbatch.string()));
-      PM_ASSIGN_OR_RETURN(world, WorldFromScript(s, &out.gpus_per_node));
-      source = sbatch.string() + "'s #SBATCH lines";
-    }
-  }
-  if (!world) {
-    // torchrun's own flags (the published Megatron-LM examples: --nproc_per_node $GPUS_PER_NODE
-    // --nnodes $NUM_NODES), their first word each. Not guessed where the node count is the
-    // allocation's ($SLURM_NNODES, known only at run time) or an elastic range (--nnodes 1:4).
-    std::optional<int64_t> per_node, nodes;
-    for (const char* f : {"--nproc_per_node", "--nproc-per-node"}) {
-      auto it = flags.find(f);
-      if (it != flags.end() && !it->second.values.empty()) {
-        auto v = spec::ParseInt(f, it->second.values[0], 1);
-        if (v.ok()) per_node = *v;
-      }
-    }
-    auto it = flags.find("--nnodes");
-    if (it != flags.end() && !it->second.values.empty()) {
-      auto v = spec::ParseInt("--nnodes", it->second.values[0], 1);
-      if (v.ok()) nodes = *v;
-    }
-    const bool from_allocation = text.find("SLURM_NNODES") != std::string::npos ||
-                                 text.find("SLURM_JOB_NUM_NODES") != std::string::npos;
-    if (per_node && nodes && !from_allocation) {
-      PM_ASSIGN_OR_RETURN(world, spec::GpuProduct(name + ": torchrun --nnodes x --nproc_per_node",
-                                                  {*nodes, *per_node}));
-      out.gpus_per_node = *per_node;
-      source = "torchrun's --nnodes x --nproc_per_node";
-    }
-  }
-  if (!world) {
+  PM_ASSIGN_OR_RETURN(const std::optional<ScriptWorldSize> found,
+                      ScriptWorld(name, text, dir, flags, options, out));
+  if (!found) {
     return core::Status::Error(
         fmt::format("{}: the script does not say how many GPUs it runs on (no #SBATCH --nodes and "
                     "--ntasks-per-node, no sbatch.sh beside it, no torchrun --nnodes and "
-                    "--nproc_per_node): pass --gpus",
+                    "--nproc_per_node, no deepspeed --num_gpus): pass --gpus",
                     name));
   }
+  const std::optional<int64_t> world = found->gpus;
+  const std::string& source = found->source;
   spec::Layout& l = out.layout;
   PM_ASSIGN_OR_RETURN(const int64_t model_par,
                       spec::GpuProduct(name + ": tp x pp x cp", {l.tp, l.pp, l.cp}));

@@ -150,9 +150,22 @@ core::Status ReadMegatronFlags(const std::string& name,
                                const std::map<std::string, FlagValue>& flags, bool ds,
                                const ImportOptions& options, Imported& out);
 
-// World size from #SBATCH directives or launcher flags (torchrun/deepspeed) in a script text.
+// World size from the #SBATCH directives (--nodes x --gpus-per-node or --ntasks-per-node) of a
+// script text; *per_node is set to the GPUs per node they name.
 core::Result<std::optional<int64_t>> WorldFromScript(const std::string& text,
                                                      std::optional<int64_t>* per_node);
+
+// The world size of a launch script, and what said it: --gpus; the script's #SBATCH lines, or an
+// sbatch.sh's beside it (in `dir`); the launcher flags among `flags` (torchrun's --nnodes x
+// --nproc_per_node, deepspeed's --num_nodes x --num_gpus); nullopt when nothing says it. Sets
+// out.gpus_per_node where the source names it.
+struct ScriptWorldSize {
+  int64_t gpus = 0;
+  std::string source;
+};
+core::Result<std::optional<ScriptWorldSize>> ScriptWorld(
+    const std::string& name, const std::string& text, const std::string& dir,
+    const std::map<std::string, FlagValue>& flags, const ImportOptions& options, Imported& out);
 
 std::vector<File> EmitMegatron(const EmitInput& in);
 std::vector<File> EmitTorchtitan(const EmitInput& in);

@@ -523,8 +523,9 @@ core::Status ReadAttentionShape(const FlagReader& r, bool ds, spec::ModelSpec& m
   return core::Status::Ok();
 }
 
-// --vocab-size, else the vocabulary of a known --tokenizer-type (with a note saying so).
-core::Status ReadVocab(const FlagReader& r, Imported& out) {
+// --vocab-size, else the vocabulary of a known --tokenizer-type, else --model's (each with a note
+// saying so).
+core::Status ReadVocab(const FlagReader& r, const spec::ModelSpec* given, Imported& out) {
   if (r.Has("--vocab-size")) {
     PM_ASSIGN_OR_RETURN(out.model.vocab, r.Int("--vocab-size"));
     return core::Status::Ok();
@@ -534,10 +535,18 @@ core::Status ReadVocab(const FlagReader& r, Imported& out) {
   // Megatron-DeepSpeed 4efb479d line 364).
   PM_ASSIGN_OR_RETURN(const std::string type, r.StrOr("--tokenizer-type", "GPT2BPETokenizer"));
   const auto v = TokenizerVocab(type);
+  if (!v && given != nullptr) {
+    out.model.vocab = given->vocab;
+    out.notes.push_back(fmt::format(
+        "vocabulary {} from --model {} (--tokenizer-type {} names no vocabulary size; the "
+        "model's shape is the file's)",
+        given->vocab, given->name, type));
+    return core::Status::Ok();
+  }
   if (!v) {
     return core::Status::Error(fmt::format(
         "{}: no --vocab-size, and the vocabulary of --tokenizer-type {} is not known (pass "
-        "--model)",
+        "--model: a preset or TOML whose vocabulary it is)",
         r.name, type));
   }
   out.model.vocab = *v;
@@ -616,13 +625,15 @@ core::Status ReadMoe(const FlagReader& r, bool ds, spec::ModelSpec& m) {
   return r.RealIfGiven("--moe-expert-capacity-factor", m.moe.capacity_factor);
 }
 
-// The model from the flags (without --model).
-core::Status ReadMegatronModel(const FlagReader& r, bool ds, Imported& out) {
+// The model from the flags; `given` (--model, may be null) supplies only a vocabulary they leave
+// unknown.
+core::Status ReadMegatronModel(const FlagReader& r, bool ds, const spec::ModelSpec* given,
+                               Imported& out) {
   spec::ModelSpec& m = out.model;
   m.name = "imported";
   PM_RETURN_IF_ERROR(ReadAttentionShape(r, ds, m));
   if (r.Has("--window-size")) PM_RETURN_IF_ERROR(ReadWindow(r, m));
-  PM_RETURN_IF_ERROR(ReadVocab(r, out));
+  PM_RETURN_IF_ERROR(ReadVocab(r, given, out));
   PM_ASSIGN_OR_RETURN(m.max_seq_len, r.Int("--max-position-embeddings", 0, false));
   m.activation = r.Has("--swiglu") ? spec::Activation::kSwiGLU : spec::Activation::kGeLU;
   m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
@@ -775,15 +786,22 @@ core::Status ReadMegatronFlags(const std::string& name,
                                const ImportOptions& options, Imported& out) {
   const FlagReader r{name, flags};
   spec::Layout& l = out.layout;
+  // --model is the model where the file does not say it: all of it when the file has no
+  // --num-layers, else only the vocabulary its tokenizer leaves unknown.
+  std::optional<spec::ModelSpec> given;
   if (options.model) {
-    PM_ASSIGN_OR_RETURN(out.model, spec::LoadModel(*options.model));
+    PM_ASSIGN_OR_RETURN(given, spec::LoadModel(*options.model));
+  }
+  const bool whole_model_given = given && !r.Has("--num-layers");
+  if (whole_model_given) {
+    out.model = *given;
   } else {
-    PM_RETURN_IF_ERROR(ReadMegatronModel(r, ds, out));
+    PM_RETURN_IF_ERROR(ReadMegatronModel(r, ds, given ? &*given : nullptr, out));
   }
   PM_ASSIGN_OR_RETURN(out.train.seq_len, r.Int("--seq-length", options.seq_len));
   if (out.model.max_seq_len == 0) out.model.max_seq_len = out.train.seq_len;
   PM_RETURN_IF_ERROR(ReadInts(r, ds, kDegreeFlags, l));
-  if (!options.model) PM_RETURN_IF_ERROR(PadVocab(r, l.tp, out));
+  if (!whole_model_given) PM_RETURN_IF_ERROR(PadVocab(r, l.tp, out));
   PM_RETURN_IF_ERROR(ReadExpertTp(r, ds, l));
   l.sp = l.tp == 1 || r.Has("--sequence-parallel");
   PM_RETURN_IF_ERROR(ReadCpKind(r, ds, l));

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <sstream>
 
 #include "core/find_on_path.h"
@@ -226,6 +227,37 @@ std::string Tail(const fs::path& log, size_t lines) {
   return out;
 }
 
+// The directory (relative, inside the working directory, not yet made) of the file a redirection
+// of the script could not open: bash's "SCRIPT: line N: DIR/FILE: No such file or directory" as
+// the last line of its output; empty when the script stopped for another reason.
+std::string MissingWriteDirectory(const fs::path& log) {
+  auto text = spec::ReadFile(log.string());
+  if (!text.ok()) return "";
+  std::string last;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) last = std::move(line);
+  }
+  if (last.size() > 4096) return "";  // not bash's message; and std::regex recurses per character
+  static const std::regex kNoSuchFile(R"(: line [0-9]+: ([^:]+): No such file or directory$)");
+  std::smatch m;
+  if (!std::regex_search(last, m, kNoSuchFile)) return "";
+  const fs::path dir = fs::path(m[1].str()).lexically_normal().parent_path();
+  if (dir.empty() || dir.is_absolute() || dir == "." || dir.string().rfind("..", 0) == 0) return "";
+  return dir.string();
+}
+
+// Makes `dir` (relative) in the sandbox's working directory (in the overlay's upper layer, which
+// holds the working directory's writes, and in work/ for the plain mode); false when it already
+// existed there or cannot be made.
+bool MakeInWorkingDirectory(const fs::path& root, const std::string& dir) {
+  std::error_code ec;
+  bool made = false;
+  for (const char* sub : {"upper", "work"})
+    made = fs::create_directories(root / sub / dir, ec) || made;
+  return made;
+}
+
 }  // namespace
 
 SandboxDir::~SandboxDir() {
@@ -309,13 +341,31 @@ core::Result<ScriptRun> RunScriptSandboxed(const std::string& name, const std::s
   run.ran = true;
   const std::string unshare = core::FindOnPath("unshare");
   const fs::path log = root / "output.log";
-  const core::Status st = core::RunProcess(
-      Command(run.isolation, unshare, root, bash,
-              run.isolation == Isolation::kReadOnly ? "readonly" : "plain", script, lower),
-      core::ProcessOptions{.log = log.string(), .timeout_s = timeout_s});
-  run.outcome = st.ok() ? "exit status 0" : st.message();
+  // A script that writes into a directory of its working directory it never creates (the
+  // Megatron-DeepSpeed examples' `cat <<EOT > ./tmp/deepspeed.json`, where ./tmp holds the
+  // user's data) stops there: that directory is made in the sandbox and the script run again,
+  // a few times at most.
+  std::vector<std::string> made;
+  for (int attempt = 0;; ++attempt) {
+    fs::remove_all(root / "records", ec);
+    fs::create_directories(root / "records", ec);
+    const core::Status st = core::RunProcess(
+        Command(run.isolation, unshare, root, bash,
+                run.isolation == Isolation::kReadOnly ? "readonly" : "plain", script, lower),
+        core::ProcessOptions{.log = log.string(), .timeout_s = timeout_s});
+    run.outcome = st.ok() ? "exit status 0" : st.message();
+    const std::string missing = st.ok() || attempt >= 4 ? "" : MissingWriteDirectory(log);
+    if (missing.empty() || !MakeInWorkingDirectory(root, missing)) break;
+    made.push_back(missing);
+  }
   const std::string tail = Tail(log, 3);
   if (!tail.empty()) run.outcome += ", last output: " + tail;
+  if (!made.empty()) {
+    std::string list;
+    for (const std::string& d : made) list += (list.empty() ? "" : ", ") + d;
+    run.outcome += fmt::format(
+        "; made {} in the working directory, where the script writes without creating it", list);
+  }
   PM_ASSIGN_OR_RETURN(run.records, ReadRecords(root / "records"));
   // The overlay is gone with the namespace: what the script wrote in it is in upper/.
   if (fs::exists(root / "overlay.mounted", ec)) {

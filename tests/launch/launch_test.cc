@@ -409,6 +409,71 @@ TEST(LaunchImport, TorchtitanLlama3Example) {
   EXPECT_NE(no_gpus.status().message().find("data_parallel_shard_degree"), std::string::npos);
 }
 
+// The other four published examples of shared/launch_examples, each read as written with the
+// layout, batch and model the file sets (the values below are the files' own, read by hand from
+// them); the options are what the files leave open (torchtitan's -1 shard degree: the world).
+struct PublishedExample {
+  const char* file;
+  std::optional<int64_t> gpus;
+  std::optional<std::string> model;
+  Engine engine;
+  int64_t layers, hidden, vocab, seq, sequences;
+  const char* layout;
+};
+
+class LaunchPublished : public ::testing::TestWithParam<PublishedExample> {};
+
+TEST_P(LaunchPublished, ReadsTheLayoutTheFileSets) {
+  const PublishedExample& e = GetParam();
+  const fs::path file = Examples() / e.file;
+  if (!fs::exists(file)) {
+    GTEST_SKIP() << file
+                 << " is absent: the published example is kept under shared/launch_examples "
+                 << "(fetched data stays out of the repo), which this checkout does not have";
+  }
+  ImportOptions o;
+  o.gpus = e.gpus;
+  o.model = e.model;
+  auto im = ImportConfig(file.string(), o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->engine, e.engine);
+  EXPECT_EQ(im->model.layers, e.layers);
+  EXPECT_EQ(im->model.hidden, e.hidden);
+  EXPECT_EQ(im->model.vocab, e.vocab);
+  EXPECT_EQ(im->train.seq_len, e.seq);
+  EXPECT_EQ(im->train.global_batch_tokens, e.sequences * e.seq);
+  EXPECT_EQ(spec::FormatLayout(im->layout), e.layout);
+  EXPECT_TRUE(im->warnings.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SharedExamples, LaunchPublished,
+    ::testing::Values(
+        // examples/llama/train_llama3_8b_h100_fp8.sh: torchrun 1 node x 8, TP 1, CP 1, MBS 1,
+        // GBS 128, seq 8192; the Llama 3 tokenizer.
+        PublishedExample{"megatron_train_llama3_8b_h100_fp8.sh", std::nullopt, std::nullopt,
+                         Engine::kMegatron, 32, 4096, 128256, 8192, 128,
+                         "dp=8 tp=1 pp=1 cp=1 ep=1 zero=1 mbs=1 recompute=none schedule=1f1b "
+                         "cp_kind=ring ep_placement=separate sp=on"},
+        // llama3_70b.toml: shard -1, TP 8, local batch 8, seq 8192, full activation checkpointing.
+        PublishedExample{"torchtitan_llama3_70b.toml", 64, std::nullopt, Engine::kTorchtitan, 80,
+                         8192, 128256, 8192, 64,
+                         "dp=8 tp=8 pp=1 cp=1 ep=1 zero=3 mbs=8 recompute=full schedule=1f1b "
+                         "cp_kind=ring ep_placement=separate sp=on"},
+        // deepseek_v3_16b.toml: shard -1, EP 8, local batch 4, seq 4096, selective AC.
+        PublishedExample{"torchtitan_deepseek_v3_16b.toml", 64, std::nullopt, Engine::kTorchtitan,
+                         27, 2048, 102400, 4096, 256,
+                         "dp=64 tp=1 pp=1 cp=1 ep=8 zero=3 mbs=4 recompute=selective "
+                         "schedule=1f1b cp_kind=ring ep_placement=folded sp=on"},
+        // examples_deepspeed/pretrain_llama2_distributed.sh: torchrun 1 node x 8, TP 2, PP 2,
+        // ZeRO 0, MBS 4, GBS 32, 24 x 2048; its ds_config is a heredoc into ./tmp (made in the
+        // sandbox) and its SentencePiece tokenizer's size is in a file the user has: --model
+        // gives only the vocabulary.
+        PublishedExample{"megatron_deepspeed_pretrain_llama2_distributed.sh", std::nullopt,
+                         "llama2-7b", Engine::kDeepSpeed, 24, 2048, 32000, 2048, 32,
+                         "dp=2 tp=2 pp=2 cp=1 ep=1 zero=0 mbs=4 recompute=none schedule=1f1b "
+                         "cp_kind=ring ep_placement=separate sp=off"}));
+
 // Found by fuzz/launch_fuzz.cc: an array spliced into itself (A=( "${A[@]}" )) pushed into the
 // vector it iterated (heap use after free under ASan); it reads as bash reads it. A variable or
 // array doubled from itself per line is refused at the expansion limit instead of growing

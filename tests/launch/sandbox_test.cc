@@ -100,10 +100,66 @@ TEST(LaunchBash, EvalUnquotedStringsHeredocDsConfig) {
   // Nothing of the run is left behind: the heredoc landed in the sandbox, not beside the script.
   EXPECT_FALSE(fs::exists(Data("ds_config_gbs64_zero1.json")));
   EXPECT_FALSE(fs::exists(Data("train.log")));
+  // --gpus the ds_config's batch triple contradicts (dp 4 x tp 2 is 8) is named, not ignored.
+  ImportOptions sixteen;
+  sixteen.gpus = 16;
+  auto bad = ImportConfig(file.string(), sixteen);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("data-parallel degree 4"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("is not the world size 16 (from --gpus)"),
+            std::string::npos)
+      << bad.status().message();
   // The builtin reader sees one quoted string and no model.
   ImportOptions builtin;
   builtin.shell = Shell::kBuiltin;
   EXPECT_FALSE(ImportConfig(file.string(), builtin).ok());
+}
+
+// A heredoc into a directory the script never makes (Megatron-DeepSpeed's llama2 example writes
+// ./tmp/deepspeed.json under `set -e`): the directory is made in the sandbox and the script run
+// again, with a note; the world comes from torchrun's flags (the ds_config has no
+// gradient_accumulation_steps); a SentencePiece tokenizer's vocabulary is --model's alone.
+TEST(LaunchBash, HeredocIntoADirectoryTheScriptNeverMakes) {
+  SKIP_WITHOUT_SANDBOX();
+  const fs::path file = Data("heredoc_into_subdir.sh");
+  auto no_model = ImportConfig(file.string(), Bash());
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_NE(no_model.status().message().find(
+                "the vocabulary of --tokenizer-type GPTSentencePieceTokenizer is not known"),
+            std::string::npos)
+      << no_model.status().message();
+  ImportOptions o = Bash();
+  o.model = "llama2-7b";
+  auto im = ImportConfig(file.string(), o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->engine, Engine::kDeepSpeed);
+  EXPECT_EQ(im->gpus, 4);
+  EXPECT_EQ(im->model.layers, 4);  // the file's shape, not llama2-7b's
+  EXPECT_EQ(im->model.hidden, 512);
+  EXPECT_EQ(im->model.kv_heads, 4);
+  EXPECT_EQ(im->model.vocab, 32000);  // llama2-7b's (a multiple of 128 x tp 2 already)
+  EXPECT_EQ(im->train.precision, spec::Precision::kBf16);
+  EXPECT_EQ(im->train.global_batch_tokens, 16 * 1024);
+  EXPECT_EQ(spec::FormatLayout(im->layout),
+            "dp=2 tp=2 pp=1 cp=1 ep=1 zero=1 mbs=2 recompute=none schedule=1f1b cp_kind=ring "
+            "ep_placement=separate sp=off");
+  EXPECT_TRUE(Noted(im->notes, "made run in the working directory"));
+  EXPECT_TRUE(Noted(im->notes, "vocabulary 32000 from --model llama2-7b"));
+  EXPECT_FALSE(fs::exists(Data("run")));  // made in the sandbox only
+  // A world the ds_config's batch contradicts is named with both sources.
+  ImportOptions wrong = o;
+  wrong.gpus = 16;
+  auto bad = ImportConfig(file.string(), wrong);
+  ASSERT_TRUE(bad.ok()) << bad.status().message();  // no gradient_accumulation_steps: dp = 8
+  EXPECT_EQ(bad->layout.dp, 8);
+  wrong.gpus = 5;
+  auto odd = ImportConfig(file.string(), wrong);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("world size 5 (from --gpus) is not a multiple of tp x pp "
+                                        "x cp = 2"),
+            std::string::npos)
+      << odd.status().message();
 }
 
 // srun's flags (--container-image, --ntasks-per-node, -l) and bash -x -c are not Megatron's:
