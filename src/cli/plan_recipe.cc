@@ -114,7 +114,7 @@ void PrintJson(const Inputs& in, const spec::Recipe& recipe, const GoodputInputs
                          {"tokens", part.part.train.total_tokens},
                          {"seq_len", part.part.train.seq_len},
                          {"global_batch_tokens", part.part.train.global_batch_tokens},
-                         {"precision", spec::PrecisionName(ph.precision)},
+                         {"precision", spec::PrecisionName(ph.train.precision)},
                          {"rope",
                           {{"kind", spec::RopeScalingName(ph.rope.kind)},
                            {"theta", ph.rope.theta},
@@ -219,8 +219,9 @@ void PrintText(const Inputs& in, const spec::Recipe& recipe, const plan::RecipeP
   }
   fmt::print("\nRoPE per phase (no FLOP or byte changes; recorded for the engine and export):\n");
   for (size_t i = 0; i < recipe.phases.size(); ++i) {
-    fmt::print("  {:>2}  {:<16} {}, {}\n", i + 1, recipe.phases[i].name,
-               RopeText(recipe.phases[i].rope), spec::PrecisionName(recipe.phases[i].precision));
+    fmt::print("  {:>2}  {:<16} {}, {}\n", i + 1, recipe.phases[i].train.name,
+               RopeText(recipe.phases[i].rope),
+               spec::PrecisionName(recipe.phases[i].train.precision));
   }
   fmt::print("\nlayout switches (checkpoint of the old layout, restart, read by the new one):\n");
   bool any = false;

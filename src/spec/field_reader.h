@@ -173,4 +173,33 @@ inline void ReadPrecision(FieldReader& r, Precision& out) {
   }
 }
 
+// A training shape, the keys a [train] table and a recipe's [[recipe.phase]] share: seq_len
+// (required); the global batch as global_batch_tokens or global_batch_seqs (exactly one; a
+// multiple of seq_len, at most kMaxBatchTokens); precision. Into s.seq_len, s.global_batch_tokens
+// and s.precision.
+inline void ReadTrainShape(const toml::table& t, FieldReader& r, TrainSpec& s) {
+  r.Int("seq_len", s.seq_len, true);
+  int64_t batch_seqs = 0;
+  const bool has_tokens = t.get("global_batch_tokens") != nullptr;
+  const bool has_seqs = t.get("global_batch_seqs") != nullptr;
+  r.Int("global_batch_tokens", s.global_batch_tokens, false, 1, kMaxBatchTokens);
+  r.Int("global_batch_seqs", batch_seqs, false);
+  if (has_tokens == has_seqs) {
+    r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
+  }
+  ReadPrecision(r, s.precision);
+  if (has_seqs && s.seq_len > 0) {
+    s.global_batch_tokens = batch_seqs * s.seq_len;  // both <= 2^31 - 1: no overflow
+    if (s.global_batch_tokens > kMaxBatchTokens) {
+      r.Error("global_batch_seqs",
+              fmt::format("{} x seq_len={} = {} tokens exceeds the limit of {} tokens", batch_seqs,
+                          s.seq_len, s.global_batch_tokens, kMaxBatchTokens));
+    }
+  }
+  if (has_tokens && s.seq_len > 0 && s.global_batch_tokens % s.seq_len != 0) {
+    r.Error("global_batch_tokens",
+            fmt::format("{} is not a multiple of seq_len={}", s.global_batch_tokens, s.seq_len));
+  }
+}
+
 }  // namespace pentamesh::spec

@@ -250,34 +250,13 @@ core::Result<TrainSpec> TrainFromTomlText(const std::string& text, const std::st
   std::vector<std::string> errors;
   FieldReader r(t, "train", &errors);
   r.String("name", s.name);
-  r.Int("seq_len", s.seq_len, true);
-  int64_t batch_seqs = 0;
-  const bool has_tokens = t->get("global_batch_tokens") != nullptr;
-  const bool has_seqs = t->get("global_batch_seqs") != nullptr;
-  r.Int("global_batch_tokens", s.global_batch_tokens, false, 1, kMaxBatchTokens);
-  r.Int("global_batch_seqs", batch_seqs, false);
-  if (has_tokens == has_seqs) {
-    r.Error("global_batch_tokens", "give exactly one of global_batch_tokens, global_batch_seqs");
-  }
-  ReadPrecision(r, s.precision);
+  ReadTrainShape(*t, r, s);
   std::string optimizer = "adamw";
   r.String("optimizer", optimizer);
   if (optimizer != "adamw") r.Error("optimizer", fmt::format("'{}' is not adamw", optimizer));
   r.Double("total_tokens", s.total_tokens, true, 0, true, 1e18);  // steps fit in int64_t
   r.Double("usd_per_gpu_hour", s.usd_per_gpu_hour, false, 0, false);
   r.RejectUnknown();
-  if (has_seqs && s.seq_len > 0) {
-    s.global_batch_tokens = batch_seqs * s.seq_len;  // both <= 2^31 - 1: no overflow
-    if (s.global_batch_tokens > kMaxBatchTokens) {
-      r.Error("global_batch_seqs",
-              fmt::format("{} x seq_len={} = {} tokens exceeds the limit of {} tokens", batch_seqs,
-                          s.seq_len, s.global_batch_tokens, kMaxBatchTokens));
-    }
-  }
-  if (has_tokens && s.seq_len > 0 && s.global_batch_tokens % s.seq_len != 0) {
-    r.Error("global_batch_tokens",
-            fmt::format("{} is not a multiple of seq_len={}", s.global_batch_tokens, s.seq_len));
-  }
   PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (s.name.empty()) s.name = source;
   return s;

@@ -23,12 +23,11 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
   const std::string prefix = fmt::format("recipe.phase[{}]", number);
   FieldReader r(&t, prefix, &errors);
   Phase p;
-  r.String("name", p.name);
-  if (p.name.empty()) p.name = fmt::format("phase {}", number);
-  r.Double("tokens", p.tokens, true, 0, true, 1e18);
-  r.Int("seq_len", p.seq_len, true);
-  r.Int("global_batch_tokens", p.global_batch_tokens, true, 1, kMaxBatchTokens);
-  ReadPrecision(r, p.precision);
+  TrainSpec& train = p.train;
+  r.String("name", train.name);
+  if (train.name.empty()) train.name = fmt::format("phase {}", number);
+  r.Double("tokens", train.total_tokens, true, 0, true, 1e18);
+  ReadTrainShape(t, r, train);
   std::string layout;
   r.String("layout", layout);
   if (!layout.empty()) {
@@ -49,23 +48,23 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
       rr.Int("start_tokens", p.ramp.start_tokens, true, 1, kMaxBatchTokens);
       rr.Double("over_tokens", p.ramp.over_tokens, true, 0, true, 1e18);
       rr.Int("increment_tokens", p.ramp.increment_tokens, false, 1, kMaxBatchTokens);
-      if (p.seq_len > 0 && p.ramp.increment_tokens % p.seq_len != 0) {
+      if (train.seq_len > 0 && p.ramp.increment_tokens % train.seq_len != 0) {
         rr.Error("increment_tokens", fmt::format("{} is not a multiple of seq_len={}",
-                                                 p.ramp.increment_tokens, p.seq_len));
+                                                 p.ramp.increment_tokens, train.seq_len));
       }
       rr.RejectUnknown();
-      if (p.seq_len > 0 && p.ramp.start_tokens % p.seq_len != 0) {
-        rr.Error("start_tokens",
-                 fmt::format("{} is not a multiple of seq_len={}", p.ramp.start_tokens, p.seq_len));
+      if (train.seq_len > 0 && p.ramp.start_tokens % train.seq_len != 0) {
+        rr.Error("start_tokens", fmt::format("{} is not a multiple of seq_len={}",
+                                             p.ramp.start_tokens, train.seq_len));
       }
-      if (p.ramp.start_tokens >= p.global_batch_tokens && p.global_batch_tokens > 0) {
+      if (p.ramp.start_tokens >= train.global_batch_tokens && train.global_batch_tokens > 0) {
         rr.Error("start_tokens",
                  fmt::format("{} must be below global_batch_tokens={} (the batch it grows to)",
-                             p.ramp.start_tokens, p.global_batch_tokens));
+                             p.ramp.start_tokens, train.global_batch_tokens));
       }
-      if (p.ramp.over_tokens > p.tokens && p.tokens > 0) {
+      if (p.ramp.over_tokens > train.total_tokens && train.total_tokens > 0) {
         rr.Error("over_tokens", fmt::format("{:.4g} exceeds the phase's tokens={:.4g}",
-                                            p.ramp.over_tokens, p.tokens));
+                                            p.ramp.over_tokens, train.total_tokens));
       }
     }
   }
@@ -78,22 +77,16 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
     }
   }
   r.RejectUnknown(sub_tables);
-  if (p.seq_len > 0 && p.global_batch_tokens % p.seq_len != 0) {
-    r.Error("global_batch_tokens",
-            fmt::format("{} is not a multiple of seq_len={}", p.global_batch_tokens, p.seq_len));
-  }
   return p;
 }
 
+// The phase's TrainSpec at one batch over `tokens`, named recipe/part.
 TrainSpec PartTrain(const Recipe& recipe, const Phase& phase, int64_t batch_tokens, double tokens,
                     const std::string& name) {
-  TrainSpec t;
+  TrainSpec t = phase.train;
   t.name = recipe.name + "/" + name;
-  t.seq_len = phase.seq_len;
   t.global_batch_tokens = batch_tokens;
-  t.precision = phase.precision;
   t.total_tokens = tokens;
-  t.usd_per_gpu_hour = recipe.usd_per_gpu_hour;
   return t;
 }
 
@@ -115,7 +108,7 @@ const char* RopeScalingName(RopeScalingKind kind) {
 
 double Recipe::total_tokens() const {
   double sum = 0;
-  for (const Phase& p : phases) sum += p.tokens;
+  for (const Phase& p : phases) sum += p.train.total_tokens;
   return sum;
 }
 
@@ -131,22 +124,23 @@ int64_t RampMeanBatchTokens(int64_t start_tokens, int64_t end_tokens, int64_t se
 std::vector<PhasePart> PhaseParts(const Recipe& recipe, size_t index) {
   PM_CHECK(index < recipe.phases.size()) << "phase " << index;
   const Phase& p = recipe.phases[index];
+  const TrainSpec& t = p.train;
   if (p.ramp.over_tokens <= 0) {
-    return {
-        PhasePart{index, p.name, PartTrain(recipe, p, p.global_batch_tokens, p.tokens, p.name)}};
+    return {PhasePart{index, t.name,
+                      PartTrain(recipe, p, t.global_batch_tokens, t.total_tokens, t.name)}};
   }
   std::vector<PhasePart> parts;
-  const std::string ramp_name = p.name + "/ramp";
+  const std::string ramp_name = t.name + "/ramp";
   parts.push_back(PhasePart{
       index, ramp_name,
       PartTrain(recipe, p,
-                RampMeanBatchTokens(p.ramp.start_tokens, p.global_batch_tokens, p.seq_len),
+                RampMeanBatchTokens(p.ramp.start_tokens, t.global_batch_tokens, t.seq_len),
                 p.ramp.over_tokens, ramp_name)});
-  const double rest = p.tokens - p.ramp.over_tokens;
+  const double rest = t.total_tokens - p.ramp.over_tokens;
   if (rest > 0) {
-    const std::string steady_name = p.name + "/steady";
+    const std::string steady_name = t.name + "/steady";
     parts.push_back(PhasePart{index, steady_name,
-                              PartTrain(recipe, p, p.global_batch_tokens, rest, steady_name)});
+                              PartTrain(recipe, p, t.global_batch_tokens, rest, steady_name)});
   }
   return parts;
 }
@@ -179,6 +173,7 @@ core::Result<Recipe> RecipeFromTomlText(const std::string& text, const std::stri
   r.RejectUnknown({"phase"});
   PM_RETURN_IF_ERROR(JoinFieldErrors(source, errors));
   if (recipe.name.empty()) recipe.name = source;
+  for (Phase& p : recipe.phases) p.train.usd_per_gpu_hour = recipe.usd_per_gpu_hour;
   return recipe;
 }
 

@@ -37,12 +37,10 @@ struct BatchRamp {
 };
 
 struct Phase {
-  std::string name;
-  double tokens = 0;
-  int64_t seq_len = 0;
-  int64_t global_batch_tokens = 0;  // the batch after the ramp; a multiple of seq_len
+  // The phase as a training run: its name, seq_len, global_batch_tokens (the batch after the
+  // ramp), precision, total_tokens (the phase's tokens) and the recipe's usd_per_gpu_hour.
+  TrainSpec train;
   BatchRamp ramp;
-  Precision precision = Precision::kBf16;
   RopeScaling rope;  // spec/model_spec.h; the engine applies it as ModelSpec::rope_scaling
   // The engine's layout for this phase (`train --recipe`: the run's run.layout when absent).
   // `plan --recipe` searches every phase's layout itself: a CPU run's layout says nothing of the

@@ -29,7 +29,7 @@ struct Stretch {
 };
 
 std::string PhaseLabel(const spec::Recipe& recipe, size_t phase) {
-  return fmt::format("recipe.phase[{}] ({})", phase + 1, recipe.phases[phase].name);
+  return fmt::format("recipe.phase[{}] ({})", phase + 1, recipe.phases[phase].train.name);
 }
 
 // The run's TOML with [train], the run's steps, layout and data start, and the model's RoPE
@@ -41,10 +41,10 @@ core::Result<RunConfig> PhaseConfig(const RunConfig& base, const spec::Recipe& r
   const std::string label = PhaseLabel(recipe, s.phase);
   PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(base.toml, label));
   toml::table train;
-  train.insert("seq_len", ph.seq_len);
+  train.insert("seq_len", ph.train.seq_len);
   train.insert("global_batch_seqs", s.batch_seqs);
-  train.insert("precision", spec::PrecisionName(ph.precision));
-  train.insert("total_tokens", ph.tokens);
+  train.insert("precision", spec::PrecisionName(ph.train.precision));
+  train.insert("total_tokens", ph.train.total_tokens);
   root.insert_or_assign("train", std::move(train));
   if (!root.contains("run")) root.insert("run", toml::table{});
   toml::table& run = *root["run"].as_table();
@@ -71,18 +71,18 @@ core::Result<RunConfig> PhaseConfig(const RunConfig& base, const spec::Recipe& r
 core::Result<std::vector<int64_t>> RampLevels(const spec::Recipe& recipe, size_t i,
                                               const RunConfig& steady) {
   const spec::Phase& p = recipe.phases[i];
-  const int64_t end = p.global_batch_tokens / p.seq_len;
-  const int64_t step = std::max<int64_t>(1, p.ramp.increment_tokens / p.seq_len);
+  const int64_t end = p.train.global_batch_tokens / p.train.seq_len;
+  const int64_t step = std::max<int64_t>(1, p.ramp.increment_tokens / p.train.seq_len);
   constexpr int64_t kMaxLevels = 4096;
-  if ((end - p.ramp.start_tokens / p.seq_len) / step >= kMaxLevels) {
+  if ((end - p.ramp.start_tokens / p.train.seq_len) / step >= kMaxLevels) {
     return core::Status::Error(
         fmt::format("{}: batch_ramp.increment_tokens: the ramp would have over {} levels; raise it",
                     PhaseLabel(recipe, i), kMaxLevels));
   }
   std::vector<int64_t> levels;
   RunConfig c = steady;
-  for (int64_t b = p.ramp.start_tokens / p.seq_len; b < end; b += step) {
-    c.train.global_batch_tokens = b * p.seq_len;
+  for (int64_t b = p.ramp.start_tokens / p.train.seq_len; b < end; b += step) {
+    c.train.global_batch_tokens = b * p.train.seq_len;
     // The planner's rules include the batch's: data ranks x mbs divide it.
     const std::vector<std::string> broken = EngineLayoutViolations(c);
     if (!broken.empty()) {
@@ -90,7 +90,7 @@ core::Result<std::vector<int64_t>> RampLevels(const spec::Recipe& recipe, size_t
           "{}: batch_ramp: the level of {} sequences ({} tokens) does not run on layout '{}' "
           "({}); choose start_tokens and increment_tokens (default: one sequence) so every level "
           "does",
-          PhaseLabel(recipe, i), b, b * p.seq_len, spec::ShortLayout(c.run.layout),
+          PhaseLabel(recipe, i), b, b * p.train.seq_len, spec::ShortLayout(c.run.layout),
           broken.front()));
     }
     levels.push_back(b);
@@ -111,26 +111,26 @@ int64_t StepsOf(double tokens, int64_t batch_seqs, int64_t seq_len) {
 core::Status PhaseStretches(const spec::Recipe& recipe, size_t i, const RunConfig& steady,
                             std::vector<Stretch>& out) {
   const spec::Phase& p = recipe.phases[i];
-  const int64_t end = p.global_batch_tokens / p.seq_len;
-  double steady_tokens = p.tokens;
+  const int64_t end = p.train.global_batch_tokens / p.train.seq_len;
+  double steady_tokens = p.train.total_tokens;
   if (p.ramp.over_tokens > 0) {
     PM_ASSIGN_OR_RETURN(const std::vector<int64_t> levels, RampLevels(recipe, i, steady));
     const double share = p.ramp.over_tokens / static_cast<double>(levels.size());
     for (int64_t b : levels) {
       out.push_back({.phase = i,
-                     .name = fmt::format("{}/ramp {}", p.name, b),
+                     .name = fmt::format("{}/ramp {}", p.train.name, b),
                      .batch_seqs = b,
-                     .steps = std::max<int64_t>(1, StepsOf(share, b, p.seq_len))});
+                     .steps = std::max<int64_t>(1, StepsOf(share, b, p.train.seq_len))});
     }
     steady_tokens -= p.ramp.over_tokens;
   }
-  const int64_t steps = StepsOf(steady_tokens, end, p.seq_len);
+  const int64_t steps = StepsOf(steady_tokens, end, p.train.seq_len);
   if (steps >= 1) {
-    out.push_back({.phase = i, .name = p.name, .batch_seqs = end, .steps = steps});
+    out.push_back({.phase = i, .name = p.train.name, .batch_seqs = end, .steps = steps});
   } else if (p.ramp.over_tokens <= 0) {
     return core::Status::Error(
         fmt::format("{}: tokens: {:.6g} gives no step at global_batch_tokens={}",
-                    PhaseLabel(recipe, i), p.tokens, p.global_batch_tokens));
+                    PhaseLabel(recipe, i), p.train.total_tokens, p.train.global_batch_tokens));
   }
   return core::Status::Ok();
 }
@@ -149,8 +149,9 @@ core::Result<std::vector<RecipeSegment>> RecipeSegments(const RunConfig& base,
   std::vector<std::string> errors;
   for (size_t i = 0; i < recipe.phases.size(); ++i) {
     const spec::Phase& p = recipe.phases[i];
-    const Stretch whole{
-        .phase = i, .name = p.name, .batch_seqs = p.global_batch_tokens / p.seq_len};
+    const Stretch whole{.phase = i,
+                        .name = p.train.name,
+                        .batch_seqs = p.train.global_batch_tokens / p.train.seq_len};
     core::Result<RunConfig> steady = PhaseConfig(base, recipe, whole, layout_of(p), 1, 0, 0);
     core::Status st = steady.ok() ? PhaseStretches(recipe, i, *steady, stretches) : steady.status();
     if (!st.ok()) errors.push_back(st.message());
@@ -174,7 +175,7 @@ core::Result<std::vector<RecipeSegment>> RecipeSegments(const RunConfig& base,
   for (const Stretch& s : stretches) {
     const spec::Phase& p = recipe.phases[s.phase];
     // A phase that changes the sequence length starts its own data order at its first step.
-    if (s.phase > 0 && p.seq_len != recipe.phases[s.phase - 1].seq_len &&
+    if (s.phase > 0 && p.train.seq_len != recipe.phases[s.phase - 1].train.seq_len &&
         (segments.empty() || segments.back().phase != s.phase)) {
       data_start = step;
     }

@@ -47,17 +47,17 @@ TEST(Recipe, PresetsLoadWithThePublishedValues) {
   // then 16M; six context stages to 128K over ~800B tokens; 40M tokens of annealing at 128K;
   // 15.6T in all.
   ASSERT_EQ(r->phases.size(), 10u);
-  EXPECT_EQ(r->phases[0].seq_len, 4096);
-  EXPECT_EQ(r->phases[0].global_batch_tokens, 4 * 1048576);
-  EXPECT_DOUBLE_EQ(r->phases[0].tokens, 252e6);
-  EXPECT_EQ(r->phases[1].global_batch_tokens, 8 * 1048576);
-  EXPECT_NEAR(r->phases[0].tokens + r->phases[1].tokens, 2.87e12, 1);
-  EXPECT_EQ(r->phases[2].global_batch_tokens, 16 * 1048576);
+  EXPECT_EQ(r->phases[0].train.seq_len, 4096);
+  EXPECT_EQ(r->phases[0].train.global_batch_tokens, 4 * 1048576);
+  EXPECT_DOUBLE_EQ(r->phases[0].train.total_tokens, 252e6);
+  EXPECT_EQ(r->phases[1].train.global_batch_tokens, 8 * 1048576);
+  EXPECT_NEAR(r->phases[0].train.total_tokens + r->phases[1].train.total_tokens, 2.87e12, 1);
+  EXPECT_EQ(r->phases[2].train.global_batch_tokens, 16 * 1048576);
   double long_context = 0;
-  for (size_t i = 3; i < 10; ++i) long_context += r->phases[i].tokens;
+  for (size_t i = 3; i < 10; ++i) long_context += r->phases[i].train.total_tokens;
   EXPECT_NEAR(long_context, 800e9, 0.01e9);
-  EXPECT_EQ(r->phases[9].seq_len, 131072);
-  EXPECT_DOUBLE_EQ(r->phases[9].tokens, 40e6);
+  EXPECT_EQ(r->phases[9].train.seq_len, 131072);
+  EXPECT_DOUBLE_EQ(r->phases[9].train.total_tokens, 40e6);
   EXPECT_NEAR(r->total_tokens(), 15.6e12, 0.01e12);
   const RopeScaling& rope = r->phases[9].rope;
   EXPECT_EQ(rope.kind, RopeScalingKind::kLlama3);
@@ -68,7 +68,35 @@ TEST(Recipe, PresetsLoadWithThePublishedValues) {
   auto m = LoadRecipe("meridianfin-4t");
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_DOUBLE_EQ(m->total_tokens(), 4e12);
-  EXPECT_EQ(m->phases.back().seq_len, 131072);
+  EXPECT_EQ(m->phases.back().train.seq_len, 131072);
+}
+
+// A phase is a TrainSpec read by the [train] table's reader: the batch as sequences too, and each
+// part carries the phase's precision and the recipe's price.
+TEST(Recipe, PhaseIsReadAsATrainTable) {
+  std::string text = TwoPhases();
+  text.replace(text.rfind("global_batch_tokens = 4194304"), 29, "global_batch_seqs = 128");
+  auto r = RecipeFromTomlText(text + "precision = \"fp8\"\n", "r.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const TrainSpec& t = r->phases[1].train;
+  EXPECT_EQ(t.global_batch_tokens, 128 * 32768);
+  EXPECT_EQ(t.precision, Precision::kFp8);
+  EXPECT_EQ(t.name, "long");
+  EXPECT_DOUBLE_EQ(t.total_tokens, 1e8);
+  const std::vector<PhasePart> parts = PhaseParts(*r, 1);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].train.name, "t/long");
+  EXPECT_EQ(parts[0].train.global_batch_tokens, 128 * 32768);
+  EXPECT_EQ(parts[0].train.precision, Precision::kFp8);
+  EXPECT_DOUBLE_EQ(parts[0].train.usd_per_gpu_hour, 2);
+  // The same keys in a [train] table read to the same shape.
+  auto train = TrainFromTomlText(
+      "[train]\nseq_len = 32768\nglobal_batch_seqs = 128\nprecision = \"fp8\"\n"
+      "total_tokens = 1e8\n",
+      "t.toml");
+  ASSERT_TRUE(train.ok()) << train.status().message();
+  EXPECT_EQ(train->global_batch_tokens, t.global_batch_tokens);
+  EXPECT_EQ(train->precision, t.precision);
 }
 
 TEST(Recipe, RampMeanBatchIsTheTokenWeightedMean) {
@@ -207,6 +235,10 @@ TEST(Recipe, BadInputNamesPhaseAndKey) {
       {"layout = \"dp=2 tp=\"\n", "recipe.phase[2].layout: "},
       {"batch_ramp = { start_tokens = 1048576, over_tokens = 1e6, increment_tokens = 1000 }\n",
        "recipe.phase[2].batch_ramp.increment_tokens: 1000 is not a multiple of seq_len=32768"},
+      // A phase's shape is read as [train]'s (spec::ReadTrainShape): one of the two batch keys.
+      {"global_batch_seqs = 128\n",
+       "recipe.phase[2].global_batch_tokens: give exactly one of global_batch_tokens, "
+       "global_batch_seqs"},
   };
   for (const Case& c : cases) {
     auto r = RecipeFromTomlText(TwoPhases(c.extra), "r.toml");
