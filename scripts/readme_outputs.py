@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-runs the commands whose output the README and the docs show and writes (or checks) it.
 
-A block in README.md, docs/results.md or docs/commands.md marked by a line
+A block in README.md, docs/results.md, docs/commands.md or docs/COST_MODEL.md marked by a line
 `<!-- output: pentamesh ... -->` followed by a fenced code block holds exactly what that command
 prints (run with build/src/cli/pentamesh from the repository's root). Usage:
   python3 scripts/readme_outputs.py            # rewrite the blocks in place
@@ -28,7 +28,7 @@ def run(command, binary):
     return out.stdout
 
 
-DOCS = ("README.md", "docs/results.md", "docs/commands.md")
+DOCS = ("README.md", "docs/results.md", "docs/commands.md", "docs/COST_MODEL.md")
 
 
 def blocks(lines, name):

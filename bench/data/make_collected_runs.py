@@ -186,9 +186,9 @@ LONG = [
     ("LLAMA2-7B (FP8) - H100", "DGX-H100", "NeMo24.03.01.framework", "LLAMA2-7B", 256, 256, 16, "392", 4, 1, 8, 8, 549, "1.40"),
     ("LLAMA2-7B (FP8) - H100", "DGX-H100", "NeMo24.03.01.framework", "LLAMA2-7B", 512, 512, 8, "104", 8, 1, 4, 16, 549, "5.28"),
     ("LLAMA2-7B (FP8) - H100", "DGX-H100", "NeMo24.03.01.framework", "LLAMA2-7B", 1024, 1024, 4, "26.5", 8, 1, 4, 32, 536, "20.23"),
-    # The B200 table's rows (LLAMA3-8B (FP8) - B200, NeMo 25.04.rc2) are left out: its TP x PP x
-    # DP x CP is a quarter to an eighth of its '# of GPUs' (8 GPUs at TP 1 PP 1 DP 2 CP 1), so the
-    # layout cannot be pinned.
+    # The B200 table's rows at this commit (LLAMA3-8B (FP8) - B200, NeMo 25.04.rc2): its TP x PP
+    # x DP x CP is a quarter to an eighth of its '# of GPUs'; they are read from the page's first
+    # revision instead (LONG_B200 below).
     # ("LLAMA3-8B (FP8) - B200", "DGX-B200", "NeMo25.04.rc2", "LLAMA3-8B", 32, 32, 128, "1,549", 1, 1, 4, 2, 1624, "1.05"),
     # ("LLAMA3-8B (FP8) - B200", "DGX-B200", "NeMo25.04.rc2", "LLAMA3-8B", 64, 64, 64, "1,481", 1, 1, 4, 4, 1600, "1.08"),
     # ("LLAMA3-8B (FP8) - B200", "DGX-B200", "NeMo25.04.rc2", "LLAMA3-8B", 128, 128, 32, "1,438", 2, 1, 4, 4, 1588, "1.10"),
@@ -252,6 +252,45 @@ def long_row(r):
             "parallelism.global_batch_size = Batch Size (sequences)",
             "parallelism.global_batch_tokens_derived = Batch Size * seq_length"],
     }
+
+
+# The page's B200 table as first published (commit 14d427f5, 2025-04-28): there its '# of GPUs' is
+# TP x CP x DP (PP 1), where the later revision above changed the GPU counts and kept the layouts.
+NEMO_B200_COMMIT = "14d427f575ee0c3be2719ef7f7c4ecad1b6b45e5"
+NEMO_B200_URL = ("https://github.com/NVIDIA/NeMo/blob/" + NEMO_B200_COMMIT +
+                 "/docs/source/performance/performance_long_sequence.md")
+LONG_B200_HEADER = "SeqLen (K) | # of GPUs | Batch Size | TP | CP | DP | TFLOPS / GPU"
+# (seq K, gpus, batch, tp, cp, dp, tflops): '## LLAMA3-8B (FP8) - B200', NeMo25.04.rc2, DGX-B200
+LONG_B200 = [
+    (8, 2, 512, 1, 1, 2, "1,671"),
+    (16, 4, 256, 1, 1, 4, "1,717"),
+    (32, 8, 128, 1, 2, 4, "1,624"),
+    (64, 16, 64, 1, 4, 4, "1,600"),
+    (128, 32, 32, 2, 4, 4, "1,588"),
+    (256, 64, 16, 4, 4, 4, "1,590"),
+    (512, 128, 8, 4, 8, 4, "1,619"),
+    (1024, 256, 4, 4, 16, 4, "1,608"),
+]
+
+
+def long_b200_row(r):
+    seq_k, gpus, batch, tp, cp, dp, tf = r
+    assert tp * cp * dp == gpus, r
+    out = long_row(("LLAMA3-8B (FP8) - B200", "DGX-B200", "NeMo25.04.rc2", "LLAMA3-8B", seq_k, gpus,
+                    batch, None, tp, 1, dp, cp, int(tf.replace(",", "")), None))
+    out["id"] = slug(f"nemo-longseq-b200-llama3-8b-fp8-seq{seq_k}k-{gpus}gpu-tp{tp}cp{cp}dp{dp}")
+    out["source"].update({
+        "group": "nemo_long_sequence_b200",
+        "locator": f"'## LLAMA3-8B (FP8) - B200' table, row SeqLen (K) = {seq_k}",
+        "url": NEMO_B200_URL,
+        "notes": "The page's first B200 table (this commit): '# of GPUs' = TP x CP x DP. The "
+                 "next revision (19fadb67) lists 4x-8x the GPUs for the same layouts and "
+                 "TFLOPS/GPU; this row keeps the self-consistent first one."})
+    out["published_values"] = {"table_header": LONG_B200_HEADER, "SeqLen (K)": seq_k,
+                               "# of GPUs": gpus, "Batch Size": batch, "TP": tp, "CP": cp,
+                               "DP": dp, "TFLOPS / GPU": tf}
+    out["inferred_fields"].append("parallelism.pp = 1 (no PP column; GPUs = TP x CP x DP)")
+    return out
 
 
 DGXC_COMMIT = "85380ffe02eac74e1d07e556b28cdcf7cce2d2f0"  # tag v25.04.01
@@ -364,7 +403,8 @@ def grok_rows():
 
 
 if __name__ == "__main__":
-    out = [row(r) for r in ROWS] + [long_row(r) for r in LONG] + grok_rows()
+    out = ([row(r) for r in ROWS] + [long_row(r) for r in LONG] +
+           [long_b200_row(r) for r in LONG_B200] + grok_rows())
     ids = [o["id"] for o in out]
     assert len(set(ids)) == len(ids), ids
     with open("bench/data/collected_runs.json", "w") as f:

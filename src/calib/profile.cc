@@ -44,6 +44,7 @@ constexpr BoolFact kBoolFacts[] = {
      &cost::CostParams::pp_buffers_per_microbatch},
     {"transient_workspaces", &RunFacts::transient_workspaces,
      &cost::CostParams::transient_workspaces},
+    {"fp8_weight_cache", &RunFacts::fp8_weight_cache, &cost::CostParams::fp8_weight_cache},
 };
 
 // The entry of a key table (kBoolFacts, kStackKeys) whose key is `k`, or null.
@@ -148,7 +149,7 @@ const std::vector<StackInfo>& Stacks() {
       {"megatron",
        "Megatron-LM / Megatron-Core and NeMo (Transformer Engine kernels, TP communication overlap "
        "in NeMo's performance recipes); also Meta's Llama 3 stack",
-       {.tp_comm_overlap = true, .compiled = true}},
+       {.tp_comm_overlap = true, .compiled = true, .fp8_weight_cache = true}},
       {"torchtitan",
        "torchtitan (FSDP2, torch.compile, async TP optional, torchao float8, per-op selective "
        "checkpointing, eager cross-entropy)",

@@ -35,6 +35,9 @@ struct RunFacts {
   bool compiled = false;         // torch.compile / XLA: elementwise kernels fused
   bool fp8 = false;              // FP8 GEMMs (Transformer Engine, torchao float8 linears)
   bool fp8_rowwise = false;      // FP8 with row-wise scales (torchao "rowwise"): other kernels
+  // Transformer Engine casts the FP8 weights on a step's first micro-batch and reuses them
+  // (Megatron passes is_first_microbatch); torchao's float8 linears cast them at every call.
+  bool fp8_weight_cache = false;
   int64_t fsdp_shard_group = 0;  // HSDP: parameters sharded over this many ranks (0 = all dp)
   // Share of the forward selective recomputation reruns beyond core attention (torchtitan's
   // per-op and per-layer selective checkpointing: 0.5; Megatron's: 0).

@@ -173,6 +173,11 @@ struct CostParams {
   // and ring attention's fp32 output and dq accumulators under cp > 1 (GPU stacks; the CPU
   // engine tags those transients "other", which its prediction does not cover).
   bool transient_workspaces = false;
+  // FP8 training: the weights are cast to FP8 once a step, on its first micro-batch, and reused by
+  // the others (Transformer Engine's weight caching, which Megatron-LM and NeMo use); false: every
+  // GEMM casts its weight again (torchao's float8 linears). The once-a-step cast, three bytes a
+  // local parameter at HBM speed, is under 0.1% of a step and not counted.
+  bool fp8_weight_cache = false;
   bool moe_regathers_input = false;
   // pp_scatter_gather: without SP, each tp rank sends 1/tp of the stage boundary's activation and
   // the receiver all-gathers it over NVLink (Megatron's scatter/gather optimization, Narayanan et

@@ -95,8 +95,10 @@ void MakeLinks(const Context& ctx, const Layout& l, Terms& t) {
 // Seconds of one GEMM (M x K) @ (K x N) forward; backward is two GEMMs of the same size. In FP8
 // training (Transformer Engine, torchao float8 linears) the GEMM runs at the BF16 rate times
 // fp8_gemm_speedup and its two inputs are cast first: read BF16, write FP8 (3 bytes an element,
-// at HBM speed; the amax reduction reads them again inside the same kernel). Inference keeps its
-// weights in FP8 and casts the activation only (Terms::fp8_weights_stored).
+// at HBM speed; the amax reduction reads them again inside the same kernel). The weight's cast is
+// not repeated where the weights are already FP8: inference keeps them so
+// (Terms::fp8_weights_stored), Transformer Engine caches them over a step's micro-batches
+// (CostParams::fp8_weight_cache).
 double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
@@ -107,7 +109,8 @@ double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k
   const double bytes = (t.fp8 ? 1.0 : t.elem_bytes) * (m * k + k * n) + t.elem_bytes * m * n;
   const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;
   const double memory = bytes / hbm_Bps;
-  const double cast = t.fp8 ? 3.0 * (m * k + (t.fp8_weights_stored ? 0.0 : k * n)) / hbm_Bps : 0.0;
+  const bool weight_fp8 = t.fp8_weights_stored || p.fp8_weight_cache;
+  const double cast = t.fp8 ? 3.0 * (m * k + (weight_fp8 ? 0.0 : k * n)) / hbm_Bps : 0.0;
   return std::max(compute, memory) + cast;
 }
 

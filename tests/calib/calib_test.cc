@@ -223,7 +223,7 @@ TEST(CollectedRuns, EveryRowIsEstimatedPinnedAndItsCells) {
   std::ifstream in(kCollected);
   const nlohmann::json rows = nlohmann::json::parse(in);
   ASSERT_EQ(rows.size(), Collected().size());
-  ASSERT_EQ(rows.size(), 40u);
+  ASSERT_EQ(rows.size(), 48u);
   std::set<std::string> published;
   for (const calib::Run& r : Runs()) published.insert(r.id);
   const std::regex commit("/blob/[0-9a-f]{40}/");
@@ -248,6 +248,15 @@ TEST(CollectedRuns, EveryRowIsEstimatedPinnedAndItsCells) {
                 pv["# of GPUs"].get<int64_t>())
           << run.id;
       EXPECT_GE(run.train.seq_len, 32768) << run.id;
+    } else if (pv.contains("TFLOPS / GPU")) {  // NeMo long sequence, B200 table: "1,588" etc.
+      std::string tf = pv["TFLOPS / GPU"].get<std::string>();
+      std::erase(tf, ',');
+      EXPECT_EQ(m["tflops_per_gpu"].get<double>(), std::stod(tf)) << run.id;
+      EXPECT_EQ(run.layout.tp * run.layout.pp * run.layout.dp * run.layout.cp,
+                pv["# of GPUs"].get<int64_t>())
+          << run.id;
+      EXPECT_EQ(run.layout.cp, pv["CP"].get<int>()) << run.id;
+      EXPECT_EQ(run.train.seq_len, pv["SeqLen (K)"].get<int64_t>() * 1024) << run.id;
     } else {  // dgxc Grok-1: tokens/s = seq x GBS / step time, as the README defines it
       const double tps = std::stod(pv["Throughput in tokens per second"].get<std::string>());
       const double step = std::stod(pv["Training step time (seconds per step)"].get<std::string>());
