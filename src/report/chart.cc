@@ -352,26 +352,34 @@ Json GroupRows(const std::string& name, const std::string& k) {
           {"transform", Json::array({{{"type", "filter"}, {"expr", "datum.k === '" + k + "'"}}})}};
 }
 
+// The band scale "g" of the groups along `group_range` ("width" or "height"), the value scale
+// "y" along the other (from 0, over every row's y0 and y1, nice), and the colour legend.
+Json BarScales(const std::vector<std::string>& groups, const std::string& group_range,
+               const std::string& value_range, const std::vector<std::string>& parts,
+               const std::vector<std::string>& colors) {
+  return Json::array({{{"name", "g"},
+                       {"type", "band"},
+                       {"domain", groups},
+                       {"range", group_range},
+                       {"paddingInner", 0.2},
+                       {"paddingOuter", 0.1}},
+                      {{"name", "y"},
+                       {"type", "linear"},
+                       {"domain",
+                        {{"fields", Json::array({{{"data", "rows"}, {"field", "y0"}},
+                                                 {{"data", "rows"}, {"field", "y1"}}})}}},
+                       {"range", value_range},
+                       {"nice", true},
+                       {"zero", true}},
+                      Legend(parts, colors)});
+}
+
 Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& y_axis,
              const std::vector<std::string>& parts, const std::vector<std::string>& colors,
              bool stacked_labels, bool value_labels, int height_px) {
   Json spec = BaseSpec(height_px);
   spec["data"] = Json::array({{{"name", "rows"}, {"values", r.rows}}});
-  spec["scales"] = Json::array({{{"name", "g"},
-                                 {"type", "band"},
-                                 {"domain", r.groups},
-                                 {"range", "width"},
-                                 {"paddingInner", 0.2},
-                                 {"paddingOuter", 0.1}},
-                                {{"name", "y"},
-                                 {"type", "linear"},
-                                 {"domain",
-                                  {{"fields", Json::array({{{"data", "rows"}, {"field", "y0"}},
-                                                           {{"data", "rows"}, {"field", "y1"}}})}}},
-                                 {"range", "height"},
-                                 {"nice", true},
-                                 {"zero", true}},
-                                Legend(parts, colors)});
+  spec["scales"] = BarScales(r.groups, "width", "height", parts, colors);
   spec["axes"] = BarAxes(r.groups.size(), group_title, y_axis);
   Json rect = {{"x", {{"scale", "b"}, {"field", "b"}}},
                {"width", {{"scale", "b"}, {"band", 1}}},
@@ -474,21 +482,7 @@ std::string HorizontalStackedBarHtml(const StackedBarChart& c) {
   Json spec = BaseSpec(c.height_px);
   spec["width"] = kHorizontalWidthPx;
   spec["data"] = Json::array({{{"name", "rows"}, {"values", rows}}});
-  spec["scales"] = Json::array({{{"name", "g"},
-                                 {"type", "band"},
-                                 {"domain", groups},
-                                 {"range", "height"},
-                                 {"paddingInner", 0.2},
-                                 {"paddingOuter", 0.1}},
-                                {{"name", "y"},
-                                 {"type", "linear"},
-                                 {"domain",
-                                  {{"fields", Json::array({{{"data", "rows"}, {"field", "y0"}},
-                                                           {{"data", "rows"}, {"field", "y1"}}})}}},
-                                 {"range", "width"},
-                                 {"nice", true},
-                                 {"zero", true}},
-                                Legend(names, colors)});
+  spec["scales"] = BarScales(groups, "height", "width", names, colors);
   Json group_axis = AxisJson("left", "g", ChartAxis(c.group_title), false);
   group_axis["labelOverlap"] = false;
   group_axis["labelLimit"] = 380;

@@ -25,8 +25,15 @@ struct Bar {
   const cost::Estimate* estimate;
 };
 
-// Plot height of a horizontal bar chart with one row per bar.
-int RowsHeightPx(size_t rows) { return 34 * static_cast<int>(rows); }
+// A horizontal stacked chart of the plan page: one row (34 px) per bar, one tick per row.
+StackedBarChart PlanStacks(const std::string& id, std::vector<std::string> parts,
+                           const ChartAxis& axis, const BarTick& tick, size_t rows) {
+  StackedBarChart chart(id, "", std::move(parts), axis);
+  chart.horizontal = true;
+  chart.height_px = 34 * static_cast<int>(rows);
+  chart.ticks.push_back(tick);
+  return chart;
+}
 
 // Memory per GPU by category (cost::kMemoryCategories, in its order and with ChartColor's colour
 // of its index) as horizontal stacks, each with its capacity tick and its total, the sum over the
@@ -35,12 +42,10 @@ int RowsHeightPx(size_t rows) { return 34 * static_cast<int>(rows); }
 std::string MemoryChart(const std::vector<Bar>& bars) {
   std::vector<std::string> parts;
   for (const cost::MemoryCategory& c : cost::kMemoryCategories) parts.push_back(c.label);
-  StackedBarChart chart(
-      "plan-memory", "", parts,
-      ChartAxis("GB per GPU (red dashes: capacity = HBM - safety margin)", ",.2~f"));
-  chart.horizontal = true;
-  chart.height_px = RowsHeightPx(bars.size());
-  chart.ticks.emplace_back("capacity", "#c00", /*dashed=*/true);
+  StackedBarChart chart =
+      PlanStacks("plan-memory", parts,
+                 ChartAxis("GB per GPU (red dashes: capacity = HBM - safety margin)", ",.2~f"),
+                 BarTick("capacity", "#c00", /*dashed=*/true), bars.size());
   double cap_gb = 0;
   for (const Bar& b : bars) {
     const cost::Memory& m = b.estimate->memory;
@@ -64,12 +69,10 @@ std::string MemoryChart(const std::vector<Bar>& bars) {
 std::string TimeChart(const std::vector<Bar>& bars) {
   std::vector<std::string> parts;
   for (const cost::TimeTerm& t : cost::kTimeTerms) parts.push_back(t.name);
-  StackedBarChart chart(
-      "plan-time", "", parts,
-      ChartAxis("seconds per optimizer step (terms as exposed after overlap)", ",.3~f"));
-  chart.horizontal = true;
-  chart.height_px = RowsHeightPx(bars.size());
-  chart.ticks.emplace_back("step", "#000");
+  StackedBarChart chart =
+      PlanStacks("plan-time", parts,
+                 ChartAxis("seconds per optimizer step (terms as exposed after overlap)", ",.3~f"),
+                 BarTick("step", "#000"), bars.size());
   for (const Bar& b : bars) {
     const cost::Time& time = b.estimate->time;
     StackedBar bar(b.label, "", {});
