@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/collective_bytes.h"
+#include "cost/gemm.h"
 #include "cost/internal.h"
 #include "spec/moe_routing.h"
 #include "spec/validate.h"
@@ -103,9 +104,8 @@ double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
   const spec::ClusterSpec& c = ctx.cluster();
-  const double size = 1.0 + p.gemm_dim_overhead * (1.0 / m + 1.0 / n + 1.0 / k);
   const double rate = c.peak_tflops * 1e12 * t.gemm_efficiency * (t.fp8 ? t.fp8_speedup : 1.0);
-  const double compute = 2.0 * m * n * k / rate * size;
+  const double compute = GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead);
   const double bytes = (t.fp8 ? 1.0 : t.elem_bytes) * (m * k + k * n) + t.elem_bytes * m * n;
   const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;
   const double memory = bytes / hbm_Bps;

@@ -18,6 +18,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr int kWidthPx = 1040;                 // plot width; pages are 1200 px wide at most
+constexpr int kHorizontalWidthPx = 700;        // horizontal bars: room for row labels and totals
 constexpr const char* kHoverFormat = ",.6~g";  // hover values when the axis has no format
 constexpr const char* kLabelFormat = ",.4~g";  // values printed on bars, likewise
 
@@ -351,26 +352,34 @@ Json GroupRows(const std::string& name, const std::string& k) {
           {"transform", Json::array({{{"type", "filter"}, {"expr", "datum.k === '" + k + "'"}}})}};
 }
 
+// The band scale "g" of the groups along `group_range` ("width" or "height"), the value scale
+// "y" along the other (from 0, over every row's y0 and y1, nice), and the colour legend.
+Json BarScales(const std::vector<std::string>& groups, const std::string& group_range,
+               const std::string& value_range, const std::vector<std::string>& parts,
+               const std::vector<std::string>& colors) {
+  return Json::array({{{"name", "g"},
+                       {"type", "band"},
+                       {"domain", groups},
+                       {"range", group_range},
+                       {"paddingInner", 0.2},
+                       {"paddingOuter", 0.1}},
+                      {{"name", "y"},
+                       {"type", "linear"},
+                       {"domain",
+                        {{"fields", Json::array({{{"data", "rows"}, {"field", "y0"}},
+                                                 {{"data", "rows"}, {"field", "y1"}}})}}},
+                       {"range", value_range},
+                       {"nice", true},
+                       {"zero", true}},
+                      Legend(parts, colors)});
+}
+
 Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& y_axis,
              const std::vector<std::string>& parts, const std::vector<std::string>& colors,
              bool stacked_labels, bool value_labels, int height_px) {
   Json spec = BaseSpec(height_px);
   spec["data"] = Json::array({{{"name", "rows"}, {"values", r.rows}}});
-  spec["scales"] = Json::array({{{"name", "g"},
-                                 {"type", "band"},
-                                 {"domain", r.groups},
-                                 {"range", "width"},
-                                 {"paddingInner", 0.2},
-                                 {"paddingOuter", 0.1}},
-                                {{"name", "y"},
-                                 {"type", "linear"},
-                                 {"domain",
-                                  {{"fields", Json::array({{{"data", "rows"}, {"field", "y0"}},
-                                                           {{"data", "rows"}, {"field", "y1"}}})}}},
-                                 {"range", "height"},
-                                 {"nice", true},
-                                 {"zero", true}},
-                                Legend(parts, colors)});
+  spec["scales"] = BarScales(r.groups, "width", "height", parts, colors);
   spec["axes"] = BarAxes(r.groups.size(), group_title, y_axis);
   Json rect = {{"x", {{"scale", "b"}, {"field", "b"}}},
                {"width", {{"scale", "b"}, {"band", 1}}},
@@ -413,6 +422,122 @@ Json BarSpec(const BarRows& r, const std::string& group_title, const ChartAxis& 
   return spec;
 }
 
+// Horizontal stacked bars: rows k "s" (segments: g, b, part, v = the true value, y0, y1 cut at
+// value_max), k "m" (ticks: g, b, part = the tick's name, v, y1 = the cut position, dash) and k "t"
+// (labels: g, b, y1 = after the stack and its ticks, lt = the text, over = cut). The value scale
+// reads y0 and y1 of every row, so the cut bounds it.
+std::string HorizontalStackedBarHtml(const StackedBarChart& c) {
+  const double cut = c.value_max;
+  Json rows = Json::array();
+  std::vector<std::string> groups, bars, names = c.parts, colors = c.colors;
+  for (size_t k = colors.size(); k < c.parts.size(); ++k) colors.push_back(ChartColor(k));
+  for (const BarTick& t : c.ticks) {
+    names.push_back(t.name);
+    colors.push_back(t.color);
+  }
+  const std::string fmt_spec = c.y.format.empty() ? ",.4~g" : c.y.format;
+  for (const StackedBar& bar : c.bars) {
+    AddUnique(groups, bar.group);
+    AddUnique(bars, bar.bar);
+    double top = 0, end = 0;
+    for (size_t k = 0; k < c.parts.size() && k < bar.parts.size(); ++k) {
+      const double v = bar.parts[k];
+      if (!std::isfinite(v) || v == 0) continue;
+      rows.push_back({{"k", "s"},
+                      {"g", bar.group},
+                      {"b", bar.bar},
+                      {"part", c.parts[k]},
+                      {"v", v},
+                      {"y0", std::min(top, cut)},
+                      {"y1", std::min(top + v, cut)}});
+      top += v;
+    }
+    end = std::min(top, cut);
+    for (size_t j = 0; j < c.ticks.size() && j < bar.ticks.size(); ++j) {
+      const double v = bar.ticks[j];
+      if (!std::isfinite(v)) continue;
+      rows.push_back({{"k", "m"},
+                      {"g", bar.group},
+                      {"b", bar.bar},
+                      {"part", c.ticks[j].name},
+                      {"v", v},
+                      {"y0", 0},
+                      {"y1", std::min(v, cut)},
+                      {"dash", c.ticks[j].dashed ? Json::array({5, 3}) : Json::array()}});
+      end = std::max(end, std::min(v, cut));
+    }
+    const bool over = top > cut;
+    std::string text = bar.label.empty() ? "" : bar.label;
+    if (over) text += text.empty() ? ">>" : " >>";
+    rows.push_back({{"k", "t"},
+                    {"g", bar.group},
+                    {"b", bar.bar},
+                    {"t", top},
+                    {"y0", 0},
+                    {"y1", end},
+                    {"lt", text},
+                    {"custom", !bar.label.empty()},
+                    {"over", over}});
+  }
+  Json spec = BaseSpec(c.height_px);
+  spec["width"] = kHorizontalWidthPx;
+  spec["data"] = Json::array({{{"name", "rows"}, {"values", rows}}});
+  spec["scales"] = BarScales(groups, "height", "width", names, colors);
+  Json group_axis = AxisJson("left", "g", ChartAxis(c.group_title), false);
+  group_axis["labelOverlap"] = false;
+  group_axis["labelLimit"] = 380;
+  group_axis["labelFontSize"] = 12;
+  spec["axes"] = Json::array({group_axis, AxisJson("bottom", "y", c.y, true)});
+  Json rect = {{"y", {{"scale", "b"}, {"field", "b"}}},
+               {"height", {{"scale", "b"}, {"band", 1}}},
+               {"x", {{"scale", "y"}, {"field", "y0"}}},
+               {"x2", {{"scale", "y"}, {"field", "y1"}}},
+               {"fill", {{"scale", "color"}, {"field", "part"}}},
+               {"tooltip", BarTooltip(c.group_title, c.y)}};
+  Json rule = {{"x", {{"scale", "y"}, {"field", "y1"}}},
+               {"y", {{"scale", "b"}, {"field", "b"}, {"offset", -3}}},
+               {"y2", {{"scale", "b"}, {"field", "b"}, {"band", 1}, {"offset", 3}}},
+               {"stroke", {{"scale", "color"}, {"field", "part"}}},
+               {"strokeWidth", {{"value", 2.5}}},
+               {"strokeDash", {{"field", "dash"}}},
+               {"tooltip", BarTooltip(c.group_title, c.y)}};
+  Json label = {
+      {"x", {{"scale", "y"}, {"field", "y1"}, {"offset", 6}}},
+      {"y", {{"scale", "b"}, {"field", "b"}, {"band", 0.5}}},
+      {"baseline", {{"value", "middle"}}},
+      {"text",
+       {{"signal", fmt::format("(datum.b ? datum.b + ': ' : '') + (datum.custom ? datum.lt : "
+                               "format(datum.t, {}) + (datum.over ? ' ' + datum.lt : ''))",
+                               ExprString(fmt_spec))}}},
+      {"fontSize", {{"value", 12}}},
+      {"fontWeight", {{"signal", "datum.over ? 'bold' : 'normal'"}}},
+      {"fill", {{"signal", "datum.over ? '#c00' : '#222'"}}}};
+  Json inner = Json::array(
+      {{{"type", "rect"},
+        {"from", {{"data", "bars"}}},
+        {"encode", {{"update", rect}, {"hover", {{"fillOpacity", {{"value", 0.7}}}}}}}},
+       {{"type", "rule"}, {"from", {{"data", "ticks"}}}, {"encode", {{"update", rule}}}},
+       {{"type", "text"}, {"from", {{"data", "tops"}}}, {"encode", {{"update", label}}}}});
+  spec["marks"] = Json::array(
+      {{{"type", "group"},
+        {"from", {{"facet", {{"data", "rows"}, {"name", "segs"}, {"groupby", "g"}}}}},
+        {"encode",
+         {{"update",
+           {{"y", {{"scale", "g"}, {"field", "g"}}},
+            {"height", {{"scale", "g"}, {"band", 1}}},
+            {"width", {{"signal", "width"}}}}}}},
+        {"signals", Json::array({{{"name", "gh"}, {"update", "bandwidth('g')"}}})},
+        {"data",
+         Json::array({GroupRows("bars", "s"), GroupRows("tops", "t"), GroupRows("ticks", "m")})},
+        {"scales", Json::array({{{"name", "b"},
+                                 {"type", "band"},
+                                 {"domain", bars},
+                                 {"range", {0, {{"signal", "gh"}}}},
+                                 {"paddingInner", 0.1}}})},
+        {"marks", inner}}});
+  return Fragment(c.id, spec);
+}
+
 }  // namespace
 
 std::string BarChartHtml(const BarChart& c) {
@@ -437,6 +562,7 @@ std::string BarChartHtml(const BarChart& c) {
 }
 
 std::string StackedBarChartHtml(const StackedBarChart& c) {
+  if (c.horizontal) return HorizontalStackedBarHtml(c);
   BarRows r;
   std::vector<std::string> colors = c.colors;
   for (size_t k = colors.size(); k < c.parts.size(); ++k) colors.push_back(ChartColor(k));
@@ -453,6 +579,88 @@ std::string StackedBarChartHtml(const StackedBarChart& c) {
     r.Total(bar.group, bar.bar, top);
   }
   return Fragment(c.id, BarSpec(r, c.group_title, c.y, c.parts, colors, true, true, c.height_px));
+}
+
+}  // namespace pentamesh::report
+
+// HeatmapChart: one rect and up to two text lines per cell, on two band scales.
+namespace pentamesh::report {
+
+std::string HeatmapChartHtml(const HeatmapChart& c) {
+  Json cells = Json::array();
+  const double mid = 0.5 * (c.value_min + c.value_max);
+  for (size_t r = 0; r < c.rows.size() && r < c.cells.size(); ++r) {
+    for (size_t col = 0; col < c.columns.size() && col < c.cells[r].size(); ++col) {
+      const HeatmapCell& cell = c.cells[r][col];
+      const bool has = std::isfinite(cell.value);
+      Json row = {{"r", c.rows[r]},
+                  {"c", c.columns[col]},
+                  {"t1", cell.lines.empty() ? "" : cell.lines[0]},
+                  {"t2", cell.lines.size() > 1 ? cell.lines[1] : ""},
+                  {"tip", cell.hover},
+                  {"fg", !has ? "#c00" : (cell.value > mid ? "#fff" : "#222")}};
+      if (has) row["v"] = cell.value;
+      cells.push_back(std::move(row));
+    }
+  }
+  Json spec = {{"width", c.cell_width_px * static_cast<int>(c.columns.size())},
+               {"height", c.cell_height_px * static_cast<int>(c.rows.size())},
+               {"padding", 5},
+               {"data", Json::array({{{"name", "cells"}, {"values", cells}}})}};
+  spec["scales"] = Json::array({{{"name", "x"},
+                                 {"type", "band"},
+                                 {"domain", c.columns},
+                                 {"range", "width"},
+                                 {"paddingInner", 0.02}},
+                                {{"name", "y"},
+                                 {"type", "band"},
+                                 {"domain", c.rows},
+                                 {"range", "height"},
+                                 {"paddingInner", 0.04}},
+                                {{"name", "heat"},
+                                 {"type", "linear"},
+                                 {"domain", {c.value_min, c.value_max}},
+                                 {"range", {c.low_color, c.high_color}},
+                                 {"clamp", true}}});
+  Json top = AxisJson("top", "x", ChartAxis(), false);
+  Json left = AxisJson("left", "y", ChartAxis(), false);
+  for (Json* a : {&top, &left}) {
+    (*a)["labelOverlap"] = false;
+    (*a)["labelFontSize"] = 12;
+    (*a)["labelFontWeight"] = "bold";
+    (*a)["domain"] = false;
+    (*a)["ticks"] = false;
+  }
+  spec["axes"] = Json::array({top, left});
+  const Json tooltip = {{"signal", "{'row': datum.r, 'column': datum.c, 'cell': datum.tip}"}};
+  Json rect = {
+      {"x", {{"scale", "x"}, {"field", "c"}}},
+      {"width", {{"scale", "x"}, {"band", 1}}},
+      {"y", {{"scale", "y"}, {"field", "r"}}},
+      {"height", {{"scale", "y"}, {"band", 1}}},
+      {"fill", Json::array({{{"test", "isValid(datum.v)"}, {"scale", "heat"}, {"field", "v"}},
+                            {{"value", "#eee"}}})},
+      {"tooltip", tooltip}};
+  auto line = [&](const std::string& field, double band, int size, bool bold) {
+    return Json{{"type", "text"},
+                {"from", {{"data", "cells"}}},
+                {"interactive", false},
+                {"encode",
+                 {{"update",
+                   {{"x", {{"scale", "x"}, {"field", "c"}, {"band", 0.5}}},
+                    {"y", {{"scale", "y"}, {"field", "r"}, {"band", band}}},
+                    {"align", {{"value", "center"}}},
+                    {"baseline", {{"value", "middle"}}},
+                    {"text", {{"field", field}}},
+                    {"fontSize", {{"value", size}}},
+                    {"fontWeight", {{"value", bold ? "bold" : "normal"}}},
+                    {"fill", {{"field", "fg"}}}}}}}};
+  };
+  spec["marks"] = Json::array(
+      {{{"type", "rect"}, {"from", {{"data", "cells"}}}, {"encode", {{"update", rect}}}},
+       line("t1", 0.38, 15, true),
+       line("t2", 0.74, 11, false)});
+  return Fragment(c.id, spec);
 }
 
 }  // namespace pentamesh::report

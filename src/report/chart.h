@@ -25,7 +25,10 @@
 //   BarChart        grouped bars: one group per category, one bar per series
 //                   (tokens/s per layout, predicted next to measured).
 //   StackedBarChart stacked bars, one stack per (group, bar), segments per part:
-//                   memory by category per layout, predicted and measured side by side.
+//                   memory by category per layout, predicted and measured side by side;
+//                   `horizontal` lays the stacks along x, one row per group (long labels), with
+//                   reference ticks per stack (capacity, step) and the value axis cut at a bound.
+//   HeatmapChart    a grid of cells coloured by value, with text in each cell (the sweep).
 //
 // Invariant: every string from data (names, labels, titles) reaches the page as JSON inside a
 // script element with '<' escaped, so it cannot close the element or inject markup. Non-finite
@@ -33,6 +36,7 @@
 // must be unique on the page and match [a-z0-9-]+ (PM_CHECK).
 #pragma once
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,6 +125,18 @@ struct StackedBar {
   std::string group;
   std::string bar;
   std::vector<double> parts;
+  std::vector<double> ticks;  // horizontal: ticks[j] is where StackedBarChart::ticks[j] crosses
+                              // this stack (NaN: none)
+  std::string label;          // horizontal: the text after the stack; "" = its total
+};
+
+// A reference tick across each stack of a horizontal chart ("capacity", "step"), in the legend.
+struct BarTick {
+  BarTick(std::string name_, std::string color_, bool dashed_ = false)
+      : name(std::move(name_)), color(std::move(color_)), dashed(dashed_) {}
+  std::string name;
+  std::string color;
+  bool dashed = false;
 };
 
 struct StackedBarChart {
@@ -137,7 +153,37 @@ struct StackedBarChart {
   std::vector<StackedBar> bars;
   ChartAxis y;  // zero is implied
   int height_px = 340;
+  // Horizontal: groups are rows (labelled on the left), values run along x; each stack is
+  // followed by its label (StackedBar::label, else its total) placed after its last tick.
+  bool horizontal = false;
+  std::vector<BarTick> ticks;  // horizontal only
+  // Horizontal only: the value axis ends here when the data reach past it (a far larger stack
+  // would flatten the others); a longer stack is cut at the bound, its hover keeps the true values
+  // and its label is drawn in red with " >>" after it.
+  double value_max = std::numeric_limits<double>::infinity();
 };
 std::string StackedBarChartHtml(const StackedBarChart& chart);
+
+// A grid of cells: cells[r][c] is the cell of rows[r] and columns[c]. A cell with a finite value
+// is coloured on a linear scale from `low_color` at value_min to `high_color` at value_max
+// (clamped) and shows its text lines (the first bold), white on the darker half; a cell with NaN
+// is grey and shows its lines in red. Each cell's hover shows its row, column and `hover`.
+struct HeatmapCell {
+  double value = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::string> lines;  // at most 2 lines fit a cell
+  std::string hover;
+};
+
+struct HeatmapChart {
+  HeatmapChart(std::string id_, std::vector<std::string> rows_, std::vector<std::string> columns_)
+      : id(std::move(id_)), rows(std::move(rows_)), columns(std::move(columns_)) {}
+  std::string id;
+  std::vector<std::string> rows, columns;       // labels: left, top
+  std::vector<std::vector<HeatmapCell>> cells;  // [row][column]
+  double value_min = 0, value_max = 1;
+  std::string low_color = "#f7fbff", high_color = "#08519c";
+  int cell_width_px = 150, cell_height_px = 56;
+};
+std::string HeatmapChartHtml(const HeatmapChart& chart);
 
 }  // namespace pentamesh::report

@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include "core/output.h"
+#include "report/chart.h"
 #include "report/page.h"
 #include "report/svg.h"
 #include "report/timeline.h"
@@ -18,208 +18,134 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-// One colour per cost::kMemoryCategories entry, in its order.
-struct Component {
-  const char* name;
-  const char* color;
-  double cost::Memory::*field;
-};
-constexpr std::array<const char*, cost::kMemoryCategories.size()> kMemoryColors = {
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-    "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
-constexpr std::array<Component, cost::kMemoryCategories.size()> MemoryParts() {
-  std::array<Component, cost::kMemoryCategories.size()> parts{};
-  for (size_t i = 0; i < parts.size(); ++i) {
-    parts[i] = {cost::kMemoryCategories[i].label, kMemoryColors[i],
-                cost::kMemoryCategories[i].field};
-  }
-  return parts;
-}
-constexpr auto kMemoryParts = MemoryParts();
-// The colour of the i-th entry of cost::kTimeTerms (Tableau 10, in list order).
-constexpr std::array<const char*, 10> kTermColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                                     "#59a14f", "#edc948", "#bab0ac", "#9c755f",
-                                                     "#ff9da7", "#b07aa1"};
-static_assert(cost::kTimeTerms.size() <= kTermColors.size(),
-              "a step-time term past the palette needs a colour in kTermColors");
-
 std::string Pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
-
-void Legend(Svg& svg, double x, double y,
-            const std::vector<std::pair<std::string, std::string>>& items) {
-  for (const auto& [name, color] : items) {
-    svg.Rect(x, y - 10, 12, 12, color);
-    svg.Text(x + 16, y, name, 12);
-    x += 28 + 7.5 * static_cast<double>(name.size());
-  }
-}
 
 struct Bar {
   std::string label;
   const cost::Estimate* estimate;
 };
 
-// Horizontal stacked bars of memory per GPU by component, with the capacity line. The axis reaches
-// 1.5x the largest capacity; a bar beyond it is clipped and its total printed in red.
+// A horizontal stacked chart of the plan page: one row (34 px) per bar, one tick per row.
+StackedBarChart PlanStacks(const std::string& id, std::vector<std::string> parts,
+                           const ChartAxis& axis, const BarTick& tick, size_t rows) {
+  StackedBarChart chart(id, "", std::move(parts), axis);
+  chart.horizontal = true;
+  chart.height_px = 34 * static_cast<int>(rows);
+  chart.ticks.push_back(tick);
+  return chart;
+}
+
+// Memory per GPU by category (cost::kMemoryCategories, in its order and with ChartColor's colour
+// of its index) as horizontal stacks, each with its capacity tick and its total, the sum over the
+// list. The value axis ends at 1.5x the largest capacity; a stack beyond it is cut and its total
+// printed in red.
 std::string MemoryChart(const std::vector<Bar>& bars) {
-  const double width = 1180, left = 390, right = 90, row = 34, top = 40;
-  const double height = top + row * static_cast<double>(bars.size()) + 50;
-  double max_gb = 1.0, cap_gb = 1.0;
+  std::vector<std::string> parts;
+  for (const cost::MemoryCategory& c : cost::kMemoryCategories) parts.push_back(c.label);
+  StackedBarChart chart =
+      PlanStacks("plan-memory", parts,
+                 ChartAxis("GB per GPU (red dashes: capacity = HBM - safety margin)", ",.2~f"),
+                 BarTick("capacity", "#c00", /*dashed=*/true), bars.size());
+  double cap_gb = 0;
   for (const Bar& b : bars) {
-    max_gb = std::max(
-        {max_gb, b.estimate->memory.total / kGB * 1.05, b.estimate->memory.capacity / kGB * 1.05});
-    cap_gb = std::max(cap_gb, b.estimate->memory.capacity / kGB);
-  }
-  max_gb = std::min(max_gb, cap_gb * 1.5);
-  const double scale = (width - left - right) / max_gb;
-  const double x_max = left + max_gb * scale;
-  Svg svg(width, height);
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (const auto& part : kMemoryParts) legend.emplace_back(part.name, part.color);
-  Legend(svg, 20, 20, legend);
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const cost::Memory& m = bars[i].estimate->memory;
-    const double y = top + row * static_cast<double>(i);
-    svg.Text(left - 8, y + 17, bars[i].label, 12, "end");
-    double x = left;
-    for (const auto& part : kMemoryParts) {
-      const double gb = m.*(part.field) / kGB;
-      const double w = std::min(gb * scale, x_max - x);
-      svg.Rect(x, y + 4, w, row - 10, part.color, fmt::format("{} {:.2f} GB", part.name, gb));
-      x += w;
+    const cost::Memory& m = b.estimate->memory;
+    StackedBar bar(b.label, "", {});
+    double total_gb = 0;
+    for (const cost::MemoryCategory& c : cost::kMemoryCategories) {
+      bar.parts.push_back(m.*c.field / kGB);
+      total_gb += m.*c.field / kGB;
     }
-    const bool clipped = m.total / kGB > max_gb;
-    svg.Text(x + 6, y + 17, fmt::format("{:.1f} GB{}", m.total / kGB, clipped ? " >>" : ""), 12,
-             "start", clipped ? "#c00" : "#222", clipped);
-    const double cap_x = left + m.capacity / kGB * scale;
-    svg.Line(cap_x, y, cap_x, y + row - 2, "#c00", 2, true);
+    bar.ticks = {m.capacity / kGB};
+    bar.label = fmt::format("{:.1f} GB", total_gb);
+    chart.bars.push_back(std::move(bar));
+    cap_gb = std::max(cap_gb, m.capacity / kGB);
   }
-  const double axis_y = top + row * static_cast<double>(bars.size()) + 10;
-  svg.Line(left, axis_y, x_max, axis_y, "#888");
-  const double tick = max_gb > 200 ? 50 : (max_gb > 50 ? 10 : (max_gb > 10 ? 5 : 1));
-  for (double gb = 0; gb <= max_gb; gb += tick) {
-    svg.Text(left + gb * scale, axis_y + 16, fmt::format("{:.0f}", gb), 11, "middle", "#555");
-  }
-  svg.Text(width - right, axis_y + 34, "GB per GPU (red dashes: capacity = HBM - safety margin)",
-           11, "end", "#555");
-  return svg.Finish();
+  if (cap_gb > 0) chart.value_max = 1.5 * cap_gb;
+  return StackedBarChartHtml(chart);
 }
 
-// Horizontal stacked bars of step time by term; a black tick marks the step after overlap.
+// Step time by term (cost::kTimeTerms, in its order and with ChartColor's colour of its index) as
+// horizontal stacks; a black tick marks the step after overlap, printed after the stack.
 std::string TimeChart(const std::vector<Bar>& bars) {
-  const double width = 1180, left = 390, right = 60, row = 34, top = 40;
-  const double height = top + row * static_cast<double>(bars.size()) + 50;
-  double max_s = 0;
+  std::vector<std::string> parts;
+  for (const cost::TimeTerm& t : cost::kTimeTerms) parts.push_back(t.name);
+  StackedBarChart chart =
+      PlanStacks("plan-time", parts,
+                 ChartAxis("seconds per optimizer step (terms as exposed after overlap)", ",.3~f"),
+                 BarTick("step", "#000"), bars.size());
   for (const Bar& b : bars) {
-    max_s = std::max({max_s, cost::SumOfTerms(b.estimate->time), b.estimate->time.step});
+    const cost::Time& time = b.estimate->time;
+    StackedBar bar(b.label, "", {});
+    for (const cost::TimeTerm& t : cost::kTimeTerms) bar.parts.push_back(time.*t.field);
+    bar.ticks = {time.step};
+    bar.label = fmt::format("{:.2f} s", time.step);
+    chart.bars.push_back(std::move(bar));
   }
-  max_s = std::max(max_s, 1e-9);
-  const double scale = (width - left - right) / max_s;
-  Svg svg(width, height);
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t t = 0; t < cost::kTimeTerms.size(); ++t) {
-    legend.emplace_back(cost::kTimeTerms[t].name, kTermColors[t]);
-  }
-  legend.emplace_back("| step", "#000");
-  Legend(svg, 20, 20, legend);
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const cost::Time& time = bars[i].estimate->time;
-    const double y = top + row * static_cast<double>(i);
-    svg.Text(left - 8, y + 17, bars[i].label, 12, "end");
-    double x = left;
-    for (size_t t = 0; t < cost::kTimeTerms.size(); ++t) {
-      const double s = time.*cost::kTimeTerms[t].field;
-      svg.Rect(x, y + 4, s * scale, row - 10, kTermColors[t],
-               fmt::format("{} {:.3f} s", cost::kTimeTerms[t].name, s));
-      x += s * scale;
-    }
-    const double step_x = left + time.step * scale;
-    svg.Line(step_x, y, step_x, y + row - 2, "#000", 3);
-    svg.Text(std::max(x, step_x) + 6, y + 17, fmt::format("{:.2f} s", time.step), 12);
-  }
-  const double axis_y = top + row * static_cast<double>(bars.size()) + 10;
-  svg.Line(left, axis_y, width - right, axis_y, "#888");
-  svg.Text(width - right, axis_y + 30,
-           "seconds per optimizer step (terms as exposed after overlap)", 11, "end", "#555");
-  return svg.Finish();
+  return StackedBarChartHtml(chart);
 }
 
-// MFU and scaling efficiency against the GPU count (one column per count of the list).
-std::string ScaleChart(const std::vector<plan::ScalePoint>& points) {
-  const double width = 1180, height = 360, left = 70, right = 40, top = 40, bottom = 60;
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
-  Svg svg(width, height);
-  Legend(svg, left, 20, {{"MFU", "#4e79a7"}, {"scaling efficiency", "#e15759"}});
-  for (int pct = 0; pct <= 100; pct += 20) {
-    const double y = top + plot_h * (1 - pct / 100.0);
-    svg.Line(left, y, width - right, y, "#ddd");
-    svg.Text(left - 8, y + 4, fmt::format("{}%", pct), 11, "end", "#555");
-  }
-  const double n = static_cast<double>(points.size());
-  auto x_of = [&](size_t i) { return left + plot_w * (static_cast<double>(i) + 0.5) / n; };
-  std::vector<std::pair<double, double>> mfu, eff;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const plan::ScalePoint& p = points[i];
-    svg.Text(x_of(i), top + plot_h + 20, fmt::format("{} GPUs", p.gpus), 12, "middle");
+// MFU and scaling efficiency against the GPU count, and the table of each count's best layout.
+std::string ScaleSection(const std::vector<plan::ScalePoint>& points) {
+  XyChart chart("plan-scale", ChartAxis("GPUs", ",d"), ChartAxis("", kFormatPercent));
+  chart.x.log = true;
+  chart.y.zero = true;
+  XySeries mfu("MFU", {}, SeriesStyle::kLine, ChartColor(0));
+  XySeries eff("scaling efficiency", {}, SeriesStyle::kLine, ChartColor(2));
+  std::string table =
+      "<table><tr><th>GPUs</th><th>best layout</th><th>MFU</th><th>tokens/s</th>"
+      "<th>scaling efficiency</th><th>limit</th></tr>\n";
+  for (const plan::ScalePoint& p : points) {
     if (!p.best) {
-      svg.Text(x_of(i), top + plot_h / 2, "nothing fits", 12, "middle", "#c00");
+      table += fmt::format(
+          "<tr><td>{}</td><td class=l colspan=5 style=\"color:#c00\">nothing "
+          "fits</td></tr>\n",
+          p.gpus);
       continue;
     }
-    const double y_mfu = top + plot_h * (1 - std::min(p.best->mfu, 1.0));
-    const double y_eff = top + plot_h * (1 - std::min(p.efficiency, 1.0));
-    mfu.emplace_back(x_of(i), y_mfu);
-    eff.emplace_back(x_of(i), y_eff);
-    svg.Circle(x_of(i), y_mfu, 5, "#4e79a7", spec::ShortLayout(p.best->layout));
-    svg.Circle(x_of(i), y_eff, 5, "#e15759");
-    svg.Text(x_of(i) + 8, y_mfu - 8,
-             fmt::format("{} ({:.2f}M tok/s)", Pct(p.best->mfu), p.best->tokens_per_s / 1e6), 11);
-    svg.Text(x_of(i), top + plot_h + 38,
-             p.limiting ? fmt::format("limit: {}", p.limiting->name) : "", 11, "middle", "#555");
+    const double gpus = static_cast<double>(p.gpus);
+    const std::string layout = spec::ShortLayout(p.best->layout);
+    mfu.points.emplace_back(gpus, p.best->mfu);
+    mfu.labels.push_back(fmt::format("{} ({:.2f}M tok/s)", layout, p.best->tokens_per_s / 1e6));
+    eff.points.emplace_back(gpus, p.efficiency);
+    eff.labels.push_back(layout);
+    table += fmt::format(
+        "<tr><td>{}</td><td class=l>{}</td><td>{}</td><td>{:.2f}M</td><td>{}</td><td "
+        "class=l>{}</td></tr>\n",
+        p.gpus, Escape(layout), Pct(p.best->mfu), p.best->tokens_per_s / 1e6, Pct(p.efficiency),
+        p.limiting ? Escape(p.limiting->name) : "");
   }
-  svg.Polyline(mfu, "#4e79a7");
-  svg.Polyline(eff, "#e15759");
-  return svg.Finish();
+  chart.series.push_back(std::move(mfu));
+  chart.series.push_back(std::move(eff));
+  return XyChartHtml(chart) + table + "</table>\n";
 }
 
-std::string HeatColor(double mfu) {
-  const double t = std::clamp(mfu / 0.6, 0.0, 1.0);
-  auto mix = [&](int a, int b) { return static_cast<int>(a + (b - a) * t); };
-  return fmt::format("#{:02x}{:02x}{:02x}", mix(247, 8), mix(251, 81), mix(255, 156));
-}
-
-// Model x node-count grid; each cell shows the best layout's MFU and degrees.
+// Model x node-count grid; each cell shows the best layout's MFU and degrees, coloured by MFU
+// (white to blue over 0-60%).
 std::string SweepChart(const plan::SweepResult& sweep) {
-  const double left = 150, top = 50, cell_w = 150, cell_h = 56;
-  const double width = left + cell_w * static_cast<double>(sweep.nodes.size()) + 20;
-  const double height = top + cell_h * static_cast<double>(sweep.models.size()) + 30;
-  Svg svg(width, height);
-  for (size_t c = 0; c < sweep.nodes.size(); ++c) {
-    svg.Text(left + cell_w * (static_cast<double>(c) + 0.5), top - 12,
-             fmt::format("{} node{}", sweep.nodes[c], sweep.nodes[c] == 1 ? "" : "s"), 12, "middle",
-             "#222", true);
-  }
+  std::vector<std::string> columns;
+  for (int64_t n : sweep.nodes) columns.push_back(fmt::format("{} node{}", n, n == 1 ? "" : "s"));
+  HeatmapChart chart("plan-sweep", sweep.models, columns);
+  chart.value_max = 0.6;
   for (size_t r = 0; r < sweep.models.size(); ++r) {
-    const double y = top + cell_h * static_cast<double>(r);
-    svg.Text(left - 10, y + cell_h / 2 + 4, sweep.models[r], 12, "end", "#222", true);
+    chart.cells.emplace_back();
     for (size_t c = 0; c < sweep.nodes.size(); ++c) {
       const plan::SweepCell& cell = sweep.at(r, c);
-      const double x = left + cell_w * static_cast<double>(c);
+      HeatmapCell out;
       if (!cell.best) {
-        svg.Rect(x + 1, y + 1, cell_w - 2, cell_h - 2, "#eee", cell.why_not);
-        svg.Text(x + cell_w / 2, y + cell_h / 2 + 4, "does not fit", 12, "middle", "#c00");
-        continue;
+        out.lines = {"does not fit"};
+        out.hover = cell.why_not;
+      } else {
+        const cost::Estimate& e = *cell.best;
+        out.value = e.mfu;
+        out.lines = {Pct(e.mfu),
+                     fmt::format("tp{} pp{} dp{}{}", e.layout.tp, e.layout.pp, e.layout.dp,
+                                 e.layout.cp > 1 ? fmt::format(" cp{}", e.layout.cp) : "")};
+        out.hover = spec::ShortLayout(e.layout);
       }
-      const cost::Estimate& e = *cell.best;
-      const std::string fg = e.mfu > 0.35 ? "#fff" : "#222";
-      svg.Rect(x + 1, y + 1, cell_w - 2, cell_h - 2, HeatColor(e.mfu), spec::ShortLayout(e.layout));
-      svg.Text(x + cell_w / 2, y + 22, Pct(e.mfu), 15, "middle", fg, true);
-      svg.Text(x + cell_w / 2, y + 42,
-               fmt::format("tp{} pp{} dp{}{}", e.layout.tp, e.layout.pp, e.layout.dp,
-                           e.layout.cp > 1 ? fmt::format(" cp{}", e.layout.cp) : ""),
-               11, "middle", fg);
+      chart.cells.back().push_back(std::move(out));
     }
   }
-  return svg.Finish();
+  return HeatmapChartHtml(chart);
 }
 
 // Days and cost with failures (cost::Goodput): "58.1 days, USD 5.7e+07", or why there are none.
@@ -264,9 +190,9 @@ std::string BaselineTable(const plan::BaselineComparison& b) {
                         Escape(a), Escape(c));
   };
   row("layout", spec::ShortLayout(f.layout), spec::ShortLayout(o.layout));
-  for (const auto& part : kMemoryParts) {
-    row(std::string("memory: ") + part.name, fmt::format("{:.2f} GB", f.memory.*(part.field) / kGB),
-        fmt::format("{:.2f} GB", o.memory.*(part.field) / kGB));
+  for (const cost::MemoryCategory& c : cost::kMemoryCategories) {
+    row(std::string("memory: ") + c.label, fmt::format("{:.2f} GB", f.memory.*c.field / kGB),
+        fmt::format("{:.2f} GB", o.memory.*c.field / kGB));
   }
   row("memory: total / capacity",
       fmt::format("{:.1f} / {:.1f} GB", f.memory.total / kGB, f.memory.capacity / kGB),
@@ -375,12 +301,12 @@ std::string RenderHtml(const PlanReport& r) {
         "<h2>Scaling</h2>\n<p class=note>Best layout at each GPU count; efficiency is tokens/s "
         "per GPU relative to the first count; 'limit' is the term whose GPU-time per token "
         "grew most.</p>\n" +
-        ScaleChart(r.scale);
+        ScaleSection(r.scale);
   }
   if (r.sweep) {
     html += "<h2>Sweep: best MFU by model and node count</h2>\n" + SweepChart(*r.sweep);
   }
-  return HtmlPage("pentamesh plan: " + r.model, html, {.charts = false, .extra_style = kBestStyle});
+  return HtmlPage("pentamesh plan: " + r.model, html, {.charts = true, .extra_style = kBestStyle});
 }
 
 core::Status WriteHtml(const PlanReport& report, const std::string& path) {

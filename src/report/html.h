@@ -1,8 +1,10 @@
-// The planner's report as one self-contained HTML page: inline CSS and SVG, no script, no network.
-// Sections (each only when its data is present): the best layout and runners-up (days with and
-// without failures when goodput is given, cost/goodput.h); memory per GPU by
-// component against capacity; step time by term; the best layout's pipeline timeline
-// (report/timeline.h); the FSDP comparison; the scaling curve; the sweep heatmap.
+// The planner's report as one self-contained HTML page (report/page.h's skeleton; the charts are
+// report/chart.h's, Vega inlined, nothing fetched). Sections (each only when its data is present):
+// the best layout and runners-up (days with and without failures when goodput is given,
+// cost/goodput.h); memory per GPU by category against capacity and step time by term (horizontal
+// stacked bars walking cost::kMemoryCategories and cost::kTimeTerms, colour i = ChartColor(i));
+// the best layout's pipeline timeline (report/timeline.h, SVG); the FSDP comparison; the scaling
+// curve and its table; the sweep heatmap.
 // Invariant: the page only presents numbers computed elsewhere (cost/, plan/, and schedule/'s
 // simulator for the timeline).
 #pragma once

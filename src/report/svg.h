@@ -1,6 +1,6 @@
 // A minimal SVG writer for report/'s HTML pages: rectangles, lines, polylines, circles and escaped
 // text, in user units; plus the pages' shared stylesheet. Charts with axes are report/chart.h's
-// (Vega); this writer draws what stays SVG: the plan page's charts, timelines, the expert heatmap.
+// (Vega); this writer draws what stays SVG: timelines and the expert heatmap.
 // Invariant: every string written is XML-escaped, so specs' names cannot break the page.
 #pragma once
 

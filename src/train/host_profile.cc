@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/numeric.h"
+#include "cost/gemm.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "spec/load_toml.h"
@@ -33,7 +34,8 @@ GemmSample TimeGemm(int64_t m, int64_t n, int64_t k, int repetitions) {
   const auto no = kernels::Trans::kNo;
   kernels::matmul(tc, ta, tb, no, no);  // warm-up: threads started, pages touched
   // Each repetition runs enough calls for ~20 ms, so small GEMMs are not timer noise.
-  const double flop = 2.0 * static_cast<double>(m * n * k);
+  const double flop =
+      cost::GemmFlops(static_cast<double>(m), static_cast<double>(n), static_cast<double>(k));
   const int calls = std::max(1, static_cast<int>(2e9 / flop));
   std::vector<double> times;
   for (int r = 0; r < repetitions; ++r) {
@@ -128,9 +130,8 @@ double AttentionGflops(int repetitions) {
 }  // namespace
 
 double GemmForm::Predict(const GemmSample& s) const {
-  const double x = 1.0 / static_cast<double>(s.m) + 1.0 / static_cast<double>(s.n) +
-                   1.0 / static_cast<double>(s.k);
-  return 2.0 * static_cast<double>(s.m * s.n * s.k) / (gflops * 1e9) * (1.0 + dim_overhead * x);
+  return cost::GemmComputeSeconds(static_cast<double>(s.m), static_cast<double>(s.n),
+                                  static_cast<double>(s.k), gflops * 1e9, dim_overhead);
 }
 
 GemmForm HostProfile::FormAt(double rank_cores) const {
@@ -159,9 +160,10 @@ GemmForm FitGemmForm(const std::vector<GemmSample>& gemms) {
   // Minimise sum ((a + b x_i) / y_i - 1)^2: weighted linear least squares, weights 1 / y_i^2.
   double sw = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
   for (const GemmSample& s : gemms) {
-    const double x = 1.0 / static_cast<double>(s.m) + 1.0 / static_cast<double>(s.n) +
-                     1.0 / static_cast<double>(s.k);
-    const double y = s.seconds / (2.0 * static_cast<double>(s.m * s.n * s.k));
+    const double m = static_cast<double>(s.m), n = static_cast<double>(s.n),
+                 k = static_cast<double>(s.k);
+    const double x = cost::GemmInverseDims(m, n, k);
+    const double y = s.seconds / cost::GemmFlops(m, n, k);
     const double w = 1.0 / (y * y);
     sw += w, swx += w * x, swxx += w * x * x, swy += w * y, swxy += w * x * y;
   }
@@ -227,8 +229,7 @@ std::string GemmSamplesToml(const char* table, const std::vector<GemmSample>& ge
   for (const GemmSample& s : gemms) {
     out += fmt::format(
         "\n[[host.{}]]\nm = {}\nn = {}\nk = {}\nseconds = {:.6g}  # {:.1f} GFLOP/s, form {:.1f}\n",
-        table, s.m, s.n, s.k, s.seconds, s.gflops(),
-        2.0 * static_cast<double>(s.m * s.n * s.k) / form.Predict(s) / 1e9);
+        table, s.m, s.n, s.k, s.seconds, s.gflops(), s.flops() / form.Predict(s) / 1e9);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // HostProfile: this machine measured as the cost model's "GPU" and intra-node link.
 //  - GEMM: the engine's own sgemm (kernels::matmul over OpenBLAS) timed on a set of shapes at
 //    `threads` BLAS threads and at one thread, each fitted to the cost model's GEMM form
-//    (cost::CostParams: time = 2MNK / rate * (1 + d (1/M + 1/N + 1/K))).
+//    (cost/gemm.h: time = 2MNK / rate * (1 + d (1/M + 1/N + 1/K)), the one cost/terms.cc uses).
 //  - Memory: a triad's bandwidth over arrays far larger than the caches, all threads and one.
 //  - Attention: the engine's single-threaded flash attention, forward + backward.
 //  - Collectives (`[[comm]]`, one entry per rank count N): Open MPI's p2p, all-reduce,
@@ -22,13 +22,17 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "cost/collective_time.h"
+#include "cost/gemm.h"
 
 namespace pentamesh::train {
 
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   double seconds = 0;  // median of the repetitions
-  double gflops() const { return seconds > 0 ? 2.0 * m * n * k / seconds / 1e9 : 0.0; }
+  double flops() const {
+    return cost::GemmFlops(static_cast<double>(m), static_cast<double>(n), static_cast<double>(k));
+  }
+  double gflops() const { return seconds > 0 ? flops() / seconds / 1e9 : 0.0; }
 };
 
 // The GEMM form's two parameters at one thread count.

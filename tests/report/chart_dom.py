@@ -3,9 +3,11 @@
 and prints one JSON object per chart of report/chart.h, keyed by the chart's div id:
   rendered (data-rendered="1"), error (data-error), box [left, top, width, height] in page pixels,
   x_ticks / y_ticks: the visible axis tick labels as Vega drew them (text, in order),
-  marks: {"line": n, "symbol": n, "rect": n}: SVG items drawn per mark type.
+  marks: {"line": n, "symbol": n, "rect": n}: SVG items drawn per mark type,
+  rect_widths: the width of each rect mark's item (its path "Mx,yhW..."), in document order.
 Standard library only (html.parser). The test asserts on the numbers; this only extracts."""
 import json
+import re
 import sys
 from html.parser import HTMLParser
 
@@ -27,7 +29,8 @@ class Charts(HTMLParser):
             self.charts[chart] = {"rendered": a.get("data-rendered") == "1",
                                   "error": a.get("data-error", ""), "box": box,
                                   "x_ticks": [], "y_ticks": [],
-                                  "marks": {"line": 0, "symbol": 0, "rect": 0}}
+                                  "marks": {"line": 0, "symbol": 0, "rect": 0},
+                                  "rect_widths": []}
         if chart and "role-axis" in cls and "mark-group" in cls:
             axis = (a.get("aria-label") or "")[:1].lower()  # "X-axis ..." / "Y-axis ..."
         if chart and "role-axis-label" in cls:
@@ -38,6 +41,9 @@ class Charts(HTMLParser):
                     mark = kind
         elif chart and mark and tag == "path":
             self.charts[chart]["marks"][mark] += 1
+            width = re.match(r"M[^h]*h(-?[0-9.e+-]+)", a.get("d") or "")
+            if mark == "rect" and width:
+                self.charts[chart]["rect_widths"].append(float(width.group(1)))
         if tag == "text":
             self.hidden = a.get("opacity") == "0"
         self.stack.append((tag, chart, axis, mark, label))

@@ -82,6 +82,49 @@ TEST(Chart, StackedBarsStackInPartOrder) {
   EXPECT_DOUBLE_EQ(rows[4]["t"].get<double>(), 110);
 }
 
+// Horizontal stacks: a stack past value_max is cut there (its hover keeps the true values) and
+// labelled in red with " >>"; the ticks and the labels sit after the cut stack.
+TEST(Chart, HorizontalStacksCutAtTheBound) {
+  StackedBarChart c("hmem", "", {"weights", "grads"}, ChartAxis("GB"));
+  c.horizontal = true;
+  c.ticks.emplace_back("capacity", "#c00", true);
+  c.value_max = 60;
+  c.bars.emplace_back("small", "", std::vector<double>{10, 20});
+  c.bars.back().ticks = {40};
+  c.bars.emplace_back("large", "", std::vector<double>{50, 30});
+  c.bars.back().ticks = {40};
+  c.bars.back().label = "80.0 GB";
+  const nlohmann::json spec = SpecOf(StackedBarChartHtml(c), "hmem");
+  const nlohmann::json rows = spec["data"][0]["values"];
+  ASSERT_EQ(rows.size(), 8u);  // per stack: 2 segments, 1 tick, 1 label
+  EXPECT_DOUBLE_EQ(rows[1]["y1"].get<double>(), 30);
+  EXPECT_EQ(rows[3]["over"], false);
+  EXPECT_DOUBLE_EQ(rows[3]["y1"].get<double>(), 40);  // after the tick
+  EXPECT_DOUBLE_EQ(rows[5]["v"].get<double>(), 30);   // the cut segment keeps its value
+  EXPECT_DOUBLE_EQ(rows[5]["y0"].get<double>(), 50);
+  EXPECT_DOUBLE_EQ(rows[5]["y1"].get<double>(), 60);
+  EXPECT_EQ(rows[6]["dash"], nlohmann::json::array({5, 3}));
+  EXPECT_EQ(rows[7]["over"], true);
+  EXPECT_EQ(rows[7]["lt"], "80.0 GB >>");
+  EXPECT_EQ(spec["scales"][2]["domain"], nlohmann::json::array({"weights", "grads", "capacity"}));
+  EXPECT_EQ(spec["scales"][2]["range"][2], "#c00");
+}
+
+TEST(Chart, HeatmapCellsCarryValueAndText) {
+  HeatmapChart c("heat", {"dense", "moe"}, {"1 node", "2 nodes"});
+  c.value_max = 0.6;
+  c.cells = {{{0.5, {"50.0%", "tp1"}, "a"}, {0.1, {"10.0%"}, "b"}},
+             {{NAN, {"does not fit"}, "why"}, {0.3, {}, ""}}};
+  const nlohmann::json cells = SpecOf(HeatmapChartHtml(c), "heat")["data"][0]["values"];
+  ASSERT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cells[0]["fg"], "#fff");  // above the middle of the colour scale
+  EXPECT_EQ(cells[1]["fg"], "#222");
+  EXPECT_FALSE(cells[2].contains("v"));  // no value: grey, red text
+  EXPECT_EQ(cells[2]["fg"], "#c00");
+  EXPECT_EQ(cells[2]["t1"], "does not fit");
+  EXPECT_EQ(cells[0]["t2"], "tp1");
+}
+
 // One page with every chart kind, as the tune page will use them.
 std::string TestPage() {
   XyChart loss("loss", ChartAxis("step"), ChartAxis("loss (nats)"));

@@ -1,5 +1,5 @@
-// The HTML report: self-contained (no script, no network), every section present, and it renders
-// in headless Chromium to a non-blank screenshot.
+// The HTML report: self-contained (inline scripts only, no network), every section present, its
+// charts report/chart.h's stacks of the estimates' numbers, and it renders in headless Chromium.
 #include "report/html.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include "cost/goodput.h"
 #include "plan/baseline.h"
 #include "plan/scale.h"
+#include "report/chart.h"
 #include "testing/html_page.h"
 #include "testing/tiny_specs.h"
 
@@ -49,9 +52,11 @@ PlanReport TinyReport() {
 
 TEST(Html, SelfContainedWithEverySection) {
   const std::string html = RenderHtml(TinyReport());
-  for (const char* part : {"Best layout and runners-up", "Memory per GPU by component",
-                           "Step time by term", "FSDP baseline vs best layout", "Scaling",
-                           "Sweep: best MFU", "<svg", "tiny-moe &lt;&amp;&gt;"}) {
+  for (const char* part :
+       {"Best layout and runners-up", "Memory per GPU by component", "Step time by term",
+        "FSDP baseline vs best layout", "Scaling", "Sweep: best MFU", "tiny-moe &lt;&amp;&gt;",
+        "pmChart(\"plan-memory\")", "pmChart(\"plan-time\")", "pmChart(\"plan-scale\")",
+        "pmChart(\"plan-sweep\")", "<th>scaling efficiency</th>"}) {
     EXPECT_NE(html.find(part), std::string::npos) << part;
   }
   EXPECT_EQ(html.find("tiny-moe <&>"), std::string::npos);
@@ -78,6 +83,135 @@ TEST(Html, DaysWithAndWithoutFailures) {
   EXPECT_NE(html.find(fmt::format("with failures: {:.1f} days ({:.1f} lost)", g.days, g.days_lost)),
             std::string::npos)
       << html;
+}
+
+// The chart's spec (report/chart.h) embedded in the page under id.
+nlohmann::json SpecOf(const std::string& html, const std::string& id) {
+  const std::string open = "<script type=\"application/json\" id=\"" + id + "-spec\">";
+  const size_t begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos) << id;
+  if (begin == std::string::npos) return {};
+  const size_t end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+// The estimates the page charts, by bar label, in its order: the top six and the FSDP baseline.
+std::vector<std::pair<std::string, const cost::Estimate*>> Charted(const PlanReport& r) {
+  std::vector<std::pair<std::string, const cost::Estimate*>> out;
+  for (size_t i = 0; i < r.top.size() && i < 6; ++i) {
+    out.emplace_back(fmt::format("#{} {}", i + 1, spec::ShortLayout(r.top[i].layout)), &r.top[i]);
+  }
+  out.emplace_back("FSDP " + spec::ShortLayout(r.baseline->fsdp.layout), &r.baseline->fsdp);
+  return out;
+}
+
+// The step-time and memory charts are report/chart.h's horizontal stacks of the estimates' own
+// numbers: one segment per non-zero entry of cost::kTimeTerms / kMemoryCategories in list order,
+// colour i = ChartColor(i) (a list longer than the palette cycles it, never reads past it), the
+// step and the capacity as ticks, and the label after each stack the step or the sum over the list.
+TEST(Html, ChartsWalkTheTermAndCategoryLists) {
+  const PlanReport r = TinyReport();
+  const std::string html = RenderHtml(r);
+  struct Case {
+    const char* id;
+    std::vector<std::string> names;
+    std::vector<double> (*values)(const cost::Estimate&);
+    std::string (*label)(const cost::Estimate&);
+    double (*tick)(const cost::Estimate&);
+  };
+  std::vector<std::string> terms, categories;
+  for (const cost::TimeTerm& t : cost::kTimeTerms) terms.push_back(t.name);
+  for (const cost::MemoryCategory& c : cost::kMemoryCategories) categories.push_back(c.label);
+  const Case cases[] = {
+      {"plan-time", terms,
+       [](const cost::Estimate& e) {
+         std::vector<double> v;
+         for (const cost::TimeTerm& t : cost::kTimeTerms) v.push_back(e.time.*t.field);
+         return v;
+       },
+       [](const cost::Estimate& e) { return fmt::format("{:.2f} s", e.time.step); },
+       [](const cost::Estimate& e) { return e.time.step; }},
+      {"plan-memory", categories,
+       [](const cost::Estimate& e) {
+         std::vector<double> v;
+         for (const cost::MemoryCategory& c : cost::kMemoryCategories) {
+           v.push_back(e.memory.*c.field / 1e9);
+         }
+         return v;
+       },
+       // The memory total is the sum over the categories (cost/stage.cc), so the label is too.
+       [](const cost::Estimate& e) { return fmt::format("{:.1f} GB", e.memory.total / 1e9); },
+       [](const cost::Estimate& e) { return e.memory.capacity / 1e9; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.id);
+    const nlohmann::json spec = SpecOf(html, c.id);
+    ASSERT_TRUE(spec.is_object());
+    const nlohmann::json& color = spec["scales"][2];
+    ASSERT_EQ(color["name"], "color");
+    for (size_t i = 0; i < c.names.size(); ++i) {
+      EXPECT_EQ(color["domain"][i], c.names[i]);
+      EXPECT_EQ(color["range"][i], ChartColor(i));
+    }
+    std::map<std::string, std::vector<const nlohmann::json*>> rows;  // by bar label
+    for (const nlohmann::json& row : spec["data"][0]["values"]) rows[row["g"]].push_back(&row);
+    for (const auto& [label, e] : Charted(r)) {
+      if (std::string(c.id) == "plan-time" && !e->fits) {
+        EXPECT_FALSE(rows.contains(label)) << "a layout that does not run has no step time";
+        continue;
+      }
+      ASSERT_TRUE(rows.contains(label)) << label;
+      const std::vector<double> values = c.values(*e);
+      size_t seg = 0;
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] == 0) continue;
+        ASSERT_LT(seg, rows[label].size());
+        const nlohmann::json& row = *rows[label][seg++];
+        EXPECT_EQ(row["k"], "s");
+        EXPECT_EQ(row["part"], c.names[i]);
+        EXPECT_DOUBLE_EQ(row["v"].get<double>(), values[i]) << c.names[i];
+      }
+      ASSERT_EQ(rows[label].size(), seg + 2);  // the tick and the label follow the segments
+      EXPECT_EQ((*rows[label][seg])["k"], "m");
+      EXPECT_DOUBLE_EQ((*rows[label][seg])["v"].get<double>(), c.tick(*e));
+      EXPECT_EQ((*rows[label][seg + 1])["lt"].get<std::string>().substr(0, c.label(*e).size()),
+                c.label(*e));
+    }
+  }
+}
+
+// In the browser, each segment's width is its term's share: width = value x the chart's pixels
+// per second, for every segment of every stack (checked against the estimates' own numbers).
+TEST(Html, StepTimeBarWidthsAreTheTermsInHeadlessChromium) {
+  const std::string chromium = pt::FindChromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  const std::string dir = ::testing::TempDir() + "/pm_html_widths_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const PlanReport r = TinyReport();
+  const std::string html = dir + "/report.html";
+  ASSERT_TRUE(WriteHtml(r, html).ok());
+  auto charts = pt::RenderedCharts(chromium, dir, html);
+  for (const char* id : {"plan-memory", "plan-time", "plan-scale", "plan-sweep"}) {
+    EXPECT_TRUE(charts[id].rendered) << id << ": " << charts[id].error;
+  }
+  std::vector<double> seconds;  // every drawn segment's term, in document order
+  for (const auto& [label, e] : Charted(r)) {
+    if (!e->fits) continue;
+    for (const cost::TimeTerm& t : cost::kTimeTerms) {
+      if (e->time.*t.field != 0) seconds.push_back(e->time.*t.field);
+    }
+  }
+  ASSERT_GT(seconds.size(), Charted(r).size()) << "the stacks should have several terms";
+  const std::vector<double>& widths = charts["plan-time"].rect_widths;
+  ASSERT_EQ(widths.size(), seconds.size());
+  double width_sum = 0, seconds_sum = 0;
+  for (size_t i = 0; i < widths.size(); ++i) width_sum += widths[i], seconds_sum += seconds[i];
+  ASSERT_GT(seconds_sum, 0);
+  const double px_per_s = width_sum / seconds_sum;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    EXPECT_NEAR(widths[i], seconds[i] * px_per_s, 1e-6 * width_sum) << "segment " << i;
+  }
 }
 
 TEST(Html, WriteErrorNamesThePath) {

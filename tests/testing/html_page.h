@@ -7,7 +7,8 @@
 //   ColourPixels(png, {box, colour}...) how many pixels of each colour its box holds;
 //   RenderedCharts(chromium, html) the page's report/chart.h charts after its scripts ran
 //                                  (chromium --dump-dom, tests/report/chart_dom.py): rendered or
-//                                  the error, the box, the axis tick labels, the marks drawn;
+//                                  the error, the box, the axis tick labels, the marks drawn and
+//                                  the rects' widths;
 //   ExpectRoundTicks(labels)       numeric tick labels equally spaced by 1, 2, 2.5 or 5 x 10^k,
 //                                  each a multiple of that step (ExpectLogTicks: m x 10^k).
 // The browser runs with every host name unresolvable, so a page that renders here needs no network.
@@ -150,6 +151,7 @@ struct RenderedChart {
   std::string box;  // "left,top,width,height" in page pixels
   std::vector<std::string> x_ticks, y_ticks;
   int lines = 0, symbols = 0, rects = 0;
+  std::vector<double> rect_widths;  // each rect item's width in pixels, in document order
 };
 
 // The charts of `html` as Chromium rendered them, by div id (see the header comment).
@@ -187,6 +189,7 @@ inline std::map<std::string, RenderedChart> RenderedCharts(const std::string& ch
     r.lines = c["marks"]["line"].get<int>();
     r.symbols = c["marks"]["symbol"].get<int>();
     r.rects = c["marks"]["rect"].get<int>();
+    r.rect_widths = c["rect_widths"].get<std::vector<double>>();
   }
   return charts;
 }
