@@ -3,7 +3,7 @@
 // capacity search. bench/serving.sh runs it; docs/COST_MODEL.md ("Engine profiles") quotes it.
 //   serve_bench [--rows] FILE...
 // --rows: instead of the held-out errors, every row's measured and in-sample simulated TTFT and
-// TPOT (and their ratios), one a line.
+// TPOT (and their ratios), one a line, then the in-sample errors by the number of clients.
 // Prints, per engine: the profile fitted on all its rows and its in-sample errors; 5-fold
 // (rows in name order, fold = index mod 5) and leave-one-source-out (the row's "group"),
 // leave-one-GPU-out and leave-one-model-out errors: median and p90 |predicted/measured - 1|
@@ -144,6 +144,12 @@ int main(int argc, char** argv) {
             r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
             r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
             r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
+      }
+      // The same errors by the number of clients.
+      std::map<int64_t, std::vector<const pm::plan::ServeRun*>> by_clients;
+      for (const auto* r : runs) by_clients[r->traffic.concurrency].push_back(r);
+      for (const auto& [c, rs] : by_clients) {
+        if (rs.size() > 1) PrintErrors(fmt::format("in-sample, {} clients", c), rs, in_sample);
       }
       continue;
     }
