@@ -1,7 +1,9 @@
 // serve_bench: the engine profiles (cost::ServeEngineProfile) against serving measurements
 // (bench/data/serving_runs.json, bench/data/published_serving.json), and the speed of the
 // capacity search. bench/serving.sh runs it; docs/COST_MODEL.md ("Engine profiles") quotes it.
-//   serve_bench [--write-profiles] FILE...
+//   serve_bench [--rows] FILE...
+// --rows: instead of the held-out errors, every row's measured and in-sample simulated TTFT and
+// TPOT (and their ratios), one a line, then the in-sample errors by the number of clients.
 // Prints, per engine: the profile fitted on all its rows and its in-sample errors; 5-fold
 // (rows in name order, fold = index mod 5) and leave-one-source-out (the row's "group"),
 // leave-one-GPU-out and leave-one-model-out errors: median and p90 |predicted/measured - 1|
@@ -95,7 +97,12 @@ Predictions HeldOut(const std::vector<const pm::plan::ServeRun*>& runs, const st
 
 int main(int argc, char** argv) {
   std::vector<pm::plan::ServeRun> all;
+  bool rows = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--rows") {
+      rows = true;
+      continue;
+    }
     auto runs = pm::plan::LoadServeRuns(argv[i], MakeContext);
     if (!runs.ok()) {
       fmt::print(stderr, "serve_bench: {}\n", runs.status().message());
@@ -128,6 +135,24 @@ int main(int argc, char** argv) {
     }
     PrintErrors("profile none", runs, none);
     PrintErrors("in-sample", runs, in_sample);
+    if (rows) {
+      for (const auto* r : runs) {
+        const auto& p = in_sample.at(r->name);
+        fmt::print(
+            "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} "
+            "({:5.2f})\n",
+            r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
+            r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
+            r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
+      }
+      // The same errors by the number of clients.
+      std::map<int64_t, std::vector<const pm::plan::ServeRun*>> by_clients;
+      for (const auto* r : runs) by_clients[r->traffic.concurrency].push_back(r);
+      for (const auto& [c, rs] : by_clients) {
+        if (rs.size() > 1) PrintErrors(fmt::format("in-sample, {} clients", c), rs, in_sample);
+      }
+      continue;
+    }
     PrintErrors("5-fold", runs,
                 HeldOut(runs, engine, [](size_t i, const auto&) { return std::to_string(i % 5); }));
     if (groups.size() > 1) {

@@ -8,6 +8,8 @@
 # measurements; then the capacity search's speed (serve --rate without --tp).
 # docs/COST_MODEL.md ("Engine profiles") quotes this output.
 #   bash bench/serving.sh
+# Every row's measured and simulated TTFT/TPOT, and the errors by the number of clients:
+#   build/bench/serve_bench --rows bench/data/serving_runs.json bench/data/published_serving.json
 # Uses build/bench/serve_bench and build/src/cli/pentamesh (scripts/build.sh release).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -70,6 +70,10 @@ struct ServeEngineProfile {
   // The engine's step budget (ServeEngine::max_batched_tokens) unless the user sets one; 0 = the
   // ServeEngine default.
   int64_t max_batched_tokens = 0;
+  // The engine's FP8 checkpoints hold an FP8 KV cache as well (TensorRT-LLM's FP8 recipe,
+  // examples/quantization: --qformat fp8 --kv_cache_dtype fp8): a measurement of its FP8 weights
+  // is of an FP8 KV cache (plan::LoadServeRuns).
+  bool fp8_kv_with_fp8_weights = false;
   bool operator==(const ServeEngineProfile&) const = default;
 };
 // The shipped profiles, fitted by bench/serving.sh on bench/data/serving_runs.json and

@@ -138,11 +138,14 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
         return RowError(path, i, "concurrency/input_tokens/output_tokens must be >= 1");
       }
       run.workload.requests = clients;
-      // The engine's step budget, when its profile names one (TensorRT-LLM's max_num_tokens).
+      // The engine's step budget, when its profile names one (TensorRT-LLM's max_num_tokens), and
+      // its KV cache's precision beside FP8 weights.
       const cost::ServeEngineProfile* shipped = cost::FindServeEngineProfile(run.engine);
       if (shipped != nullptr && shipped->max_batched_tokens > 0) {
         run.workload.engine.max_batched_tokens = shipped->max_batched_tokens;
       }
+      run.workload.kv_fp8 = shipped != nullptr && shipped->fp8_kv_with_fp8_weights &&
+                            run.workload.precision == spec::Precision::kFp8;
       run.traffic.concurrency = clients;
       run.traffic.think_s = kClientTurnaroundS;  // a benchmark's clients
       const std::vector<std::string> compare =
