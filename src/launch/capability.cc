@@ -79,12 +79,35 @@ bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || 
 bool NoMla(const ModelSpec& m, const Layout&) { return !m.is_mla(); }
 bool NoWindow(const ModelSpec& m, const Layout&) { return m.sliding_window == 0; }
 
+constexpr EngineSchedule kEngineSchedules[] = {
+    {Engine::kMegatron, spec::Schedule::kOneFOneB, "1F1B", nullptr},
+    {Engine::kMegatron, spec::Schedule::kInterleaved, "interleaved 1F1B", nullptr},
+    {Engine::kMegatron, spec::Schedule::kGPipe, nullptr, "mg-no-gpipe"},
+    {Engine::kMegatron, spec::Schedule::kZeroBubble, nullptr, "mg-no-zero-bubble"},
+    {Engine::kTorchtitan, spec::Schedule::kOneFOneB, "1F1B", nullptr},
+    {Engine::kTorchtitan, spec::Schedule::kGPipe, "GPipe", nullptr},
+    {Engine::kTorchtitan, spec::Schedule::kInterleaved, "Interleaved1F1B", nullptr},
+    {Engine::kTorchtitan, spec::Schedule::kZeroBubble, nullptr, "tt-no-zb-h1"},
+    {Engine::kDeepSpeed, spec::Schedule::kOneFOneB, "1F1B", nullptr},
+    {Engine::kDeepSpeed, spec::Schedule::kGPipe, nullptr, "ds-pp-1f1b"},
+    {Engine::kDeepSpeed, spec::Schedule::kInterleaved, nullptr, "ds-pp-1f1b"},
+    {Engine::kDeepSpeed, spec::Schedule::kZeroBubble, nullptr, "ds-pp-1f1b"},
+};
+
+template <Engine kEngine>
+bool KnowsSchedule(const ModelSpec&, const Layout& l) {
+  return FindEngineSchedule(kEngine, l.schedule) != nullptr;
+}
+
 constexpr CapabilityRule kRules[] = {
     {"mg-no-gpipe", Engine::kMegatron, "pp>=2", "schedule!=gpipe", nullptr,
      "Megatron-LM has no GPipe schedule (its pipeline schedules are 1F1B and interleaved 1F1B)"},
     {"mg-no-zero-bubble", Engine::kMegatron, "pp>=2", "schedule!=zb", nullptr,
      "Megatron-LM has no zero-bubble schedule (its pipeline schedules are 1F1B and interleaved "
      "1F1B)"},
+    {"mg-unknown-schedule", Engine::kMegatron, "pp>=2", "", KnowsSchedule<Engine::kMegatron>,
+     "pentamesh does not know Megatron-LM's counterpart of this schedule (launch/capability.cc "
+     "kEngineSchedules has no row for it)"},
     {"mg-moe-needs-sp", Engine::kMegatron, "", "", MegatronMoeSp,
      "Megatron-LM requires --sequence-parallel for MoE models with tensor parallelism (sp=on)"},
     {"tt-no-ulysses", Engine::kTorchtitan, "cp>=2", "cp_kind=ring", nullptr,
@@ -97,6 +120,9 @@ constexpr CapabilityRule kRules[] = {
     {"tt-no-zb-h1", Engine::kTorchtitan, "pp>=2", "schedule!=zb", nullptr,
      "torchtitan's zero-bubble schedules (ZBVZeroBubble, InterleavedZeroBubble) run two or more "
      "stages per rank; pentamesh's zb is ZB-H1 with one"},
+    {"tt-unknown-schedule", Engine::kTorchtitan, "pp>=2", "", KnowsSchedule<Engine::kTorchtitan>,
+     "pentamesh does not know torchtitan's counterpart of this schedule (launch/capability.cc "
+     "kEngineSchedules has no row for it)"},
     {"tt-ddp-alone", Engine::kTorchtitan, "", "", TorchtitanDdpAlone,
      "torchtitan's DDP (zero=0 with dp > 1) does not combine with tp, pp, cp or ep, and with cp > "
      "1 "
@@ -131,6 +157,9 @@ constexpr CapabilityRule kRules[] = {
      "DeepSpeed's pipeline engine runs with ZeRO stage 0 or 1 only"},
     {"ds-pp-1f1b", Engine::kDeepSpeed, "pp>=2", "schedule=1f1b", nullptr,
      "DeepSpeed's pipeline engine has one schedule, 1F1B (no GPipe, interleaved or zero-bubble)"},
+    {"ds-unknown-schedule", Engine::kDeepSpeed, "pp>=2", "", KnowsSchedule<Engine::kDeepSpeed>,
+     "pentamesh does not know DeepSpeed's counterpart of this schedule (launch/capability.cc "
+     "kEngineSchedules has no row for it)"},
     {"ds-no-ring", Engine::kDeepSpeed, "cp>=2", "cp_kind=ulysses", nullptr,
      "DeepSpeed's sequence parallelism is Ulysses (all-to-all); it has no ring attention"},
     {"ds-autotp-zero012", Engine::kDeepSpeed, "tp>=2", "zero<=2", nullptr,
@@ -197,6 +226,15 @@ core::Result<Engine> ParseEngine(const std::string& option, const std::string& n
 }
 
 std::span<const CapabilityRule> CapabilityTable() { return kRules; }
+
+std::span<const EngineSchedule> EngineSchedules() { return kEngineSchedules; }
+
+const EngineSchedule* FindEngineSchedule(Engine engine, spec::Schedule schedule) {
+  for (const EngineSchedule& row : kEngineSchedules) {
+    if (row.engine == engine && row.schedule == schedule) return &row;
+  }
+  return nullptr;
+}
 
 std::vector<const CapabilityRule*> Violations(Engine engine, const ModelSpec& model,
                                               const Layout& layout) {

@@ -47,6 +47,21 @@ struct CapabilityRule {
 };
 std::span<const CapabilityRule> CapabilityTable();
 
+// What each engine does with each of pentamesh's schedules (schedule/table.h): runs it under its
+// own name (torchtitan's pipeline_parallel_schedule; Megatron-LM's and DeepSpeed's schedule the
+// flags select), or refuses it by the rule `refused_by` of the table above (name nullptr). A
+// schedule without a row for an engine is refused by the engine's "-unknown-schedule" rule: a
+// new schedule runs on an engine only once a row here says how.
+struct EngineSchedule {
+  Engine engine;
+  spec::Schedule schedule;
+  const char* name;        // nullptr: refused
+  const char* refused_by;  // the rule id, when refused
+};
+std::span<const EngineSchedule> EngineSchedules();
+// The row of (engine, schedule); nullptr when there is none.
+const EngineSchedule* FindEngineSchedule(Engine engine, spec::Schedule schedule);
+
 // Rules of `engine` the layout violates (empty: the engine can run it).
 std::vector<const CapabilityRule*> Violations(Engine engine, const spec::ModelSpec& model,
                                               const spec::Layout& layout);

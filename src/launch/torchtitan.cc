@@ -17,8 +17,10 @@
 #include <set>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/quote.h"
 #include "launch/internal.h"
+#include "schedule/table.h"
 #include "spec/limits.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
@@ -36,18 +38,16 @@ constexpr Flavor kFlavors[] = {{"llama3-8b", "llama3", "8B"},
                                {"llama3-70b", "llama3", "70B"},
                                {"llama3-405b", "llama3", "405B"}};
 
+// torchtitan's name of the layout's schedule (launch.h EngineSchedules); a single stage runs
+// torchtitan's default, 1F1B.
 const char* ScheduleName(const spec::Layout& l) {
-  switch (l.schedule) {
-    case spec::Schedule::kGPipe:
-      return "GPipe";
-    case spec::Schedule::kInterleaved:
-      return "Interleaved1F1B";
-    case spec::Schedule::kZeroBubble:
-      return "ZBVZeroBubble";
-    case spec::Schedule::kOneFOneB:
-      break;
+  const EngineSchedule* row = FindEngineSchedule(Engine::kTorchtitan, l.schedule);
+  if (l.pp == 1 || row == nullptr || row->name == nullptr) {
+    PM_CHECK(l.pp == 1) << "torchtitan cannot run schedule " << spec::ToString(l.schedule)
+                        << " (its capability rules refuse it before the files are written)";
+    return "1F1B";
   }
-  return "1F1B";
+  return row->name;
 }
 
 // activation_checkpoint.mode for each recomputation, both ways.
@@ -505,12 +505,15 @@ core::Status ImportTitanPipeline(const TitanKeys& keys, Imported& out) {
     stages = total / per;
   }
   l.virtual_stages = stages / l.pp;
-  if (sched == "1F1B" && l.virtual_stages == 1) {
-    l.schedule = spec::Schedule::kOneFOneB;
-  } else if (sched == "GPipe" && l.virtual_stages == 1) {
-    l.schedule = spec::Schedule::kGPipe;
-  } else if (sched == "Interleaved1F1B" && l.virtual_stages > 1) {
-    l.schedule = spec::Schedule::kInterleaved;
+  // torchtitan's names of pentamesh's schedules (EngineSchedules), each with its stages per rank.
+  const EngineSchedule* named = nullptr;
+  for (const EngineSchedule& row : EngineSchedules()) {
+    if (row.engine == Engine::kTorchtitan && row.name != nullptr && sched == row.name) named = &row;
+  }
+  const schedule::ScheduleRow* row =
+      named == nullptr ? nullptr : schedule::FindRow(named->schedule);
+  if (row != nullptr && (row->layout_virtual_stages_min > 1) == (l.virtual_stages > 1)) {
+    l.schedule = named->schedule;
   } else {
     return core::Status::Error(fmt::format(
         "{} = '{}' with {} stage(s) per rank has no pentamesh equivalent (1F1B, GPipe: one "

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "schedule/table.h"
+
 namespace pentamesh::plan {
 
 using spec::CpKind;
@@ -28,7 +30,10 @@ bool IsCanonical(const Layout& l) {
   if (l.cp == 1 && l.cp_kind != CpKind::kRing) return false;
   if (l.ep == 1 && l.ep_placement != EpPlacement::kSeparate) return false;
   if (l.pp == 1 && l.schedule != Schedule::kOneFOneB) return false;
-  if (l.schedule != Schedule::kInterleaved && l.virtual_stages != 1) return false;
+  const schedule::ScheduleRow* row = schedule::FindRow(l.schedule);
+  if (row != nullptr && row->layout_virtual_stages_min == 1 && l.virtual_stages != 1) {
+    return false;
+  }
   if (l.dp * l.cp == 1 && l.zero != 0) return false;
   return true;
 }
@@ -111,14 +116,20 @@ void Space::AddMesh(const Layout& degrees) {
 void Space::AddBranches(Mesh& mesh) const {
   const Layout& d = mesh.base;
   const Constraints& allow = options_.allow;
-  std::vector<std::pair<Schedule, int64_t>> schedules = {{Schedule::kOneFOneB, 1}};
-  if (d.pp > 1) {
-    if (options_.include_gpipe) schedules.push_back({Schedule::kGPipe, 1});
-    schedules.push_back({Schedule::kZeroBubble, 1});
-    for (int64_t v = 2; d.pp * v <= model_.layers; ++v) {
-      if (spec::ChunkLayers(model_.layers, d.pp * v, 0) >= 0) {
-        schedules.push_back({Schedule::kInterleaved, v});
-      }
+  // The searched rows of schedule/'s table, in its order; one stage runs 1F1B (IsCanonical).
+  std::vector<std::pair<Schedule, int64_t>> schedules;
+  for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+    if (row.searched == schedule::Searched::kNo ||
+        (row.searched == schedule::Searched::kUnlessNoGpipe && !options_.include_gpipe) ||
+        (d.pp == 1 && row.kind != Schedule::kOneFOneB)) {
+      continue;
+    }
+    if (row.layout_virtual_stages_min == 1) {
+      schedules.push_back({row.kind, 1});
+      continue;
+    }
+    for (int64_t v = row.layout_virtual_stages_min; d.pp * v <= model_.layers; ++v) {
+      if (spec::ChunkLayers(model_.layers, d.pp * v, 0) >= 0) schedules.push_back({row.kind, v});
     }
   }
   const int64_t cp_div = d.cp > 1 ? 2 * d.cp : 1;
@@ -149,7 +160,8 @@ void Space::AddBranches(Mesh& mesh) const {
 }
 
 bool Space::MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const {
-  if (branch.schedule != Schedule::kInterleaved) return true;
+  const schedule::ScheduleRow* row = schedule::FindRow(branch.schedule);
+  if (row == nullptr || !row->microbatches_in_groups_of_pp) return true;
   return (seqs_ / (mesh.base.data_ranks() * mbs)) % mesh.base.pp == 0;
 }
 

@@ -1,13 +1,15 @@
-// Closed forms and the memoized simulator behind the planner's schedule estimates.
+// The schedules' closed forms (their rows, table.cc) and the memoized simulator behind the
+// planner's schedule estimates.
 #include "schedule/estimate.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+
+#include "schedule/table.h"
 
 namespace pentamesh::schedule {
 namespace {
@@ -45,22 +47,9 @@ uint64_t Key(const ScheduleSpec& s) {
 }  // namespace
 
 std::optional<double> BubbleFractionClosedForm(Schedule kind, double p, double m, double v) {
-  switch (kind) {
-    case Schedule::kGPipe:
-    case Schedule::kOneFOneB:
-      return (p - 1) / (m + p - 1);
-    case Schedule::kInterleaved:
-      return (p - 1) / (v * m + p - 1);
-    case Schedule::kZeroBubble:
-      if (v == 2) {  // ZB-V
-        if (m < 2 * p - 1) return std::nullopt;
-        return (p - 1) / (6 * m + p - 1);
-      }
-      // ZB-H1: makespan 3m + p - 1, plus p - m when m < p (the last stage waits for the first
-      // F of every micro-batch to cross the pipeline); busy 3m.
-      return (p - 1 + std::max(0.0, p - m)) / (3 * m + p - 1 + std::max(0.0, p - m));
-  }
-  return std::nullopt;
+  const ScheduleRow* row = FindRow(kind);
+  if (row == nullptr || row->bubble_fraction == nullptr) return std::nullopt;
+  return row->bubble_fraction(p, m, v);
 }
 
 std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& s) {
@@ -68,20 +57,9 @@ std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& s) {
 }
 
 std::optional<int> PeakInFlightClosedForm(const ScheduleSpec& s, int rank) {
-  const int p = s.pp, m = s.microbatches, v = s.virtual_stages;
-  switch (s.kind) {
-    case Schedule::kGPipe:
-      return m;
-    case Schedule::kOneFOneB:
-      return std::min(m, p - rank);
-    case Schedule::kInterleaved:
-      return std::min(2 * (p - rank - 1) + (v - 1) * p + 1, v * m);
-    case Schedule::kZeroBubble:
-      if (!s.v_shape()) return std::min(m, p);
-      if (m >= 2 * p - 1) return 2 * p;
-      return std::nullopt;
-  }
-  return std::nullopt;
+  const ScheduleRow* row = FindRow(s.kind);
+  if (row == nullptr || row->peak_in_flight == nullptr) return std::nullopt;
+  return row->peak_in_flight(s.pp, s.microbatches, s.virtual_stages, rank);
 }
 
 core::Result<SimResult> SimulateSchedule(const ScheduleSpec& spec, const Costs& costs) {

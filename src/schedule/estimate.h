@@ -4,7 +4,8 @@
 // exhaustive sweep) to match it, else by the simulator behind a thread-safe memo. Plus a helper
 // that simulates with unequal per-action costs.
 //
-// Closed forms (p = pp, m = micro-batches, V = virtual stages, r = pp rank):
+// Closed forms (each schedule's row in table.cc; p = pp, m = micro-batches, V = virtual stages,
+// r = pp rank):
 //   bubble fraction (mean idle / makespan):
 //     gpipe, 1f1b:        (p-1) / (m + p - 1)                       every m
 //     interleaved:V       (p-1) / (V*m + p - 1)                     every valid m (m % p == 0)
@@ -33,7 +34,8 @@ core::Result<double> BubbleFraction(Schedule kind, int pp, int microbatches,
 core::Result<int> PeakInFlight(Schedule kind, int pp, int microbatches, int virtual_stages,
                                int rank);
 
-// The closed forms alone; nullopt where none is proven (zbv with m < 2p - 1).
+// The closed forms alone (the row's); nullopt where none is proven (zbv with m < 2p - 1, or a row
+// without one).
 // REQUIRES: a valid spec and 0 <= rank < pp.
 std::optional<double> BubbleFractionClosedForm(const ScheduleSpec& spec);
 // The same in doubles, for any size (cost/'s pipeline bubble: cost::EstimateLayout);

@@ -1,7 +1,8 @@
 // Pipeline schedule generators: pure functions (pp, rank, micro-batches, V) -> the Program of one
 // pp rank. One short generator per schedule, written as named phases (warmup, steady, cooldown).
 //
-// Validity rules (ValidateSchedule returns the first violated rule, naming the field):
+// Validity rules (ValidateSchedule returns the first violated rule, naming the field); the
+// per-schedule ones are the rows of table.cc:
 //   all:          1 <= pp <= 1024, 1 <= microbatches <= 65536, 0 <= rank < pp
 //   gpipe, 1f1b:  virtual_stages == 1
 //   zb:           virtual_stages == 1 (ZB-H1) or 2 (ZB-V, V-shaped placement)
@@ -24,6 +25,9 @@ namespace pentamesh::schedule {
 
 using spec::Schedule;
 
+inline constexpr int kMaxPp = 1024;
+inline constexpr int kMaxMicrobatches = 65536;
+inline constexpr int kMaxVirtualStages = 64;
 // Bound on the (micro-batch, stage) pairs MakeAll and Simulate materialise (about 100 MB).
 inline constexpr int64_t kMaxScheduledPairs = int64_t{1} << 22;
 
@@ -59,7 +63,7 @@ Program Interleaved(int pp, int rank, int microbatches, int virtual_stages);
 Program ZeroBubbleH1(int pp, int rank, int microbatches);
 Program ZeroBubbleV(int pp, int rank, int microbatches);
 
-// Validates, then dispatches to the generator of `kind`.
+// Validates, then calls the generator of `kind`'s row (table.h).
 core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches,
                            int virtual_stages = 1);
 // Every rank's program, index = pp rank. Also requires m * pp * V <= kMaxScheduledPairs (memory).
@@ -71,10 +75,10 @@ Action InterleavedBackward(int pp, int virtual_stages, int k);
 
 // The pipeline arithmetic the generators above are built on, in 64-bit for cost/'s activation
 // memory (cost/stage.cc), which asks here instead of repeating it (order.cc).
-// Forwards rank `rank` runs before its first backward: gpipe all m; 1f1b and zb (ZB-H1)
-// p - r - 1; interleaved 2(p - r - 1) + (V - 1)p; each at most the rank's m x V forwards. Its
-// peak of stashed micro-batch chunks is min(m x V, warm-up + 1). REQUIRES: not ZB-V (its phases
-// are in zero_bubble_v.cc), 0 <= rank < pp.
+// Forwards rank `rank` runs before its first backward, from the schedule's row (table.cc: gpipe
+// all m; 1f1b and zb (ZB-H1) p - r - 1; interleaved 2(p - r - 1) + (V - 1)p; each at most the
+// rank's m x V forwards). Its peak of stashed micro-batch chunks is min(m x V, warm-up + 1).
+// REQUIRES: a kind with a row, not ZB-V (its phases are in zero_bubble_v.cc), 0 <= rank < pp.
 int64_t WarmupForwards(Schedule kind, int64_t pp, int64_t rank, int64_t microbatches,
                        int64_t virtual_stages);
 // ZB-H1: the W passes rank r defers to fill its cooldown bubble (r of them), so at most

@@ -1,9 +1,11 @@
-// Validity rules and the dispatch from a schedule kind to its generator.
+// Validity rules and the dispatch from a schedule kind to its generator: the shared ranges here,
+// each schedule's own rules and generator in its row (table.cc).
 #include <fmt/format.h>
 
 #include <charconv>
 
 #include "schedule/generate.h"
+#include "schedule/table.h"
 
 namespace pentamesh::schedule {
 namespace {
@@ -17,10 +19,6 @@ std::string ScheduleWords() {
 }
 
 }  // namespace
-
-constexpr int kMaxPp = 1024;
-constexpr int kMaxMicrobatches = 65536;
-constexpr int kMaxVirtualStages = 64;
 
 std::string ToString(const ScheduleSpec& spec) {
   if (spec.kind == Schedule::kInterleaved) {
@@ -73,21 +71,10 @@ core::Status ValidateSchedule(const ScheduleSpec& s) {
     return fail(
         fmt::format("microbatches={} must be in [1, {}]", s.microbatches, kMaxMicrobatches));
   }
-  if (s.kind == Schedule::kZeroBubble) {
-    if (s.virtual_stages == 1 || s.virtual_stages == 2) return core::Status::Ok();
-    return fail(fmt::format("virtual_stages={} must be 1 (ZB-H1) or 2 (ZB-V)", s.virtual_stages));
-  }
-  if (s.kind != Schedule::kInterleaved) {
-    if (s.virtual_stages == 1) return core::Status::Ok();
-    return fail(fmt::format("virtual_stages={} must be 1 (only interleaved has virtual stages)",
-                            s.virtual_stages));
-  }
-  if (s.virtual_stages < 2 || s.virtual_stages > kMaxVirtualStages) {
-    return fail(
-        fmt::format("virtual_stages={} must be in [2, {}]", s.virtual_stages, kMaxVirtualStages));
-  }
-  if (s.pp < 2) return fail(fmt::format("interleaved needs pp >= 2 (pp={})", s.pp));
-  if (s.microbatches % s.pp != 0) {
+  const ScheduleRow* row = FindRow(s.kind);
+  if (row == nullptr) return fail("the schedule has no row in schedule/table.cc");
+  PM_RETURN_IF_ERROR(row->validate(s));
+  if (row->microbatches_in_groups_of_pp && s.microbatches % s.pp != 0) {
     return fail(fmt::format(
         "microbatches={} must be divisible by pp={} (Megatron's interleaved schedule runs "
         "micro-batches in groups of pp)",
@@ -121,18 +108,7 @@ core::Result<Program> Make(Schedule kind, int pp, int rank, int microbatches, in
     return core::Status::Error(
         fmt::format("schedule {}: rank={} must be in [0, pp={})", ToString(spec), rank, pp));
   }
-  switch (kind) {
-    case Schedule::kGPipe:
-      return GPipe(pp, rank, microbatches);
-    case Schedule::kOneFOneB:
-      return OneFOneB(pp, rank, microbatches);
-    case Schedule::kInterleaved:
-      return Interleaved(pp, rank, microbatches, virtual_stages);
-    case Schedule::kZeroBubble:
-      return virtual_stages == 2 ? ZeroBubbleV(pp, rank, microbatches)
-                                 : ZeroBubbleH1(pp, rank, microbatches);
-  }
-  return core::Status::Error("schedule: unknown kind");
+  return FindRow(kind)->generate(pp, rank, microbatches, virtual_stages);
 }
 
 core::Result<std::vector<Program>> MakeAll(const ScheduleSpec& spec) {

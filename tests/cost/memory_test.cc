@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "cost/internal.h"
 #include "schedule/generate.h"
 #include "schedule/simulate.h"
+#include "schedule/table.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 #include "testing/tiny_specs.h"
@@ -294,20 +296,24 @@ TEST(Cluster, GemmEfficiencyKey) {
 // The micro-batches cost/ counts in flight on each pipeline rank (internal::Stage: `inflight`
 // stashes held from F to B, in stage-equivalents; ZB-H1's `pending_w`, waiting from B to W
 // while B walks the next one) equal what schedule/'s generated programs hold, read off the
-// programs themselves: every layout schedule, pp 2-4, V 1-3, every valid m up to 12.
+// programs themselves: every schedule of schedule/'s table (table.h) with the virtual stages a
+// layout gives it, pp 2-4, V 1-3, every valid m up to 12.
 TEST(StageInflight, EqualsTheGeneratedPrograms) {
+  std::map<spec::Schedule, int> checked_per_kind;
   spec::ModelSpec m = testing::GptTiny();
   m.layers =
       72;  // every chunk of pp x V (4, 6, 8, 9, 12) holds the same layers: chunks weigh alike
-  int checked = 0;
   for (int pp = 2; pp <= 4; ++pp) {
     for (int m_count = 1; m_count <= 12; ++m_count) {
-      std::vector<std::pair<spec::Schedule, int>> kinds = {{spec::Schedule::kGPipe, 1},
-                                                           {spec::Schedule::kOneFOneB, 1},
-                                                           {spec::Schedule::kZeroBubble, 1}};
-      if (m_count % pp == 0) {
-        kinds.push_back({spec::Schedule::kInterleaved, 2});
-        kinds.push_back({spec::Schedule::kInterleaved, 3});
+      // Every row of schedule/'s table with the virtual stages a layout gives it (1, or 2 and 3).
+      std::vector<std::pair<spec::Schedule, int>> kinds;
+      for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+        const int v_min = row.layout_virtual_stages_min;
+        for (int v = v_min; v <= (v_min == 1 ? 1 : v_min + 1); ++v) {
+          if (schedule::ValidateSchedule({row.kind, pp, m_count, v}).ok()) {
+            kinds.push_back({row.kind, v});
+          }
+        }
       }
       for (const auto& [kind, v] : kinds) {
         Layout l;
@@ -335,7 +341,8 @@ TEST(StageInflight, EqualsTheGeneratedPrograms) {
           // B..W: micro-batches whose B ran and whose W has not, counted as each B starts.
           int waiting = 0, peak_waiting = 0;
           for (const schedule::Action& a : *program) {
-            if (a.kind == schedule::ActionKind::kBackward && kind == spec::Schedule::kZeroBubble) {
+            if (a.kind == schedule::ActionKind::kBackward &&
+                schedule::FindRow(kind)->weight_passes) {
               peak_waiting = std::max(peak_waiting, waiting);
               ++waiting;
             } else if (a.kind == schedule::ActionKind::kWeight) {
@@ -343,12 +350,19 @@ TEST(StageInflight, EqualsTheGeneratedPrograms) {
             }
           }
           EXPECT_DOUBLE_EQ(s.pending_w, peak_waiting) << where;
-          ++checked;
+          ++checked_per_kind[kind];
         }
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 12 * 3 * 3 + 2 * (6 * 2 + 4 * 3 + 3 * 4));
+  // The published four: gpipe, 1f1b, zb (V = 1) and interleaved (V = 2, 3 where pp divides m).
+  EXPECT_EQ(checked_per_kind[spec::Schedule::kGPipe] + checked_per_kind[spec::Schedule::kOneFOneB] +
+                checked_per_kind[spec::Schedule::kZeroBubble] +
+                checked_per_kind[spec::Schedule::kInterleaved],
+            3 * 12 * 3 * 3 + 2 * (6 * 2 + 4 * 3 + 3 * 4));
+  for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+    EXPECT_GT(checked_per_kind[row.kind], 0) << spec::ToString(row.kind);
+  }
 }
 
 }  // namespace

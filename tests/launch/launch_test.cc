@@ -18,6 +18,7 @@
 #include "cost/cost.h"
 #include "launch/internal.h"
 #include "plan/space.h"
+#include "schedule/table.h"
 #include "spec/load_toml.h"
 #include "spec/validate.h"
 
@@ -318,6 +319,40 @@ TEST(LaunchCapability, RefusesNamingTheRule) {
     ASSERT_FALSE(files.ok()) << r.layout;
     EXPECT_NE(files.status().message().find(std::string("rule ") + r.rule), std::string::npos)
         << files.status().message();
+  }
+}
+
+// Every schedule of schedule/'s table, on every engine: run under the engine's name (no schedule
+// rule fires), refused by the rule its EngineSchedules row names, or, without a row, refused by
+// the engine's "-unknown-schedule" rule.
+TEST(LaunchCapability, EveryScheduleIsNamedOrRefusedByEachEngine) {
+  auto model = spec::LoadModel("llama3-405b");
+  ASSERT_TRUE(model.ok());
+  const std::map<Engine, std::string> unknown = {{Engine::kMegatron, "mg-unknown-schedule"},
+                                                 {Engine::kTorchtitan, "tt-unknown-schedule"},
+                                                 {Engine::kDeepSpeed, "ds-unknown-schedule"}};
+  for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+    spec::Layout l{.dp = 128, .tp = 8, .pp = 16, .zero = 1};
+    l.schedule = row.kind;
+    l.virtual_stages = row.layout_virtual_stages_min;
+    for (Engine e : kEngines) {
+      std::set<std::string> fired, schedule_rules = {unknown.at(e)};
+      for (const CapabilityRule* r : Violations(e, *model, l)) fired.insert(r->id);
+      for (const EngineSchedule& es : EngineSchedules()) {
+        if (es.engine == e && es.refused_by != nullptr) schedule_rules.insert(es.refused_by);
+      }
+      const EngineSchedule* es = FindEngineSchedule(e, row.kind);
+      const std::string where = fmt::format("{} on {}", spec::ToString(row.kind), ToString(e));
+      if (es == nullptr) {
+        EXPECT_TRUE(fired.count(unknown.at(e))) << where;
+      } else if (es->name == nullptr) {
+        ASSERT_NE(es->refused_by, nullptr) << where;
+        EXPECT_TRUE(fired.count(es->refused_by)) << where << ": " << es->refused_by;
+        EXPECT_FALSE(fired.count(unknown.at(e))) << where;
+      } else {
+        for (const std::string& id : schedule_rules) EXPECT_FALSE(fired.count(id)) << where << id;
+      }
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "schedule/table.h"
+
 namespace pentamesh::plan {
 namespace {
 
@@ -117,6 +119,31 @@ TEST(Constraints, AcceptTheWordsLayoutAccepts) {
   }
   // The ones that used to differ: --allow refused both.
   EXPECT_TRUE(Constraints::Parse("schedule=zero-bubble sp=true").ok());
+}
+
+// Every schedule of schedule/'s table (table.h) under every word spec/ has for it: --allow takes
+// the word, and the clause allows exactly the layouts --layout reads the word as.
+TEST(Constraints, AcceptEveryScheduleOfTheTable) {
+  for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+    int words = 0;
+    for (const spec::FieldWord& w : spec::FieldInfo(spec::LayoutField::kSchedule).words) {
+      if (w.value != static_cast<int64_t>(row.kind)) continue;
+      ++words;
+      const std::string clause = std::string("schedule=") + w.word;
+      auto layout = spec::ParseLayout("pp=4 " + clause);
+      ASSERT_TRUE(layout.ok()) << clause << ": " << layout.status().message();
+      EXPECT_EQ(layout->schedule, row.kind) << clause;
+      auto allow = Constraints::Parse(clause);
+      ASSERT_TRUE(allow.ok()) << clause << ": " << allow.status().message();
+      EXPECT_TRUE(allow->AllowsLayout(*layout)) << clause;
+      for (const schedule::ScheduleRow& other : schedule::Schedules()) {
+        EXPECT_EQ(allow->Allows(Field::kSchedule, static_cast<int64_t>(other.kind)),
+                  other.kind == row.kind)
+            << clause << " vs " << spec::ToString(other.kind);
+      }
+    }
+    EXPECT_GT(words, 0) << "schedule " << static_cast<int>(row.kind) << " has no word";
+  }
 }
 
 }  // namespace

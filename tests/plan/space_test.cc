@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "schedule/table.h"
 #include "spec/validate.h"
 #include "testing/tiny_specs.h"
 
@@ -48,9 +49,18 @@ std::set<Key> BruteForce(const spec::ModelSpec& model, const spec::ClusterSpec& 
                          const spec::TrainSpec& train, const Constraints& allow, int64_t mbs_max) {
   std::set<Key> out;
   const int64_t g = cluster.gpus();
-  std::vector<std::pair<Schedule, int64_t>> schedules = {
-      {Schedule::kGPipe, 1}, {Schedule::kOneFOneB, 1}, {Schedule::kZeroBubble, 1}};
-  for (int64_t v = 2; v <= model.layers; ++v) schedules.push_back({Schedule::kInterleaved, v});
+  // Every schedule the planner searches (schedule/'s table), with every V a layout may give it.
+  std::vector<std::pair<Schedule, int64_t>> schedules;
+  for (const schedule::ScheduleRow& row : schedule::Schedules()) {
+    if (row.searched == schedule::Searched::kNo) continue;
+    if (row.layout_virtual_stages_min == 1) {
+      schedules.push_back({row.kind, 1});
+      continue;
+    }
+    for (int64_t v = row.layout_virtual_stages_min; v <= model.layers; ++v) {
+      schedules.push_back({row.kind, v});
+    }
+  }
   for (int64_t tp : Divisors(g))
     for (int64_t pp : Divisors(g / tp))
       for (int64_t cp : Divisors(g / tp / pp))
