@@ -71,6 +71,14 @@ inline std::string CheckCliOutcome(int exit_code, const std::string& out, bool j
   return CheckJsonTree(j, "$");
 }
 
+// Whether `out` is a help page (CLI11's "Usage: pentamesh ..." line): what the replay of seeds
+// through the binary, which cannot ask CLI11 which app saw -h (a -h after `--` is the main app's),
+// uses in place of the fuzz target's parse state.
+inline bool PrintedHelp(const std::string& out) {
+  return out.rfind("Usage: pentamesh ", 0) == 0 ||
+         out.find("\nUsage: pentamesh ") != std::string::npos;
+}
+
 // One argument per line of `text` (the first is the subcommand), at most max_args of at most
 // max_len bytes each; output-file values (--html, --trace) become /dev/null so a run never writes
 // a file.

@@ -39,6 +39,7 @@ TEST(CliFuzzReplay, EverySeedSatisfiesTheProperties) {
       json = json || a == "--json";
     }
     const testing::CliRun r = testing::Pentamesh(command);
+    json = json && !fuzz::PrintedHelp(r.out);  // -h anywhere, even after `--`, prints help
     EXPECT_EQ(fuzz::CheckCliOutcome(r.exit_code, r.out, json), "")
         << seed.filename() << ":" << command << "\n"
         << r.err;
