@@ -173,31 +173,26 @@ core::Result<std::optional<ScriptWorldSize>> ScriptWorld(
   const bool from_allocation = text.find("SLURM_NNODES") != std::string::npos ||
                                text.find("SLURM_JOB_NUM_NODES") != std::string::npos;
   if (from_allocation) return std::optional<ScriptWorldSize>();
-  const auto per_node = LauncherInt(flags, {"--nproc_per_node", "--nproc-per-node"});
-  const auto nodes = LauncherInt(flags, {"--nnodes"});
-  if (per_node && nodes) {
-    PM_ASSIGN_OR_RETURN(const int64_t w, spec::GpuProduct(name + ": torchrun --nnodes x "
-                                                                 "--nproc_per_node",
-                                                          {*nodes, *per_node}));
+  // One launcher's nodes x GPUs per node, when both are known.
+  auto launcher = [&](std::optional<int64_t> nodes, std::optional<int64_t> per_node,
+                      const std::string& what) -> core::Result<std::optional<ScriptWorldSize>> {
+    if (!nodes || !per_node) return std::optional<ScriptWorldSize>();
+    PM_ASSIGN_OR_RETURN(const int64_t w, spec::GpuProduct(name + ": " + what, {*nodes, *per_node}));
     out.gpus_per_node = *per_node;
-    return std::optional<ScriptWorldSize>(
-        ScriptWorldSize{w, "torchrun's --nnodes x --nproc_per_node"});
-  }
+    return std::optional<ScriptWorldSize>(ScriptWorldSize{w, what});
+  };
+  PM_ASSIGN_OR_RETURN(std::optional<ScriptWorldSize> torchrun,
+                      launcher(LauncherInt(flags, {"--nnodes"}),
+                               LauncherInt(flags, {"--nproc_per_node", "--nproc-per-node"}),
+                               "torchrun's --nnodes x --nproc_per_node"));
+  if (torchrun) return torchrun;
   // DeepSpeed's launcher: --num_gpus per node; without --num_nodes or a hostfile it runs on this
   // node alone.
-  const auto ds_gpus = LauncherInt(flags, {"--num_gpus", "--num-gpus"});
   const bool hostfile = flags.count("--hostfile") > 0 || flags.count("--include") > 0;
-  auto ds_nodes = LauncherInt(flags, {"--num_nodes", "--num-nodes"});
-  if (ds_gpus && !ds_nodes && !hostfile) ds_nodes = 1;
-  if (ds_gpus && ds_nodes) {
-    PM_ASSIGN_OR_RETURN(const int64_t w, spec::GpuProduct(name + ": deepspeed --num_nodes x "
-                                                                 "--num_gpus",
-                                                          {*ds_nodes, *ds_gpus}));
-    out.gpus_per_node = *ds_gpus;
-    return std::optional<ScriptWorldSize>(
-        ScriptWorldSize{w, "deepspeed's --num_nodes x --num_gpus"});
-  }
-  return std::optional<ScriptWorldSize>();
+  std::optional<int64_t> ds_nodes = LauncherInt(flags, {"--num_nodes", "--num-nodes"});
+  if (!ds_nodes && !hostfile) ds_nodes = 1;
+  return launcher(ds_nodes, LauncherInt(flags, {"--num_gpus", "--num-gpus"}),
+                  "deepspeed's --num_nodes x --num_gpus");
 }
 
 core::Result<Imported> ImportMegatron(const std::string& name, const std::string& text,
