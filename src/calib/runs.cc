@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include "core/numeric.h"
@@ -428,14 +429,36 @@ void MapLayout(RowReader& r, Run& run) {
     l.dp = std::max<int64_t>(1, gpus / other);
     run.assumptions.push_back("dp not published: GPUs / (tp pp cp)");
   }
+  // The schedule: a published V > 1 is interleaved; else the words of pipeline_schedule read by the
+  // layout's own schedule words ("interleaved 1F1B" and "1F1B, interleaved" are interleaved, else
+  // the first word that names a schedule: "1F1B with ...", "gpipe", "zb").
+  const std::string schedule_text = Lower(r.Text("parallelism", "pipeline_schedule"));
+  std::optional<spec::Schedule> named;
+  for (size_t at = 0; at < schedule_text.size();) {
+    const size_t end = schedule_text.find_first_of(" ,;()/\t", at);
+    const std::string word = schedule_text.substr(at, end - at);
+    at = end == std::string::npos ? end : end + 1;
+    const auto kind = spec::ParseFieldWord(spec::LayoutField::kSchedule, word);
+    if (!kind.ok()) continue;
+    if (!named || static_cast<spec::Schedule>(*kind) == spec::Schedule::kInterleaved) {
+      named = static_cast<spec::Schedule>(*kind);
+    }
+  }
+  if (!named && Has(schedule_text, "interleaved")) named = spec::Schedule::kInterleaved;
   if (auto v = r.Count("parallelism", "vpp"); v && *v > 1 && l.pp > 1) {
     l.schedule = spec::Schedule::kInterleaved;
     l.virtual_stages = *v;
-  } else if (l.pp > 1 && Has(Lower(r.Text("parallelism", "pipeline_schedule")), "interleaved") &&
-             !v) {
-    l.schedule = spec::Schedule::kInterleaved;
-    l.virtual_stages = 4;
-    run.assumptions.push_back("interleaved schedule without a published V: V = 4");
+  } else if (l.pp > 1 && named) {
+    l.schedule = *named;
+    if (l.schedule == spec::Schedule::kInterleaved && !v) {
+      l.virtual_stages = 4;
+      run.assumptions.push_back("interleaved schedule without a published V: V = 4");
+    } else if (l.schedule == spec::Schedule::kInterleaved) {
+      l.schedule = spec::Schedule::kOneFOneB;  // V = 1 published: plain 1F1B
+    }
+  } else if (l.pp > 1 && !schedule_text.empty()) {
+    run.assumptions.push_back(
+        fmt::format("pipeline_schedule '{}' names no known schedule: read as 1F1B", schedule_text));
   }
   const auto sp = r.Bool("parallelism", "sequence_parallel");
   l.sp = sp.value_or(l.tp > 1 && run.stack != "maxtext");
@@ -827,10 +850,6 @@ json RunRowJson(const Run& run, std::vector<std::string>* dropped) {
   }
   if (m.is_moe() && (m.moe.first_dense_layers > 0 || m.moe.moe_layer_freq != 1)) {
     lost.push_back("dense layers between the MoE layers (the row is read as MoE in every layer)");
-  }
-  if (l.schedule != spec::Schedule::kOneFOneB && l.schedule != spec::Schedule::kInterleaved) {
-    lost.push_back(
-        fmt::format("the {} pipeline schedule (read as 1F1B)", spec::ToString(l.schedule)));
   }
   if (l.cp > 1 && l.cp_kind != spec::CpKind::kRing) lost.push_back("Ulysses context parallelism");
   if (run.train.precision == spec::Precision::kFp32) lost.push_back("fp32 training (read as bf16)");

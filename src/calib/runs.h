@@ -91,8 +91,9 @@ core::Result<std::vector<Run>> RunsFromJson(const nlohmann::json& rows, const st
 // The run as a row of the format LoadRuns reads (the writer of that format): the fields the
 // format has, filled from the run's specs, so that RunsFromJson maps it back to the same model,
 // layout and throughput. What the format cannot say (MLA, a sliding window, MoE capacity or
-// dense first layers, a schedule other than 1F1B or interleaved, Ulysses CP, fp32 training) is
-// returned in `dropped`, one sentence each, and written to the row's source notes.
+// dense first layers, Ulysses CP, fp32 training) is returned in `dropped`, one sentence each, and
+// written to the row's source notes. The schedule is written in the layout's own words, which the
+// reader reads back.
 nlohmann::json RunRowJson(const Run& run, std::vector<std::string>* dropped = nullptr);
 
 // Appends `row` to the runs file at `path` (a JSON array; a missing file is created) through

@@ -195,17 +195,18 @@ std::string TimeSection(const RunMetrics& run) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   };
-  std::vector<std::string> terms;
+  std::vector<std::string> terms, colors;  // colour: ChartColor of the term's kTimeTerms index
   std::vector<double> predicted, measured;
   double accounted = 0;
   auto get = [](const std::map<std::string, double>& m, const std::string& key) {
     const auto it = m.find(key);
     return it == m.end() ? 0.0 : it->second;
   };
-  for (const cost::TimeTerm& t : cost::kTimeTerms) {  // the terms in report order
-    const std::string term = t.name;
+  for (size_t i = 0; i < cost::kTimeTerms.size(); ++i) {  // the terms in report order
+    const std::string term = cost::kTimeTerms[i].name;
     if (!steps.back()->predicted_time_s.contains(term)) continue;
     terms.push_back(term);
+    colors.push_back(ChartColor(i));
     predicted.push_back(median([&](const RunStep& s) { return get(s.predicted_time_s, term); }));
     double m = 0;
     if (steps.back()->comm_time_s.contains(term)) {
@@ -222,6 +223,7 @@ std::string TimeSection(const RunMetrics& run) {
     measured[static_cast<size_t>(compute - terms.begin())] = std::max(0.0, step - accounted);
   }
   StackedBarChart chart("time", "", terms, ChartAxis("seconds per step", ".3~f"));
+  chart.colors = colors;
   chart.bars.emplace_back("step", "predicted", predicted);
   chart.bars.emplace_back("step", "measured", measured);
   html += fmt::format(

@@ -10,10 +10,17 @@
 namespace pentamesh::schedule {
 namespace {
 
+// What ParseScheduleKind accepts, for its error: the layout's words, a chunked row's "word:V" and
+// the variants' words.
 std::string ScheduleWords() {
   std::string out;
+  auto add = [&out](const std::string& word) { out += (out.empty() ? "" : ", ") + word; };
   for (const spec::FieldWord& w : spec::FieldInfo(spec::LayoutField::kSchedule).words) {
-    out += (out.empty() ? "" : ", ") + std::string(w.word);
+    add(w.word);
+  }
+  for (const ScheduleRow& row : Schedules()) {
+    if (row.layout_virtual_stages_min >= 2) add(spec::ToString(row.kind) + std::string(":V"));
+    if (row.variant.words[0] != nullptr) add(row.variant.words[0]);
   }
   return out;
 }
@@ -21,42 +28,49 @@ std::string ScheduleWords() {
 }  // namespace
 
 std::string ToString(const ScheduleSpec& spec) {
-  if (spec.kind == Schedule::kInterleaved) {
-    return fmt::format("interleaved:{}", spec.virtual_stages);
+  const ScheduleRow* row = FindRow(spec.kind);
+  if (row != nullptr && row->variant.words[0] != nullptr &&
+      spec.virtual_stages == row->variant.virtual_stages) {
+    return row->variant.words[0];
   }
-  if (spec.kind == Schedule::kZeroBubble && spec.virtual_stages != 1) {
-    return spec.virtual_stages == 2 ? "zbv" : fmt::format("zb:{}", spec.virtual_stages);
+  if (spec.virtual_stages != 1 || (row != nullptr && row->layout_virtual_stages_min >= 2)) {
+    return fmt::format("{}:{}", spec::ToString(spec.kind), spec.virtual_stages);
   }
   return spec::ToString(spec.kind);
 }
 
 // The layout's schedule words (spec::LayoutFields(): gpipe, 1f1b, interleaved, zb and their
-// aliases), with interleaved's chunk count required (interleaved:V), plus the V-shaped zero-bubble
-// schedule, which only `pentamesh schedule` draws (zbv, zb-v).
+// aliases), with the chunk count required where the row's layouts have several (interleaved:V),
+// plus the rows' variants, which only `pentamesh schedule` draws (zbv, zb-v).
 core::Result<ScheduleSpec> ParseScheduleKind(const std::string& text) {
   ScheduleSpec spec;
   auto fail = [&text] {
-    return core::Status::Error(fmt::format(
-        "schedule: kind='{}' is not one of {}, interleaved:V, zbv", text, ScheduleWords()));
+    return core::Status::Error(
+        fmt::format("schedule: kind='{}' is not one of {}", text, ScheduleWords()));
   };
-  if (text == "zbv" || text == "zb-v") {
-    spec.kind = Schedule::kZeroBubble;
-    spec.virtual_stages = 2;
-    return spec;
+  for (const ScheduleRow& row : Schedules()) {
+    for (const char* word : row.variant.words) {
+      if (word != nullptr && text == word) {
+        spec.kind = row.kind;
+        spec.virtual_stages = row.variant.virtual_stages;
+        return spec;
+      }
+    }
   }
   const std::string::size_type colon = text.find(':');
   auto kind = spec::ParseFieldWord(spec::LayoutField::kSchedule, text.substr(0, colon));
   if (!kind.ok()) return fail();
   spec.kind = static_cast<Schedule>(*kind);
-  if (spec.kind != Schedule::kInterleaved) {
+  const ScheduleRow* row = FindRow(spec.kind);
+  if (row == nullptr || row->layout_virtual_stages_min < 2) {
     if (colon != std::string::npos) return fail();
     return spec;
   }
   const std::string v = colon == std::string::npos ? "" : text.substr(colon + 1);
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), spec.virtual_stages);
   if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
-    return core::Status::Error(
-        fmt::format("schedule: kind='{}': V='{}' is not an integer (interleaved:V)", text, v));
+    return core::Status::Error(fmt::format("schedule: kind='{}': V='{}' is not an integer ({}:V)",
+                                           text, v, spec::ToString(spec.kind)));
   }
   return spec;
 }

@@ -32,6 +32,13 @@ enum class Searched : uint8_t {
   kYes,
 };
 
+// A variant with its own chunk count that only `pentamesh schedule` draws, named by its own words
+// (ZB-V: "zbv" or "zb-v" for the zero-bubble row with two chunks). No words: none.
+struct ScheduleVariant {
+  const char* words[2] = {nullptr, nullptr};  // the first is the printed name
+  int virtual_stages = 0;
+};
+
 struct ScheduleRow {
   Schedule kind;
   // One rank's program. REQUIRES: ValidateSchedule(spec).ok() and 0 <= rank < pp.
@@ -53,8 +60,10 @@ struct ScheduleRow {
   // Whether the planner searches it.
   Searched searched;
   // The virtual stages a layout gives it: 1, or (when 2) any V >= 2, of which the planner
-  // searches every V whose pp * V chunks split the model's layers (spec::ChunkLayers).
+  // searches every V whose pp * V chunks split the model's layers (spec::ChunkLayers). A row with
+  // V >= 2 is named with its V: "interleaved:3" (make.cc ToString, ParseScheduleKind).
   int layout_virtual_stages_min;
+  ScheduleVariant variant = {};
 };
 
 // Every row, in the order the planner searches them (1F1B first: the canonical pp = 1 schedule).

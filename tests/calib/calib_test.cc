@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <tuple>
@@ -520,6 +521,44 @@ TEST(RowReading, ShardingWords) {
   EXPECT_EQ(ReadOne(row).layout.zero, 3);
   row["parallelism"]["data_parallel_sharding"] = "something else";
   EXPECT_TRUE(Assumed(ReadOne(row), "names no sharding stage"));
+}
+
+// pipeline_schedule is read with the layout's own schedule words (spec::LayoutFields), so the
+// row format says every schedule the layout has, and a row written by RunRowJson reads back.
+TEST(RowReading, ScheduleWords) {
+  const std::vector<std::tuple<const char*, std::optional<int>, spec::Schedule, int>> cases = {
+      {"1F1B", std::nullopt, spec::Schedule::kOneFOneB, 1},
+      {"interleaved 1F1B", 3, spec::Schedule::kInterleaved, 3},
+      {"1F1B, interleaved", std::nullopt, spec::Schedule::kInterleaved, 4},  // V = 4 assumed
+      {"interleaved-1f1b", std::nullopt, spec::Schedule::kInterleaved, 4},
+      {"interleaved", 1, spec::Schedule::kOneFOneB, 1},  // V = 1 published: plain 1F1B
+      {"GPipe (all forwards first)", std::nullopt, spec::Schedule::kGPipe, 1},
+      {"zb", std::nullopt, spec::Schedule::kZeroBubble, 1},
+      {"zero-bubble", std::nullopt, spec::Schedule::kZeroBubble, 1},
+      {"dualpipe", std::nullopt, spec::Schedule::kOneFOneB, 1},  // unknown: 1F1B, said
+  };
+  for (const auto& [words, vpp, schedule, v] : cases) {
+    SCOPED_TRACE(words);
+    nlohmann::json row = DenseRow();
+    row["parallelism"]["pp"] = 4;
+    row["parallelism"]["dp"] = 2;
+    row["parallelism"]["micro_batch_size"] = 1;
+    row["parallelism"]["pipeline_schedule"] = words;
+    row["parallelism"]["vpp"] = vpp ? nlohmann::json(*vpp) : nlohmann::json(nullptr);
+    const calib::Run r = ReadOne(row);
+    ASSERT_TRUE(r.usable()) << r.unusable;
+    EXPECT_EQ(r.layout.schedule, schedule);
+    EXPECT_EQ(r.layout.virtual_stages, v);
+    EXPECT_EQ(Assumed(r, "names no known schedule: read as 1F1B"),
+              std::string(words) == "dualpipe");
+    // Written and read back: the same schedule, and nothing said lost.
+    std::vector<std::string> dropped;
+    const nlohmann::json written = calib::RunRowJson(r, &dropped);
+    const calib::Run back = ReadOne(written);
+    EXPECT_EQ(back.layout.schedule, r.layout.schedule);
+    EXPECT_EQ(back.layout.virtual_stages, r.layout.virtual_stages);
+    EXPECT_TRUE(written["source"]["notes"].is_null()) << written["source"]["notes"];
+  }
 }
 
 TEST(RowReading, RecomputeDetail) {

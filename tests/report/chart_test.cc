@@ -28,14 +28,6 @@ Points LossCurve() {
   return p;
 }
 
-nlohmann::json SpecOf(const std::string& fragment, const std::string& id) {
-  const std::string open = "<script type=\"application/json\" id=\"" + id + "-spec\">";
-  const size_t begin = fragment.find(open);
-  EXPECT_NE(begin, std::string::npos) << fragment.substr(0, 200);
-  const size_t end = fragment.find("</script>", begin);
-  return nlohmann::json::parse(fragment.substr(begin + open.size(), end - begin - open.size()));
-}
-
 TEST(Chart, DataReachesThePageAsEscapedJson) {
   XyChart c("loss", ChartAxis("step"), ChartAxis("loss"));
   c.series.emplace_back("</script><b>train", LossCurve());
@@ -43,7 +35,7 @@ TEST(Chart, DataReachesThePageAsEscapedJson) {
   const std::string html = XyChartHtml(c);
   EXPECT_EQ(html.find("</script><b>"), std::string::npos);
   EXPECT_NE(html.find("<script>pmChart(\"loss\")</script>"), std::string::npos);
-  const nlohmann::json spec = SpecOf(html, "loss");
+  const nlohmann::json spec = testing::ChartSpec(html, "loss");
   ASSERT_EQ(spec["data"].size(), 2u);
   ASSERT_EQ(spec["data"][0]["values"].size(), 12u);
   EXPECT_EQ(spec["data"][0]["values"][0]["s"], "</script><b>train");
@@ -61,7 +53,7 @@ TEST(Chart, DataReachesThePageAsEscapedJson) {
 TEST(Chart, FlatAndEmptySeries) {
   XyChart flat("flat", ChartAxis("step"), ChartAxis("lr"));
   flat.series.emplace_back("lr", Points{{1, 0.001}, {2, 0.001}});
-  const nlohmann::json spec = SpecOf(XyChartHtml(flat), "flat");
+  const nlohmann::json spec = testing::ChartSpec(XyChartHtml(flat), "flat");
   EXPECT_DOUBLE_EQ(spec["scales"][2]["domain"][0].get<double>(), 0.0009);
   EXPECT_DOUBLE_EQ(spec["scales"][2]["domain"][1].get<double>(), 0.0011);
   XyChart none("none", ChartAxis("step"), ChartAxis("lr"));
@@ -73,7 +65,8 @@ TEST(Chart, StackedBarsStackInPartOrder) {
   StackedBarChart c("mem", "layout", {"weights", "grads"}, ChartAxis("bytes", kFormatSi));
   c.bars.emplace_back("dp2", "predicted", std::vector<double>{100, 50});
   c.bars.emplace_back("dp2", "measured", std::vector<double>{110, NAN});
-  const nlohmann::json rows = SpecOf(StackedBarChartHtml(c), "mem")["data"][0]["values"];
+  const nlohmann::json rows =
+      testing::ChartSpec(StackedBarChartHtml(c), "mem")["data"][0]["values"];
   ASSERT_EQ(rows.size(), 5u);  // 3 segments + 2 totals
   EXPECT_EQ(rows[1]["part"], "grads");
   EXPECT_DOUBLE_EQ(rows[1]["y0"].get<double>(), 100);
@@ -94,7 +87,7 @@ TEST(Chart, HorizontalStacksCutAtTheBound) {
   c.bars.emplace_back("large", "", std::vector<double>{50, 30});
   c.bars.back().ticks = {40};
   c.bars.back().label = "80.0 GB";
-  const nlohmann::json spec = SpecOf(StackedBarChartHtml(c), "hmem");
+  const nlohmann::json spec = testing::ChartSpec(StackedBarChartHtml(c), "hmem");
   const nlohmann::json rows = spec["data"][0]["values"];
   ASSERT_EQ(rows.size(), 8u);  // per stack: 2 segments, 1 tick, 1 label
   EXPECT_DOUBLE_EQ(rows[1]["y1"].get<double>(), 30);
@@ -115,7 +108,7 @@ TEST(Chart, HeatmapCellsCarryValueAndText) {
   c.value_max = 0.6;
   c.cells = {{{0.5, {"50.0%", "tp1"}, "a"}, {0.1, {"10.0%"}, "b"}},
              {{NAN, {"does not fit"}, "why"}, {0.3, {}, ""}}};
-  const nlohmann::json cells = SpecOf(HeatmapChartHtml(c), "heat")["data"][0]["values"];
+  const nlohmann::json cells = testing::ChartSpec(HeatmapChartHtml(c), "heat")["data"][0]["values"];
   ASSERT_EQ(cells.size(), 4u);
   EXPECT_EQ(cells[0]["fg"], "#fff");  // above the middle of the colour scale
   EXPECT_EQ(cells[1]["fg"], "#222");

@@ -85,16 +85,6 @@ TEST(Html, DaysWithAndWithoutFailures) {
       << html;
 }
 
-// The chart's spec (report/chart.h) embedded in the page under id.
-nlohmann::json SpecOf(const std::string& html, const std::string& id) {
-  const std::string open = "<script type=\"application/json\" id=\"" + id + "-spec\">";
-  const size_t begin = html.find(open);
-  EXPECT_NE(begin, std::string::npos) << id;
-  if (begin == std::string::npos) return {};
-  const size_t end = html.find("</script>", begin);
-  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
-}
-
 // The estimates the page charts, by bar label, in its order: the top six and the FSDP baseline.
 std::vector<std::pair<std::string, const cost::Estimate*>> Charted(const PlanReport& r) {
   std::vector<std::pair<std::string, const cost::Estimate*>> out;
@@ -145,7 +135,7 @@ TEST(Html, ChartsWalkTheTermAndCategoryLists) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.id);
-    const nlohmann::json spec = SpecOf(html, c.id);
+    const nlohmann::json spec = testing::ChartSpec(html, c.id);
     ASSERT_TRUE(spec.is_object());
     const nlohmann::json& color = spec["scales"][2];
     ASSERT_EQ(color["name"], "color");

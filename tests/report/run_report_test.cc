@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cost/cost.h"
 #include "report/chart.h"
 #include "testing/html_page.h"
 
@@ -194,6 +195,38 @@ TEST(RunReport, CliExitCodes) {
   EXPECT_EQ(RunCli("--run " + dir + " --html " + dir + "/y.html"), 2);
   EXPECT_FALSE(std::filesystem::exists(dir + "/y.html"));
   EXPECT_NE(RunCli("--html " + dir + "/z.html"), 0);  // --run is required
+}
+
+// A term keeps its colour across pages: the run page's time chart colours each term by its index in
+// cost::kTimeTerms (the plan page's colours), not by its place among the terms the run logged.
+TEST(RunReport, TermColoursAreThoseOfTheTermList) {
+  std::string text;
+  for (int step = 1; step <= 4; ++step) {
+    std::string line = Line(step, 4.0, 1000, false, false);
+    line.replace(line.find("\"time_s\":{"), 10, "\"time_s\":{\"dp\":0.02,\"bubble\":0.0,");
+    text += line;
+  }
+  auto run = ParseRunMetrics(text, "metrics.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const nlohmann::json spec = testing::ChartSpec(RenderRunHtml(*run), "time");
+  ASSERT_TRUE(spec.is_object());
+  const nlohmann::json* color = nullptr;
+  for (const nlohmann::json& scale : spec["scales"]) {
+    if (scale["name"] == "color") color = &scale;
+  }
+  ASSERT_NE(color, nullptr);
+  // The run logged compute, dp, bubble and optimizer: four of the list's terms, with gaps.
+  const std::vector<std::string> logged = {"compute", "dp", "bubble", "optimizer"};
+  ASSERT_EQ((*color)["domain"].size(), logged.size());
+  for (size_t i = 0; i < logged.size(); ++i) {
+    EXPECT_EQ((*color)["domain"][i], logged[i]);
+    size_t index = cost::kTimeTerms.size();
+    for (size_t k = 0; k < cost::kTimeTerms.size(); ++k) {
+      if (logged[i] == cost::kTimeTerms[k].name) index = k;
+    }
+    ASSERT_LT(index, cost::kTimeTerms.size()) << logged[i];
+    EXPECT_EQ((*color)["range"][i], ChartColor(index)) << logged[i];
+  }
 }
 
 TEST(RunReport, RendersInHeadlessChromium) {

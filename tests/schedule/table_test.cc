@@ -60,6 +60,43 @@ TEST(ScheduleTable, EveryRowsWordsParseBackToIt) {
   }
 }
 
+// The names `pentamesh schedule` prints and reads come from the rows too: a chunked row's "word:V"
+// and a variant's words (ZB-V) parse back to the row and chunk count ToString printed.
+TEST(ScheduleTable, PrintedNamesParseBack) {
+  int variants = 0;
+  for (const ScheduleRow& row : Schedules()) {
+    std::vector<ScheduleSpec> specs = {{row.kind, 4, 8, row.layout_virtual_stages_min}};
+    if (row.layout_virtual_stages_min >= 2) specs.push_back({row.kind, 4, 8, 5});
+    if (row.variant.words[0] != nullptr) {
+      ++variants;
+      specs.push_back({row.kind, 4, 8, row.variant.virtual_stages});
+      for (const char* word : row.variant.words) {
+        if (word == nullptr) continue;
+        auto parsed = ParseScheduleKind(word);
+        ASSERT_TRUE(parsed.ok()) << word;
+        EXPECT_EQ(parsed->kind, row.kind) << word;
+        EXPECT_EQ(parsed->virtual_stages, row.variant.virtual_stages) << word;
+      }
+    }
+    for (const ScheduleSpec& s : specs) {
+      const std::string name = ToString(s);
+      auto parsed = ParseScheduleKind(name);
+      ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().message();
+      EXPECT_EQ(parsed->kind, s.kind) << name;
+      EXPECT_EQ(parsed->virtual_stages, s.virtual_stages) << name;
+      EXPECT_TRUE(ValidateSchedule(s).ok()) << name;
+    }
+  }
+  EXPECT_EQ(variants, 1);  // ZB-V
+  EXPECT_EQ(ToString({Schedule::kInterleaved, 4, 8, 3}), "interleaved:3");
+  EXPECT_EQ(ToString({Schedule::kZeroBubble, 4, 8, 2}), "zbv");
+  EXPECT_FALSE(ParseScheduleKind("1f1b:2").ok());  // one chunk: no V
+  auto missing = ParseScheduleKind("interleaved");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("(interleaved:V)"), std::string::npos)
+      << missing.status().message();
+}
+
 // Every row's programs for pp 1..6, m 1..12 and its searched virtual stages (and one more):
 // complete, paired, deadlock-free; the warm-up + 1 (capped at m x V) is the peak of micro-batch
 // chunks between F and B; the closed forms, where the row has them, equal the simulation.

@@ -9,6 +9,8 @@
 //                                  (chromium --dump-dom, tests/report/chart_dom.py): rendered or
 //                                  the error, the box, the axis tick labels, the marks drawn and
 //                                  the rects' widths;
+//   ChartSpec(html, id)            the Vega spec report/chart.h embedded in the page under id
+//                                  (null, with a failure, when the page has none);
 //   ExpectRoundTicks(labels)       numeric tick labels equally spaced by 1, 2, 2.5 or 5 x 10^k,
 //                                  each a multiple of that step (ExpectLogTicks: m x 10^k).
 // The browser runs with every host name unresolvable, so a page that renders here needs no network.
@@ -31,6 +33,15 @@
 #include <vector>
 
 namespace pentamesh::testing {
+
+inline nlohmann::json ChartSpec(const std::string& html, const std::string& id) {
+  const std::string open = "<script type=\"application/json\" id=\"" + id + "-spec\">";
+  const size_t begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos) << id;
+  if (begin == std::string::npos) return {};
+  const size_t end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
 
 inline void ExpectSelfContained(const std::string& html) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
