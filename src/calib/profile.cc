@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/quote.h"
+#include "spec/field_reader.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -46,23 +47,6 @@ constexpr BoolFact kBoolFacts[] = {
      &cost::CostParams::transient_workspaces},
     {"fp8_weight_cache", &RunFacts::fp8_weight_cache, &cost::CostParams::fp8_weight_cache},
 };
-
-// The entry of a key table (kBoolFacts, kStackKeys) whose key is `k`, or null.
-template <typename Entry, size_t N>
-const Entry* FindKey(const Entry (&entries)[N], const std::string& k) {
-  for (const Entry& e : entries) {
-    if (k == e.key) return &e;
-  }
-  return nullptr;
-}
-
-// "a, b, c": the keys of a key table, for error messages.
-template <typename Entry, size_t N>
-std::string JoinKeys(const Entry (&entries)[N]) {
-  std::string keys;
-  for (const Entry& e : entries) keys += std::string(keys.empty() ? "" : ", ") + e.key;
-  return keys;
-}
 
 }  // namespace
 
@@ -175,179 +159,122 @@ const std::vector<StackInfo>& Stacks() {
 
 namespace {
 
-// The errors of one profile file, each prefixed with the file and the key it is about.
-struct ProfileErrors {
-  const std::string& source;
-  std::vector<std::string> list;
-  void Add(const std::string& where, const std::string& why) {
-    list.push_back(fmt::format("{}: {}: {}", source, where, why));
-  }
-};
-
-// The [stack] table's keys, each a string field of the profile.
+// The [stack] table's keys, each a string field of the profile; the reader and ProfileToml walk
+// this list.
 struct StackKey {
   const char* key;
   std::string Profile::*field;
+  bool required;
 };
-constexpr StackKey kStackKeys[] = {{"name", &Profile::name},
-                                   {"stack", &Profile::stack},
-                                   {"description", &Profile::description},
-                                   {"fitted_on", &Profile::fitted_on}};
+constexpr StackKey kStackKeys[] = {{"name", &Profile::name, true},
+                                   {"stack", &Profile::stack, false},
+                                   {"description", &Profile::description, false},
+                                   {"fitted_on", &Profile::fitted_on, false}};
 
-// The profile's tables, in the order the reader visits them.
-struct TableName {
-  const char* key;
-};
-constexpr TableName kProfileTables[] = {{"stack"}, {"params"}, {"gpu"}, {"defaults"}, {"interval"}};
-
-void ReadStackTable(const toml::table& st, Profile& p, ProfileErrors& err) {
-  for (const auto& [key, node] : st) {
-    const std::string k(key.str());
-    const auto* s = node.as_string();
-    if (s == nullptr) {
-      err.Add("stack." + k, "must be a string");
-      continue;
-    }
-    const StackKey* field = FindKey(kStackKeys, k);
-    if (field == nullptr) {
-      err.Add("stack." + k, "unknown key (" + JoinKeys(kStackKeys) + ")");
-    } else {
-      p.*field->field = s->get();
-    }
-  }
+// [stack]: the kStackKeys strings.
+void ReadStackTable(const toml::table& root, Profile& p, std::vector<std::string>& errors) {
+  spec::FieldReader r = spec::FieldReader::Table(root, "stack", &errors);
+  for (const StackKey& k : kStackKeys) r.String(k.key, p.*k.field, k.required);
+  r.RejectUnknown();
   if (p.stack.empty()) p.stack = p.name;
-  if (p.name.empty()) err.Add("stack.name", "is required");
 }
 
-// Parameters of `scope` from table `t` (named `where` in errors), each within its bounds.
-void ReadParams(const toml::table& t, const std::string& where, Scope scope,
-                std::map<std::string, double>& out, ProfileErrors& err) {
-  for (const auto& [key, node] : t) {
-    const std::string k(key.str());
-    const ParamDef* def = FindParam(k);
-    if (def == nullptr || def->scope != scope) {
-      err.Add(where + "." + k, "unknown parameter");
-      continue;
-    }
-    const auto v = node.value<double>();
-    if (!v || !std::isfinite(*v) || *v < def->lo || *v > def->hi) {
-      err.Add(where + "." + k, fmt::format("must be a number in [{}, {}]", def->lo, def->hi));
-      continue;
-    }
-    out[k] = *v;
+// The parameters of `scope` (ParamDefs) in table `t` (named `where`), each within its bounds.
+void ReadParams(const toml::table* t, const std::string& where, Scope scope,
+                std::map<std::string, double>& out, std::vector<std::string>& errors) {
+  spec::FieldReader r(t, where, &errors);
+  for (const ParamDef& def : ParamDefs()) {
+    if (def.scope != scope) continue;
+    std::optional<double> v;
+    r.OptDouble(def.name, v, def.lo, def.hi, false);
+    if (v) out[def.name] = *v;
   }
+  r.RejectUnknown();
 }
 
 // [gpu.<class>] tables: GPU-scope parameter overrides per GPU class.
-void ReadGpuTables(const toml::table& g, Profile& p, ProfileErrors& err) {
-  for (const auto& [cls, node] : g) {
+void ReadGpuTables(const toml::table& root, Profile& p, std::vector<std::string>& errors) {
+  const toml::table* g = root["gpu"].as_table();
+  if (g == nullptr) return;
+  for (const auto& [cls, node] : *g) {
     const std::string c(cls.str());
     if (GpuClass(c) != c) {
       // A cluster preset's name, not its class: the table would never apply.
-      err.Add("gpu." + c, fmt::format("never applies: cluster {} has the GPU class '{}' (write "
-                                      "[gpu.{}])",
-                                      c, GpuClass(c), GpuClass(c)));
-      continue;
-    }
-    if (const toml::table* t = node.as_table()) {
-      ReadParams(*t, "gpu." + c, Scope::kGpu, p.gpu[c], err);
+      errors.push_back(
+          fmt::format("gpu.{}: never applies: cluster {} has the GPU class '{}' "
+                      "(write [gpu.{}])",
+                      c, c, GpuClass(c), GpuClass(c)));
+    } else if (const toml::table* t = node.as_table()) {
+      ReadParams(t, "gpu." + c, Scope::kGpu, p.gpu[c], errors);
     } else {
-      err.Add("gpu." + c, "must be a table");
+      errors.push_back(fmt::format("gpu.{}: must be a table", c));
     }
   }
 }
 
 // [defaults]: selective_forward_share and the kBoolFacts policies.
-void ReadDefaults(const toml::table& d, Profile& p, ProfileErrors& err) {
-  for (const auto& [key, node] : d) {
-    const std::string k(key.str());
-    if (k == "selective_forward_share") {
-      const auto v = node.value<double>();
-      if (!v || !(*v >= 0 && *v <= 1)) {
-        err.Add("defaults." + k, "must be a number in [0, 1]");
-      } else {
-        p.defaults.selective_forward_share = *v;
-      }
-      continue;
-    }
-    const auto b = node.value<bool>();
-    const BoolFact* fact = FindKey(kBoolFacts, k);
-    if (fact == nullptr) {
-      err.Add("defaults." + k,
-              "unknown key (selective_forward_share, " + JoinKeys(kBoolFacts) + ")");
-    } else if (!b) {
-      err.Add("defaults." + k, "must be true or false");
-    } else {
-      p.defaults.*fact->fact = *b;
-    }
-  }
+void ReadDefaults(const toml::table& root, Profile& p, std::vector<std::string>& errors) {
+  spec::FieldReader r = spec::FieldReader::Table(root, "defaults", &errors);
+  r.Double("selective_forward_share", p.defaults.selective_forward_share, false, 0, false, 1);
+  for (const BoolFact& f : kBoolFacts) r.Bool(f.key, p.defaults.*f.fact);
+  r.RejectUnknown();
 }
 
 // Bounds of a prediction interval's quantiles (measured / predicted step time).
 constexpr double kMinIntervalRatio = 1e-3, kMaxIntervalRatio = 1e3;
 
 // [interval.<class>] tables: lo, hi and runs of the prediction interval per GPU class.
-void ReadIntervals(const toml::table& iv, Profile& p, ProfileErrors& err) {
-  for (const auto& [cls, node] : iv) {
+void ReadIntervals(const toml::table& root, Profile& p, std::vector<std::string>& errors) {
+  const toml::table* iv = root["interval"].as_table();
+  if (iv == nullptr) return;
+  for (const auto& [cls, node] : *iv) {
     const std::string c(cls.str());
-    const toml::table* t = node.as_table();
-    if (t != nullptr) {
-      for (const auto& [key, value] : *t) {
-        if (key.str() != "lo" && key.str() != "hi" && key.str() != "runs") {
-          err.Add("interval." + c + "." + std::string(key.str()),
-                  "unknown key in [interval." + c + "] (lo, hi, runs)");
-        }
-      }
+    if (node.as_table() == nullptr) {
+      errors.push_back(fmt::format("interval.{}: must be a table", c));
+      continue;
     }
-    const auto lo = t ? (*t)["lo"].value<double>() : std::nullopt;
-    const auto hi = t ? (*t)["hi"].value<double>() : std::nullopt;
-    const auto runs = t ? (*t)["runs"].value<int64_t>() : std::nullopt;
+    spec::FieldReader r(node.as_table(), "interval." + c, &errors);
     // Quantiles of measured / predicted: within [1e-3, 1e3] (nan passed every comparison here,
     // inf passed hi >= lo, and a lo below 5e-5 was written back by ProfileToml's 4 decimals as
     // 0.0000, which this reader refuses: stack_fuzz).
-    const auto ratio = [](const std::optional<double>& v) {
-      return v && *v >= kMinIntervalRatio && *v <= kMaxIntervalRatio;
-    };
-    if (!ratio(lo) || !ratio(hi) || !runs || *hi < *lo || *runs < 0 || *runs > 1000000) {
-      err.Add("interval." + c, fmt::format("needs {} <= lo <= hi <= {} and runs >= 0",
-                                           kMinIntervalRatio, kMaxIntervalRatio));
+    double lo = 0, hi = 0;
+    int64_t runs = 0;
+    const size_t before = errors.size();
+    r.Double("lo", lo, true, kMinIntervalRatio, false, kMaxIntervalRatio);
+    r.Double("hi", hi, true, kMinIntervalRatio, false, kMaxIntervalRatio);
+    r.Int("runs", runs, true, 0, 1000000);
+    r.RejectUnknown();
+    if (errors.size() != before) continue;
+    if (hi < lo) {
+      r.Error("hi", fmt::format("must be at least lo = {}", lo));
       continue;
     }
-    p.intervals[c] = {*lo, *hi, static_cast<int>(*runs)};
+    p.intervals[c] = {lo, hi, static_cast<int>(runs)};
   }
 }
 
-// Every top-level table is one of kProfileTables.
-void CheckTableNames(const toml::table& root, ProfileErrors& err) {
-  for (const auto& [key, node] : root) {
-    const std::string k(key.str());
-    if (FindKey(kProfileTables, k) == nullptr) {
-      err.Add(k, "unknown table (" + JoinKeys(kProfileTables) + ")");
-    }
-  }
-}
+// The profile's tables, in the order the reader visits them.
+const std::vector<std::string> kProfileTables = {"stack", "params", "gpu", "defaults", "interval"};
 
 }  // namespace
 
 core::Result<Profile> ProfileFromToml(const std::string& text, const std::string& source) {
   PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, source));
+  if (root["stack"].as_table() == nullptr) {
+    return core::Status::Error(fmt::format("{}: missing [stack] table", source));
+  }
   Profile p;
-  ProfileErrors err{source, {}};
-  const toml::table* st = root["stack"].as_table();
-  if (st == nullptr) return core::Status::Error(fmt::format("{}: missing [stack] table", source));
-  ReadStackTable(*st, p, err);
-  if (const toml::table* t = root["params"].as_table()) {
-    ReadParams(*t, "params", Scope::kStack, p.params, err);
-  }
-  if (const toml::table* g = root["gpu"].as_table()) ReadGpuTables(*g, p, err);
-  if (const toml::table* d = root["defaults"].as_table()) ReadDefaults(*d, p, err);
-  if (const toml::table* iv = root["interval"].as_table()) ReadIntervals(*iv, p, err);
-  CheckTableNames(root, err);
-  if (!err.list.empty()) {
-    std::string all = err.list.front();
-    for (size_t i = 1; i < err.list.size(); ++i) all += "\n" + err.list[i];
-    return core::Status::Error(all);
-  }
+  std::vector<std::string> errors;
+  ReadStackTable(root, p, errors);
+  const toml::node* params = root.get("params");
+  if (params != nullptr && !params->is_table()) errors.push_back("params: must be a table");
+  ReadParams(params != nullptr ? params->as_table() : nullptr, "params", Scope::kStack, p.params,
+             errors);
+  ReadGpuTables(root, p, errors);
+  ReadDefaults(root, p, errors);
+  ReadIntervals(root, p, errors);
+  spec::FieldReader(&root, "", &errors).RejectUnknown(kProfileTables);
+  PM_RETURN_IF_ERROR(spec::JoinFieldErrors(source, errors));
   return p;
 }
 
@@ -369,12 +296,11 @@ core::Result<Profile> LoadProfile(const std::string& name_or_path) {
 std::string ProfileToml(const Profile& p) {
   std::string out = "[stack]\n";
   // calibrate --name and the fitted-on list are the user's: TOML-escaped, so the file reads back.
-  out +=
-      fmt::format("name = {}\nstack = {}\n", core::TomlString(p.name), core::TomlString(p.stack));
-  if (!p.description.empty()) {
-    out += fmt::format("description = {}\n", core::TomlString(p.description));
+  for (const StackKey& k : kStackKeys) {
+    if (k.required || !(p.*k.field).empty()) {
+      out += fmt::format("{} = {}\n", k.key, core::TomlString(p.*k.field));
+    }
   }
-  if (!p.fitted_on.empty()) out += fmt::format("fitted_on = {}\n", core::TomlString(p.fitted_on));
   out += fmt::format("\n[defaults]\nselective_forward_share = {:.2f}\n",
                      p.defaults.selective_forward_share);
   for (const BoolFact& f : kBoolFacts) out += fmt::format("{} = {}\n", f.key, p.defaults.*f.fact);

@@ -1,14 +1,15 @@
-// The reader of typed TOML fields of spec files, presets, recipes and the engine's run config
-// (host profiles, train/host_profile.cc, and stack profiles, calib/profile.cc, still walk their
-// own tables; import-config reads engines' TOML in launch/torchtitan.cc): every
-// field error is collected with its dotted name ("model.hidden: must be an integer"), numbers
-// follow the shared input rules (spec/limits.h: finite, in range, whole where integral; integers
-// written as 1e6 are accepted when exact), and keys no reader asked for are "unknown key" errors.
+// The reader of typed TOML fields: spec files, presets, recipes, the engine's run config, and the
+// stack and host profiles (calib/profile.cc, train/host_profile.cc). import-config reads engines'
+// TOML with the engines' own rules instead (launch/torchtitan.cc). Every field error is collected
+// with its dotted name ("model.hidden: must be an integer"), numbers follow the shared input
+// rules (spec/limits.h: finite, in range, whole where integral; integers written as 1e6 are
+// accepted when exact), and keys no reader asked for are "unknown key (known: ...)" errors.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <limits>
@@ -42,7 +43,7 @@ class FieldReader {
   // form from them (batch_seqs x seq_len, heads x head_dim, ...) cannot overflow int64_t.
   void Int(const char* key, int64_t& out, bool required, int64_t min_value = 1,
            int64_t max_value = std::numeric_limits<int32_t>::max()) {
-    seen_.insert(key);
+    Seen(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) {
       if (required) Error(key, "missing (required)");
@@ -80,7 +81,7 @@ class FieldReader {
   void Double(const char* key, double& out, bool required, double min_value = 0,
               bool strictly_positive = true,
               double max_value = std::numeric_limits<double>::max()) {
-    seen_.insert(key);
+    Seen(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) {
       if (required) Error(key, "missing (required)");
@@ -92,19 +93,21 @@ class FieldReader {
     out = *v;
   }
 
-  void OptDouble(const char* key, std::optional<double>& out) {
+  void OptDouble(const char* key, std::optional<double>& out, double min_value = 0,
+                 double max_value = std::numeric_limits<double>::max(),
+                 bool strictly_positive = true) {
     double v = 0;
     if (table_ && table_->get(key)) {
       const size_t before = errors_->size();
-      Double(key, v, false);
+      Double(key, v, false, min_value, strictly_positive, max_value);
       if (errors_->size() == before) out = v;
     } else {
-      seen_.insert(key);
+      Seen(key);
     }
   }
 
   void Bool(const char* key, bool& out) {
-    seen_.insert(key);
+    Seen(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) return;
     std::optional<bool> v = node->value_exact<bool>();
@@ -113,7 +116,7 @@ class FieldReader {
   }
 
   void String(const char* key, std::string& out, bool required = false) {
-    seen_.insert(key);
+    Seen(key);
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (!node) {
       if (required) Error(key, "missing (required)");
@@ -124,22 +127,38 @@ class FieldReader {
     out = *v;
   }
 
-  // Every key of the table that no reader asked for is a typo or an unsupported option.
-  void RejectUnknown(const std::set<std::string>& sub_tables = {}) {
+  // Every key of the table that no reader asked for is a typo or an unsupported option: "unknown
+  // key (known: ...)", the keys asked for in their order, then `sub_tables`.
+  void RejectUnknown(const std::vector<std::string>& sub_tables = {}) {
     if (!table_) return;
+    std::string known;
+    for (const std::string& k : asked_) known += (known.empty() ? "" : ", ") + k;
+    for (const std::string& k : sub_tables) known += (known.empty() ? "" : ", ") + k;
     for (const auto& [k, v] : *table_) {
       std::string key(k.str());
-      if (seen_.count(key) || sub_tables.count(key)) continue;
-      Error(key.c_str(), "unknown key");
+      if (seen_.count(key) ||
+          std::find(sub_tables.begin(), sub_tables.end(), key) != sub_tables.end()) {
+        continue;
+      }
+      Error(key, fmt::format("unknown key (known: {})", known));
     }
   }
+
+  // How many errors the file has so far (a field read without adding one was accepted).
+  size_t ErrorCount() const { return errors_->size(); }
 
   void Error(const std::string& key, const std::string& reason) {
     errors_->push_back(fmt::format("{}: {}", Name(key), reason));
   }
 
  private:
-  std::string Name(const std::string& key) const { return prefix_ + "." + key; }
+  // "<prefix>.<key>", or the key alone in a file's top level (prefix "").
+  std::string Name(const std::string& key) const {
+    return prefix_.empty() ? key : prefix_ + "." + key;
+  }
+  void Seen(const char* key) {
+    if (seen_.insert(key).second) asked_.emplace_back(key);
+  }
   // Records a failed shared rule (spec/limits.h); true when `st` is OK.
   bool Keep(const core::Status& st) {
     if (!st.ok()) errors_->push_back(st.message());
@@ -150,6 +169,7 @@ class FieldReader {
   std::string prefix_;
   std::vector<std::string>* errors_;
   std::set<std::string> seen_;
+  std::vector<std::string> asked_;  // seen_ in the order asked
 };
 
 // "<source>: N invalid field(s):" followed by one error per line; Ok when there are none.

@@ -57,10 +57,10 @@ void ReadActivation(FieldReader& r, ModelSpec& m) {
 // The sub-table `name` of [model], recorded in sub_tables; nullptr when absent or not a table
 // (an error).
 const toml::table* ModelSubTable(const toml::table& model, const char* name, FieldReader& r,
-                                 std::set<std::string>& sub_tables) {
+                                 std::vector<std::string>& sub_tables) {
   const toml::node* node = model.get(name);
   if (!node) return nullptr;
-  sub_tables.insert(name);
+  sub_tables.push_back(name);
   if (!node->is_table()) {
     r.Error(name, "must be a table");
     return nullptr;
@@ -180,7 +180,7 @@ core::Result<ModelSpec> ModelFromTomlText(const std::string& text, const std::st
   if (m.global_every > 0 && m.sliding_window == 0) {
     r.Error("global_every", "needs sliding_window (without a window every layer is global)");
   }
-  std::set<std::string> sub_tables;
+  std::vector<std::string> sub_tables;
   if (const toml::table* mla = ModelSubTable(*t, "mla", r, sub_tables)) {
     ReadMla(*mla, *t, r, errors, m);
   }

@@ -38,9 +38,9 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
       r.Error("layout", l.status().message());
     }
   }
-  std::set<std::string> sub_tables;
+  std::vector<std::string> sub_tables;
   if (const toml::node* ramp = t.get("batch_ramp")) {
-    sub_tables.insert("batch_ramp");
+    sub_tables.push_back("batch_ramp");
     if (!ramp->is_table()) {
       r.Error("batch_ramp", "must be a table");
     } else {
@@ -69,7 +69,7 @@ Phase ReadPhase(const toml::table& t, size_t number, std::vector<std::string>& e
     }
   }
   if (const toml::node* rope = t.get("rope")) {
-    sub_tables.insert("rope");
+    sub_tables.push_back("rope");
     if (!rope->is_table()) {
       r.Error("rope", "must be a table");
     } else {

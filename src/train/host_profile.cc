@@ -14,6 +14,7 @@
 #include "cost/gemm.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "spec/field_reader.h"
 #include "spec/load_toml.h"
 #include "spec/toml_parse.h"
 
@@ -223,6 +224,57 @@ HostProfile MeasureHost(int threads, int repetitions) {
 
 namespace {
 
+// How a [host] number is checked: a measured rate in [kMinRate, kMaxRate], the same or 0 (not
+// measured: profiles written before it was), or a number in [0, kMaxRate].
+enum class HostRule : uint8_t { kRate, kRateOrZero, kNonNegative };
+
+// The [host] table's keys in file order; LoadHostProfile and HostProfileToml walk these lists.
+struct HostCount {
+  const char* key;
+  int HostProfile::*field;
+};
+constexpr HostCount kHostCounts[] = {{"threads", &HostProfile::threads},
+                                     {"cores", &HostProfile::cores}};
+struct HostNumber {
+  const char* key;
+  double HostProfile::*field;
+  HostRule rule;
+};
+constexpr HostNumber kHostNumbers[] = {
+    {"peak_gflops", &HostProfile::peak_gflops, HostRule::kRate},
+    {"gemm_dim_overhead", &HostProfile::gemm_dim_overhead, HostRule::kNonNegative},
+    {"peak_gflops_1t", &HostProfile::peak_gflops_1t, HostRule::kRate},
+    {"gemm_dim_overhead_1t", &HostProfile::gemm_dim_overhead_1t, HostRule::kNonNegative},
+    {"mem_gbps", &HostProfile::mem_gbps, HostRule::kRate},
+    {"attention_gflops", &HostProfile::attention_gflops, HostRule::kRate},
+    {"stream_1t_gbps", &HostProfile::stream_1t_gbps, HostRule::kRate},
+    {"gemv_gbps", &HostProfile::gemv_gbps, HostRule::kRateOrZero},
+    {"gemv_1t_gbps", &HostProfile::gemv_1t_gbps, HostRule::kRateOrZero},
+};
+// The sample tables of [host], each at its form: [[host.gemm]] at all threads, [[host.gemm_1t]]
+// at one.
+struct HostSamples {
+  const char* key;
+  std::vector<GemmSample> HostProfile::*samples;
+  GemmForm (HostProfile::*form)() const;
+};
+constexpr HostSamples kHostSamples[] = {{"gemm", &HostProfile::gemms, &HostProfile::Form},
+                                        {"gemm_1t", &HostProfile::gemms_1t, &HostProfile::Form1t}};
+
+// Reads `key` by its rule into `out`: required unless kRateOrZero (absent: 0, not measured).
+void ReadNumber(spec::FieldReader& r, const char* key, HostRule rule, double& out) {
+  double v = 0;
+  const size_t errors = r.ErrorCount();
+  r.Double(key, v, rule != HostRule::kRateOrZero, rule == HostRule::kRate ? kMinRate : 0.0,
+           /*strictly_positive=*/false, kMaxRate);
+  if (r.ErrorCount() != errors) return;
+  if (rule == HostRule::kRateOrZero && v != 0 && v < kMinRate) {
+    return r.Error(
+        key, fmt::format("must be 0 (not measured) or a rate in [{:g}, {:g}]", kMinRate, kMaxRate));
+  }
+  out = v;
+}
+
 std::string GemmSamplesToml(const char* table, const std::vector<GemmSample>& gemms,
                             const GemmForm& form) {
   std::string out;
@@ -251,147 +303,93 @@ std::string CommProfileToml(const CommProfile& c) {
 }
 
 std::string HostProfileToml(const HostProfile& p) {
-  std::string out = fmt::format(
+  std::string out =
       "# This host measured by `pentamesh calibrate --host` (train/host_profile.h): the engine's\n"
       "# sgemm fitted to the cost model's GEMM form at all threads and at one, a triad's and the\n"
       "# one-row matmul's (sgemv) bandwidths, and (with --np) MPI collectives fitted to the cost\n"
-      "# model's link. Use it in a run config as run.host_profile = \"<this file>\".\n"
-      "[host]\nthreads = {}\ncores = {}\npeak_gflops = {:.6g}\ngemm_dim_overhead = {:.6g}\n"
-      "peak_gflops_1t = {:.6g}\ngemm_dim_overhead_1t = {:.6g}\nmem_gbps = {:.6g}\n"
-      "attention_gflops = {:.6g}\nstream_1t_gbps = {:.6g}\ngemv_gbps = {:.6g}\n"
-      "gemv_1t_gbps = {:.6g}\n",
-      p.threads, p.cores, p.peak_gflops, p.gemm_dim_overhead, p.peak_gflops_1t,
-      p.gemm_dim_overhead_1t, p.mem_gbps, p.attention_gflops, p.stream_1t_gbps, p.gemv_gbps,
-      p.gemv_1t_gbps);
-  out += GemmSamplesToml("gemm", p.gemms, p.Form());
-  out += GemmSamplesToml("gemm_1t", p.gemms_1t, p.Form1t());
+      "# model's link. Use it in a run config as run.host_profile = \"<this file>\".\n[host]\n";
+  for (const HostCount& c : kHostCounts) out += fmt::format("{} = {}\n", c.key, p.*c.field);
+  for (const HostNumber& n : kHostNumbers) out += fmt::format("{} = {:.6g}\n", n.key, p.*n.field);
+  for (const HostSamples& t : kHostSamples) {
+    out += GemmSamplesToml(t.key, p.*t.samples, (p.*t.form)());
+  }
   for (const CommProfile& c : p.comm) out += CommProfileToml(c);
   return out;
 }
 
 namespace {
 
-// Collects every error of one file, each naming the file and the field.
-struct Errors {
-  const std::string& path;
-  std::vector<std::string> all;
-  void Add(const std::string& field, const std::string& reason) {
-    all.push_back(fmt::format("{}: {}: {}", path, field, reason));
+// Calls fn(table, "where[i]") for each table of the array `key` of `parent`; an array entry that
+// is not a table, or a `key` that is not an array, is an error.
+template <typename Fn>
+void ForEachTable(const toml::table& parent, const char* key, const std::string& where,
+                  std::vector<std::string>& errors, Fn&& fn) {
+  const toml::node* node = parent.get(key);
+  if (node == nullptr) return;
+  const toml::array* entries = node->as_array();
+  if (entries == nullptr) {
+    errors.push_back(fmt::format("{}: must be an array of tables ([[{}]])", where, where));
+    return;
   }
-  // A number > 0 (or >= 0 when zero_ok), finite, at most kMaxRate.
-  void Number(const toml::node_view<const toml::node>& node, const std::string& field, double& out,
-              bool zero_ok = false) {
-    const auto v = node.value<double>();
-    if (!v || !std::isfinite(*v) || *v < 0 || (!zero_ok && *v == 0) || *v > kMaxRate) {
-      Add(field,
-          fmt::format("{} (at most {:g})",
-                      zero_ok ? "must be a number >= 0" : "must be a positive number", kMaxRate));
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const std::string name = fmt::format("{}[{}]", where, i);
+    if (const toml::table* t = (*entries)[i].as_table()) {
+      fn(*t, name);
     } else {
-      out = *v;
+      errors.push_back(name + ": must be a table");
     }
   }
-  // A measured rate (GFLOP/s, GB/s) in [kMinRate, kMaxRate], or 0 when zero_ok (not
-  // measured, or free): the cost model divides by it.
-  void Rate(const toml::node_view<const toml::node>& node, const std::string& field, double& out,
-            bool zero_ok = false) {
-    const auto v = node.value<double>();
-    if (!v || !((*v >= kMinRate && *v <= kMaxRate) || (zero_ok && *v == 0))) {
-      Add(field, zero_ok ? fmt::format("must be a number >= 0: 0 or a rate in [{:g}, {:g}]",
-                                       kMinRate, kMaxRate)
-                         : fmt::format("must be a positive number, a rate in [{:g}, {:g}]",
-                                       kMinRate, kMaxRate));
-    } else {
-      out = *v;
-    }
-  }
-  // A key of `t` outside `known`: "<table>.<key>: unknown key in [<table>] (known: ...)".
-  void RejectUnknown(const toml::table& t, const std::string& table,
-                     std::initializer_list<std::string_view> known) {
-    for (const auto& [key, node] : t) {
-      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
-      std::string names;
-      for (std::string_view k : known) names += (names.empty() ? "" : ", ") + std::string(k);
-      Add(table.empty() ? std::string(key.str()) : table + "." + std::string(key.str()),
-          fmt::format("unknown key in {} (known: {})",
-                      table.empty() ? "the top level" : "[" + table + "]", names));
-    }
-  }
-  core::Status Status() const {
-    if (all.empty()) return core::Status::Ok();
-    std::string text = all.front();
-    for (size_t i = 1; i < all.size(); ++i) text += "\n" + all[i];
-    return core::Status::Error(text);
-  }
-};
+}
 
-CommSample ParseCommSample(const toml::table& t, const std::string& field, Errors& e) {
+CommSample ReadCommSample(const toml::table& t, const std::string& where,
+                          std::vector<std::string>& errors) {
+  spec::FieldReader r(&t, where, &errors);
   CommSample s;
-  const auto op = t["op"].value<std::string>();
-  if (!op || !cost::ParseCollective(*op)) {
-    e.Add(field + ".op", "must be one of p2p, all_reduce, all_gather, reduce_scatter, all_to_all");
-  } else {
-    s.op = *cost::ParseCollective(*op);
+  std::string op;
+  r.String("op", op, true);
+  if (auto c = cost::ParseCollective(op)) {
+    s.op = *c;
+  } else if (t.contains("op")) {
+    r.Error("op", "must be one of p2p, all_reduce, all_gather, reduce_scatter, all_to_all");
   }
-  const auto bytes = t["bytes"].value<int64_t>();
-  if (!bytes || *bytes <= 0) {
-    e.Add(field + ".bytes", "must be a positive integer");
-  } else {
-    s.bytes = *bytes;
-  }
-  e.Number(t["seconds"], field + ".seconds", s.seconds);
+  r.Int("bytes", s.bytes, true, 1, std::numeric_limits<int64_t>::max());
+  r.Double("seconds", s.seconds, true, 0, /*strictly_positive=*/true, kMaxRate);
+  r.RejectUnknown();
   return s;
 }
 
 // The [[comm]] entries of `root`: ranks an integer in [2, kMaxCommRanks], each at most once.
-std::vector<CommProfile> ParseComm(const toml::table& root, Errors& e) {
+std::vector<CommProfile> ReadComm(const toml::table& root, std::vector<std::string>& errors) {
   std::vector<CommProfile> out;
-  const toml::node* node = root.get("comm");
-  if (node == nullptr) return out;
-  const toml::array* entries = node->as_array();
-  if (entries == nullptr) {
-    e.Add("comm", "must be an array of tables ([[comm]])");
-    return out;
-  }
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const std::string field = fmt::format("comm[{}]", i);
-    const toml::table* t = (*entries)[i].as_table();
-    if (t == nullptr) {
-      e.Add(field, "must be a table");
-      continue;
-    }
+  ForEachTable(root, "comm", "comm", errors, [&](const toml::table& t, const std::string& name) {
+    spec::FieldReader r(&t, name, &errors);
     CommProfile c;
-    const auto ranks = (*t)["ranks"].value<int64_t>();
-    if (!ranks || *ranks < 2 || *ranks > kMaxCommRanks) {
-      e.Add(field + ".ranks", fmt::format("must be an integer in [2, {}]", kMaxCommRanks));
-    } else if (std::any_of(out.begin(), out.end(),
-                           [&](const CommProfile& o) { return o.ranks == *ranks; })) {
-      e.Add(field + ".ranks", fmt::format("{} ranks measured twice; keep one entry", *ranks));
-    } else {
-      c.ranks = static_cast<int>(*ranks);
+    const size_t before = r.ErrorCount();
+    r.Int("ranks", c.ranks, true, 2, kMaxCommRanks);
+    if (r.ErrorCount() == before && std::any_of(out.begin(), out.end(), [&](const CommProfile& o) {
+          return o.ranks == c.ranks;
+        })) {
+      r.Error("ranks", fmt::format("{} ranks measured twice; keep one entry", c.ranks));
     }
-    e.Number((*t)["latency_us"], field + ".latency_us", c.fit.latency_us, /*zero_ok=*/true);
-    e.Rate((*t)["bus_gbps"], field + ".bus_gbps", c.fit.bus_gbps);
+    ReadNumber(r, "latency_us", HostRule::kNonNegative, c.fit.latency_us);
+    ReadNumber(r, "bus_gbps", HostRule::kRate, c.fit.bus_gbps);
     // Absent in profiles written before the reduction was fitted: free, as then.
-    if (t->contains("reduce_gbps")) {
-      e.Rate((*t)["reduce_gbps"], field + ".reduce_gbps", c.fit.reduce_gbps, /*zero_ok=*/true);
-    }
-    e.RejectUnknown(*t, field, {"ranks", "latency_us", "bus_gbps", "reduce_gbps", "sample"});
-    if (const toml::array* samples = (*t)["sample"].as_array()) {
-      for (size_t j = 0; j < samples->size(); ++j) {
-        const std::string sf = fmt::format("{}.sample[{}]", field, j);
-        if (const toml::table* st = (*samples)[j].as_table()) {
-          e.RejectUnknown(*st, sf, {"op", "bytes", "seconds"});
-          c.samples.push_back(ParseCommSample(*st, sf, e));
-        } else {
-          e.Add(sf, "must be a table");
-        }
-      }
-    }
+    ReadNumber(r, "reduce_gbps", HostRule::kRateOrZero, c.fit.reduce_gbps);
+    r.RejectUnknown({"sample"});
+    ForEachTable(t, "sample", name + ".sample", errors,
+                 [&](const toml::table& st, const std::string& sample) {
+                   c.samples.push_back(ReadCommSample(st, sample, errors));
+                 });
     out.push_back(std::move(c));
-  }
+  });
   std::sort(out.begin(), out.end(),
             [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
   return out;
+}
+
+// The file's top level: [host] and [[comm]].
+void RejectUnknownTables(const toml::table& root, std::vector<std::string>& errors) {
+  spec::FieldReader(&root, "", &errors).RejectUnknown({"host", "comm"});
 }
 
 }  // namespace
@@ -402,53 +400,39 @@ core::Result<HostProfile> LoadHostProfile(const std::string& path) {
   const toml::table* h = root["host"].as_table();
   if (h == nullptr) return core::Status::Error(fmt::format("{}: missing [host] table", path));
   HostProfile p;
-  Errors e{path, {}};
-  e.Rate((*h)["peak_gflops"], "host.peak_gflops", p.peak_gflops);
-  e.Rate((*h)["peak_gflops_1t"], "host.peak_gflops_1t", p.peak_gflops_1t);
-  e.Rate((*h)["mem_gbps"], "host.mem_gbps", p.mem_gbps);
-  e.Rate((*h)["attention_gflops"], "host.attention_gflops", p.attention_gflops);
-  e.Rate((*h)["stream_1t_gbps"], "host.stream_1t_gbps", p.stream_1t_gbps);
-  for (auto [key, out] :
-       {std::pair{"gemv_gbps", &p.gemv_gbps}, std::pair{"gemv_1t_gbps", &p.gemv_1t_gbps}}) {
-    if (h->contains(key))
-      e.Rate((*h)[key], fmt::format("host.{}", key), *out, true);  // 0, absent: not measured
+  std::vector<std::string> errors;
+  spec::FieldReader r(h, "host", &errors);
+  for (const HostCount& c : kHostCounts) r.Int(c.key, p.*c.field, true, 1, 1 << 20);
+  for (const HostNumber& n : kHostNumbers) ReadNumber(r, n.key, n.rule, p.*n.field);
+  std::vector<std::string> sample_tables;
+  for (const HostSamples& t : kHostSamples) {
+    sample_tables.emplace_back(t.key);
+    ForEachTable(*h, t.key, fmt::format("host.{}", t.key), errors,
+                 [&](const toml::table& g, const std::string& name) {
+                   spec::FieldReader gr(&g, name, &errors);
+                   GemmSample sample;
+                   gr.Int("m", sample.m, true);
+                   gr.Int("n", sample.n, true);
+                   gr.Int("k", sample.k, true);
+                   gr.Double("seconds", sample.seconds, true, 0, true, kMaxRate);
+                   gr.RejectUnknown();
+                   (p.*t.samples).push_back(sample);
+                 });
   }
-  e.Number((*h)["gemm_dim_overhead"], "host.gemm_dim_overhead", p.gemm_dim_overhead, true);
-  e.Number((*h)["gemm_dim_overhead_1t"], "host.gemm_dim_overhead_1t", p.gemm_dim_overhead_1t, true);
-  for (auto [key, out] : {std::pair{"threads", &p.threads}, std::pair{"cores", &p.cores}}) {
-    const auto v = (*h)[key].value<int64_t>();
-    if (!v || *v < 1 || *v > 1 << 20) {
-      e.Add(fmt::format("host.{}", key), "must be a positive integer");
-    } else {
-      *out = static_cast<int>(*v);
-    }
-  }
-  e.RejectUnknown(root, "", {"host", "comm"});
-  e.RejectUnknown(*h, "host",
-                  {"threads", "cores", "peak_gflops", "gemm_dim_overhead", "peak_gflops_1t",
-                   "gemm_dim_overhead_1t", "mem_gbps", "attention_gflops", "stream_1t_gbps",
-                   "gemv_gbps", "gemv_1t_gbps", "gemm", "gemm_1t"});
-  for (const char* samples : {"gemm", "gemm_1t"}) {
-    if (const toml::array* a = (*h)[samples].as_array()) {
-      for (size_t i = 0; i < a->size(); ++i) {
-        if (const toml::table* g = (*a)[i].as_table()) {
-          e.RejectUnknown(*g, fmt::format("host.{}[{}]", samples, i), {"m", "n", "k", "seconds"});
-        }
-      }
-    }
-  }
-  p.comm = ParseComm(root, e);
-  PM_RETURN_IF_ERROR(e.Status());
+  r.RejectUnknown(sample_tables);
+  RejectUnknownTables(root, errors);
+  p.comm = ReadComm(root, errors);
+  PM_RETURN_IF_ERROR(spec::JoinFieldErrors(path, errors));
   return p;
 }
 
 core::Result<std::vector<CommProfile>> LoadCommProfiles(const std::string& path) {
   PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
   PM_ASSIGN_OR_RETURN(toml::table root, spec::ParseTomlText(text, path));
-  Errors e{path, {}};
-  e.RejectUnknown(root, "", {"host", "comm"});
-  std::vector<CommProfile> out = ParseComm(root, e);
-  PM_RETURN_IF_ERROR(e.Status());
+  std::vector<std::string> errors;
+  RejectUnknownTables(root, errors);
+  std::vector<CommProfile> out = ReadComm(root, errors);
+  PM_RETURN_IF_ERROR(spec::JoinFieldErrors(path, errors));
   return out;
 }
 
