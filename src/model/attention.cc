@@ -46,6 +46,22 @@ void Attention::Rope(Tensor x, Dims dims, bool inverse) const {
   }
 }
 
+CpAttentionDims Attention::CpDims(Dims dims) const {
+  return {.batch = dims.batch,
+          .seq = dims.seq * config_.cp->size(),
+          .heads = heads_local_,
+          .kv_heads = kv_heads_local_,
+          .head_dim = config_.head_dim};
+}
+
+kernels::AttentionDims Attention::LocalDims(Dims dims) const {
+  return {.batch = dims.batch,
+          .seq = dims.seq,
+          .heads = heads_local_,
+          .kv_heads = kv_heads_local_,
+          .head_dim = config_.head_dim};
+}
+
 void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
                           core::MemTag tag) const {
   const int64_t T = dims.tokens(), A = heads_local_, K = kv_heads_local_, D = config_.head_dim;
@@ -64,17 +80,11 @@ void Attention::Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext
   RoundActivation(ctx, s.k.view());
   RoundActivation(ctx, s.v.view());
   if (context_parallel()) {
-    const CpAttentionDims cd{.batch = dims.batch,
-                             .seq = dims.seq * config_.cp->size(),
-                             .heads = A,
-                             .kv_heads = K,
-                             .head_dim = D};
-    CpAttentionForward(s.o.view(), s.cp, s.q.view(), s.k.view(), s.v.view(), cd, config_.cp_kind,
-                       *config_.cp, *ctx.alloc);
+    CpAttentionForward(s.o.view(), s.cp, s.q.view(), s.k.view(), s.v.view(), CpDims(dims),
+                       config_.cp_kind, *config_.cp, *ctx.alloc);
   } else {
-    const kernels::AttentionDims ad{
-        .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
-    kernels::attention_forward(s.o.view(), s.lse.view(), s.q.view(), s.k.view(), s.v.view(), ad);
+    kernels::attention_forward(s.o.view(), s.lse.view(), s.q.view(), s.k.view(), s.v.view(),
+                               LocalDims(dims));
   }
   RoundActivation(ctx, s.o.view());
 }
@@ -141,20 +151,13 @@ void Attention::Backward(Tensor dx, ConstTensor dy_rows, ConstTensor x_rows, Sav
     core::Buffer d_o = NewBuffer(ctx, core::MemTag::kOther, {T, A, D});
     kernels::linear_backward_input(d_o.view().Reshape({T, A * D}), dy, params_.weight(wo_));
     if (context_parallel()) {
-      const CpAttentionDims cd{.batch = dims.batch,
-                               .seq = dims.seq * config_.cp->size(),
-                               .heads = A,
-                               .kv_heads = K,
-                               .head_dim = D};
       CpAttentionBackward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
-                          saved.k.view(), saved.v.view(), saved.o.view(), saved.cp, cd,
+                          saved.k.view(), saved.v.view(), saved.o.view(), saved.cp, CpDims(dims),
                           config_.cp_kind, *config_.cp, *ctx.alloc);
     } else {
-      const kernels::AttentionDims ad{
-          .batch = dims.batch, .seq = dims.seq, .heads = A, .kv_heads = K, .head_dim = D};
       kernels::attention_backward(dq.view(), dk.view(), dv.view(), d_o.view(), saved.q.view(),
                                   saved.k.view(), saved.v.view(), saved.o.view(), saved.lse.view(),
-                                  ad);
+                                  LocalDims(dims));
     }
   }
   Rope(dq.view(), dims, true);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/rope.h"
 #include "model/cp_attention.h"
 #include "model/layer_common.h"
@@ -69,6 +70,10 @@ class Attention {
   void Internals(Saved& s, ConstTensor x, Dims dims, const LayerContext& ctx,
                  core::MemTag tag) const;
   bool context_parallel() const { return config_.cp != nullptr && config_.cp->size() > 1; }
+  // The attention kernels' shapes of this rank's heads: the whole sequence under cp (CpDims), the
+  // local rows otherwise (LocalDims).
+  CpAttentionDims CpDims(Dims dims) const;
+  kernels::AttentionDims LocalDims(Dims dims) const;
   // RoPE (or its inverse) of x (T, N, D) at the rows' global positions (chunks under cp).
   void Rope(Tensor x, Dims dims, bool inverse) const;
   ParamSet& params_;
