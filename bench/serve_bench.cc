@@ -125,9 +125,9 @@ int main(int argc, char** argv) {
     }
     fmt::print(
         "== {}: {} rows, {} sources, {} configs; fitted on all (took {:.1f} s): step {:.3f} ms, "
-        "per request {:.1f} us, attention efficiency {:.3f}\n",
+        "per request {:.1f} us, attention efficiency {:.3f}, front end {:.2f} ms a request\n",
         engine, runs.size(), groups.size(), configs.size(), fit_s, fit.step_overhead_s * 1e3,
-        fit.seq_overhead_s * 1e6, fit.attention_efficiency);
+        fit.seq_overhead_s * 1e6, fit.attention_efficiency, fit.frontend_s * 1e3);
     Predictions none, in_sample;
     for (const auto* r : runs) {
       none[r->name] = pm::plan::PredictServeRun(*r, {});

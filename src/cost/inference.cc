@@ -351,11 +351,12 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
     add("--max-batched-tokens/--max-seqs/--block-size: each must be >= 1");
   }
   const ServeEngineProfile& p = engine.profile;
-  if (!(p.attention_efficiency > 0) || !(p.step_overhead_s >= 0) || !(p.seq_overhead_s >= 0)) {
+  if (!(p.attention_efficiency > 0) || !(p.step_overhead_s >= 0) || !(p.seq_overhead_s >= 0) ||
+      !(p.frontend_s >= 0)) {
     add(fmt::format(
         "--engine: profile {} needs attention_efficiency > 0 and overheads >= 0 (got {}, {} s, "
-        "{} s)",
-        p.name, p.attention_efficiency, p.step_overhead_s, p.seq_overhead_s));
+        "{} s, front end {} s)",
+        p.name, p.attention_efficiency, p.step_overhead_s, p.seq_overhead_s, p.frontend_s));
   }
   return out;
 }
@@ -493,11 +494,13 @@ const std::vector<ServeEngineProfile>& Profiles() {
       // scheduler (not fitted): whole prompts (no chunked context), the whole length's KV
       // reserved (GUARANTEED_NO_EVICT), a step budget (max_num_tokens) of 16384: what the closed
       // loops at 10 clients show (docs/COST_MODEL.md, "Engine profiles"); its FP8 checkpoints
-      // quantize the KV cache too (what the FP8 rows' queues at 100-250 clients show).
+      // quantize the KV cache too (what the FP8 rows' queues at 100-250 clients show). Fitted:
+      // the step and request overheads, the attention efficiency and NIM's front end a request.
       {.name = "trtllm",
-       .step_overhead_s = 2.275e-3,
-       .seq_overhead_s = 21.7e-6,
-       .attention_efficiency = 0.614,
+       .step_overhead_s = 1.916e-3,
+       .seq_overhead_s = 23.7e-6,
+       .attention_efficiency = 0.618,
+       .frontend_s = 3.16e-3,
        .chunked_prefill = false,
        .reserve_full_length = true,
        .max_batched_tokens = 16384,

@@ -65,6 +65,10 @@ struct ServeEngineProfile {
   double step_overhead_s = 0;       // per scheduler step
   double seq_overhead_s = 0;        // per request scheduled in a step
   double attention_efficiency = 1;  // attention kernel time = roofline / attention_efficiency
+  // The API front end's time a request (HTTP, chat template, tokenization), one request after
+  // another: a request reaches the scheduler frontend_s after it was sent or after the request
+  // before it reached it, whichever is later (plan::SimulateServe); its TTFT counts from sending.
+  double frontend_s = 0;
   bool chunked_prefill = true;
   bool reserve_full_length = false;
   // The engine's step budget (ServeEngine::max_batched_tokens) unless the user sets one; 0 = the

@@ -19,12 +19,15 @@ constexpr int kMaxIterations = 8;
 constexpr unsigned kThreads = 2;
 constexpr int64_t kMinRequests = 8;
 
-// Parameters of the fit, in the units it steps in: ms a step, us a request, efficiency.
-constexpr std::array<double, 3> kLower = {0.0, 0.0, 0.2};
-constexpr std::array<double, 3> kUpper = {20.0, 500.0, 2.0};
-constexpr std::array<double, 3> kDelta = {0.05, 1.0, 0.01};  // numerical derivative steps
+// Parameters of the fit, in the units it steps in: ms a step, us a request, efficiency, ms of the
+// front end a request. The front end's derivative step is coarse: a request's step changes by
+// whole steps with it.
+constexpr int kParams = 4;
+constexpr std::array<double, kParams> kLower = {0.0, 0.0, 0.2, 0.0};
+constexpr std::array<double, kParams> kUpper = {20.0, 500.0, 2.0, 20.0};
+constexpr std::array<double, kParams> kDelta = {0.05, 1.0, 0.01, 0.25};  // derivative steps
 
-using Params = std::array<double, 3>;
+using Params = std::array<double, kParams>;
 
 // The fitted numbers on `base`'s name and scheduling policy.
 cost::ServeEngineProfile ToProfile(const Params& x, const cost::ServeEngineProfile& base) {
@@ -32,6 +35,7 @@ cost::ServeEngineProfile ToProfile(const Params& x, const cost::ServeEngineProfi
   p.step_overhead_s = x[0] * 1e-3;
   p.seq_overhead_s = x[1] * 1e-6;
   p.attention_efficiency = x[2];
+  p.frontend_s = x[3] * 1e-3;
   return p;
 }
 
@@ -69,33 +73,33 @@ double SumSquares(const std::vector<double>& r) {
   return s;
 }
 
-// Solves the 3 x 3 system a x = b (Gaussian elimination with partial pivoting).
-Params Solve(std::array<std::array<double, 3>, 3> a, Params b) {
-  for (int c = 0; c < 3; ++c) {
+// Solves the kParams x kParams system a x = b (Gaussian elimination with partial pivoting).
+Params Solve(std::array<Params, kParams> a, Params b) {
+  for (int c = 0; c < kParams; ++c) {
     int pivot = c;
-    for (int r = c + 1; r < 3; ++r) {
+    for (int r = c + 1; r < kParams; ++r) {
       if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
     }
     std::swap(a[c], a[pivot]);
     std::swap(b[c], b[pivot]);
     if (std::abs(a[c][c]) < 1e-300) continue;
-    for (int r = c + 1; r < 3; ++r) {
+    for (int r = c + 1; r < kParams; ++r) {
       const double f = a[r][c] / a[c][c];
-      for (int k = c; k < 3; ++k) a[r][k] -= f * a[c][k];
+      for (int k = c; k < kParams; ++k) a[r][k] -= f * a[c][k];
       b[r] -= f * b[c];
     }
   }
-  Params x = {0, 0, 0};
-  for (int c = 2; c >= 0; --c) {
+  Params x{};
+  for (int c = kParams - 1; c >= 0; --c) {
     double s = b[c];
-    for (int k = c + 1; k < 3; ++k) s -= a[c][k] * x[k];
+    for (int k = c + 1; k < kParams; ++k) s -= a[c][k] * x[k];
     x[c] = std::abs(a[c][c]) < 1e-300 ? 0 : s / a[c][c];
   }
   return x;
 }
 
 Params Clamp(Params x) {
-  for (int i = 0; i < 3; ++i) x[i] = std::clamp(x[i], kLower[i], kUpper[i]);
+  for (int i = 0; i < kParams; ++i) x[i] = std::clamp(x[i], kLower[i], kUpper[i]);
   return x;
 }
 
@@ -208,14 +212,14 @@ cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& run
   const cost::ServeEngineProfile* shipped = cost::FindServeEngineProfile(name);
   cost::ServeEngineProfile base = shipped != nullptr ? *shipped : cost::ServeEngineProfile{};
   base.name = name;
-  Params x = {1.0, 10.0, 1.0};
+  Params x = {1.0, 10.0, 1.0, 1.0};
   std::vector<double> r = Residuals(runs, x, base);
   double cost = SumSquares(r);
   double lambda = 1e-2;
   for (int iter = 0; iter < kMaxIterations && !r.empty(); ++iter) {
     // Jacobian by forward differences (backward at the upper bound).
-    std::array<std::vector<double>, 3> jac;
-    for (int k = 0; k < 3; ++k) {
+    std::array<std::vector<double>, kParams> jac;
+    for (int k = 0; k < kParams; ++k) {
       Params y = x;
       const double h = x[k] + kDelta[k] <= kUpper[k] ? kDelta[k] : -kDelta[k];
       y[k] += h;
@@ -223,20 +227,22 @@ cost::ServeEngineProfile FitServeProfile(const std::vector<const ServeRun*>& run
       jac[k].resize(r.size());
       for (size_t i = 0; i < r.size(); ++i) jac[k][i] = (ry[i] - r[i]) / h;
     }
-    std::array<std::array<double, 3>, 3> jtj{};
-    Params jtr = {0, 0, 0};
-    for (int a = 0; a < 3; ++a) {
+    std::array<Params, kParams> jtj{};
+    Params jtr{};
+    for (int a = 0; a < kParams; ++a) {
       for (size_t i = 0; i < r.size(); ++i) jtr[a] -= jac[a][i] * r[i];
-      for (int b = 0; b < 3; ++b) {
+      for (int b = 0; b < kParams; ++b) {
         for (size_t i = 0; i < r.size(); ++i) jtj[a][b] += jac[a][i] * jac[b][i];
       }
     }
     bool improved = false;
     for (int tries = 0; tries < 4; ++tries) {
       auto damped = jtj;
-      for (int a = 0; a < 3; ++a) damped[a][a] += lambda * (jtj[a][a] + 1e-9);
+      for (int a = 0; a < kParams; ++a) damped[a][a] += lambda * (jtj[a][a] + 1e-9);
       const Params step = Solve(damped, jtr);
-      const Params y = Clamp({x[0] + step[0], x[1] + step[1], x[2] + step[2]});
+      Params y = x;
+      for (int a = 0; a < kParams; ++a) y[a] += step[a];
+      y = Clamp(y);
       std::vector<double> ry = Residuals(runs, y, base);
       const double cy = SumSquares(ry);
       if (cy < cost) {

@@ -13,7 +13,9 @@ namespace pentamesh::plan {
 namespace {
 
 struct Request {
-  double arrival_s = 0, first_s = -1, last_s = -1;
+  double sent_s = 0;     // the client sent it
+  double arrival_s = 0;  // it reached the scheduler (after the engine's front end)
+  double first_s = -1, last_s = -1;
   int64_t input_tokens = 0, output_tokens = 0;
   int64_t generated = 0;  // tokens emitted
   int64_t computed = 0;   // tokens whose KV is cached
@@ -87,9 +89,7 @@ class Engine {
     if (total < 1 || BlocksFor(len, w_.engine.block_tokens) > free_blocks_) return result_;
     if (!trace.empty()) {
       for (const TraceRequest& t : trace) {
-        requests_.push_back({.arrival_s = t.arrival_s,
-                             .input_tokens = t.input_tokens,
-                             .output_tokens = t.output_tokens});
+        requests_.push_back(Sent(t.arrival_s, t.input_tokens, t.output_tokens));
       }
     } else if (!closed_) {
       const std::vector<double> arrivals =
@@ -116,17 +116,27 @@ class Engine {
   // finish in time order, so arrivals stay sorted).
   void Issue(double at_s) { requests_.push_back(Fixed(at_s)); }
 
-  // A request of the workload's lengths arriving at `at_s`.
-  Request Fixed(double at_s) const {
-    return {.arrival_s = at_s, .input_tokens = w_.input_tokens, .output_tokens = w_.output_tokens};
+  // A request of the workload's lengths sent at `at_s`.
+  Request Fixed(double at_s) { return Sent(at_s, w_.input_tokens, w_.output_tokens); }
+
+  // A request sent at `sent_s` (in sending order): the engine's front end takes frontend_s for
+  // each, one after another, and then it reaches the scheduler.
+  Request Sent(double sent_s, int64_t input_tokens, int64_t output_tokens) {
+    const double f = w_.engine.profile.frontend_s;
+    const double arrival_s = f > 0 ? std::max(sent_s, frontend_free_s_) + f : sent_s;
+    frontend_free_s_ = arrival_s;
+    return {.sent_s = sent_s,
+            .arrival_s = arrival_s,
+            .input_tokens = input_tokens,
+            .output_tokens = output_tokens};
   }
 
-  // Open loop: requests that arrived by now join the queue; the time they waited unseen (during
-  // the last step) counts toward the number in the system.
+  // Open loop: requests that arrived by now join the queue; the time they waited unseen (in the
+  // front end and during the last step) counts toward the number in the system.
   void AdmitArrivals() {
     while (next_arrival_ < static_cast<int64_t>(requests_.size()) &&
            requests_[static_cast<size_t>(next_arrival_)].arrival_s <= now_s_) {
-      in_system_s_ += now_s_ - requests_[static_cast<size_t>(next_arrival_)].arrival_s;
+      in_system_s_ += now_s_ - requests_[static_cast<size_t>(next_arrival_)].sent_s;
       waiting_.push_back(next_arrival_++);
     }
   }
@@ -259,8 +269,8 @@ class Engine {
     free_blocks_ += r.blocks;
     r.blocks = 0;
     ++completed_;
-    ttft_.push_back(r.first_s - r.arrival_s);
-    e2e_.push_back(r.last_s - r.arrival_s);
+    ttft_.push_back(r.first_s - r.sent_s);
+    e2e_.push_back(r.last_s - r.sent_s);
     output_tokens_ += r.output_tokens;
     const double tpot = r.output_tokens > 1
                             ? (r.last_s - r.first_s) / static_cast<double>(r.output_tokens - 1)
@@ -275,7 +285,7 @@ class Engine {
 
   void Finish() {
     ServeSimResult& s = result_;
-    const double first = requests_.front().arrival_s;
+    const double first = requests_.front().sent_s;
     s.duration_s = now_s_ - first;
     const auto n = static_cast<double>(completed_);
     if (s.duration_s > 0) {
@@ -303,6 +313,7 @@ class Engine {
   std::vector<Work> work_;
   int64_t next_arrival_ = 0, completed_ = 0, good_ = 0, output_tokens_ = 0;
   double now_s_ = 0, in_system_s_ = 0, tokens_scheduled_ = 0;
+  double frontend_free_s_ = 0;  // the front end's last request reached the scheduler
   std::vector<double> ttft_, itl_, tpot_, e2e_;
   ServeSimResult result_;
 };

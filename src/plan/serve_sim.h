@@ -13,6 +13,8 @@
 // request needs a block and none is free, the most recently admitted running request is
 // preempted (vLLM's recompute preemption): its blocks are freed and it goes back to the front of
 // the queue, to prefill its prompt and the tokens generated so far again.
+// The engine profile's front end (frontend_s) takes each request, one after another, before it
+// reaches the scheduler; its TTFT and end-to-end count from sending.
 // The engine profile's policy (cost::ServeEngineProfile) changes two rules: without
 // chunked_prefill a request's remaining prompt joins a step whole or not at all, and the first
 // that does not fit in what is left of the budget ends the step's list (TensorRT-LLM; a prompt

@@ -65,7 +65,8 @@ TEST(EngineProfile, FitRecoversTheProfileThatMadeTheMeasurements) {
   const cost::ServeEngineProfile truth{.name = "truth",
                                        .step_overhead_s = 3e-3,
                                        .seq_overhead_s = 40e-6,
-                                       .attention_efficiency = 0.6};
+                                       .attention_efficiency = 0.6,
+                                       .frontend_s = 2e-3};
   auto ctx = std::make_shared<const cost::Context>(MakeContext("llama3-8b", "h100-sxm").value());
   std::vector<ServeRun> runs;
   for (int64_t c : {1, 16, 64}) {
@@ -91,6 +92,7 @@ TEST(EngineProfile, FitRecoversTheProfileThatMadeTheMeasurements) {
   EXPECT_NEAR(fit.step_overhead_s / truth.step_overhead_s, 1.0, 0.05);
   EXPECT_NEAR(fit.seq_overhead_s / truth.seq_overhead_s, 1.0, 0.10);
   EXPECT_NEAR(fit.attention_efficiency / truth.attention_efficiency, 1.0, 0.05);
+  EXPECT_NEAR(fit.frontend_s / truth.frontend_s, 1.0, 0.10);
 }
 
 // The shipped profile against the measurements it was fitted on (bench/serving.sh has the

@@ -234,6 +234,55 @@ TEST(ServeSim, ClosedLoopTurnaround) {
   EXPECT_NEAR(later.ttft_s.max, now.ttft_s.max, 1e-12);  // measured from each arrival
 }
 
+// The engine's front end (ServeEngineProfile::frontend_s): requests pass it one after another.
+// One client, one output token: every request is the front end's f, then its prefill step.
+TEST(ServeSim, FrontEndAddsItsTimeToALoneRequest) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  cost::ServeWorkload w = Workload(500, 1);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  const double f = 2e-3;
+  w.engine.profile.frontend_s = f;
+  const ServeSimResult r = SimulateServe(c, w, e.kv_blocks, Closed(1, 3));
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_NEAR(r.ttft_s.mean / (f + e.prefill_s), 1.0, 1e-9);
+  EXPECT_NEAR(r.ttft_s.max / (f + e.prefill_s), 1.0, 1e-9);
+  EXPECT_NEAR(r.duration_s / (3 * (f + e.prefill_s)), 1.0, 1e-9);
+}
+
+// Three clients send at once. Without a front end their prompts run as one step of three (TTFT
+// P3 each). With one of f (3f shorter than a lone prefill P1) the first reaches the idle engine
+// at f and runs alone; the other two reach it at 2f and 3f, during that step, and run together
+// next: TTFTs f + P1, f + P1 + P2, f + P1 + P2 (from sending at 0), in 2 steps.
+TEST(ServeSim, FrontEndSplitsASimultaneousGroup) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  constexpr int64_t kInput = 500;
+  cost::ServeWorkload w = Workload(kInput, 1);
+  w.engine.profile.chunked_prefill = false;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  auto prompts = [&](int n) {  // a step of n whole prompts
+    cost::ServeStepBatch b;
+    b.tokens = static_cast<double>(n * kInput);
+    b.sequences = n;
+    b.pairs_global = n * cost::CausalPairs(0, kInput, 0);
+    b.kv_tokens_global = b.tokens;
+    return cost::ServeStepTime(c, b);
+  };
+  const double p1 = prompts(1), p2 = prompts(2), p3 = prompts(3);
+  const ServeSimResult together = SimulateServe(c, w, e.kv_blocks, Closed(3, 3));
+  EXPECT_EQ(together.steps, 1);
+  EXPECT_NEAR(together.ttft_s.mean / p3, 1.0, 1e-9);
+  const double f = 1e-3;
+  ASSERT_LT(3 * f, f + p1);
+  w.engine.profile.frontend_s = f;
+  const ServeSimResult split = SimulateServe(c, w, e.kv_blocks, Closed(3, 3));
+  EXPECT_EQ(split.steps, 2);
+  EXPECT_NEAR(split.ttft_s.mean / (f + p1 + 2 * p2 / 3), 1.0, 1e-9);
+  EXPECT_NEAR(split.ttft_s.max / (f + p1 + p2), 1.0, 1e-9);
+  EXPECT_EQ(split.max_running, 2);
+}
+
 // Chunked prefill: a prompt longer than the token budget takes ceil(input / budget) steps.
 TEST(ServeSim, ChunkedPrefillSteps) {
   const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
