@@ -689,8 +689,8 @@ void MapDispatcher(RowReader& r, Run& run) {
             r.Text("parallelism", "token_dispatcher") + " " + r.Text("parallelism", "notes") + " " +
             r.Text("model", "notes") + " " + r.Text("source", "notes"));
   std::string kind = "not published";
-  if (Has(words, "deepep") || Has(words, "flex")) {
-    kind = "DeepEP / flex";
+  if (Has(words, "deepep") || Has(words, "hybridep") || Has(words, "flex")) {
+    kind = "DeepEP / HybridEP (flex)";
   } else if (Has(words, "allgather") || Has(words, "all-gather dispatcher")) {
     kind = "all-gather";
   } else if (Has(words, "alltoall") || Has(words, "all-to-all") || Has(words, "a2a")) {
@@ -698,6 +698,17 @@ void MapDispatcher(RowReader& r, Run& run) {
   }
   run.assumptions.push_back(fmt::format(
       "token dispatcher {}: costed as an all-to-all dispatch and combine over ep", kind));
+  // Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm, Bridge's moe_a2a_overlap):
+  // read and stated, not costed (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
+  const bool overlap_off = Has(words, "moe_a2a_overlap=false") || Has(words, "no ep overlap");
+  const bool overlap =
+      !overlap_off && (Has(words, "moe_a2a_overlap") || Has(words, "overlap_moe_expert_parallel") ||
+                       Has(words, "overlap-moe-expert-parallel"));
+  if (overlap && run.layout.ep > 1) {
+    run.assumptions.push_back(
+        "EP all-to-all overlap (overlap_moe_expert_parallel_comm) named by the row: not costed, "
+        "the all-to-alls are charged in full");
+  }
   const bool forced = Has(words, "force-balanc") || Has(words, "force balanc") ||
                       Has(words, "force_load_balancing") || Has(words, "forced balanc");
   run.assumptions.push_back(forced ? "routing force-balanced: tokens spread evenly (imbalance 1)"

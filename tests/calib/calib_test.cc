@@ -492,6 +492,38 @@ TEST(RowReading, FamilyDefaults) {
   EXPECT_NE(ReadOne(unknown).unusable.find("tokenizer is not known"), std::string::npos);
 }
 
+// The dispatcher and EP overlap words of a row (Megatron-Bridge's recipe flags) are read and
+// stated; the model charges the all-to-alls in full either way (docs/COST_MODEL.md "EP overlap
+// and the all-to-all latency").
+TEST(RowReading, DispatcherAndEpOverlapWords) {
+  const calib::Run plain = ReadOne(MoeRow());
+  EXPECT_TRUE(Assumed(plain, "token dispatcher not published"));
+  EXPECT_FALSE(Assumed(plain, "EP all-to-all overlap"));
+  const std::vector<std::tuple<const char*, const char*, bool>> cases = {
+      {"moe_token_dispatcher_type alltoall, moe_a2a_overlap=True", "dispatcher all-to-all", true},
+      {"moe_token_dispatcher_type flex with moe_flex_dispatcher_backend hybridep, "
+       "moe_a2a_overlap=False",
+       "dispatcher DeepEP / HybridEP (flex)", false},
+      {"--moe-enable-deepep --overlap-moe-expert-parallel-comm", "dispatcher DeepEP", true},
+      {"allgather dispatcher", "dispatcher all-gather", false},
+  };
+  for (const auto& [words, kind, overlap] : cases) {
+    nlohmann::json row = MoeRow();
+    row["parallelism"]["notes"] = words;
+    const calib::Run run = ReadOne(row);
+    ASSERT_TRUE(run.usable()) << words << ": " << run.unusable;
+    EXPECT_TRUE(Assumed(run, kind)) << words;
+    EXPECT_EQ(Assumed(run, "EP all-to-all overlap"), overlap) << words;
+    EXPECT_EQ(Assumed(run, "not costed, the all-to-alls are charged in full"), overlap) << words;
+  }
+  nlohmann::json no_ep = MoeRow();  // no expert parallelism: nothing to overlap
+  no_ep["parallelism"]["ep"] = 1;
+  no_ep["parallelism"]["notes"] = "moe_a2a_overlap=True";
+  const calib::Run single = ReadOne(no_ep);
+  ASSERT_TRUE(single.usable()) << single.unusable;
+  EXPECT_FALSE(Assumed(single, "EP all-to-all overlap"));
+}
+
 TEST(RowReading, ShardingWords) {
   const std::vector<std::pair<const char*, int>> cases = {
       {"DDP + distributed optimizer (FSDP=0, overlap-grad-reduce)", 1},
