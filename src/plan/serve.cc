@@ -2,6 +2,7 @@
 #include "plan/serve.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 namespace pentamesh::plan {
@@ -102,7 +103,32 @@ double SloMiss(const ServeSimResult& r, const ServeCapacityQuery& q) {
 
 auto DeploymentKey(const ServeDeployment& d) {
   return std::make_tuple(d.usd_per_hour, d.layout.gpus(), d.replica.ttft_s.p95, d.layout.tp,
-                         static_cast<int>(d.precision), d.kv_fp8, d.layout.replicas);
+                         d.layout.ep, d.layout.pp, static_cast<int>(d.precision), d.kv_fp8,
+                         d.layout.replicas);
+}
+
+// The capacity search's replica shapes, fewest GPUs first: tp 1, 2, 4, 8 within a node; pp 1, 2,
+// 4, 8 dividing the layers; ep (MoE only) a power of two dividing the experts; at most
+// kReplicaGpusMax GPUs and the cluster's.
+constexpr int64_t kReplicaGpusMax = 64;
+std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
+                                              const spec::ClusterSpec& c) {
+  std::vector<cost::ServeLayout> out;
+  const int64_t experts = m.is_moe() ? m.moe.experts : 1;
+  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
+    for (int64_t pp = 1; pp <= kPpMax; pp *= 2) {
+      if (m.layers % pp != 0) continue;
+      for (int64_t ep = 1; ep <= experts; ep *= 2) {
+        if (experts % ep != 0) continue;
+        const cost::ServeLayout l{.tp = tp, .ep = ep, .pp = pp, .replicas = 1};
+        if (l.gpus() <= std::min(kReplicaGpusMax, c.gpus())) out.push_back(l);
+      }
+    }
+  }
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const cost::ServeLayout& a, const cost::ServeLayout& b) { return a.gpus() < b.gpus(); });
+  return out;
 }
 
 }  // namespace
@@ -114,19 +140,28 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
   std::vector<spec::Precision> precisions = {spec::Precision::kBf16};
   if (c.peak_fp8_tflops > 0) precisions.push_back(spec::Precision::kFp8);
   std::vector<ServeDeployment> met;
-  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
+  // The GPUs of the top_k-th cheapest deployment met so far (all pay the same GPU price): a shape
+  // whose one replica has more cannot enter the list, so it is not simulated.
+  auto bound = [&met, top_k] {
+    if (met.size() < static_cast<size_t>(top_k)) return std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> gpus;
+    for (const ServeDeployment& d : met) gpus.push_back(d.layout.gpus());
+    std::nth_element(gpus.begin(), gpus.begin() + (top_k - 1), gpus.end());
+    return gpus[static_cast<size_t>(top_k - 1)];
+  };
+  for (const cost::ServeLayout& one : CapacityShapes(ctx.model(), c)) {
+    if (one.gpus() > bound()) break;  // shapes come fewest GPUs first
     for (spec::Precision precision : precisions) {
       for (bool kv_fp8 : {false, true}) {
         cost::ServeWorkload w = q.workload;
         w.precision = precision;
         w.kv_fp8 = kv_fp8;
         w.requests = 1;
-        const cost::ServeLayout one{.tp = tp, .ep = 1, .pp = 1, .replicas = 1};
         const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
-        if (!e.fits) continue;
+        if (!e.fits || one.gpus() > bound()) continue;
         ++result.candidates;
         const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, w);
-        const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / tp);
+        const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / one.gpus());
         auto simulate = [&](int64_t replicas) {
           ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
                          .requests = q.sim_requests,
@@ -137,10 +172,11 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
           return SimulateServe(step, w, e.kv_blocks, t);
         };
         auto deployment = [&](int64_t replicas, ServeSimResult r) {
-          ServeDeployment d{.layout = {.tp = tp, .ep = 1, .pp = 1, .replicas = replicas},
-                            .precision = precision,
-                            .kv_fp8 = kv_fp8,
-                            .replica = std::move(r)};
+          ServeDeployment d{
+              .layout = {.tp = one.tp, .ep = one.ep, .pp = one.pp, .replicas = replicas},
+              .precision = precision,
+              .kv_fp8 = kv_fp8,
+              .replica = std::move(r)};
           d.meets = MeetsSlo(d.replica, q);
           d.usd_per_hour = static_cast<double>(d.layout.gpus()) * w.usd_per_gpu_hour;
           const double tokens_per_hour = q.rate_per_s * 3600.0;
@@ -151,9 +187,15 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
               (tokens_per_hour * static_cast<double>(w.input_tokens + w.output_tokens)) * 1e6;
           return d;
         };
-        // Doubling to the first replica count that meets the SLOs, then bisection below it.
-        int64_t lo = 0, hi = 1;
+        // The most replicas the cluster holds first: a shape that misses there misses at every
+        // count (a replica's latencies grow with its rate). Then doubling to the first replica
+        // count that meets the SLOs, and bisection below it.
+        int64_t lo = 0, hi = max_replicas;
         ServeSimResult at_hi = simulate(hi);
+        if (MeetsSlo(at_hi, q) && max_replicas > 1) {
+          hi = 1;
+          at_hi = simulate(hi);
+        }
         while (!MeetsSlo(at_hi, q) && hi < max_replicas) {
           lo = hi;
           hi = std::min(max_replicas, 2 * hi);

@@ -38,11 +38,13 @@ namespace pentamesh::plan {
 
 // plan::SearchServeCapacity: the cheapest deployment that serves `rate_per_s` Poisson arrivals of
 // the workload's input/output lengths under p95 SLOs, on the simulator (plan::SimulateServe with
-// the workload's engine profile). Candidates: tp 1, 2, 4, 8 per replica (within a node, obeying
-// the serving rules), weights in BF16 or FP8 (FP8 where the GPU has FP8 tensor cores) and the KV
-// cache in BF16 or FP8; for each, the fewest replicas whose one replica, at rate / replicas,
-// meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a request's tokens) <=
-// slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow with its rate).
+// the workload's engine profile). Candidates: replicas of tp 1, 2, 4, 8 (within a node) x pp 1, 2,
+// 4, 8 (dividing the layers) x ep a power of two dividing the experts (MoE), at most 64 GPUs,
+// obeying the serving rules, fewest GPUs first (a replica with more GPUs than the top_k-th
+// deployment found is not simulated); weights in BF16 or FP8 (FP8 where the GPU has FP8 tensor
+// cores) and the KV cache in BF16 or FP8; for each, the fewest replicas whose one replica, at rate
+// / replicas, meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a request's tokens)
+// <= slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow with its rate).
 // Ranked by USD per hour (GPUs x usd_per_gpu_hour), then GPUs, then TTFT p95, then the
 // candidate's fields (a total order). Cost per million output tokens = USD per hour / (rate x
 // output tokens x 3600) x 1e6; per million tokens in and out alike, over input + output.
@@ -55,7 +57,7 @@ struct ServeCapacityQuery {
 };
 
 struct ServeDeployment {
-  cost::ServeLayout layout;  // tp per replica, replicas (ep = pp = 1)
+  cost::ServeLayout layout;  // tp x ep x pp per replica, replicas
   spec::Precision precision = spec::Precision::kBf16;
   bool kv_fp8 = false;
   ServeSimResult replica;  // one replica at rate / replicas

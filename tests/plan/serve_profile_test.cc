@@ -201,7 +201,8 @@ TEST(ServeCapacity, CheapestMeetsTheSlosWithTheFewestReplicas) {
     cost::ServeWorkload w = q.workload;
     w.precision = best.precision;
     w.kv_fp8 = best.kv_fp8;
-    const cost::ServeLayout one{.tp = best.layout.tp, .ep = 1, .pp = 1, .replicas = 1};
+    cost::ServeLayout one = best.layout;
+    one.replicas = 1;
     const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
     const ServeSimResult fewer =
         SimulateServe(cost::MakeServeStepCost(ctx, one, w), w, e.kv_blocks,
@@ -222,6 +223,47 @@ TEST(ServeCapacity, Fp8OnlyWhereTheGpuHasIt) {
   EXPECT_TRUE(std::any_of(h.top.begin(), h.top.end(), [](const ServeDeployment& d) {
     return d.precision == spec::Precision::kFp8;
   }));
+}
+
+// A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8
+// H100s of 80 GB): no tp-only replica fits, so the search answers with replicas spanning nodes
+// through pp or ep, and one replica fewer of its best misses an SLO.
+TEST(ServeCapacity, AModelBeyondANodeIsServedWithPpOrEp) {
+  const cost::Context ctx = MakeContext("deepseek-v3-like", "h100-sxm").value();
+  ServeCapacityQuery q = Query(2, 3000, 100);
+  q.sim_requests = 100;
+  for (spec::Precision precision : {spec::Precision::kBf16, spec::Precision::kFp8}) {
+    cost::ServeWorkload w = q.workload;
+    w.precision = precision;
+    w.kv_fp8 = true;
+    w.requests = 1;
+    EXPECT_FALSE(cost::EstimateServe(ctx, {.tp = 8, .ep = 1, .pp = 1, .replicas = 1}, w).fits);
+  }
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 5);
+  ASSERT_FALSE(r.top.empty());
+  for (const ServeDeployment& d : r.top) {
+    EXPECT_TRUE(d.meets);
+    EXPECT_GT(d.layout.gpus_per_replica(), 8) << cost::FormatServeLayout(d.layout);
+    EXPECT_TRUE(d.layout.ep > 1 || d.layout.pp > 1) << cost::FormatServeLayout(d.layout);
+  }
+  EXPECT_TRUE(std::any_of(r.top.begin(), r.top.end(),
+                          [](const ServeDeployment& d) { return d.layout.ep > 1; }));
+  const ServeDeployment& best = r.top.front();
+  cost::ServeWorkload w = q.workload;
+  w.precision = best.precision;
+  w.kv_fp8 = best.kv_fp8;
+  cost::ServeLayout one = best.layout;
+  one.replicas = 1;
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
+  ASSERT_TRUE(e.fits);
+  if (best.layout.replicas > 1) {
+    const ServeSimResult fewer =
+        SimulateServe(cost::MakeServeStepCost(ctx, one, w), w, e.kv_blocks,
+                      {.rate_per_s = 2.0 / static_cast<double>(best.layout.replicas - 1),
+                       .requests = q.sim_requests,
+                       .seed = q.seed});
+    EXPECT_TRUE(fewer.ttft_s.p95 > 3.0 || fewer.itl_s.p95 > 0.100);
+  }
 }
 
 TEST(ServeCapacity, ImpossibleSloNamesTheNearestMiss) {
