@@ -4,7 +4,8 @@
 //   serve_bench [--rows] FILE...
 // --rows: instead of the held-out errors, every row's measured and in-sample simulated TTFT and
 // TPOT (and their ratios), one a line, then the in-sample errors by the number of clients.
-// Prints, per engine: the profile fitted on all its rows and its in-sample errors; 5-fold
+// Prints, per engine: the profile fitted on all its rows, the shipped profile's errors and the
+// fit's in-sample errors; 5-fold
 // (rows in name order, fold = index mod 5) and leave-one-source-out (the row's "group"),
 // leave-one-GPU-out and leave-one-model-out errors: median and p90 |predicted/measured - 1|
 // per metric (TTFT, TPOT, fixed-batch latency); the "none" profile's errors for comparison; the
@@ -37,7 +38,7 @@ pm::core::Result<pm::cost::Context> MakeContext(const std::string& model,
   if (!stack.ok()) return stack.status();
   pm::cost::CostParams params;
   pm::calib::ApplyProfile(*stack, *c, params);
-  return pm::cost::Context(*m, *c, pm::spec::TrainSpec{}, params);
+  return pm::cost::ServeContext(*m, *c, params);
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -134,6 +135,12 @@ int main(int argc, char** argv) {
       in_sample[r->name] = pm::plan::PredictServeRun(*r, fit);
     }
     PrintErrors("profile none", runs, none);
+    // The shipped profile (cost::FindServeEngineProfile), which the fit above should reproduce.
+    if (const pm::cost::ServeEngineProfile* shipped = pm::cost::FindServeEngineProfile(engine)) {
+      Predictions with_shipped;
+      for (const auto* r : runs) with_shipped[r->name] = pm::plan::PredictServeRun(*r, *shipped);
+      PrintErrors("shipped profile", runs, with_shipped);
+    }
     PrintErrors("in-sample", runs, in_sample);
     if (rows) {
       for (const auto* r : runs) {

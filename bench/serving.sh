@@ -2,7 +2,7 @@
 # The engine profiles (cost::ServeEngineProfile) against serving measurements:
 # bench/data/serving_runs.json (collected, bench/data/make_serving_runs.py) and the rows of
 # bench/data/published_serving.json that name an engine. Per engine: the profile fitted on all
-# rows, and median / p90 |error| by metric in-sample, 5-fold, leave-one-source-out and
+# rows, the shipped profile's errors, and median / p90 |error| by metric in-sample, 5-fold, leave-one-source-out and
 # leave-one-GPU-out and leave-one-model-out, with the profile "none" (the kernels' roofline
 # alone) for comparison; then the closed loops at concurrency 1, 10, 100 next to the
 # measurements; then the capacity search's speed (serve --rate without --tp).

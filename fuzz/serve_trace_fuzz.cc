@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   w.engine.profile.reserve_full_length = size % 3 == 0;
   spec::TrainSpec train;
   train.seq_len = sum.max_total_tokens;
-  const cost::Context ctx(s.model, s.cluster, train, s.params);
+  const cost::Context ctx = cost::ServeContext(s.model, s.cluster, s.params, train);
   const cost::ServeLayout l{.tp = 1, .ep = 1, .pp = 1, .replicas = 1};
   const cost::ServeEstimate e = cost::EstimateServe(ctx, l, w);
   if (!e.fits) return 0;

@@ -1,7 +1,11 @@
 // Fitting the calibration parameters to measured runs, and cross-validating the fit.
 //
 // The fit minimises, by Levenberg-Marquardt (Eigen's MINPACK port, numerical Jacobian),
-//   sum over runs of log(predicted / measured)^2  +  sum over parameters of (w (p - p0) / range)^2
+//   sum over runs of L(log(predicted / measured))  +  sum over parameters of (w (p - p0) / range)^2
+// where L is the soft-L1 loss at scale c (FitOptions::loss_scale): L(r) = 2 c^2 (sqrt(1 + (r/c)^2)
+// - 1), r^2 for errors well inside c and growing as 2 c |r| beyond, so a run the model does not
+// explain (a +140% MoE row) weighs like a 20% one pulled along, not like a square of its error:
+// it cannot drag every parameter of its stack and GPU off the runs the model does explain.
 // over the parameters the runs inform (InformedParams: a GPU class's GEMM efficiency when a run
 // used that GPU, its FP8 speedup when one ran FP8 (a stack's row-wise FP8 speedup when that FP8
 // was row-wise), a stack's overhead when a run used that stack, its attention rate when one used
@@ -26,6 +30,7 @@ namespace pentamesh::calib {
 struct FitOptions {
   Calibration prior;          // p0: the prior's values (unset ones: ParamDef::start)
   double prior_weight = 1.0;  // w
+  double loss_scale = 0.2;    // c of the soft-L1 loss, in log(predicted / measured); 0: squares
   // Parameters left out of the fit (by name, e.g. "fp8_gemm_speedup").
   std::vector<std::string> fixed;
 };
@@ -85,6 +90,7 @@ struct ShippedFit {
   std::vector<Profile> stacks;
   std::map<std::string, std::map<std::string, double>> gpu;  // GPU class -> param -> value
   std::vector<CalibrationPoint> points;
+  std::string runs_path;  // the runs files fitted on, as FitShipped was given them
 };
 ShippedFit FitShipped(const std::vector<Run>& runs, const std::string& runs_path, int folds,
                       uint64_t seed, const std::vector<Run>& held_out = {});

@@ -101,6 +101,8 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   params.elementwise_traffic = facts.compiled ? 1.0 : cal.Get(*FindParam("eager_traffic"), stack);
   params.layer_overhead_s = cal.Get(*FindParam("layer_overhead_us"), stack) * 1e-6;
   params.attention_relative = cal.Get(*FindParam("attention_relative"), stack);
+  // Serving's forward-only attention: the prior, not the training fit (cost::CostParams).
+  params.inference_attention_relative = FindParam("attention_relative")->start;
   params.selective_forward_share = facts.selective_forward_share;
   for (const BoolFact& f : kBoolFacts) {
     if (f.param != nullptr) params.*f.param = facts.*f.fact;

@@ -508,7 +508,7 @@ int RunServe(const ServeArgs& args) {
   }
   spec::TrainSpec train;
   train.seq_len = a.workload.input_tokens + a.workload.output_tokens;
-  const cost::Context ctx(in.model, in.cluster, train, in.params);
+  const cost::Context ctx = cost::ServeContext(in.model, in.cluster, in.params, train);
   if (a.concurrency && a.rate) return Fail("--concurrency/--rate: give one of them, not both");
   if (a.concurrency && !a.tp) {
     return Fail("--concurrency: simulate one layout: give --tp (and --ep --pp --replicas)");

@@ -111,6 +111,12 @@ struct CostParams {
   // attention, out-projection, all-reduce, gate/up, activation, down, residuals) at ~3.5 us of
   // launch gap and tail each under CUDA graphs.
   double inference_layer_overhead_s = 40e-6;
+  // Inference: flash attention's forward FLOP rate / a large GEMM's; 0 = attention_relative. A
+  // calibrated GPU stack sets the parameter's physical prior here (calib::ApplyProfile), not its
+  // fit: the training fit's attention_relative blends in the backward's slower kernels, and an
+  // engine profile's attention_efficiency (ServeEngineProfile) is fitted on serving measurements
+  // on top of this rate.
+  double inference_attention_relative = 0;
   // Communication (alpha-beta, ring algorithms). Bus efficiency: achieved / link bandwidth.
   double bus_efficiency_intra = 0.80;  // NVLink (nccl-tests busbw / per-direction NVLink bw)
   double bus_efficiency_inter = 0.85;  // InfiniBand / RoCE

@@ -432,6 +432,14 @@ ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& l, const 
   return ApplyServeEngineProfile(c, w.engine.profile);
 }
 
+Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+                     CostParams params, const spec::TrainSpec& train) {
+  if (params.inference_attention_relative > 0) {
+    params.attention_relative = params.inference_attention_relative;
+  }
+  return Context(model, cluster, train, params);
+}
+
 ServeStepCost ApplyServeEngineProfile(ServeStepCost c, const ServeEngineProfile& profile) {
   // The attention kernel at a fraction of its roofline; the engine's own time a step.
   const double attention = 1.0 / profile.attention_efficiency;

@@ -157,8 +157,14 @@ struct ServeEstimate {
 std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayout& layout,
                                              const ServeWorkload& w);
 
-// Costs one serving layout. ctx: the model, cluster and cost parameters (its TrainSpec is not
-// read). fits = no rule broken and one request's KV cache fits per GPU beside the weights.
+// A serving Context: the model, cluster and cost parameters with attention at the inference rate
+// (CostParams::inference_attention_relative where it is set), and `train` (only its seq_len is
+// read, by the rules). Every serving estimate and simulation is made on one.
+Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
+                     CostParams params, const spec::TrainSpec& train = {});
+
+// Costs one serving layout. ctx: a ServeContext. fits = no rule broken and one request's KV cache
+// fits per GPU beside the weights.
 ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
 
 // One step of a continuous-batching engine (vLLM / SGLang / TensorRT-LLM in-flight batching) on

@@ -35,9 +35,7 @@ Specs Load(const std::string& model, const std::string& cluster) {
   return s;
 }
 
-Context MakeContext(const Specs& s) {
-  return Context(s.model, s.cluster, spec::TrainSpec{}, s.params);
-}
+Context MakeContext(const Specs& s) { return ServeContext(s.model, s.cluster, s.params); }
 
 ServeWorkload Workload(int64_t input, int64_t output, int64_t requests = 1) {
   ServeWorkload w;
@@ -141,12 +139,15 @@ TEST(Inference, PrefillIsTheForwardPassOfTheRequest) {
   dense.params.gemm_dim_overhead = 0;
   dense.params.elementwise_traffic = 0;
   const Context ctx = MakeContext(dense);
+  // Serving's attention runs at the parameter's physical prior (0.75 of a GEMM's rate), not at the
+  // training fit the stack's calibration gives attention_relative (cost::ServeContext).
+  const double attention = 0.75;
+  EXPECT_EQ(dense.params.inference_attention_relative, attention);
   const double T = 16384, tp = 2;  // every GEMM compute-bound
   const double rate = dense.cluster.peak_tflops * 1e12 * GemmEfficiency(ctx);
   const ParamCounts& n = ctx.counts();
   const double want = 2.0 * T * (n.attention + n.dense_mlp) / (tp * rate) +
-                      T * AttentionForwardFlops(dense.model, T, true) /
-                          (tp * rate * dense.params.attention_relative);
+                      T * AttentionForwardFlops(dense.model, T, true) / (tp * rate * attention);
   const ServeEstimate e = EstimateServe(ctx, Layout(2), Workload(16384, 16));
   EXPECT_NEAR(e.prefill_compute_s / want, 1.0, 1e-9);
 
@@ -163,8 +164,7 @@ TEST(Inference, PrefillIsTheForwardPassOfTheRequest) {
       3.0 * cast_elems / (dense.cluster.hbm_gbps * 1e9 * dense.params.hbm_efficiency);
   const double speedup = Fp8GemmSpeedup(ctx);
   const double want8 = 2.0 * T * (n.attention + n.dense_mlp) / (tp * rate * speedup) +
-                       T * AttentionForwardFlops(dense.model, T, true) /
-                           (tp * rate * dense.params.attention_relative) +
+                       T * AttentionForwardFlops(dense.model, T, true) / (tp * rate * attention) +
                        cast;
   EXPECT_NEAR(e8.prefill_compute_s / want8, 1.0, 1e-9);
 

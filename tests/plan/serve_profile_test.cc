@@ -27,7 +27,7 @@ core::Result<cost::Context> MakeContext(const std::string& model, const std::str
   spec::ClusterSpec c = spec::LoadCluster(cluster, std::nullopt).value();
   cost::CostParams params;
   calib::ApplyProfile(calib::LoadProfile("megatron").value(), c, params);
-  return cost::Context(m, c, spec::TrainSpec{}, params);
+  return cost::ServeContext(m, c, params);
 }
 
 cost::ServeWorkload Workload(int64_t input, int64_t output) {

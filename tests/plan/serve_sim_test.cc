@@ -43,7 +43,7 @@ Specs Load(const std::string& model, const std::string& cluster) {
 }
 
 cost::Context MakeContext(const Specs& s) {
-  return cost::Context(s.model, s.cluster, spec::TrainSpec{}, s.params);
+  return cost::ServeContext(s.model, s.cluster, s.params);
 }
 
 cost::ServeWorkload Workload(int64_t input, int64_t output, int64_t requests = 1,
