@@ -11,6 +11,24 @@ namespace {
 constexpr int64_t kTpMax = 8;
 constexpr int64_t kPpMax = 8;
 
+// One replica's shapes tp x ep x pp (replicas = 1), in this order of loops: tp 1, 2, 4, 8 within
+// a node; ep (MoE only) dividing the experts, every divisor or only the powers of two; pp 1, 2,
+// 4, 8 dividing the layers.
+std::vector<cost::ServeLayout> ReplicaShapes(const spec::ModelSpec& m, const spec::ClusterSpec& c,
+                                             bool ep_powers_of_two) {
+  std::vector<cost::ServeLayout> out;
+  const int64_t experts = m.is_moe() ? m.moe.experts : 1;
+  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
+    for (int64_t ep = 1; ep <= experts; ep = ep_powers_of_two ? 2 * ep : ep + 1) {
+      if (experts % ep != 0) continue;
+      for (int64_t pp = 1; pp <= kPpMax; pp *= 2) {
+        if (m.layers % pp == 0) out.push_back({.tp = tp, .ep = ep, .pp = pp, .replicas = 1});
+      }
+    }
+  }
+  return out;
+}
+
 bool Meets(const cost::ServeEstimate& e, const ServeTargets& t) {
   return (t.ttft_p95_s <= 0 || e.ttft_p95_s <= t.ttft_p95_s) &&
          (t.itl_s <= 0 || e.itl_s <= t.itl_s);
@@ -33,20 +51,13 @@ double Miss(const cost::ServeEstimate& e, const ServeTargets& t) {
 
 std::vector<cost::ServeLayout> ServeLayouts(const cost::Context& ctx,
                                             const cost::ServeWorkload& w) {
-  const spec::ModelSpec& m = ctx.model();
   const spec::ClusterSpec& c = ctx.cluster();
   std::vector<cost::ServeLayout> out;
-  const int64_t experts = m.is_moe() ? m.moe.experts : 1;
-  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
-    for (int64_t ep = 1; ep <= experts; ++ep) {
-      if (experts % ep != 0) continue;
-      for (int64_t pp = 1; pp <= kPpMax; pp *= 2) {
-        if (m.layers % pp != 0) continue;
-        const int64_t replica = tp * ep * pp;
-        for (int64_t r = 1; r <= w.requests && replica * r <= c.gpus(); ++r) {
-          out.push_back({.tp = tp, .ep = ep, .pp = pp, .replicas = r});
-        }
-      }
+  for (cost::ServeLayout l : ReplicaShapes(ctx.model(), c, false)) {
+    const int64_t replica = l.gpus();
+    for (l.replicas = 1; l.replicas <= w.requests && replica * l.replicas <= c.gpus();
+         ++l.replicas) {
+      out.push_back(l);
     }
   }
   return out;
@@ -107,24 +118,15 @@ auto DeploymentKey(const ServeDeployment& d) {
                          d.layout.replicas);
 }
 
-// The capacity search's replica shapes, fewest GPUs first: tp 1, 2, 4, 8 within a node; pp 1, 2,
-// 4, 8 dividing the layers; ep (MoE only) a power of two dividing the experts; at most
-// kReplicaGpusMax GPUs and the cluster's.
+// The capacity search's replica shapes (ReplicaShapes, ep a power of two), fewest GPUs first; at
+// most kReplicaGpusMax GPUs and the cluster's.
 constexpr int64_t kReplicaGpusMax = 64;
 std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
                                               const spec::ClusterSpec& c) {
-  std::vector<cost::ServeLayout> out;
-  const int64_t experts = m.is_moe() ? m.moe.experts : 1;
-  for (int64_t tp = 1; tp <= std::min(kTpMax, c.gpus_per_node); tp *= 2) {
-    for (int64_t pp = 1; pp <= kPpMax; pp *= 2) {
-      if (m.layers % pp != 0) continue;
-      for (int64_t ep = 1; ep <= experts; ep *= 2) {
-        if (experts % ep != 0) continue;
-        const cost::ServeLayout l{.tp = tp, .ep = ep, .pp = pp, .replicas = 1};
-        if (l.gpus() <= std::min(kReplicaGpusMax, c.gpus())) out.push_back(l);
-      }
-    }
-  }
+  std::vector<cost::ServeLayout> out = ReplicaShapes(m, c, true);
+  std::erase_if(out, [&c](const cost::ServeLayout& l) {
+    return l.gpus() > std::min(kReplicaGpusMax, c.gpus());
+  });
   std::stable_sort(
       out.begin(), out.end(),
       [](const cost::ServeLayout& a, const cost::ServeLayout& b) { return a.gpus() < b.gpus(); });
