@@ -9,7 +9,8 @@ wbing520/ai-performance-engineering at commit 0e25b2e236211ad01ed2221bd2c1cfa5b3
 code/ch10_inference/inference_gpu_cluster_sizing/dataset/nim.csv. It holds Llama 3 8B and 70B
 Instruct on A100-SXM4-80GB and H100 80GB HBM3, TP 1-8, FP16/BF16/FP8, at 6 prompt shapes and
 concurrency 1-250. Kept here: the first row of each (model, GPU, TP, precision, input, output,
-concurrency) at concurrency 1, 10, 100 and 250; the cells copied verbatim (ns converted to ms).
+concurrency), at every concurrency the file has (1, 2, 5, 10, 25, 50, 100, 150, 200, 250; the set
+repeats some settings, concurrency 5 twice); the cells copied verbatim (ns converted to ms).
 
   python3 bench/data/make_serving_runs.py NIM_CSV > bench/data/serving_runs.json
 """
@@ -23,7 +24,6 @@ URL = f"https://github.com/wbing520/ai-performance-engineering/blob/{COMMIT}/{PA
 MODELS = {"meta-llama3-8b-instruct": "llama3-8b", "meta-llama3-70b-instruct": "llama3-70b"}
 GPUS = {"A100-SXM4-80GB": "a100-80gb", "H100_80GB_HBM3": "h100-sxm"}
 PRECISIONS = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}  # FP16 costs as BF16 (2 bytes)
-CONCURRENCY = (1, 10, 100, 250)
 
 
 def main():
@@ -34,7 +34,7 @@ def main():
             key = (r["task_inputs-model"], r["task_inputs-GPU"], r["task_inputs-n_gpus"],
                    r["task_inputs-precision"], r["input_config-synthetic_input_tokens_mean"],
                    r["input_config-output_tokens_mean"], c)
-            if c not in CONCURRENCY or key in seen:
+            if key in seen:
                 continue
             seen.add(key)
             model, gpu, tp, prec, inp, out = key[:6]
