@@ -36,8 +36,11 @@ struct Case {
   std::optional<spec::AuxLossScope> aux_loss_scope = std::nullopt;
 };
 
+// A directory of this test's own: ctest runs the tests in parallel processes, and the round-trip
+// helper's names ("megatron0", ...) recur in several tests.
 fs::path TempDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("pentamesh_launch_" + name);
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const fs::path dir = fs::path(::testing::TempDir()) / ("pentamesh_launch_" + test + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
