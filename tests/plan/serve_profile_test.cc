@@ -95,8 +95,17 @@ TEST(EngineProfile, FitRecoversTheProfileThatMadeTheMeasurements) {
   EXPECT_NEAR(fit.frontend_s / truth.frontend_s, 1.0, 0.10);
 }
 
-// The shipped profile against the measurements it was fitted on (bench/serving.sh has the
-// cross-validated errors): NIM (TensorRT-LLM) closed loops, concurrency 1-250.
+// Under ASan+UBSan the 715 simulations take about 170 s (28x the release build's 6 s): there the
+// sanitizers check every 8th row's simulation, and the accuracy bar is the release build's.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kRowStride = 8;
+#else
+constexpr size_t kRowStride = 1;
+#endif
+
+// The shipped profile against the NIM (TensorRT-LLM) closed loops, concurrency 1-250: the 715 rows
+// of bench/data/serving_runs.json, of which it was fitted on the 284 at 1, 10, 100 and 250
+// (bench/serving.sh has the cross-validated errors).
 TEST(EngineProfile, TrtllmAgainstPublishedNim) {
   auto runs =
       LoadServeRuns(std::string(PM_SOURCE_DIR) + "/bench/data/serving_runs.json", MakeContext);
@@ -105,7 +114,8 @@ TEST(EngineProfile, TrtllmAgainstPublishedNim) {
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile("trtllm");
   ASSERT_NE(profile, nullptr);
   std::vector<double> tpot, ttft_c1, ttft, ttft_load, tpot_none;
-  for (const ServeRun& r : *runs) {
+  for (size_t i = 0; i < runs->size(); i += kRowStride) {
+    const ServeRun& r = (*runs)[i];
     const ServeRunPrediction p = PredictServeRun(r, *profile);
     ASSERT_TRUE(p.fits) << r.name << " refused as not fitting";
     tpot.push_back(std::abs(p.tpot_s / r.tpot_s - 1));
@@ -117,10 +127,11 @@ TEST(EngineProfile, TrtllmAgainstPublishedNim) {
       "trtllm on {} NIM rows: TPOT median {:.1f}% p90 {:.1f}% (none: {:.1f}% / {:.1f}%); "
       "TTFT median {:.1f}% p90 {:.1f}%, at concurrency 1 median {:.1f}%, above 1 median {:.1f}% "
       "p90 {:.1f}%\n",
-      runs->size(), 100 * Quantile(tpot, 0.5), 100 * Quantile(tpot, 0.9),
+      tpot.size(), 100 * Quantile(tpot, 0.5), 100 * Quantile(tpot, 0.9),
       100 * Quantile(tpot_none, 0.5), 100 * Quantile(tpot_none, 0.9), 100 * Quantile(ttft, 0.5),
       100 * Quantile(ttft, 0.9), 100 * Quantile(ttft_c1, 0.5), 100 * Quantile(ttft_load, 0.5),
       100 * Quantile(ttft_load, 0.9));
+  if (kRowStride != 1) GTEST_SKIP() << "sanitizer build: every 8th row simulated, no accuracy bar";
   EXPECT_LE(Quantile(tpot, 0.5), 0.10);
   EXPECT_LE(Quantile(tpot, 0.9), 0.25);
   EXPECT_LT(Quantile(tpot, 0.5), Quantile(tpot_none, 0.5));
