@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes bench/data/collected_runs.json: Megatron-Bridge's published pre-training benchmarks
 (docs/performance-summary-archive.md of NVIDIA-NeMo/Megatron-Bridge, pinned to a commit) for H100
-and B200, and NeMo's long-sequence (context-parallel, 32K to 1M tokens) FP8 runs
+and B200 (NeMo 25.11 and 26.04.01; then the MoE rows of 25.09 to 26.06, appended last), and NeMo's long-sequence (context-parallel, 32K to 1M tokens) FP8 runs
 (docs/source/performance/performance_long_sequence.md of NVIDIA/NeMo), and the Grok-1 MoE
 runs of dgxc-benchmarking v25.04.01 (H100, BF16 and FP8, 8 to 2,048 GPUs), in the format of published_runs.json. Every measured value is a cell of the source's
 table (kept verbatim in published_values); model shapes come from the models' published configs
@@ -47,7 +47,19 @@ MODELS = {
                           vocab_size=201088, num_experts=128, top_k=4, shared_experts=0),
                      "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json"),
 }
+MODELS["DeepSeekV3"] = (
+    dict(name="DeepSeek-V3", family="DeepSeek-V3", arch="moe", total_params_b=671,
+         active_params_b=37, num_layers=61, hidden_size=7168, ffn_hidden_size=18432,
+         moe_ffn_hidden_size=2048, num_attention_heads=128, num_kv_heads=128, head_dim=None,
+         vocab_size=129280, num_experts=256, top_k=8, shared_experts=1),
+    "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json")
 MODEL_NOTES = {
+    "DeepSeekV3": "Multi-head latent attention (q_lora_rank 1536, kv_lora_rank 512, "
+                  "qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128; no head_dim field) "
+                  "and the first 3 layers dense (first_k_dense_replace 3, FFN 18432) are not "
+                  "fields of this format; the reader adds both for the DeepSeek-V3 family. The "
+                  "multi-token-prediction block (num_nextn_predict_layers 1) has no field either: "
+                  "61 layers are costed.",
     "GPT OSS 120B": "Every other layer uses a 128-token sliding window (not in this format: "
                     "costed as full causal attention); SwiGLU with clamping; attention sinks.",
 }
@@ -86,8 +98,40 @@ ROWS = [
 ]
 
 
+BRIDGE = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/"
+V020 = BRIDGE + "7af9601c9da746d21481194356295bfe23df3737/"  # tag v0.2.0
+V040 = BRIDGE + "0fbfe7d3e970fbd75c1281d71cee586ce1f3df5e/"  # tag v0.4.0
+# Rows whose layout is their Megatron-Bridge recipe's: the recipe's dispatcher and EP overlap
+# flags (supporting urls, parallelism notes after the routing words).
+RECIPE_NOTES = {
+    "bridge-25-11-dgx-h100-qwen3-235b-a22b-fp8-cs-256gpu-tp2pp8cp1ep32-gbs2048-seq4096": (
+        [V020 + "scripts/performance/configs/qwen3/workload_base_configs.py",
+         V020 + "scripts/performance/utils/helpers.py",
+         V020 + "src/megatron/bridge/models/qwen/qwen_provider.py"],
+        "recipe QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG (Megatron-Bridge v0.2.0 workload config, "
+        "same layout): moe_token_dispatcher_type alltoall (the Qwen3 provider's default), "
+        "moe_a2a_overlap=True (helpers.py: overlap_moe_expert_parallel_comm and "
+        "delay_wgrad_compute on)"),
+    "bridge-26-04-01-dgx-h100-qwen3-30b-a3b-fp8-16gpu-tp1pp1cp1ep16-gbs1024-seq4096": (
+        [V040 + "scripts/performance/configs/qwen/qwen3_workload_base_configs.py",
+         V040 + "scripts/performance/configs/qwen/qwen3_llm_pretrain.py"],
+        "recipe QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (Megatron-Bridge v0.4.0 workload "
+        "config, same layout): moe_token_dispatcher_type flex with moe_flex_dispatcher_backend "
+        "hybridep (qwen3_llm_pretrain.py), moe_a2a_overlap=False"),
+    "bridge-26-04-01-dgx-h100-qwen3-235b-a22b-fp8-256gpu-tp2pp8cp1ep32-gbs8192-seq4096": (
+        [V040 + "scripts/performance/configs/qwen/qwen3_workload_base_configs.py",
+         V040 + "scripts/performance/configs/qwen/qwen3_llm_pretrain.py"],
+        "recipe QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2 (Megatron-Bridge v0.4.0 workload "
+        "config, same layout): moe_token_dispatcher_type alltoall (qwen3_llm_pretrain.py), "
+        "moe_a2a_overlap=True (overlap_moe_expert_parallel_comm and delay_wgrad_compute on)"),
+}
+
+
 def slug(s):
-    return "".join(c.lower() if c.isalnum() else "-" for c in s).strip("-").replace("--", "-")
+    out = "".join(c.lower() if c.isalnum() else "-" for c in s).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
 
 
 def row(r):
@@ -128,7 +172,7 @@ def row(r):
     if not fsdp:
         inferred.append("parallelism.data_parallel_sharding: distributed optimizer is the "
                         "Megatron-Bridge recipes' default, not a table cell")
-    return {
+    out = {
         "id": slug(f"bridge-{rel}-{system}-{mname}-{prec}-{gpus}gpu-tp{tp}pp{pp}cp{cp}"
                    f"ep{ep or 1}-gbs{gbs}-seq{seq}"),
         "source": {
@@ -163,6 +207,11 @@ def row(r):
         "published_values": {"table_header": header, **cells},
         "inferred_fields": inferred,
     }
+    if out["id"] in RECIPE_NOTES:
+        urls, words = RECIPE_NOTES[out["id"]]
+        out["source"]["supporting_urls"] += urls
+        out["parallelism"]["notes"] += "; " + words
+    return out
 
 
 NEMO_COMMIT = "19fadb67b09ba94c55094d34df119d6f9c565068"
@@ -402,9 +451,185 @@ def grok_rows():
     return out
 
 
+# More Megatron-Bridge rows from the same pinned archive page: every DGX-H100 and DGX-B200 row of
+# the MoE models (DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B, gpt-oss-120b) in the 25.09, 26.02,
+# 26.02.01, 26.04, 26.04.01 (B200) and 26.06 containers, and 25.11's DeepSeek-V3 row (the 26.06.01
+# tables and the current page, 26.08, list no H100 or B200 rows of these models). Each table row
+# is kept as the page's markdown line and parsed here; a cell "a (b)" is read as a, or as b where
+# the row is marked PAREN (25.09: b is another FP8 quantization granularity, same layout).
+H2509 = ("Model | #-GPUs | GBS | MBS | Sequence Length | FSDP | TP | PP | CP | VP | EP | GA | "
+         "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+H2606 = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
+         "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+PREC["MXFP8"] = "mxfp8 (block scaled)"
+PLAIN, PAREN = "plain", "paren"
+MORE = [
+    ("26.06", "Model: Qwen3_30B_a3B", H2606, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 4096 | 1 | 1 | 1 | n/a | 16 | 8826 | 203 |", PLAIN),
+    ("26.04.01", "Model: DeepSeekV3", H26, "| DGX-B200 | 256 | MXFP8 | 4096 | 1 | 4096 | 0 | 1 | 8 | 1 | 2 | 32 | 3328 | 864 |", PLAIN),
+    ("26.04.01", "Model: GPT OSS 120B", H26, "| DGX-B200 | 64 | BF16 | 1280 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 13568 | 369 |", PLAIN),
+    ("26.04.01", "Model: Qwen3_30B_a3B", H26, "| DGX-B200 | 8 | MXFP8 | 512 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 27136 | 619 |", PLAIN),
+    ("26.04.01", "Model: Qwen3_235B_a22B", H26, "| DGX-B200 | 256 | MXFP8 | 8192 | 1 | 4096 | 0 | 1 | 8 | 1 | n/a | 8 | 3776 | 560 |", PLAIN),
+    ("26.04", "Model: DeepSeekV3", H26, "| DGX-B200 | 256 | MXFP8 | 4096 | 1 | 4096 | 0 | 1 | 16 | 1 | n/a | 8 | 2815 | 732 |", PLAIN),
+    ("26.04", "Model: GPT OSS 120B", H26, "| DGX-B200 | 64 | BF16 | 1280 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 13045 | 355 |", PLAIN),
+    ("26.04", "Model: GPT OSS 120B", H26, "| DGX-H100 | 64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5810 | 158 |", PLAIN),
+    ("26.04", "Model: Qwen3_30B_a3B", H26, "| DGX-B200 | 8 | MXFP8 | 512 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 26859 | 618 |", PLAIN),
+    ("26.04", "Model: Qwen3_30B_a3B", H26, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 4096 | 0 | 1 | 1 | 1 | n/a | 16 | 8901 | 205 |", PLAIN),
+    ("26.04", "Model: Qwen3_235B_a22B", H26, "| DGX-H100 | 256 | FP8 | 8192 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 32 | 1686 | 250 |", PLAIN),
+    ("26.02.01", "Model: DeepSeekV3", H26, "| DGX-B200 | 256 | MXFP8 | 4096 | 1 | 4096 | 0 | 1 | 16 | 1 | n/a | 8 | 2790 | 725 |", PLAIN),
+    ("26.02.01", "Model: GPT OSS 120B", H26, "| DGX-B200 | 64 | BF16 | 1280 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 13722 | 373 |", PLAIN),
+    ("26.02.01", "Model: GPT OSS 120B", H26, "| DGX-H100 | 64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5984 | 163 |", PLAIN),
+    ("26.02.01", "Model: Qwen3_30B_a3B", H26, "| DGX-B200 | 8 | MXFP8 | 512 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 26695 | 614 |", PLAIN),
+    ("26.02.01", "Model: Qwen3_30B_a3B", H26, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 4096 | 0 | 1 | 2 | 1 | 12 | 8 | 9058 | 208 |", PLAIN),
+    ("26.02.01", "Model: Qwen3_235B_a22B", H26, "| DGX-H100 | 256 | FP8 | 8192 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 32 | 1611 | 238 |", PLAIN),
+    ("26.02", "Model: DeepSeekV3", H26, "| DGX-B200 | 256 | MXFP8 | 4096 | 1 | 4096 | 0 | 1 | 16 | 1 | n/a | 8 | 2689 | 699 |", PLAIN),
+    ("26.02", "Model: GPT OSS 120B", H26, "| DGX-B200 | 64 | BF16 | 1280 | 4 | 4096 | 0 | 1 | 1 | 1 | n/a | 64 | 8047 | 219 |", PLAIN),
+    ("26.02", "Model: GPT OSS 120B", H26, "| DGX-H100 | 64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5993 | 163 |", PLAIN),
+    ("26.02", "Model: Qwen3_30B_a3B", H26, "| DGX-B200 | 8 | MXFP8 | 512 | 1 | 4096 | 0 | 1 | 1 | 1 | n/a | 8 | 9691 | 223 |", PLAIN),
+    ("26.02", "Model: Qwen3_30B_a3B", H26, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 4096 | 0 | 1 | 2 | 1 | 12 | 8 | 5113 | 118 |", PLAIN),
+    ("26.02", "Model: Qwen3_235B_a22B", H26, "| DGX-B200 | 256 | MXFP8 | 8192 | 1 | 4096 | 0 | 1 | 8 | 1 | n/a | 8 | 3805 | 563 |", PLAIN),
+    ("26.02", "Model: Qwen3_235B_a22B", H26, "| DGX-H100 | 256 | FP8 | 8192 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 32 | 1633 | 242 |", PLAIN),
+    ("25.11", "System: DGX-B200", H25, "| DeepSeekV3 (w/ MTP) | 256 | FP8-MX | 2048 | 1 | 4096 | 0 | 1 | 16 | 1 | 1 | 8 | 128 | 2139 | 557 |", PLAIN),
+    ("25.09", "System: DGX-B200", H2509, "| DeepSeekV3 (tokendrop) | 256 | 2048 | 1 | 4096 | 0 | 1 | 16 | 1 | 1 | 8 | 128 | 2265 (2159) | 589 (562) |", PLAIN),
+    ("25.09", "System: DGX-B200", H2509, "| DeepSeekV3 (tokendrop) | 256 | 2048 | 1 | 4096 | 0 | 1 | 16 | 1 | 1 | 8 | 128 | 2265 (2159) | 589 (562) |", PAREN),
+    ("25.09", "System: DGX-B200", H2509, "| Qwen3_30B_a3B (tokendrop) | 8 | 512 | 1 | 4096 | 0 | 1 | 1 | 1 | 1 | 8 | 64 | 18066 | 416 |", PLAIN),
+    ("25.09", "System: DGX-B200", H2509, "| Qwen3_235B_a22B (tokendrop) | 64 | 1024 | 1 | 4096 | 0 | 1 | 8 | 1 | 2 | 8 | 128 | 4104 (4275) | 607 (633) |", PLAIN),
+    ("25.09", "System: DGX-B200", H2509, "| Qwen3_235B_a22B (tokendrop) | 64 | 1024 | 1 | 4096 | 0 | 1 | 8 | 1 | 2 | 8 | 128 | 4104 (4275) | 607 (633) |", PAREN),
+    ("25.09", "System: DGX-H100", H2509, "| DeepSeekV3 (dropless) | 1024 | 8192 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 64 | 128 | 1297 | 338 (330) |", PLAIN),
+    ("25.09", "System: DGX-H100", H2509, "| Qwen3_30B_a3B (tokendrop) | 16 | 512 | 2 | 4096 | 0 | 1 | 2 | 1 | 24 | 8 | 32 | 10494 | 241 |", PLAIN),
+    ("25.09", "System: DGX-H100", H2509, "| Qwen3_235B_a22B (tokendrop) | 256 | 2048 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 32 | 128 | 1204 | 178 |", PLAIN),
+]
+V010RC3 = BRIDGE + "bf71eba07bae8d36f08b796c106d1197d46ad541/"  # tag v0.1.0rc3 (2025-10-08)
+RUN_SCRIPT_0109 = V010RC3 + "scripts/performance/run_script.py"
+TOKEN_DROP_0109 = V010RC3 + "src/megatron/bridge/training/utils/moe_token_drop.py"
+DSV3_YAML_0109 = V010RC3 + "scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml"
+
+
+def cell_value(text, pick):
+    """A table cell as a number (or "n/a"): "a (b)" gives a, or b for PAREN."""
+    text = text.strip()
+    if "(" in text:
+        a, b = text.split("(")
+        text = (b.rstrip(")") if pick == PAREN else a).strip()
+    if text == "n/a":
+        return text
+    return int(text)
+
+
+def more_row(r):
+    rel, section, header, line, pick = r
+    cols = header.split(" | ")
+    raw = [c.strip() for c in line.strip().strip("|").split("|")]
+    assert len(raw) == len(cols), (line, cols)
+    cells = dict(zip(cols, raw))
+    v = {c: (t if c in ("Model", "System", "Precision") else cell_value(t, pick))
+         for c, t in cells.items()}
+    model_cell = cells["Model"] if "Model" in cells else section.split(": ", 1)[1]
+    system = cells["System"] if "System" in cells else section.split(": ", 1)[1]
+    mname = model_cell.split(" (")[0]
+    mark = model_cell[len(mname):].strip(" ()")  # "tokendrop", "dropless", "w/ MTP" or ""
+    dual = [c for c, t in cells.items() if "(" in t and c != "Model"]
+    prec = cells.get("Precision")
+    if prec is None:  # 25.09: no precision column
+        prec_id = "FP8-32x32" if pick == PAREN and system == "DGX-B200" else "FP8"
+    else:
+        prec_id = prec
+    vp, ep = v["VP"], v["EP"]
+    fsdp = v.get("FSDP")
+    base = (rel, section, system, mname, v["#-GPUs"], prec or "FP8", v["GBS"], v["MBS"],
+            v["Sequence Length"], fsdp or 0, v["TP"], v["PP"], v["CP"],
+            None if vp == "n/a" else vp, None if ep == "n/a" else ep, v.get("GA"),
+            v["Tokens / sec / GPU"], v["Model TFLOP / sec / GPU"], header)
+    out = row(base)
+    tp, pp, cp, gpus, gbs, seq = v["TP"], v["PP"], v["CP"], v["#-GPUs"], v["GBS"], v["Sequence Length"]
+    mslug = model_cell.replace("/", " ")
+    out["id"] = slug(f"bridge-{rel}-{system}-{mslug}-{prec_id}-{gpus}gpu-tp{tp}pp{pp}cp{cp}"
+                     f"ep{ep if ep != 'n/a' else 1}-gbs{gbs}-seq{seq}")
+    # the table's cells in its column order (the value this row takes where a cell holds two),
+    # then the section's name
+    pv = {"table_header": header}
+    for c in cols:
+        pv[c] = v[c] if c not in ("Model", "System", "Precision") else cells[c]
+    if "Model" not in cols:
+        pv["Model"] = model_cell
+    if "System" not in cols:
+        pv["System"] = system
+    out["published_values"] = pv
+    src, par, inf = out["source"], out["parallelism"], out["inferred_fields"]
+    notes = []
+    if fsdp is None:
+        par["data_parallel_sharding"] = "Megatron distributed optimizer (no FSDP column on the page)"
+        inf[-1] = ("parallelism.data_parallel_sharding: the table has no FSDP column; distributed "
+                   "optimizer is the Megatron-Bridge recipes' default, not a table cell")
+    if dual:
+        which = "parenthesised" if pick == PAREN else "plain"
+        notes.append("The row's cells " + ", ".join(f"{c} '{cells[c]}'" for c in dual) +
+                     f": this row takes the {which} value" +
+                     ("." if pick == PAREN else
+                      " (the parenthesised one is another FP8 quantization granularity, the "
+                      "page's footnote; " +
+                      ("its tokens/s is not given, so it has no row)." if "Tokens / sec / GPU" not in dual
+                       else "a row of its own).")))
+    if prec is None:
+        if pick == PAREN:
+            par["precision"] = ("fp8 (32x32 quantization blocks for both weights and "
+                                "activations, the page's footnote for B200)")
+        else:
+            par["precision"] = "fp8 (scaling recipe not stated on the page)"
+        inf.append("parallelism.precision: the 25.09 tables have no precision column; the "
+                   "footnote calls the parenthesised values other quantization granularities "
+                   "(32x32 blocks on B200; 128x128 weights and 1x128 activations on H100), so "
+                   "the table's runs are FP8; the plain values' scaling recipe is not stated")
+    if mname == "DeepSeekV3":
+        if mark == "w/ MTP":
+            notes.append("The page's row is 'DeepSeekV3 (w/ MTP)': trained with the "
+                         "multi-token-prediction block, which this format has no field for (the "
+                         "row's model is the 61-layer model without it).")
+        elif rel != "25.09":
+            notes.append("The page does not say whether multi-token prediction was on.")
+    if mark == "tokendrop":
+        src["notes"] = " ".join(notes + [
+            "The row is marked '(tokendrop)': MoE token dropping. The page gives no capacity "
+            "factor, and its footnote's balancing of the token distribution is stated for the "
+            "token-dropless rows only. Megatron-Bridge v0.1.0rc3 (tagged 2025-10-08, two days "
+            "before this table) scripts/performance/run_script.py turns token drop on for "
+            "Qwen3-30B-A3B and Qwen3-235B-A22B on every GPU and for DeepSeek-V3 on B200 and GB200 "
+            "through apply_moe_token_drop (moe_token_drop.py: moe_expert_capacity_factor 1.0, "
+            "moe_pad_expert_input_to_capacity True). The format has no capacity field: the row "
+            "is read as dropless with balanced routing; at factor 1.0 with inputs padded to "
+            "capacity every expert computes the balanced share of tokens."])
+        src["supporting_urls"] += [RUN_SCRIPT_0109, TOKEN_DROP_0109]
+        par["notes"] = ("token-drop (the page's '(tokendrop)'); capacity factor 1.0 with inputs "
+                        "padded to capacity per v0.1.0rc3 run_script.py / moe_token_drop.py, not "
+                        "a table cell; moe_token_dispatcher_type alltoall or alltoall_seq "
+                        "(apply_moe_token_drop asserts one of them)")
+        inf.append("source.notes / parallelism.notes: token-drop settings from Megatron-Bridge "
+                   "v0.1.0rc3's performance scripts, not from the page")
+    elif rel == "25.09":
+        src["notes"] = " ".join(notes + [
+            "The row is marked '(dropless)'; the page's footnote: token-dropless MoE benchmarks "
+            "force-balance the token distribution among experts. Megatron-Bridge v0.1.0rc3 "
+            "(tagged 2025-10-08) deepseek_v3_llm_pretrain.yaml lists this layout for H100 (1,024 "
+            "GPUs, TP 2, PP 8, VP 4, EP 64, GBS 8192), and its run_script.py sets, for "
+            "DeepSeek-V3 on H100: no token drop, the DeepEP dispatcher (enable_deepep) with "
+            "moe_router_force_load_balancing, overlap_moe_expert_parallel_comm and "
+            "delay_wgrad_compute on, recompute_modules mla_up_proj and mlp, pipeline layout "
+            "'Et|(tt|)*30mL' (embedding and one layer on the first stage, the MTP block and "
+            "loss on the last)."])
+        src["supporting_urls"] += [DSV3_YAML_0109, RUN_SCRIPT_0109]
+        par["notes"] = ("force-balanced routing, token-dropless; DeepEP dispatcher, "
+                        "moe_a2a_overlap=True (overlap_moe_expert_parallel_comm), recompute of "
+                        "mla_up_proj and mlp (v0.1.0rc3 run_script.py for H100, not table cells)")
+        inf.append("source.notes / parallelism.notes: dispatcher, overlap, recompute and "
+                   "pipeline layout from Megatron-Bridge v0.1.0rc3's performance scripts, not "
+                   "from the page")
+    elif notes:
+        src["notes"] = " ".join([src["notes"]] + notes)
+    return out
+
+
 if __name__ == "__main__":
     out = ([row(r) for r in ROWS] + [long_row(r) for r in LONG] +
-           [long_b200_row(r) for r in LONG_B200] + grok_rows())
+           [long_b200_row(r) for r in LONG_B200] + grok_rows() + [more_row(r) for r in MORE])
     ids = [o["id"] for o in out]
     assert len(set(ids)) == len(ids), ids
     with open("bench/data/collected_runs.json", "w") as f:

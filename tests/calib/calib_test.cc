@@ -226,7 +226,7 @@ TEST(CollectedRuns, EveryRowIsEstimatedPinnedAndItsCells) {
   std::ifstream in(kCollected);
   const nlohmann::json rows = nlohmann::json::parse(in);
   ASSERT_EQ(rows.size(), Collected().size());
-  ASSERT_EQ(rows.size(), 48u);
+  ASSERT_EQ(rows.size(), 81u);
   std::set<std::string> published;
   for (const calib::Run& r : Runs()) published.insert(r.id);
   const std::regex commit("/blob/[0-9a-f]{40}/");
@@ -278,7 +278,7 @@ TEST(CollectedRuns, EveryRowIsEstimatedPinnedAndItsCells) {
 TEST(RunFiles, AnIdRepeatedAcrossFilesIsABadRow) {
   auto both = LoadRunFiles({kRuns, kCollected, kRuns});
   ASSERT_TRUE(both.ok()) << both.status().message();
-  const size_t first_two = 118u + 48u;
+  const size_t first_two = 118u + 81u;
   ASSERT_EQ(both->size(), first_two + 118u);
   for (size_t i = 0; i < both->size(); ++i) {
     const calib::Run& r = (*both)[i];
@@ -307,7 +307,7 @@ TEST(HeldOut, TheFitNeverSeesTheHeldOutRows) {
   const Validation b = ValidateHeldOut(Runs(), doubled, *shipped);
   EXPECT_TRUE(a.held_out);
   EXPECT_EQ(a.fitted_on, 118);
-  ASSERT_EQ(a.rows.size(), 48u);
+  ASSERT_EQ(a.rows.size(), 81u);
   ASSERT_EQ(b.rows.size(), a.rows.size());
   for (size_t i = 0; i < a.rows.size(); ++i) {
     const double pa = (1 + a.rows[i].fit_error) * a.rows[i].run->tokens_per_s_gpu;

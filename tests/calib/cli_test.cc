@@ -56,12 +56,12 @@ TEST(ValidateCli, SeveralFilesAndHoldout) {
   const std::string collected = std::string(PM_SOURCE_DIR) + "/bench/data/collected_runs.json";
   const auto both = Pentamesh(fmt::format("validate --runs {} {} --json", kRuns, collected));
   ASSERT_EQ(both.exit_code, 0) << both.err;
-  EXPECT_EQ(nlohmann::json::parse(both.out)["rows"].size(), 166u);
+  EXPECT_EQ(nlohmann::json::parse(both.out)["rows"].size(), 199u);
   const auto held =
       Pentamesh(fmt::format("validate --runs {} --holdout {} --json", kRuns, collected));
   ASSERT_EQ(held.exit_code, 0) << held.err;
   const auto j = nlohmann::json::parse(held.out);
-  EXPECT_EQ(j["rows"].size(), 48u);
+  EXPECT_EQ(j["rows"].size(), 81u);
   EXPECT_EQ(j["fitted_on_runs"], 118);
   EXPECT_EQ(j["rows"][0]["file"], collected);
   EXPECT_TRUE(j["rows"][0].contains("held_out_fit_error"));
