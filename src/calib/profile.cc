@@ -66,6 +66,10 @@ const std::vector<ParamDef>& ParamDefs() {
        "the stack's flash attention FLOP rate / a large GEMM's"},
       {"eager_traffic", Scope::kStack, 1.0, 8.0, 2.0,
        "bytes unfused (eager) elementwise kernels move / the fused kernels' bytes"},
+      {"expert_gemm_us", Scope::kStack, 0.0, 500.0, 10.0,
+       "microseconds each local expert's GEMM costs beyond its FLOPs in the grouped kernel"},
+      {"ep_overlap", Scope::kStack, 0.0, 0.95, 0.25,
+       "share of the EP all-to-all hidden behind compute (a2a overlap, DeepEP)"},
   };
   return defs;
 }
@@ -101,6 +105,8 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   params.elementwise_traffic = facts.compiled ? 1.0 : cal.Get(*FindParam("eager_traffic"), stack);
   params.layer_overhead_s = cal.Get(*FindParam("layer_overhead_us"), stack) * 1e-6;
   params.attention_relative = cal.Get(*FindParam("attention_relative"), stack);
+  params.expert_gemm_overhead_s = cal.Get(*FindParam("expert_gemm_us"), stack) * 1e-6;
+  params.ep_overlap = cal.Get(*FindParam("ep_overlap"), stack);
   // Serving's forward-only attention: the prior, not the training fit (cost::CostParams).
   params.inference_attention_relative = FindParam("attention_relative")->start;
   params.selective_forward_share = facts.selective_forward_share;

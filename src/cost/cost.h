@@ -89,7 +89,11 @@ struct CostParams {
   // gemm_efficiency_max: fraction of the dense peak a large GEMM sustains; 0 = the cluster's
   // gemm_efficiency, or kDefaultGemmEfficiency when the cluster does not state one.
   double gemm_efficiency_max = 0;
-  double gemm_dim_overhead = 128;    // elements of tile/wave overhead per GEMM dimension
+  double gemm_dim_overhead = 128;  // elements of tile/wave overhead per GEMM dimension
+  // Seconds each local expert's GEMM costs beyond the form above in the routed experts' grouped
+  // kernel (its launch, its own tail wave): fine-grained MoE (16-32 local experts of FFN 768-2048)
+  // feels it, 2-4 large local experts barely do.
+  double expert_gemm_overhead_s = 0;
   double attention_relative = 0.75;  // flash attention's FLOP rate / a large GEMM's
   double hbm_efficiency = 0.80;      // fraction of HBM bandwidth memory-bound kernels reach
   // Inference (cost/inference.h): fraction of HBM bandwidth that streaming the weights and the KV
@@ -124,6 +128,7 @@ struct CostParams {
   double tp_overlap = 0.0;  // TP/SP collectives hidden behind GEMMs (Megatron tp-comm-overlap)
   double dp_overlap = 0.9;  // DP/ZeRO collectives hidden behind backward/forward compute
   double cp_overlap = 0.9;  // CP ring KV exchange hidden behind attention compute
+  double ep_overlap = 0.0;  // EP all-to-all hidden behind other micro-batches' compute
   // MoE: the worst EP rank gets mean * imbalance tokens (capped by the capacity factor when > 0).
   double moe_imbalance = 1.0;
   // Memory.

@@ -437,6 +437,10 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
   if (params.inference_attention_relative > 0) {
     params.attention_relative = params.inference_attention_relative;
   }
+  // The training fit's MoE terms (a training step's per-expert grouped-GEMM cost, its EP overlap)
+  // stay out of serving: no per-expert cost, the all-to-all exposed.
+  params.expert_gemm_overhead_s = 0;
+  params.ep_overlap = 0;
   return Context(model, cluster, train, params);
 }
 

@@ -410,7 +410,8 @@ double DenseMlpFwd(const Context& ctx, const Terms& t, double rep) {
 }
 
 // Routed experts on the worst EP rank: E/ep local experts, each with ep*T*top_k*factor/E tokens
-// (grouped GEMM), plus router, shared experts, and the permutation copies of dispatch/combine.
+// (grouped GEMM) and a fixed cost per GEMM (CostParams::expert_gemm_overhead_s), plus router,
+// shared experts, and the permutation copies of dispatch/combine.
 double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
   const spec::ModelSpec& md = ctx.model();
   const double h = static_cast<double>(md.hidden), e = t.elem_bytes;
@@ -423,9 +424,12 @@ double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
   // T tokens (split fe / tp), with etp = 1 its T / tp sequence shard (whole experts).
   const double tokens_in = t.tokens * t.etp / t.tp;
   const double tokens_per_expert = t.expert_sources * tokens_in * copies / experts;
+  // Each local expert's two GEMMs also pay a fixed cost (launch, its own tail wave) in the
+  // grouped kernel: CostParams::expert_gemm_overhead_s.
   double gemm = experts / t.ep *
                 (GemmTime(ctx, t, tokens_per_expert, up * fe / t.etp, h) +
-                 GemmTime(ctx, t, tokens_per_expert, h, fe / t.etp));
+                 GemmTime(ctx, t, tokens_per_expert, h, fe / t.etp) +
+                 2.0 * ctx.params().expert_gemm_overhead_s);
   gemm += GemmTime(ctx, t, t.tokens / rep, experts, h);
   if (shared > 0) {
     gemm += GemmTime(ctx, t, t.tokens, up * shared * fe / t.tp, h) +
@@ -642,7 +646,8 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
   const double counts = static_cast<double>(md.moe.experts) * 8.0;
   const Comm layer = count * AllToAll(t.ep_link, n) + forwards * AllToAll(t.ep_link, counts);
-  t.ep_layer_s = layer.seconds;
+  // The stack's EP overlap (Megatron's a2a overlap across micro-batches, DeepEP) hides a share.
+  t.ep_layer_s = (1.0 - ctx.params().ep_overlap) * layer.seconds;
   t.ep_bytes_layer = layer.wire_bytes;
 }
 

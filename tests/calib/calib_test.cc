@@ -355,20 +355,25 @@ TEST(Calibrate, RecoversKnownParameters) {
   ASSERT_GE(runs.size(), 20u);
   Calibration truth;
   truth.gpu["h100"] = {{"gemm_efficiency", 0.55}, {"fp8_gemm_speedup", 1.5}};
-  truth.stack["megatron"] = {
-      {"layer_overhead_us", 150.0}, {"tp_overlap", 0.4}, {"attention_relative", 0.6}};
+  truth.stack["megatron"] = {{"layer_overhead_us", 150.0},
+                             {"tp_overlap", 0.4},
+                             {"attention_relative", 0.6},
+                             {"expert_gemm_us", 40.0},
+                             {"ep_overlap", 0.3}};
   for (calib::Run& r : runs) r.tokens_per_s_gpu = Predict(r, truth).tokens_per_s_gpu;
   std::vector<const calib::Run*> ptrs;
   for (const calib::Run& r : runs) ptrs.push_back(&r);
   FitOptions options;
   options.prior_weight = 1e-6;
   const FitResult fit = Fit(ptrs, options);
-  ASSERT_EQ(fit.free.size(), 5u);
+  ASSERT_EQ(fit.free.size(), 7u);  // the four Grok-1 rows (MoE, ep > 1) inform the MoE two
   EXPECT_NEAR(fit.cal.gpu.at("h100").at("gemm_efficiency"), 0.55, 0.01);
   EXPECT_NEAR(fit.cal.gpu.at("h100").at("fp8_gemm_speedup"), 1.5, 0.03);
   EXPECT_NEAR(fit.cal.stack.at("megatron").at("layer_overhead_us"), 150.0, 15.0);
   EXPECT_NEAR(fit.cal.stack.at("megatron").at("tp_overlap"), 0.4, 0.04);
   EXPECT_NEAR(fit.cal.stack.at("megatron").at("attention_relative"), 0.6, 0.03);
+  EXPECT_NEAR(fit.cal.stack.at("megatron").at("expert_gemm_us"), 40.0, 8.0);
+  EXPECT_NEAR(fit.cal.stack.at("megatron").at("ep_overlap"), 0.3, 0.06);
   EXPECT_LT(fit.rms_log, 1e-3);
 }
 

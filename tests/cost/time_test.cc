@@ -287,6 +287,33 @@ TEST(Imbalance, DrivesTheWorstEpRank) {
   EXPECT_DOUBLE_EQ(skew.comm_bytes.ep - counts, 1.5 * (base.comm_bytes.ep - counts));
 }
 
+// The two fitted MoE terms by hand (calib's expert_gemm_us and ep_overlap): each local expert's
+// two forward GEMMs pay expert_gemm_overhead_s, three times with backward (no recomputation), in
+// every MoE layer and micro-batch; ep_overlap hides that share of the all-to-all's seconds and
+// none of its bytes.
+TEST(MoeTerms, PerExpertGemmCostAndEpOverlapByHand) {
+  const spec::ModelSpec m = *spec::LoadModel("mixtral-8x7b");
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 64);
+  const spec::TrainSpec tr = testing::Train(4096, 256);
+  const Layout l{.dp = 16, .tp = 2, .pp = 1, .ep = 2};
+  CostParams p;
+  const Estimate base = EstimateLayout(m, c, tr, l, p);
+  p.expert_gemm_overhead_s = 1e-4;
+  const Estimate slow = EstimateLayout(m, c, tr, l, p);
+  const double local_experts = static_cast<double>(m.moe.experts) / 2;
+  const double per_microbatch = static_cast<double>(m.MoeLayerCount()) * local_experts * 2 * 3;
+  EXPECT_NEAR(slow.time.compute - base.time.compute,
+              static_cast<double>(spec::MicroBatches(tr, l)) * per_microbatch * 1e-4, 1e-9);
+  EXPECT_DOUBLE_EQ(slow.time.ep, base.time.ep);
+  p.expert_gemm_overhead_s = 0;
+  p.ep_overlap = 0.4;
+  const Estimate hidden = EstimateLayout(m, c, tr, l, p);
+  ASSERT_GT(base.time.ep, 0);
+  EXPECT_NEAR(hidden.time.ep, 0.6 * base.time.ep, 1e-12 * base.time.ep);
+  EXPECT_DOUBLE_EQ(hidden.comm_bytes.ep, base.comm_bytes.ep);
+  EXPECT_DOUBLE_EQ(hidden.time.compute, base.time.compute);
+}
+
 }  // namespace
 }  // namespace pentamesh::cost
 
