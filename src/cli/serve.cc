@@ -50,8 +50,9 @@ struct ServeArgs {
   std::vector<plan::TraceRequest> trace;
   plan::TraceSummary trace_summary;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
-  std::string engine = "none";    // profile (cost::FindServeEngineProfile)
-  std::vector<std::string> emit;  // --emit ENGINE DIR
+  std::string engine = "none";              // profile (cost::FindServeEngineProfile)
+  std::vector<std::string> weight_formats;  // --weight-formats (capacity search)
+  std::vector<std::string> emit;            // --emit ENGINE DIR
   int top = 5;
   bool json = false;
   std::string html;
@@ -281,9 +282,9 @@ core::Status Emit(const ServeArgs& a, const std::string& title, const cost::Serv
       (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}.sh", a.emit[0])).string();
   const std::string script = launch::ServeLaunchScript(
       *engine, l, w,
-      {"pentamesh serve: " + title,
-       "weights " + std::string(w.precision == spec::Precision::kFp8 ? "fp8" : "bf16") + ", KV " +
-           (w.kv_fp8 ? "fp8" : "bf16")});
+      {"pentamesh serve: " + title, "weights " +
+                                        cost::ServeWeightsName(w.precision, w.weight_only_bits) +
+                                        ", KV " + (w.kv_fp8 ? "fp8" : "bf16")});
   const core::Status st = core::WriteFileAtomic(path, script, /*executable=*/true);
   if (!st.ok()) return core::Status::Error("--emit: " + st.message());
   fmt::print(stderr, "wrote {}\n", path);
@@ -370,7 +371,7 @@ nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
   const plan::ServeSimResult& r = d.replica;
   return {{"layout", cost::FormatServeLayout(d.layout)},
           {"gpus", d.layout.gpus()},
-          {"precision", spec::PrecisionName(d.precision)},
+          {"precision", cost::ServeWeightsName(d.precision, d.weight_only_bits)},
           {"kv", d.kv_fp8 ? "fp8" : "bf16"},
           {"meets", d.meets},
           {"ttft_p95_ms", r.ttft_s.p95 * kMs},
@@ -391,6 +392,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   q.slo_itl_p95_s = a.slo_itl_ms / kMs;
   q.sim_requests = a.sim_requests.value_or(kSimRequests);
   q.seed = static_cast<uint64_t>(a.seed);
+  q.weights = a.weight_formats;
   const plan::ServeCapacityResult r = plan::SearchServeCapacity(ctx, q, a.top);
   if (r.top.empty()) {
     std::string why = fmt::format(
@@ -401,8 +403,9 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
       const plan::ServeDeployment& m = *r.nearest_miss;
       why += fmt::format(
           "; nearest: {} {} weights {} KV with TTFT p95 {:.0f} ms, ITL p95 {:.1f} ms",
-          cost::FormatServeLayout(m.layout), spec::PrecisionName(m.precision),
-          m.kv_fp8 ? "fp8" : "bf16", m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
+          cost::FormatServeLayout(m.layout),
+          cost::ServeWeightsName(m.precision, m.weight_only_bits), m.kv_fp8 ? "fp8" : "bf16",
+          m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
     }
     return Fail(why);
   }
@@ -410,6 +413,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     const plan::ServeDeployment& best = r.top.front();
     cost::ServeWorkload w = a.workload;
     w.precision = best.precision;
+    w.weight_only_bits = best.weight_only_bits;
     w.kv_fp8 = best.kv_fp8;
     const std::string title =
         fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
@@ -435,9 +439,10 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     const plan::ServeDeployment& d = r.top[i];
     fmt::print(
         "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
-        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(), spec::PrecisionName(d.precision),
-        d.kv_fp8 ? "fp8" : "bf16", d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs,
-        d.usd_per_hour, d.usd_per_million_output_tokens, d.usd_per_million_tokens);
+        i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(),
+        cost::ServeWeightsName(d.precision, d.weight_only_bits), d.kv_fp8 ? "fp8" : "bf16",
+        d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs, d.usd_per_hour,
+        d.usd_per_million_output_tokens, d.usd_per_million_tokens);
   }
   return 0;
 }
@@ -489,7 +494,9 @@ int RunServe(const ServeArgs& args) {
   if (!cluster.ok()) return Fail(cluster.status().message());
   in.cluster = *cluster;
   if (const core::Status s = ApplyStack(a.stack, in); !s.ok()) return Fail(s.message());
-  a.workload.precision = a.precision == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+  if (!cost::ParseServeWeights(a.precision, a.workload)) {
+    return Fail("--precision: \"" + a.precision + "\" is not one of bf16, fp8, int8, int4");
+  }
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
   if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
   a.workload.engine.profile = *profile;
@@ -513,6 +520,19 @@ int RunServe(const ServeArgs& args) {
   if (a.concurrency && !a.tp) {
     return Fail("--concurrency: simulate one layout: give --tp (and --ep --pp --replicas)");
   }
+  if (!a.weight_formats.empty()) {
+    if (a.tp || !a.rate) {
+      return Fail(
+          "--weight-formats: only the capacity search (--rate without --tp) uses it; give "
+          "--precision for one layout");
+    }
+    for (const std::string& f : a.weight_formats) {
+      if (f == "fp8" && in.cluster.peak_fp8_tflops <= 0) {
+        return Fail("--weight-formats: fp8 needs a GPU with an FP8 peak; " + in.cluster.name +
+                    " has none");
+      }
+    }
+  }
   if (a.tp) return RunOne(a, in, ctx);
   return a.rate ? RunCapacity(a, in, ctx) : RunSearch(a, in, ctx);
 }
@@ -532,8 +552,15 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
       ->transform(IntIn(1));
   sub->add_option("--requests", w.requests, "concurrent requests over all replicas")
       ->transform(IntIn(1, kMaxRequests));
-  sub->add_option("--precision", a->precision, "weights and GEMMs")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
+  sub->add_option("--precision", a->precision,
+                  "weights and GEMMs: bf16, fp8, or weight-only int8 / int4 (a pre-quantized "
+                  "AWQ/GPTQ checkpoint, BF16 GEMMs)")
+      ->check(CLI::IsMember(cost::ServeWeightsNames()));
+  sub->add_option("--weight-formats", a->weight_formats,
+                  "capacity search (--rate without --tp): weight formats to consider, of bf16, "
+                  "fp8, int8, int4 (default bf16 and, where the GPU has it, fp8)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(cost::ServeWeightsNames()));
   sub->add_flag("--kv-fp8", w.kv_fp8, "KV cache in FP8 (default BF16)");
   sub->add_option("--experts-in-hbm", w.experts_in_hbm,
                   "routed experts per MoE layer and ep group kept in HBM (0 = all; the rest "

@@ -23,4 +23,16 @@ inline double GemmComputeSeconds(double m, double n, double k, double flops_per_
   return GemmFlops(m, n, k) / flops_per_s * (1.0 + dim_overhead * GemmInverseDims(m, n, k));
 }
 
+// Weight-only quantized GEMM kernels (Marlin and its successors: vLLM's and SGLang's AWQ / GPTQ
+// paths) tile the M rows (tokens) by 16, the tensor core MMA's m16, so a decode step's few rows
+// pay 16 rows of overhead where a BF16 GEMM's 128-wide tile pays 128.
+inline constexpr double kWeightOnlyRowTile = 16;
+
+// The same with the M dimension's own overhead `row_overhead`.
+inline double GemmComputeSeconds(double m, double n, double k, double flops_per_s,
+                                 double dim_overhead, double row_overhead) {
+  return GemmFlops(m, n, k) / flops_per_s *
+         (1.0 + row_overhead / m + dim_overhead * (1.0 / n + 1.0 / k));
+}
+
 }  // namespace pentamesh::cost

@@ -32,7 +32,10 @@ struct Serve {
   internal::Link tp_link, ep_link, pp_link;
 };
 
-double WeightBytes(spec::Precision p) {
+double WeightBytes(spec::Precision p, int weight_only_bits) {
+  if (weight_only_bits > 0) {
+    return weight_only_bits / 8.0 + kActivationBytes / static_cast<double>(kWeightOnlyGroup);
+  }
   switch (p) {
     case spec::Precision::kFp8:
       return 1;
@@ -58,7 +61,7 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.moe_layers = static_cast<double>(ctx.MoeLayers(0, m.layers));
   s.experts = static_cast<double>(m.moe.experts);
   s.top_k = static_cast<double>(m.moe.top_k);
-  s.weight_bytes = WeightBytes(w.precision);
+  s.weight_bytes = WeightBytes(w.precision, w.weight_only_bits);
   // The KV cache is BF16 (FP8 with kv_fp8) beside BF16 or FP8 weights, FP32 beside FP32 ones.
   s.kv_bytes = w.kv_fp8 ? 1.0 : (w.precision == spec::Precision::kFp32 ? 4.0 : 2.0);
   const double owned = m.is_moe() ? s.experts / s.ep : 0.0;
@@ -181,6 +184,7 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   internal::ComputeTerms(pass, layout, t);
   t.expert_sources = 1;
   t.fp8_weights_stored = true;
+  if (w.weight_only_bits > 0) t.weight_elem_bytes = s.weight_bytes;
   double layers[2][2] = {{0, 0}, {0, 0}};
   for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
   f(pass, t, layers);
@@ -342,6 +346,13 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
                     FormatServeLayout(l), l.gpus(), c.name, c.gpus()));
   }
   AddOffloadRules(m, l, w, out);
+  if (w.weight_only_bits != 0 && ((w.weight_only_bits != 4 && w.weight_only_bits != 8) ||
+                                  w.precision != spec::Precision::kBf16)) {
+    add(
+        fmt::format("--precision: weight-only quantization takes 8 or 4 bits beside BF16 GEMMs "
+                    "(got {} bits with {} GEMMs)",
+                    w.weight_only_bits, spec::PrecisionName(w.precision)));
+  }
   const ServeEngine& engine = w.engine;
   if (!(engine.gpu_memory_utilization > 0 && engine.gpu_memory_utilization <= 1)) {
     add(fmt::format("--gpu-memory-utilization: {} must be in (0, 1]",
@@ -442,6 +453,30 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
   params.expert_gemm_overhead_s = 0;
   params.ep_overlap = 0;
   return Context(model, cluster, train, params);
+}
+
+bool ParseServeWeights(const std::string& name, ServeWorkload& w) {
+  if (name == "bf16" || name == "fp8") {
+    w.precision = name == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+    w.weight_only_bits = 0;
+    return true;
+  }
+  if (name == "int8" || name == "int4") {
+    w.precision = spec::Precision::kBf16;
+    w.weight_only_bits = name == "int8" ? 8 : 4;
+    return true;
+  }
+  return false;
+}
+
+std::string ServeWeightsName(spec::Precision precision, int weight_only_bits) {
+  if (weight_only_bits > 0) return fmt::format("int{}", weight_only_bits);
+  return spec::PrecisionName(precision);
+}
+
+const std::vector<std::string>& ServeWeightsNames() {
+  static const std::vector<std::string> names = {"bf16", "fp8", "int8", "int4"};
+  return names;
 }
 
 ServeStepCost ApplyServeEngineProfile(ServeStepCost c, const ServeEngineProfile& profile) {

@@ -94,12 +94,26 @@ struct ServeEngine {
   ServeEngineProfile profile;
 };
 
+constexpr int kWeightOnlyGroup = 128;
+
+// Serving's weight formats by name: "bf16", "fp8" (weights and GEMMs), "int8", "int4"
+// (weight-only, BF16 GEMMs). ParseServeWeights sets w.precision and w.weight_only_bits; false for
+// another name.
+struct ServeWorkload;
+bool ParseServeWeights(const std::string& name, ServeWorkload& w);
+std::string ServeWeightsName(spec::Precision precision, int weight_only_bits);
+const std::vector<std::string>& ServeWeightsNames();
+
 struct ServeWorkload {
   int64_t input_tokens = 0;   // prompt tokens per request
   int64_t output_tokens = 0;  // generated tokens per request (the first comes from prefill)
   int64_t requests = 1;       // concurrent requests over all replicas (split evenly)
   // Weights and GEMMs: kBf16 (2 bytes) or kFp8 (1 byte, GEMMs at Fp8GemmSpeedup). kFp32 is 4 bytes.
   spec::Precision precision = spec::Precision::kBf16;
+  // Weight-only integer quantization (W8A16 / W4A16, as AWQ and GPTQ checkpoints hold it): 0 =
+  // none, else 8 or 4 bits a weight plus one BF16 scale per group of kWeightOnlyGroup weights,
+  // dequantized inside BF16 GEMMs (precision kBf16).
+  int weight_only_bits = 0;
   // KV cache in FP8 (1 byte an element) instead of BF16 (2; FP32, 4, when precision is kFp32)
   bool kv_fp8 = false;
   // Expert offloading (MoE): routed experts of each MoE layer that one ep group keeps in HBM

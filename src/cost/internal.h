@@ -90,6 +90,10 @@ struct Terms {
   bool fp8 = false;                 // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
   double fp8_speedup = 1;           // FP8 GEMM rate / BF16 GEMM rate
   bool fp8_weights_stored = false;  // FP8 weights kept as such (inference): no weight casts
+  // Bytes a GEMM reads per weight element when they differ from its input's: weight-only
+  // quantized inference (INT8/INT4 with group scales, dequantized inside a BF16 GEMM). 0 = the
+  // input's.
+  double weight_elem_bytes = 0;
   // Bytes per parameter of the model state (cost/precision.h: PrecisionPolicyOf).
   double weight_bytes = 2;
   double grad_bytes = 2;         // accumulation buffer

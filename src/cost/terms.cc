@@ -99,14 +99,20 @@ void MakeLinks(const Context& ctx, const Layout& l, Terms& t) {
 // at HBM speed; the amax reduction reads them again inside the same kernel). The weight's cast is
 // not repeated where the weights are already FP8: inference keeps them so
 // (Terms::fp8_weights_stored), Transformer Engine caches them over a step's micro-batches
-// (CostParams::fp8_weight_cache).
+// (CostParams::fp8_weight_cache). Weight-only quantized weights (Terms::weight_elem_bytes) are
+// read at their own size and the GEMM runs at the BF16 rate, its rows tiled by kWeightOnlyRowTile.
 double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const CostParams& p = ctx.params();
   const spec::ClusterSpec& c = ctx.cluster();
   const double rate = c.peak_tflops * 1e12 * t.gemm_efficiency * (t.fp8 ? t.fp8_speedup : 1.0);
-  const double compute = GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead);
-  const double bytes = (t.fp8 ? 1.0 : t.elem_bytes) * (m * k + k * n) + t.elem_bytes * m * n;
+  const bool weight_only = t.weight_elem_bytes > 0;
+  const double compute =
+      weight_only ? GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead, kWeightOnlyRowTile)
+                  : GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead);
+  const double in = t.fp8 ? 1.0 : t.elem_bytes;
+  const double weight = weight_only ? t.weight_elem_bytes : in;
+  const double bytes = in * m * k + weight * k * n + t.elem_bytes * m * n;
   const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;
   const double memory = bytes / hbm_Bps;
   const bool weight_fp8 = t.fp8_weights_stored || p.fp8_weight_cache;

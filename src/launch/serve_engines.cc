@@ -64,6 +64,16 @@ std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& l,
   for (const std::string& line : header) out += "# " + core::CommentText(line) + "\n";
   out += fmt::format("# One replica of {} ({} GPUs); run it on each of the {} replicas.\n",
                      cost::FormatServeLayout(l), l.gpus_per_replica(), l.replicas);
+  if (w.weight_only_bits > 0) {
+    // Neither engine quantizes to INT8/INT4 weight-only at load time: both read the method (AWQ,
+    // GPTQ, compressed-tensors) from the checkpoint's quantization_config.
+    out += fmt::format(
+        "# Weights int{0} weight-only (W{0}A16): MODEL must be a checkpoint quantized so (AWQ, "
+        "GPTQ "
+        "or compressed-tensors, group size {1}); {2} reads the method from its config.\n",
+        w.weight_only_bits, cost::kWeightOnlyGroup,
+        engine == ServeEngine::kVllm ? "vLLM" : "SGLang");
+  }
   out += "set -euo pipefail\n";
   out += ": \"${MODEL:?set MODEL to the checkpoint: a Hugging Face id or a local path}\"\n";
   out += engine == ServeEngine::kVllm

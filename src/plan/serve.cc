@@ -92,12 +92,6 @@ ServeSearchResult SearchServe(const cost::Context& ctx, const cost::ServeWorkloa
 namespace pentamesh::plan {
 namespace {
 
-struct Shape {
-  int64_t tp = 1;
-  spec::Precision precision = spec::Precision::kBf16;
-  bool kv_fp8 = false;
-};
-
 bool MeetsSlo(const ServeSimResult& r, const ServeCapacityQuery& q) {
   return r.steps > 0 && (q.slo_ttft_p95_s <= 0 || r.ttft_s.p95 <= q.slo_ttft_p95_s) &&
          (q.slo_itl_p95_s <= 0 || r.itl_s.p95 <= q.slo_itl_p95_s);
@@ -114,8 +108,8 @@ double SloMiss(const ServeSimResult& r, const ServeCapacityQuery& q) {
 
 auto DeploymentKey(const ServeDeployment& d) {
   return std::make_tuple(d.usd_per_hour, d.layout.gpus(), d.replica.ttft_s.p95, d.layout.tp,
-                         d.layout.ep, d.layout.pp, static_cast<int>(d.precision), d.kv_fp8,
-                         d.layout.replicas);
+                         d.layout.ep, d.layout.pp, static_cast<int>(d.precision),
+                         d.weight_only_bits, d.kv_fp8, d.layout.replicas);
 }
 
 // The capacity search's replica shapes (ReplicaShapes, ep a power of two), fewest GPUs first; at
@@ -139,8 +133,11 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
                                         int top_k) {
   const spec::ClusterSpec& c = ctx.cluster();
   ServeCapacityResult result;
-  std::vector<spec::Precision> precisions = {spec::Precision::kBf16};
-  if (c.peak_fp8_tflops > 0) precisions.push_back(spec::Precision::kFp8);
+  std::vector<std::string> formats = q.weights;
+  if (formats.empty()) {
+    formats = {"bf16"};
+    if (c.peak_fp8_tflops > 0) formats.push_back("fp8");
+  }
   std::vector<ServeDeployment> met;
   // The GPUs of the top_k-th cheapest deployment met so far (all pay the same GPU price): a shape
   // whose one replica has more cannot enter the list, so it is not simulated.
@@ -153,10 +150,11 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
   };
   for (const cost::ServeLayout& one : CapacityShapes(ctx.model(), c)) {
     if (one.gpus() > bound()) break;  // shapes come fewest GPUs first
-    for (spec::Precision precision : precisions) {
+    for (const std::string& format : formats) {
       for (bool kv_fp8 : {false, true}) {
         cost::ServeWorkload w = q.workload;
-        w.precision = precision;
+        if (!cost::ParseServeWeights(format, w)) continue;
+        if (w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops <= 0) continue;
         w.kv_fp8 = kv_fp8;
         w.requests = 1;
         const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
@@ -176,7 +174,8 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
         auto deployment = [&](int64_t replicas, ServeSimResult r) {
           ServeDeployment d{
               .layout = {.tp = one.tp, .ep = one.ep, .pp = one.pp, .replicas = replicas},
-              .precision = precision,
+              .precision = w.precision,
+              .weight_only_bits = w.weight_only_bits,
               .kv_fp8 = kv_fp8,
               .replica = std::move(r)};
           d.meets = MeetsSlo(d.replica, q);

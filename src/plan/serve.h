@@ -54,11 +54,15 @@ struct ServeCapacityQuery {
   double slo_ttft_p95_s = 0, slo_itl_p95_s = 0;  // 0 = no target
   int64_t sim_requests = 400;                    // requests simulated per candidate replica
   uint64_t seed = 1;
+  // Weight formats to consider (cost::ServeWeightsNames); empty = bf16, and fp8 where the GPU has
+  // an FP8 peak. Weight-only int8 / int4 change the model's outputs: only when asked.
+  std::vector<std::string> weights;
 };
 
 struct ServeDeployment {
   cost::ServeLayout layout;  // tp x ep x pp per replica, replicas
   spec::Precision precision = spec::Precision::kBf16;
+  int weight_only_bits = 0;  // cost::ServeWorkload::weight_only_bits
   bool kv_fp8 = false;
   ServeSimResult replica;  // one replica at rate / replicas
   bool meets = false;

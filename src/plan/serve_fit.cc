@@ -132,10 +132,10 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
       run.layout = {.tp = tp, .ep = 1, .pp = 1, .replicas = 1};
       run.workload.input_tokens = row.at("input_tokens");
       run.workload.output_tokens = row.at("output_tokens");
-      if (precision != "bf16" && precision != "fp8") {
-        return RowError(path, i, "precision: \"" + precision + "\" is not bf16 or fp8");
+      if (!cost::ParseServeWeights(precision, run.workload)) {
+        return RowError(path, i,
+                        "precision: \"" + precision + "\" is not one of bf16, fp8, int8, int4");
       }
-      run.workload.precision = precision == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
       const int64_t clients = row.contains("concurrency") ? row.at("concurrency").get<int64_t>()
                                                           : row.at("requests").get<int64_t>();
       if (clients < 1 || run.workload.input_tokens < 1 || run.workload.output_tokens < 1) {

@@ -1,7 +1,7 @@
 // cost/inference.h and plan/serve.h: KV-cache bytes against hand counts (GQA, MLA, sliding
-// window), experts touched against linearity of expectation, the published serving measurements
-// of bench/data/published_serving.json within 25%, the rules that name their flag, and the search
-// against brute force over the same layouts.
+// window), weight-only INT8/INT4 bytes against their closed form, experts touched against linearity
+// of expectation, the published serving measurements of bench/data/published_serving.json within
+// 25%, the rules that name their flag, and the search against brute force over the same layouts.
 #include "cost/inference.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +80,43 @@ TEST(Inference, KvCacheElementBytesFollowThePrecision) {
   EXPECT_DOUBLE_EQ(fp32.kv_bytes_per_token, elements * 4);
   EXPECT_DOUBLE_EQ(fp32.memory.weights,
                    4.0 / 2.0 * EstimateServe(ctx, Layout(1), Workload(1000, 24)).memory.weights);
+}
+
+TEST(Inference, WeightOnlyIntegerWeightsAreReadAtTheirSizeAndMultipliedAtTheBf16Rate) {
+  // W8A16 / W4A16 (AWQ, GPTQ): bits / 8 bytes a weight plus a BF16 scale per group of 128, so
+  // the weights' memory and a decode step's weight read shrink by (bits / 8 + 2 / 128) / 2 of
+  // BF16's; a long prompt's prefill is compute-bound at the BF16 rate; the KV cache stays BF16.
+  const Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const ServeWorkload bf16 = Workload(4096, 64);
+  const ServeEstimate b = EstimateServe(ctx, Layout(1), bf16);
+  ASSERT_TRUE(b.fits);
+  for (const char* name : {"int8", "int4"}) {
+    ServeWorkload w = bf16;
+    ASSERT_TRUE(ParseServeWeights(name, w));
+    const double bytes = w.weight_only_bits / 8.0 + 2.0 / 128.0;
+    const ServeEstimate e = EstimateServe(ctx, Layout(1), w);
+    ASSERT_TRUE(e.fits) << name;
+    EXPECT_EQ(ServeWeightsName(w.precision, w.weight_only_bits), name);
+    EXPECT_NEAR(e.memory.weights, b.memory.weights * bytes / 2.0, 1e-6 * b.memory.weights);
+    EXPECT_NEAR(e.decode_weights_s, b.decode_weights_s * bytes / 2.0, 1e-9 * b.decode_weights_s);
+    // Only the GEMMs' row tile differs (kWeightOnlyRowTile 16 for 128): each GEMM's time falls
+    // by less than (m + 16) / (m + 128) of it, the other kernels' not at all.
+    EXPECT_LT(e.prefill_compute_s, b.prefill_compute_s) << name;
+    EXPECT_GT(e.prefill_compute_s, b.prefill_compute_s * (4096.0 + 16) / (4096.0 + 128)) << name;
+    EXPECT_DOUBLE_EQ(e.kv_bytes_per_token, b.kv_bytes_per_token) << name;
+  }
+  // Weight-only quantization beside FP8 GEMMs, or another bit count, is refused by name.
+  ServeWorkload bad = bf16;
+  bad.weight_only_bits = 4;
+  bad.precision = spec::Precision::kFp8;
+  const ServeEstimate e = EstimateServe(ctx, Layout(1), bad);
+  ASSERT_FALSE(e.fits);
+  EXPECT_NE(e.violations.front().find("--precision"), std::string::npos) << e.violations.front();
+  bad.precision = spec::Precision::kBf16;
+  bad.weight_only_bits = 3;
+  EXPECT_FALSE(EstimateServe(ctx, Layout(1), bad).fits);
+  ServeWorkload unknown;
+  EXPECT_FALSE(ParseServeWeights("int3", unknown));
 }
 
 TEST(Inference, KvBytesPerTokenMlaIsTheLatent) {

@@ -57,6 +57,15 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
        "--gpu-memory-utilization"},
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --block-size 0",
        "--block-size"},
+      // Weight formats: the search's list only with --rate, fp8 only where the GPU has it.
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --weight-formats "
+       "int4",
+       "--weight-formats: only the capacity search"},
+      {"serve --model llama3-8b --cluster a100-80gb --input-tokens 100 --output-tokens 10 --rate "
+       "2 --weight-formats bf16,fp8",
+       "--weight-formats: fp8 needs a GPU with an FP8 peak"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --precision int3",
+       "--precision"},
       // A vLLM script with TensorRT-LLM's scheduler budget.
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --engine trtllm "
        "--emit vllm /tmp/pm-serve-emit-refused",

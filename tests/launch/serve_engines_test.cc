@@ -79,9 +79,9 @@ TEST(ServeEngines, EveryFlagIsInTheEnginesTableWithItsType) {
   cost::ServeWorkload w;
   w.input_tokens = 1000;
   w.output_tokens = 500;
-  for (bool fp8 : {false, true}) {
-    w.precision = fp8 ? spec::Precision::kFp8 : spec::Precision::kBf16;
-    w.kv_fp8 = fp8;
+  for (const char* weights : {"bf16", "fp8", "int8", "int4"}) {
+    ASSERT_TRUE(cost::ParseServeWeights(weights, w));
+    w.kv_fp8 = w.precision == spec::Precision::kFp8;
     for (const cost::ServeLayout& l :
          {cost::ServeLayout{.tp = 4},
           cost::ServeLayout{.tp = 8, .ep = 2, .pp = 2, .replicas = 3}}) {
@@ -127,6 +127,26 @@ TEST(ServeEngines, ScriptQuotesEveryValueAndParses) {
   EXPECT_EQ(std::system(("bash -n " + path).c_str()), 0);
   EXPECT_FALSE(ParseServeEngine("trtllm").ok());
   EXPECT_NE(ParseServeEngine("x").status().message().find("--emit"), std::string::npos);
+}
+
+// Weight-only int8 / int4: neither engine quantizes so at load time, so the script asks for no
+// --quantization (the engine reads the checkpoint's) and says what MODEL must be.
+TEST(ServeEngines, WeightOnlyScriptsNeedAQuantizedCheckpoint) {
+  cost::ServeWorkload w;
+  w.input_tokens = 100;
+  w.output_tokens = 10;
+  ASSERT_TRUE(cost::ParseServeWeights("int4", w));
+  for (ServeEngine engine : {ServeEngine::kVllm, ServeEngine::kSglang}) {
+    const std::string script = ServeLaunchScript(engine, {.tp = 2}, w, {"t"});
+    EXPECT_EQ(script.find("--quantization"), std::string::npos) << ToString(engine);
+    EXPECT_NE(script.find("# Weights int4 weight-only (W4A16): MODEL must be a checkpoint"),
+              std::string::npos)
+        << script;
+  }
+  ASSERT_TRUE(cost::ParseServeWeights("fp8", w));
+  EXPECT_NE(ServeLaunchScript(ServeEngine::kVllm, {.tp = 2}, w, {"t"})
+                .find("--quantization " + core::ShellQuote("fp8")),
+            std::string::npos);
 }
 
 }  // namespace

@@ -3,13 +3,15 @@
 // recovers a profile it generated measurements with; the shipped TensorRT-LLM profile against
 // the published NIM measurements (bench/data/serving_runs.json); the capacity search's answer
 // meets the SLOs with the fewest replicas of its shape, its prices are the closed forms, FP8
-// only where the GPU has it; its speed (printed).
+// only where the GPU has it, weight-only INT4 only when asked; measurement rows read their weight
+// format; its speed (printed).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,31 @@ TEST(EngineProfile, TrtllmAgainstPublishedNim) {
   EXPECT_LE(Quantile(ttft, 0.5), 0.20);
 }
 
+// A measurement of weight-only INT4 (an AWQ / GPTQ checkpoint) is read as such, not refused; a
+// weight format no engine has is refused naming the row and the field.
+TEST(EngineProfile, MeasurementRowsReadTheirWeightFormat) {
+  const std::string path = ::testing::TempDir() + "/pm_serve_rows_int4.json";
+  auto row = [](const std::string& precision) {
+    return "{\"name\": \"r\", \"engine\": \"vllm\", \"model\": \"llama3-70b\", \"cluster\": "
+           "\"a100-80gb\", \"tp\": 1, \"precision\": \"" +
+           precision +
+           "\", \"input_tokens\": 100, \"output_tokens\": 100, \"concurrency\": 1, "
+           "\"ttft_ms\": 100, \"itl_ms\": 20}";
+  };
+  std::ofstream(path) << "{\"rows\": [" << row("int4") << "]}";
+  auto runs = LoadServeRuns(path, MakeContext);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().workload.weight_only_bits, 4);
+  EXPECT_EQ(runs->front().workload.precision, spec::Precision::kBf16);
+  EXPECT_TRUE(runs->front().fits);  // 70B at 0.52 bytes a weight fits one 80 GB A100
+  std::ofstream(path) << "{\"rows\": [" << row("int4") << ", " << row("int3") << "]}";
+  runs = LoadServeRuns(path, MakeContext);
+  ASSERT_FALSE(runs.ok());
+  EXPECT_NE(runs.status().message().find("row 1: precision: \"int3\""), std::string::npos)
+      << runs.status().message();
+}
+
 // TensorRT-LLM's FP8 checkpoints hold an FP8 KV cache (cost::ServeEngineProfile::
 // fp8_kv_with_fp8_weights): the FP8 rows are loaded with one, the FP16 rows without. What the
 // measurements show: Llama 3 8B on one H100 at 250 clients of 200 + 2,000 tokens waits 15.2 s for
@@ -191,6 +218,7 @@ void ExpectOneFewerMisses(const cost::Context& ctx, const ServeCapacityQuery& q,
                           const ServeDeployment& d) {
   cost::ServeWorkload w = q.workload;
   w.precision = d.precision;
+  w.weight_only_bits = d.weight_only_bits;
   w.kv_fp8 = d.kv_fp8;
   cost::ServeLayout one = d.layout;
   one.replicas = 1;
@@ -242,6 +270,32 @@ TEST(ServeCapacity, Fp8OnlyWhereTheGpuHasIt) {
   EXPECT_TRUE(std::any_of(h.top.begin(), h.top.end(), [](const ServeDeployment& d) {
     return d.precision == spec::Precision::kFp8;
   }));
+}
+
+// Weight-only int8 / int4 enter the search only when asked (they change the model's outputs);
+// asked, they are searched like the others: every listed deployment is of a format asked for, and
+// for Llama 3 70B on A100s (no FP8) with a decode-bound load int4 serves it on fewer GPUs than
+// BF16 alone can.
+TEST(ServeCapacity, WeightOnlyFormatsOnlyWhenAsked) {
+  const cost::Context ctx = MakeContext("llama3-70b", "a100-80gb").value();
+  ServeCapacityQuery q = Query(2, 5000, 60);
+  q.workload.input_tokens = 500;
+  q.workload.output_tokens = 500;
+  q.sim_requests = 100;
+  const ServeCapacityResult plain = SearchServeCapacity(ctx, q, 100);
+  ASSERT_FALSE(plain.top.empty());
+  for (const ServeDeployment& d : plain.top) EXPECT_EQ(d.weight_only_bits, 0);
+  q.weights = {"bf16", "int4"};
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 100);
+  ASSERT_FALSE(r.top.empty());
+  for (const ServeDeployment& d : r.top) {
+    EXPECT_TRUE(d.weight_only_bits == 0 || d.weight_only_bits == 4);
+    EXPECT_EQ(d.precision, spec::Precision::kBf16);
+  }
+  const ServeDeployment& best = r.top.front();
+  EXPECT_EQ(best.weight_only_bits, 4) << cost::FormatServeLayout(best.layout);
+  EXPECT_LT(best.layout.gpus(), plain.top.front().layout.gpus());
+  ExpectOneFewerMisses(ctx, q, best);
 }
 
 // A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8
