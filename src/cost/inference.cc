@@ -184,7 +184,11 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   internal::ComputeTerms(pass, layout, t);
   t.expert_sources = 1;
   t.fp8_weights_stored = true;
-  if (w.weight_only_bits > 0) t.weight_elem_bytes = s.weight_bytes;
+  // FP8 weights on a GPU without FP8 tensor cores run weight-only too (W8A16: vLLM's FP8 Marlin
+  // path on Ampere): read as FP8, multiplied at the BF16 rate.
+  const bool fp8_weight_only =
+      w.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops <= 0;
+  if (w.weight_only_bits > 0 || fp8_weight_only) t.weight_elem_bytes = s.weight_bytes;
   double layers[2][2] = {{0, 0}, {0, 0}};
   for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
   f(pass, t, layers);

@@ -119,6 +119,22 @@ TEST(Inference, WeightOnlyIntegerWeightsAreReadAtTheirSizeAndMultipliedAtTheBf16
   EXPECT_FALSE(ParseServeWeights("int3", unknown));
 }
 
+// A one-request decode step of the simulation's step cost is the estimate's inter-token latency
+// (both bound by the weight read) for every weight format, FP8 on an A100 included: without FP8
+// tensor cores its FP8 weights run weight-only (W8A16), read as FP8 at the BF16 rate.
+TEST(Inference, OneDecodeStepIsTheEstimatesItlForEveryWeightFormat) {
+  const Context ctx = MakeContext(Load("llama3-70b", "a100-80gb"));
+  for (const char* name : {"bf16", "fp8", "int8", "int4"}) {
+    ServeWorkload w = Workload(100, 1000);
+    ASSERT_TRUE(ParseServeWeights(name, w));
+    const ServeEstimate e = EstimateServe(ctx, Layout(2), w);
+    ASSERT_TRUE(e.fits) << name;
+    const ServeStepCost c = MakeServeStepCost(ctx, Layout(2), w);
+    const double step = ServeStepTime(c, {.tokens = 1, .sequences = 1, .kv_tokens_global = 600});
+    EXPECT_NEAR(step / e.itl_s, 1.0, 0.03) << name << ": step " << step << " s, itl " << e.itl_s;
+  }
+}
+
 TEST(Inference, KvBytesPerTokenMlaIsTheLatent) {
   const Context ctx = MakeContext(Load("deepseek-v3-like", "h100-sxm"));
   // DeepSeek-V2 section 2.1.2: (d_c + d_h^R) = 512 + 64 elements a layer, held whole per tp rank.
