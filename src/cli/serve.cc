@@ -136,10 +136,13 @@ void PrintPercentiles(const char* name, const plan::Percentiles& p) {
 void PrintLoad(const ServeArgs& a, const plan::ServeLoad& load, int64_t block_tokens) {
   const plan::ServeSimResult& g = load.group;
   fmt::print("\nsimulated: {}\n", Describe(a, load));
+  // A dealt trace's steps and preemptions are of all engines (plan::SimulateServeTrace).
+  const bool all = !a.trace.empty() && load.groups > 1;
   fmt::print(
-      "  engine         {} steps, {:.0f} tokens/step, up to {} running, {} preemptions, {} KV "
-      "blocks of {} tokens\n",
-      g.steps, g.mean_batch_tokens, g.max_running, g.preemptions, g.kv_blocks, block_tokens);
+      "  {:<14} {} steps, {:.0f} tokens/step, up to {} running, {} preemptions, {} KV "
+      "blocks of {} tokens{}\n",
+      all ? "all engines" : "engine", g.steps, g.mean_batch_tokens, g.max_running, g.preemptions,
+      g.kv_blocks, block_tokens, all ? " each" : "");
   PrintPercentiles("TTFT ms", g.ttft_s);
   PrintPercentiles("ITL ms", g.itl_s);
   PrintPercentiles("TPOT ms", g.tpot_s);
@@ -464,12 +467,6 @@ core::Status LoadTrace(ServeArgs& a, const spec::ModelSpec& model) {
                                "simulated)");
   }
   if (!a.tp) return core::Status::Error(flag + ": simulate one layout: give --tp (and --pp)");
-  if (a.replicas * a.ep != 1) {
-    return core::Status::Error(
-        flag +
-        ": simulates one engine (--replicas 1 --ep 1); dealing a trace over several is not "
-        "modelled");
-  }
   auto trace = plan::ReadServeTrace(a.request_trace, model.max_seq_len);
   if (!trace.ok()) return core::Status::Error(flag + ": " + trace.status().message());
   a.trace = std::move(*trace);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -109,6 +110,37 @@ class Engine {
     }
     Finish();
     return result_;
+  }
+
+  // Accumulates this engine's run (after Run) into `m`, for one result over several engines.
+  struct Merged {
+    std::vector<double> ttft, itl, tpot, e2e;
+    double first_s = std::numeric_limits<double>::infinity(), last_s = 0;
+    double in_system_s = 0, tokens_scheduled = 0;
+    int64_t completed = 0, good = 0, output_tokens = 0, steps = 0, preemptions = 0;
+    int64_t max_running = 0, kv_blocks = 0;
+    bool failed = false;
+  };
+  void MergeInto(Merged& m) const {
+    if (requests_.empty() || result_.steps == 0) {
+      m.failed = true;
+      return;
+    }
+    m.ttft.insert(m.ttft.end(), ttft_.begin(), ttft_.end());
+    m.itl.insert(m.itl.end(), itl_.begin(), itl_.end());
+    m.tpot.insert(m.tpot.end(), tpot_.begin(), tpot_.end());
+    m.e2e.insert(m.e2e.end(), e2e_.begin(), e2e_.end());
+    m.first_s = std::min(m.first_s, requests_.front().sent_s);
+    m.last_s = std::max(m.last_s, now_s_);
+    m.in_system_s += in_system_s_;
+    m.tokens_scheduled += tokens_scheduled_;
+    m.completed += completed_;
+    m.good += good_;
+    m.output_tokens += output_tokens_;
+    m.steps += result_.steps;
+    m.preemptions += result_.preemptions;
+    m.max_running = std::max(m.max_running, result_.max_running);
+    m.kv_blocks = result_.kv_blocks;
   }
 
  private:
@@ -325,11 +357,48 @@ ServeSimResult SimulateServe(const cost::ServeStepCost& cost, const cost::ServeW
   return Engine(cost, w, kv_blocks, traffic).Run();
 }
 
+ServeSimResult SimulateServeTrace(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
+                                  int64_t kv_blocks, const ServeTraffic& traffic, int64_t engines) {
+  PM_CHECK(engines >= 1 && !traffic.trace.empty());
+  if (engines == 1) return SimulateServe(cost, w, kv_blocks, traffic);
+  // Round robin in arrival order: request i goes to engine i mod engines.
+  std::vector<ServeTraffic> dealt(static_cast<size_t>(engines), traffic);
+  for (ServeTraffic& t : dealt) t.trace.clear();
+  for (size_t i = 0; i < traffic.trace.size(); ++i) {
+    dealt[i % dealt.size()].trace.push_back(traffic.trace[i]);
+  }
+  Engine::Merged m;
+  for (const ServeTraffic& t : dealt) {
+    if (t.trace.empty()) continue;
+    Engine engine(cost, w, kv_blocks, t);
+    engine.Run();
+    engine.MergeInto(m);
+  }
+  ServeSimResult s;
+  s.kv_blocks = kv_blocks;
+  if (m.failed) return s;
+  s.steps = m.steps;
+  s.preemptions = m.preemptions;
+  s.max_running = m.max_running;
+  s.duration_s = m.last_s - m.first_s;
+  if (s.duration_s > 0) {
+    s.requests_per_s = static_cast<double>(m.completed) / s.duration_s;
+    s.output_tokens_per_s = static_cast<double>(m.output_tokens) / s.duration_s;
+    s.goodput_requests_per_s = static_cast<double>(m.good) / s.duration_s;
+    s.mean_in_system = m.in_system_s / s.duration_s;
+  }
+  s.mean_batch_tokens = s.steps > 0 ? m.tokens_scheduled / static_cast<double>(s.steps) : 0;
+  s.ttft_s = Summarize(m.ttft);
+  s.itl_s = Summarize(m.itl);
+  s.tpot_s = Summarize(m.tpot);
+  s.e2e_s = Summarize(m.e2e);
+  return s;
+}
+
 ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layout,
                          const cost::ServeWorkload& w, const ServeTraffic& traffic) {
   ServeLoad load;
   load.groups = layout.replicas * layout.ep;
-  PM_CHECK(traffic.trace.empty() || load.groups == 1);
   const auto groups = static_cast<double>(load.groups);
   auto share = [&load](int64_t n) { return (n + load.groups - 1) / load.groups; };
   ServeTraffic one = traffic;
@@ -337,7 +406,22 @@ ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layo
   one.concurrency = share(traffic.concurrency);
   one.requests = share(traffic.requests);
   const cost::ServeEstimate e = cost::EstimateServe(ctx, layout, w);
-  load.group = SimulateServe(cost::MakeServeStepCost(ctx, layout, w), w, e.kv_blocks, one);
+  const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, layout, w);
+  if (!traffic.trace.empty()) {
+    // The trace dealt over every engine: latencies over all its requests, throughputs of all
+    // engines (shared out per engine as `group` holds them).
+    load.group = SimulateServeTrace(step, w, e.kv_blocks, traffic, load.groups);
+    load.requests_per_s = load.group.requests_per_s;
+    load.output_tokens_per_s = load.group.output_tokens_per_s;
+    load.goodput_requests_per_s = load.group.goodput_requests_per_s;
+    load.group.requests_per_s /= groups;
+    load.group.output_tokens_per_s /= groups;
+    load.group.goodput_requests_per_s /= groups;
+    load.group.mean_in_system /= groups;
+    load.output_tokens_per_s_gpu = load.output_tokens_per_s / static_cast<double>(layout.gpus());
+    return load;
+  }
+  load.group = SimulateServe(step, w, e.kv_blocks, one);
   load.requests_per_s = load.group.requests_per_s * groups;
   load.output_tokens_per_s = load.group.output_tokens_per_s * groups;
   load.output_tokens_per_s_gpu = load.output_tokens_per_s / static_cast<double>(layout.gpus());

@@ -87,6 +87,14 @@ struct ServeSimResult {
 ServeSimResult SimulateServe(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
                              int64_t kv_blocks, const ServeTraffic& traffic);
 
+// A trace over `engines` engines alike (replicas x ep groups): its requests dealt round robin in
+// arrival order (request i to engine i mod engines, what a round-robin router in front of the
+// replicas does), each engine simulated with its share; one result over all the requests
+// (percentiles of every request's latencies, throughputs of all engines over the first arrival
+// to the last token). REQUIRES: traffic.trace not empty, engines >= 1.
+ServeSimResult SimulateServeTrace(const cost::ServeStepCost& cost, const cost::ServeWorkload& w,
+                                  int64_t kv_blocks, const ServeTraffic& traffic, int64_t engines);
+
 // A serving layout under `traffic` over all of it: the replicas x ep groups each run their own
 // engine (DP attention, cost/inference.h) and get an even share of the arrival rate, the
 // clients and the requests (rounded up); the group's KV blocks from cost::EstimateServe.
@@ -97,7 +105,9 @@ struct ServeLoad {
   double output_tokens_per_s = 0, output_tokens_per_s_gpu = 0;
   double goodput_requests_per_s = 0;
 };
-// REQUIRES: the layout fits (EstimateServe(...).fits); with a trace, one engine (groups = 1).
+// With a trace: SimulateServeTrace over the groups (`group`'s latencies are over all requests,
+// its throughputs and requests in the system the mean engine's, its steps and preemptions all
+// engines'). REQUIRES: the layout fits (EstimateServe(...).fits).
 ServeLoad SimulateLayout(const cost::Context& ctx, const cost::ServeLayout& layout,
                          const cost::ServeWorkload& w, const ServeTraffic& traffic);
 

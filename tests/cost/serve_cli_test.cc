@@ -145,6 +145,17 @@ TEST(ServeCli, RequestTrace) {
             std::string::npos)
       << text.out;
 
+  // Dealt over two replicas (plan::SimulateServeTrace): every request still simulated, its
+  // overlapping arrivals wait less, the throughput is the arrivals' either way.
+  const pt::CliRun two =
+      pt::Pentamesh("serve --model llama3-8b --tp 1 --replicas 2 --json --request-trace " + trace);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const auto sim2 = nlohmann::json::parse(two.out)["simulation"];
+  EXPECT_EQ(sim2["engines"].get<int64_t>(), 2);
+  EXPECT_LT(sim2["ttft_ms"]["mean"].get<double>(), sim["ttft_ms"]["mean"].get<double>());
+  EXPECT_NEAR(sim2["requests_per_s"].get<double>() / sim["requests_per_s"].get<double>(), 1.0,
+              0.05);
+
   const std::string one = std::string(PM_TEST_TMP) + "/one-request.jsonl";
   std::ofstream(one) << "{\"timestamp\": 250, \"input_length\": 2000, \"output_length\": 100}\n";
   const pt::CliRun t = pt::Pentamesh(
@@ -183,7 +194,6 @@ TEST(ServeCli, RequestTraceBadInputExitsTwo) {
       {base + good + " --rate 2", "--request-trace and --rate: give one of them"},
       {base + good + " --concurrency 2", "--request-trace and --concurrency: give one of them"},
       {base + good + " --sim-requests 5", "--request-trace and --sim-requests: give one of them"},
-      {base + good + " --replicas 2", "--request-trace: simulates one engine"},
       {"serve --model llama3-8b --request-trace " + good, "--request-trace: simulate one layout"},
       {base + bad, "--request-trace: " + bad +
                        " line 2: \"input_length\" 130000 + \"output_length\" 2000 = 132000 tokens "

@@ -501,6 +501,55 @@ TEST(ServeSimTrace, KvAndChunksFollowEachRequest) {
 
 // The published rows: concurrency c as a closed loop of c clients (NIM's AIPerf), vLLM's fixed
 // batch as c requests arriving together (the batch's latency = the simulation's duration).
+// A trace dealt over two engines (plan::SimulateServeTrace): requests 0, 2, 4, ... to one and
+// 1, 3, 5, ... to the other, each simulated alone (the reference: SimulateServe of each half);
+// the result is over every request: TTFT / TPOT / e2e means weighted by the halves' counts and
+// maxima the larger, percentiles between the halves', steps summed, throughput over the first
+// arrival to the last token. Dealt over more engines than requests, each request is alone.
+TEST(ServeSimTrace, DealtOverEnginesRoundRobin) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(3000, 300);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(1), w);
+  ASSERT_TRUE(e.fits);
+  const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(1), w);
+  std::vector<TraceRequest> all, half[2];
+  for (int i = 0; i < 41; ++i) {
+    const TraceRequest r{.arrival_s = 0.05 * i,
+                         .input_tokens = 200 + 61 * (i % 7) * 7,
+                         .output_tokens = 20 + 13 * (i % 5) * 4};
+    all.push_back(r);
+    half[i % 2].push_back(r);
+  }
+  const ServeSimResult dealt = SimulateServeTrace(c, w, e.kv_blocks, Trace(all), 2);
+  const ServeSimResult a = SimulateServe(c, w, e.kv_blocks, Trace(half[0]));
+  const ServeSimResult b = SimulateServe(c, w, e.kv_blocks, Trace(half[1]));
+  const double na = 21, nb = 20;
+  auto mean = [&](double x, double y) { return (na * x + nb * y) / (na + nb); };
+  EXPECT_NEAR(dealt.ttft_s.mean, mean(a.ttft_s.mean, b.ttft_s.mean), 1e-12);
+  EXPECT_NEAR(dealt.tpot_s.mean, mean(a.tpot_s.mean, b.tpot_s.mean), 1e-12);
+  EXPECT_NEAR(dealt.e2e_s.mean, mean(a.e2e_s.mean, b.e2e_s.mean), 1e-12);
+  EXPECT_DOUBLE_EQ(dealt.ttft_s.max, std::max(a.ttft_s.max, b.ttft_s.max));
+  EXPECT_DOUBLE_EQ(dealt.e2e_s.max, std::max(a.e2e_s.max, b.e2e_s.max));
+  EXPECT_GE(dealt.ttft_s.p95, std::min(a.ttft_s.p95, b.ttft_s.p95));
+  EXPECT_LE(dealt.ttft_s.p95, std::max(a.ttft_s.p95, b.ttft_s.p95));
+  EXPECT_EQ(dealt.steps, a.steps + b.steps);
+  EXPECT_EQ(dealt.max_running, std::max(a.max_running, b.max_running));
+  // Both halves start at t = 0 and 0.05 s; the last token is the later half's.
+  const double end = std::max(a.duration_s, 0.05 + b.duration_s);
+  EXPECT_NEAR(dealt.duration_s, end, 1e-12);
+  EXPECT_NEAR(dealt.requests_per_s, 41 / end, 1e-9);
+  // The same load on one engine waits longer.
+  const ServeSimResult one = SimulateServe(c, w, e.kv_blocks, Trace(all));
+  EXPECT_GT(one.ttft_s.mean, dealt.ttft_s.mean);
+  // As many engines as requests, or more: each request alone, as it is simulated alone.
+  const ServeSimResult alone = SimulateServeTrace(c, w, e.kv_blocks, Trace({all[0], all[1]}), 5);
+  const ServeSimResult first = SimulateServe(c, w, e.kv_blocks, Trace({all[0]}));
+  const ServeSimResult second = SimulateServe(c, w, e.kv_blocks, Trace({all[1]}));
+  EXPECT_EQ(alone.steps, all[0].output_tokens + all[1].output_tokens);
+  EXPECT_DOUBLE_EQ(alone.ttft_s.max, std::max(first.ttft_s.max, second.ttft_s.max));
+  EXPECT_DOUBLE_EQ(alone.ttft_s.mean, 0.5 * (first.ttft_s.mean + second.ttft_s.mean));
+}
+
 TEST(ServeSim, PublishedServingUnderLoad) {
   std::ifstream in(std::string(PM_SOURCE_DIR) + "/bench/data/published_serving.json");
   ASSERT_TRUE(in.good());
