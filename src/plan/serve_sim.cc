@@ -118,7 +118,7 @@ class Engine {
     double first_s = std::numeric_limits<double>::infinity(), last_s = 0;
     double in_system_s = 0, tokens_scheduled = 0;
     int64_t completed = 0, good = 0, output_tokens = 0, steps = 0, preemptions = 0;
-    int64_t max_running = 0, kv_blocks = 0;
+    int64_t max_running = 0;
     bool failed = false;
   };
   void MergeInto(Merged& m) const {
@@ -140,7 +140,6 @@ class Engine {
     m.steps += result_.steps;
     m.preemptions += result_.preemptions;
     m.max_running = std::max(m.max_running, result_.max_running);
-    m.kv_blocks = result_.kv_blocks;
   }
 
  private:
