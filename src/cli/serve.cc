@@ -7,6 +7,7 @@
 // --request-trace under a trace's requests (plan/serve_trace.h), each with its own arrival and
 // lengths; the estimate is then of the trace's longest prompt and longest request.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <fstream>
@@ -492,7 +493,8 @@ int RunServe(const ServeArgs& args) {
   in.cluster = *cluster;
   if (const core::Status s = ApplyStack(a.stack, in); !s.ok()) return Fail(s.message());
   if (!cost::ParseServeWeights(a.precision, a.workload)) {
-    return Fail("--precision: \"" + a.precision + "\" is not one of bf16, fp8, int8, int4");
+    return Fail(fmt::format("--precision: \"{}\" is not one of {}", a.precision,
+                            fmt::join(cost::ServeWeightsNames(), ", ")));
   }
   const cost::ServeEngineProfile* profile = cost::FindServeEngineProfile(a.engine);
   if (profile == nullptr) return Fail("--engine: no profile named \"" + a.engine + "\"");
@@ -524,7 +526,7 @@ int RunServe(const ServeArgs& args) {
           "--precision for one layout");
     }
     for (const std::string& f : a.weight_formats) {
-      if (f == "fp8" && in.cluster.peak_fp8_tflops <= 0) {
+      if (!plan::ServeWeightsSearchable(in.cluster, f)) {
         return Fail("--weight-formats: fp8 needs a GPU with an FP8 peak; " + in.cluster.name +
                     " has none");
       }

@@ -129,14 +129,19 @@ std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
 
 }  // namespace
 
+bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& format) {
+  return format != "fp8" || c.peak_fp8_tflops > 0;
+}
+
 ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
                                         int top_k) {
   const spec::ClusterSpec& c = ctx.cluster();
   ServeCapacityResult result;
   std::vector<std::string> formats = q.weights;
   if (formats.empty()) {
-    formats = {"bf16"};
-    if (c.peak_fp8_tflops > 0) formats.push_back("fp8");
+    for (const char* f : {"bf16", "fp8"}) {
+      if (ServeWeightsSearchable(c, f)) formats.emplace_back(f);
+    }
   }
   std::vector<ServeDeployment> met;
   // The GPUs of the top_k-th cheapest deployment met so far (all pay the same GPU price): a shape
@@ -153,8 +158,7 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
     for (const std::string& format : formats) {
       for (bool kv_fp8 : {false, true}) {
         cost::ServeWorkload w = q.workload;
-        if (!cost::ParseServeWeights(format, w)) continue;
-        if (w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops <= 0) continue;
+        if (!ServeWeightsSearchable(c, format) || !cost::ParseServeWeights(format, w)) continue;
         w.kv_fp8 = kv_fp8;
         w.requests = 1;
         const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cost/inference.h"
@@ -41,10 +42,11 @@ namespace pentamesh::plan {
 // the workload's engine profile). Candidates: replicas of tp 1, 2, 4, 8 (within a node) x pp 1, 2,
 // 4, 8 (dividing the layers) x ep a power of two dividing the experts (MoE), at most 64 GPUs,
 // obeying the serving rules, fewest GPUs first (a replica with more GPUs than the top_k-th
-// deployment found is not simulated); weights in BF16 or FP8 (FP8 where the GPU has FP8 tensor
-// cores) and the KV cache in BF16 or FP8; for each, the fewest replicas whose one replica, at rate
-// / replicas, meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a request's tokens)
-// <= slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow with its rate).
+// deployment found is not simulated); weights in each of the query's formats the GPU may deploy
+// (ServeWeightsSearchable) and the KV cache in BF16 or FP8; for each, the fewest replicas whose one
+// replica, at rate / replicas, meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a
+// request's tokens) <= slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow
+// with its rate).
 // Ranked by USD per hour (GPUs x usd_per_gpu_hour), then GPUs, then TTFT p95, then the
 // candidate's fields (a total order). Cost per million output tokens = USD per hour / (rate x
 // output tokens x 3600) x 1e6; per million tokens in and out alike, over input + output.
@@ -77,5 +79,10 @@ struct ServeCapacityResult {
 
 ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
                                         int top_k);
+
+// Whether the capacity search may deploy weights in `format` (a cost::ServeWeightsNames name) on
+// GPUs of `c`: FP8 weights only where the GPU has FP8 tensor cores (TensorRT-LLM has no FP8 path
+// without them); the other formats everywhere.
+bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& format);
 
 }  // namespace pentamesh::plan

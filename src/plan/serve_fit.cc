@@ -2,6 +2,7 @@
 #include "plan/serve_fit.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -134,7 +135,8 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
       run.workload.output_tokens = row.at("output_tokens");
       if (!cost::ParseServeWeights(precision, run.workload)) {
         return RowError(path, i,
-                        "precision: \"" + precision + "\" is not one of bf16, fp8, int8, int4");
+                        fmt::format("precision: \"{}\" is not one of {}", precision,
+                                    fmt::join(cost::ServeWeightsNames(), ", ")));
       }
       const int64_t clients = row.contains("concurrency") ? row.at("concurrency").get<int64_t>()
                                                           : row.at("requests").get<int64_t>();
