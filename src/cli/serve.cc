@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -286,9 +287,9 @@ core::Status Emit(const ServeArgs& a, const std::string& title, const cost::Serv
       (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}.sh", a.emit[0])).string();
   const std::string script = launch::ServeLaunchScript(
       *engine, l, w,
-      {"pentamesh serve: " + title, "weights " +
-                                        cost::ServeWeightsName(w.precision, w.weight_only_bits) +
-                                        ", KV " + (w.kv_fp8 ? "fp8" : "bf16")});
+      {"pentamesh serve: " + title,
+       "weights " + cost::ServeWeightsName(w.precision, w.weight_only_bits, w.fp4) + ", KV " +
+           (w.kv_fp8 ? "fp8" : "bf16")});
   const core::Status st = core::WriteFileAtomic(path, script, /*executable=*/true);
   if (!st.ok()) return core::Status::Error("--emit: " + st.message());
   fmt::print(stderr, "wrote {}\n", path);
@@ -375,7 +376,7 @@ nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
   const plan::ServeSimResult& r = d.replica;
   return {{"layout", cost::FormatServeLayout(d.layout)},
           {"gpus", d.layout.gpus()},
-          {"precision", cost::ServeWeightsName(d.precision, d.weight_only_bits)},
+          {"precision", cost::ServeWeightsName(d.precision, d.weight_only_bits, d.fp4)},
           {"kv", d.kv_fp8 ? "fp8" : "bf16"},
           {"meets", d.meets},
           {"ttft_p95_ms", r.ttft_s.p95 * kMs},
@@ -408,7 +409,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
       why += fmt::format(
           "; nearest: {} {} weights {} KV with TTFT p95 {:.0f} ms, ITL p95 {:.1f} ms",
           cost::FormatServeLayout(m.layout),
-          cost::ServeWeightsName(m.precision, m.weight_only_bits), m.kv_fp8 ? "fp8" : "bf16",
+          cost::ServeWeightsName(m.precision, m.weight_only_bits, m.fp4), m.kv_fp8 ? "fp8" : "bf16",
           m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
     }
     return Fail(why);
@@ -418,6 +419,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     cost::ServeWorkload w = a.workload;
     w.precision = best.precision;
     w.weight_only_bits = best.weight_only_bits;
+    w.fp4 = best.fp4;
     w.kv_fp8 = best.kv_fp8;
     const std::string title =
         fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
@@ -444,7 +446,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     fmt::print(
         "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
         i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(),
-        cost::ServeWeightsName(d.precision, d.weight_only_bits), d.kv_fp8 ? "fp8" : "bf16",
+        cost::ServeWeightsName(d.precision, d.weight_only_bits, d.fp4), d.kv_fp8 ? "fp8" : "bf16",
         d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs, d.usd_per_hour,
         d.usd_per_million_output_tokens, d.usd_per_million_tokens);
   }
@@ -527,8 +529,10 @@ int RunServe(const ServeArgs& args) {
     }
     for (const std::string& f : a.weight_formats) {
       if (!plan::ServeWeightsSearchable(in.cluster, f)) {
-        return Fail("--weight-formats: fp8 needs a GPU with an FP8 peak; " + in.cluster.name +
-                    " has none");
+        std::string upper = f;
+        for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        return Fail(fmt::format("--weight-formats: {} needs a GPU with an {} peak; {} has none", f,
+                                upper, in.cluster.name));
       }
     }
   }
@@ -552,12 +556,12 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--requests", w.requests, "concurrent requests over all replicas")
       ->transform(IntIn(1, kMaxRequests));
   sub->add_option("--precision", a->precision,
-                  "weights and GEMMs: bf16, fp8, or weight-only int8 / int4 (a pre-quantized "
-                  "AWQ/GPTQ checkpoint, BF16 GEMMs)")
+                  "weights and GEMMs: bf16, fp8, fp4 (NVFP4, Blackwell), or weight-only int8 / "
+                  "int4 (a pre-quantized AWQ/GPTQ checkpoint, BF16 GEMMs)")
       ->check(CLI::IsMember(cost::ServeWeightsNames()));
   sub->add_option("--weight-formats", a->weight_formats,
                   "capacity search (--rate without --tp): weight formats to consider, of bf16, "
-                  "fp8, int8, int4 (default bf16 and, where the GPU has it, fp8)")
+                  "fp8, fp4, int8, int4 (default bf16 and, where the GPU has it, fp8)")
       ->delimiter(',')
       ->check(CLI::IsMember(cost::ServeWeightsNames()));
   sub->add_flag("--kv-fp8", w.kv_fp8, "KV cache in FP8 (default BF16)");

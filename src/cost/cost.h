@@ -384,6 +384,10 @@ double GemmEfficiency(const Context& ctx);
 // FP8 GEMM rate / BF16 GEMM rate: CostParams::fp8_gemm_speedup, else the cluster's calibrated
 // one, else the ratio of the cluster's peaks.
 double Fp8GemmSpeedup(const Context& ctx);
+// FP4 (NVFP4) GEMM rate / BF16 GEMM rate: Fp8GemmSpeedup times the ratio of the FP4 and FP8
+// peaks (no published FP4 run measures it yet: FP4 is assumed to keep FP8's share of its peak).
+// REQUIRES: the cluster has FP8 and FP4 peaks.
+double Fp4GemmSpeedup(const Context& ctx);
 
 // Model FLOPs utilization: model FLOPs per token (Flops(...).model) x tokens/s over the
 // cluster's dense peak (all its GPUs). Predictions (EstimateLayout) and the engine's measurement

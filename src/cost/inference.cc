@@ -32,7 +32,8 @@ struct Serve {
   internal::Link tp_link, ep_link, pp_link;
 };
 
-double WeightBytes(spec::Precision p, int weight_only_bits) {
+double WeightBytes(spec::Precision p, int weight_only_bits, bool fp4) {
+  if (fp4) return kNvfp4Bytes;
   if (weight_only_bits > 0) {
     return weight_only_bits / 8.0 + kActivationBytes / static_cast<double>(kWeightOnlyGroup);
   }
@@ -61,7 +62,7 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.moe_layers = static_cast<double>(ctx.MoeLayers(0, m.layers));
   s.experts = static_cast<double>(m.moe.experts);
   s.top_k = static_cast<double>(m.moe.top_k);
-  s.weight_bytes = WeightBytes(w.precision, w.weight_only_bits);
+  s.weight_bytes = WeightBytes(w.precision, w.weight_only_bits, w.fp4);
   // The KV cache is BF16 (FP8 with kv_fp8) beside BF16 or FP8 weights, FP32 beside FP32 ones.
   s.kv_bytes = w.kv_fp8 ? 1.0 : (w.precision == spec::Precision::kFp32 ? 4.0 : 2.0);
   const double owned = m.is_moe() ? s.experts / s.ep : 0.0;
@@ -76,7 +77,7 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.pcie_Bps = w.pcie_gbps * kGB;
   const bool fp8 = w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
   const double gemm = c.peak_tflops * 1e12 * GemmEfficiency(ctx);
-  s.gemm_flops_s = gemm * (fp8 ? Fp8GemmSpeedup(ctx) : 1.0);
+  s.gemm_flops_s = gemm * (!fp8 ? 1.0 : w.fp4 ? Fp4GemmSpeedup(ctx) : Fp8GemmSpeedup(ctx));
   s.attention_flops_s = gemm * ctx.params().attention_relative;  // attention stays BF16
   // Rank order pp-ep-tp (tp innermost): a node holds gpus_per_node consecutive ranks.
   const double gpn = static_cast<double>(std::max<int64_t>(1, c.gpus_per_node));
@@ -189,6 +190,10 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   const bool fp8_weight_only =
       w.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops <= 0;
   if (w.weight_only_bits > 0 || fp8_weight_only) t.weight_elem_bytes = s.weight_bytes;
+  if (w.fp4 && t.fp8) {
+    t.fp8_operand_bytes = kNvfp4Bytes;
+    t.fp8_speedup = Fp4GemmSpeedup(ctx);
+  }
   double layers[2][2] = {{0, 0}, {0, 0}};
   for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
   f(pass, t, layers);
@@ -350,6 +355,14 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
                     FormatServeLayout(l), l.gpus(), c.name, c.gpus()));
   }
   AddOffloadRules(m, l, w, out);
+  if (w.fp4 && (w.precision != spec::Precision::kFp8 || w.weight_only_bits != 0)) {
+    add("--precision: fp4 is NVFP4 weights and GEMMs (precision fp8, no weight-only bits)");
+  } else if (w.fp4 && c.peak_fp4_tflops <= 0) {
+    add(
+        fmt::format("--precision: fp4 needs a GPU with FP4 tensor cores (peak_fp4_tflops); {} has "
+                    "none",
+                    c.name));
+  }
   if (w.weight_only_bits != 0 && ((w.weight_only_bits != 4 && w.weight_only_bits != 8) ||
                                   w.precision != spec::Precision::kBf16)) {
     add(
@@ -460,26 +473,29 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
 }
 
 bool ParseServeWeights(const std::string& name, ServeWorkload& w) {
-  if (name == "bf16" || name == "fp8") {
-    w.precision = name == "fp8" ? spec::Precision::kFp8 : spec::Precision::kBf16;
+  if (name == "bf16" || name == "fp8" || name == "fp4") {
+    w.precision = name == "bf16" ? spec::Precision::kBf16 : spec::Precision::kFp8;
     w.weight_only_bits = 0;
+    w.fp4 = name == "fp4";
     return true;
   }
   if (name == "int8" || name == "int4") {
     w.precision = spec::Precision::kBf16;
     w.weight_only_bits = name == "int8" ? 8 : 4;
+    w.fp4 = false;
     return true;
   }
   return false;
 }
 
-std::string ServeWeightsName(spec::Precision precision, int weight_only_bits) {
+std::string ServeWeightsName(spec::Precision precision, int weight_only_bits, bool fp4) {
+  if (fp4) return "fp4";
   if (weight_only_bits > 0) return fmt::format("int{}", weight_only_bits);
   return spec::PrecisionName(precision);
 }
 
 const std::vector<std::string>& ServeWeightsNames() {
-  static const std::vector<std::string> names = {"bf16", "fp8", "int8", "int4"};
+  static const std::vector<std::string> names = {"bf16", "fp8", "fp4", "int8", "int4"};
   return names;
 }
 

@@ -96,12 +96,17 @@ struct ServeEngine {
 
 constexpr int kWeightOnlyGroup = 128;
 
-// Serving's weight formats by name: "bf16", "fp8" (weights and GEMMs), "int8", "int4"
-// (weight-only, BF16 GEMMs). ParseServeWeights sets w.precision and w.weight_only_bits; false for
-// another name.
+// NVFP4 (Blackwell's FP4, as NVIDIA ModelOpt checkpoints hold it): a 4-bit E2M1 element plus one
+// FP8 E4M3 scale per block of 16, for weights and the activations the GEMMs quantize on the fly.
+constexpr int kNvfp4Block = 16;
+constexpr double kNvfp4Bytes = 0.5 + 1.0 / kNvfp4Block;
+
+// Serving's weight formats by name: "bf16", "fp8" (weights and GEMMs), "fp4" (NVFP4 weights and
+// GEMMs), "int8", "int4" (weight-only, BF16 GEMMs). ParseServeWeights sets w.precision,
+// w.weight_only_bits and w.fp4; false for another name.
 struct ServeWorkload;
 bool ParseServeWeights(const std::string& name, ServeWorkload& w);
-std::string ServeWeightsName(spec::Precision precision, int weight_only_bits);
+std::string ServeWeightsName(spec::Precision precision, int weight_only_bits, bool fp4);
 const std::vector<std::string>& ServeWeightsNames();
 
 struct ServeWorkload {
@@ -114,6 +119,9 @@ struct ServeWorkload {
   // none, else 8 or 4 bits a weight plus one BF16 scale per group of kWeightOnlyGroup weights,
   // dequantized inside BF16 GEMMs (precision kBf16).
   int weight_only_bits = 0;
+  // NVFP4 weights and GEMMs (precision kFp8, whose paths it refines): kNvfp4Bytes an element, the
+  // GEMMs at Fp4GemmSpeedup. Needs a GPU with an FP4 peak (Blackwell).
+  bool fp4 = false;
   // KV cache in FP8 (1 byte an element) instead of BF16 (2; FP32, 4, when precision is kFp32)
   bool kv_fp8 = false;
   // Expert offloading (MoE): routed experts of each MoE layer that one ep group keeps in HBM

@@ -90,6 +90,9 @@ struct Terms {
   bool fp8 = false;                 // FP8 GEMMs (precision fp8 on a GPU with an FP8 peak)
   double fp8_speedup = 1;           // FP8 GEMM rate / BF16 GEMM rate
   bool fp8_weights_stored = false;  // FP8 weights kept as such (inference): no weight casts
+  // Bytes of an element of an FP8 GEMM's inputs: 1, or kNvfp4Bytes for NVFP4 inference (its rate
+  // then Fp4GemmSpeedup, set as fp8_speedup).
+  double fp8_operand_bytes = 1;
   // Bytes a GEMM reads per weight element when they differ from its input's: weight-only
   // quantized inference (INT8/INT4 with group scales, dequantized inside a BF16 GEMM). 0 = the
   // input's.

@@ -49,6 +49,11 @@ double Fp8GemmSpeedup(const Context& ctx) {
   return c.peak_fp8_tflops / c.peak_tflops;
 }
 
+double Fp4GemmSpeedup(const Context& ctx) {
+  const spec::ClusterSpec& c = ctx.cluster();
+  return Fp8GemmSpeedup(ctx) * c.peak_fp4_tflops / c.peak_fp8_tflops;
+}
+
 Rule CheckLayout(const Context& ctx, const spec::Layout& l) {
   return spec::FirstBrokenRule(ctx.model(), ctx.cluster(), ctx.train(), l);
 }

@@ -110,7 +110,7 @@ double GemmTime(const Context& ctx, const Terms& t, double m, double n, double k
   const double compute =
       weight_only ? GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead, kWeightOnlyRowTile)
                   : GemmComputeSeconds(m, n, k, rate, p.gemm_dim_overhead);
-  const double in = t.fp8 ? 1.0 : t.elem_bytes;
+  const double in = t.fp8 ? t.fp8_operand_bytes : t.elem_bytes;
   const double weight = weight_only ? t.weight_elem_bytes : in;
   const double bytes = in * m * k + weight * k * n + t.elem_bytes * m * n;
   const double hbm_Bps = c.hbm_gbps * 1e9 * p.hbm_efficiency;

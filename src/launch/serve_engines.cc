@@ -21,7 +21,7 @@ std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine en
                                                                   const cost::ServeLayout& l,
                                                                   const cost::ServeWorkload& w) {
   const cost::ServeEngine& e = w.engine;
-  const bool fp8 = w.precision == spec::Precision::kFp8;
+  const bool fp8 = w.precision == spec::Precision::kFp8 && !w.fp4;  // NVFP4: from the checkpoint
   const std::string max_len = std::to_string(w.input_tokens + w.output_tokens);
   std::vector<std::pair<std::string, std::string>> f;
   auto add = [&f](std::string flag, std::string value) {
@@ -64,6 +64,14 @@ std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& l,
   for (const std::string& line : header) out += "# " + core::CommentText(line) + "\n";
   out += fmt::format("# One replica of {} ({} GPUs); run it on each of the {} replicas.\n",
                      cost::FormatServeLayout(l), l.gpus_per_replica(), l.replicas);
+  if (w.fp4) {
+    // Neither engine quantizes to NVFP4 at load time: ModelOpt writes the checkpoint and its
+    // hf_quant_config.json, from which both read the method.
+    out += fmt::format(
+        "# Weights fp4 (NVFP4, FP4 GEMMs): MODEL must be an NVFP4 checkpoint (NVIDIA ModelOpt); {} "
+        "reads the method from its config.\n",
+        engine == ServeEngine::kVllm ? "vLLM" : "SGLang");
+  }
   if (w.weight_only_bits > 0) {
     // Neither engine quantizes to INT8/INT4 weight-only at load time: both read the method (AWQ,
     // GPTQ, compressed-tensors) from the checkpoint's quantization_config.

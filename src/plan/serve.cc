@@ -109,7 +109,7 @@ double SloMiss(const ServeSimResult& r, const ServeCapacityQuery& q) {
 auto DeploymentKey(const ServeDeployment& d) {
   return std::make_tuple(d.usd_per_hour, d.layout.gpus(), d.replica.ttft_s.p95, d.layout.tp,
                          d.layout.ep, d.layout.pp, static_cast<int>(d.precision),
-                         d.weight_only_bits, d.kv_fp8, d.layout.replicas);
+                         d.weight_only_bits, d.fp4, d.kv_fp8, d.layout.replicas);
 }
 
 // The capacity search's replica shapes (ReplicaShapes, ep a power of two), fewest GPUs first; at
@@ -130,7 +130,9 @@ std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
 }  // namespace
 
 bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& format) {
-  return format != "fp8" || c.peak_fp8_tflops > 0;
+  if (format == "fp8") return c.peak_fp8_tflops > 0;
+  if (format == "fp4") return c.peak_fp4_tflops > 0;
+  return true;
 }
 
 ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
@@ -180,6 +182,7 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
               .layout = {.tp = one.tp, .ep = one.ep, .pp = one.pp, .replicas = replicas},
               .precision = w.precision,
               .weight_only_bits = w.weight_only_bits,
+              .fp4 = w.fp4,
               .kv_fp8 = kv_fp8,
               .replica = std::move(r)};
           d.meets = MeetsSlo(d.replica, q);

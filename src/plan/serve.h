@@ -65,6 +65,7 @@ struct ServeDeployment {
   cost::ServeLayout layout;  // tp x ep x pp per replica, replicas
   spec::Precision precision = spec::Precision::kBf16;
   int weight_only_bits = 0;  // cost::ServeWorkload::weight_only_bits
+  bool fp4 = false;          // cost::ServeWorkload::fp4
   bool kv_fp8 = false;
   ServeSimResult replica;  // one replica at rate / replicas
   bool meets = false;
@@ -82,7 +83,7 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
 
 // Whether the capacity search may deploy weights in `format` (a cost::ServeWeightsNames name) on
 // GPUs of `c`: FP8 weights only where the GPU has FP8 tensor cores (TensorRT-LLM has no FP8 path
-// without them); the other formats everywhere.
+// without them), FP4 where it has FP4 ones; the other formats everywhere.
 bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& format);
 
 }  // namespace pentamesh::plan

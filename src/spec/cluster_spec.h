@@ -12,6 +12,7 @@ struct ClusterSpec {
   std::string gpu;             // e.g. "H100 SXM"
   double peak_tflops = 0;      // dense BF16 peak per GPU (H100 SXM: 989)
   double peak_fp8_tflops = 0;  // dense FP8 peak per GPU; 0 = unsupported
+  double peak_fp4_tflops = 0;  // dense FP4 (NVFP4) peak per GPU; 0 = unsupported (serving only)
   double hbm_gb = 0;           // HBM capacity per GPU
   double hbm_gbps = 0;         // HBM bandwidth per GPU
   int64_t gpus_per_node = 0;

@@ -210,6 +210,9 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Double("peak_fp8_tflops", c.peak_fp8_tflops, false, 0, false, kMaxRate);
   if (c.peak_fp8_tflops > 0 && c.peak_fp8_tflops < kMinRate)
     r.Error("peak_fp8_tflops", fmt::format("must be 0 (no FP8) or >= {:g}", kMinRate));
+  r.Double("peak_fp4_tflops", c.peak_fp4_tflops, false, 0, false, kMaxRate);
+  if (c.peak_fp4_tflops > 0 && c.peak_fp8_tflops <= 0)
+    r.Error("peak_fp4_tflops", "needs peak_fp8_tflops (an FP4 GPU has FP8 too)");
   r.Double("hbm_gb", c.hbm_gb, true, kMinRate, false, kMaxRate);
   r.Double("hbm_gbps", c.hbm_gbps, true, kMinRate, false, kMaxRate);
   r.Double("hbm_usable_gb", c.hbm_usable_gb, false, 0, false, kMaxRate);

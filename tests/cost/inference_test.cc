@@ -96,7 +96,7 @@ TEST(Inference, WeightOnlyIntegerWeightsAreReadAtTheirSizeAndMultipliedAtTheBf16
     const double bytes = w.weight_only_bits / 8.0 + 2.0 / 128.0;
     const ServeEstimate e = EstimateServe(ctx, Layout(1), w);
     ASSERT_TRUE(e.fits) << name;
-    EXPECT_EQ(ServeWeightsName(w.precision, w.weight_only_bits), name);
+    EXPECT_EQ(ServeWeightsName(w.precision, w.weight_only_bits, w.fp4), name);
     EXPECT_NEAR(e.memory.weights, b.memory.weights * bytes / 2.0, 1e-6 * b.memory.weights);
     EXPECT_NEAR(e.decode_weights_s, b.decode_weights_s * bytes / 2.0, 1e-9 * b.decode_weights_s);
     // Only the GEMMs' row tile differs (kWeightOnlyRowTile 16 for 128): each GEMM's time falls
@@ -117,6 +117,39 @@ TEST(Inference, WeightOnlyIntegerWeightsAreReadAtTheirSizeAndMultipliedAtTheBf16
   EXPECT_FALSE(EstimateServe(ctx, Layout(1), bad).fits);
   ServeWorkload unknown;
   EXPECT_FALSE(ParseServeWeights("int3", unknown));
+}
+
+TEST(Inference, Nvfp4WeightsAreReadAtTheirSizeAndMultipliedAtTheFp4Rate) {
+  // NVFP4: half a byte an element plus an FP8 scale per 16 (0.5625 bytes), weights and GEMM inputs
+  // alike; the GEMMs at Fp4GemmSpeedup = Fp8GemmSpeedup x the FP4 / FP8 peaks (2 on a B200).
+  const Context ctx = MakeContext(Load("llama3-70b", "b200"));
+  ServeWorkload fp8 = Workload(8192, 64), fp4 = fp8;
+  ASSERT_TRUE(ParseServeWeights("fp8", fp8));
+  ASSERT_TRUE(ParseServeWeights("fp4", fp4));
+  EXPECT_EQ(ServeWeightsName(fp4.precision, fp4.weight_only_bits, fp4.fp4), "fp4");
+  EXPECT_DOUBLE_EQ(kNvfp4Bytes, 0.5625);
+  EXPECT_DOUBLE_EQ(Fp4GemmSpeedup(ctx), 2.0 * Fp8GemmSpeedup(ctx));
+  const ServeEstimate e8 = EstimateServe(ctx, Layout(1), fp8);
+  const ServeEstimate e4 = EstimateServe(ctx, Layout(1), fp4);
+  ASSERT_TRUE(e8.fits && e4.fits);
+  EXPECT_NEAR(e4.memory.weights, e8.memory.weights * kNvfp4Bytes, 1e-6 * e8.memory.weights);
+  EXPECT_NEAR(e4.decode_weights_s, e8.decode_weights_s * kNvfp4Bytes, 1e-9 * e8.decode_weights_s);
+  // A long prompt's GEMMs run at twice the FP8 rate, its attention at the same: the prefill
+  // falls, by less than half.
+  EXPECT_LT(e4.prefill_compute_s, 0.9 * e8.prefill_compute_s);
+  EXPECT_GT(e4.prefill_compute_s, 0.5 * e8.prefill_compute_s);
+  EXPECT_DOUBLE_EQ(e4.kv_bytes_per_token, e8.kv_bytes_per_token);
+  // A one-request decode step of the simulation is the estimate's inter-token latency.
+  const ServeStepCost c = MakeServeStepCost(ctx, Layout(1), fp4);
+  const double step = ServeStepTime(c, {.tokens = 1, .sequences = 1, .kv_tokens_global = 8200});
+  EXPECT_NEAR(step / e4.itl_s, 1.0, 0.03);
+  // Hopper has no FP4 tensor cores: refused by name.
+  const Context h100 = MakeContext(Load("llama3-70b", "h100-sxm"));
+  const ServeEstimate refused = EstimateServe(h100, Layout(4), fp4);
+  ASSERT_FALSE(refused.fits);
+  EXPECT_NE(refused.violations.front().find("--precision: fp4 needs a GPU with FP4"),
+            std::string::npos)
+      << refused.violations.front();
 }
 
 // A one-request decode step of the simulation's step cost is the estimate's inter-token latency

@@ -64,6 +64,9 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
       {"serve --model llama3-8b --cluster a100-80gb --input-tokens 100 --output-tokens 10 --rate "
        "2 --weight-formats bf16,fp8",
        "--weight-formats: fp8 needs a GPU with an FP8 peak"},
+      {"serve --model llama3-8b --cluster h100-sxm --input-tokens 100 --output-tokens 10 --rate "
+       "2 --weight-formats fp4",
+       "--weight-formats: fp4 needs a GPU with an FP4 peak; h100-sxm has none"},
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --precision int3",
        "--precision"},
       // A vLLM script with TensorRT-LLM's scheduler budget.

@@ -143,6 +143,15 @@ TEST(ServeEngines, WeightOnlyScriptsNeedAQuantizedCheckpoint) {
               std::string::npos)
         << script;
   }
+  // NVFP4: from a ModelOpt checkpoint too, no flag.
+  ASSERT_TRUE(cost::ParseServeWeights("fp4", w));
+  for (ServeEngine engine : {ServeEngine::kVllm, ServeEngine::kSglang}) {
+    const std::string script = ServeLaunchScript(engine, {.tp = 2}, w, {"t"});
+    EXPECT_EQ(script.find("--quantization"), std::string::npos) << ToString(engine);
+    EXPECT_NE(script.find("# Weights fp4 (NVFP4, FP4 GEMMs): MODEL must be an NVFP4 checkpoint"),
+              std::string::npos)
+        << script;
+  }
   ASSERT_TRUE(cost::ParseServeWeights("fp8", w));
   EXPECT_NE(ServeLaunchScript(ServeEngine::kVllm, {.tp = 2}, w, {"t"})
                 .find("--quantization " + core::ShellQuote("fp8")),

@@ -272,16 +272,23 @@ TEST(ServeCapacity, Fp8OnlyWhereTheGpuHasIt) {
   }));
 }
 
+// 2 requests/s of 500 + 500 tokens, TTFT p95 5 s, ITL p95 60 ms, 100 requests a simulation: a
+// decode-bound load, where the weights' bytes decide.
+ServeCapacityQuery DecodeBoundQuery() {
+  ServeCapacityQuery q = Query(2, 5000, 60);
+  q.workload.input_tokens = 500;
+  q.workload.output_tokens = 500;
+  q.sim_requests = 100;
+  return q;
+}
+
 // Weight-only int8 / int4 enter the search only when asked (they change the model's outputs);
 // asked, they are searched like the others: every listed deployment is of a format asked for, and
 // for Llama 3 70B on A100s (no FP8) with a decode-bound load int4 serves it on fewer GPUs than
 // BF16 alone can.
 TEST(ServeCapacity, WeightOnlyFormatsOnlyWhenAsked) {
   const cost::Context ctx = MakeContext("llama3-70b", "a100-80gb").value();
-  ServeCapacityQuery q = Query(2, 5000, 60);
-  q.workload.input_tokens = 500;
-  q.workload.output_tokens = 500;
-  q.sim_requests = 100;
+  ServeCapacityQuery q = DecodeBoundQuery();
   const ServeCapacityResult plain = SearchServeCapacity(ctx, q, 100);
   ASSERT_FALSE(plain.top.empty());
   for (const ServeDeployment& d : plain.top) EXPECT_EQ(d.weight_only_bits, 0);
@@ -296,6 +303,33 @@ TEST(ServeCapacity, WeightOnlyFormatsOnlyWhenAsked) {
   EXPECT_EQ(best.weight_only_bits, 4) << cost::FormatServeLayout(best.layout);
   EXPECT_LT(best.layout.gpus(), plain.top.front().layout.gpus());
   ExpectOneFewerMisses(ctx, q, best);
+}
+
+// FP4 (NVFP4) where the GPU has FP4 tensor cores (Blackwell) and only when asked; asked on a
+// B200, every deployment listed is FP4 and the cheapest needs no more GPUs than BF16's.
+TEST(ServeCapacity, Fp4OnlyWhereTheGpuHasItAndWhenAsked) {
+  const cost::Context ctx = MakeContext("llama3-70b", "b200").value();
+  const cost::Context h100 = MakeContext("llama3-70b", "h100-sxm").value();
+  const cost::Context a100 = MakeContext("llama3-70b", "a100-80gb").value();
+  EXPECT_TRUE(ServeWeightsSearchable(ctx.cluster(), "fp4"));
+  EXPECT_FALSE(ServeWeightsSearchable(h100.cluster(), "fp4"));
+  EXPECT_TRUE(ServeWeightsSearchable(h100.cluster(), "fp8"));
+  EXPECT_FALSE(ServeWeightsSearchable(a100.cluster(), "fp8"));
+  EXPECT_TRUE(ServeWeightsSearchable(a100.cluster(), "int4"));
+  ServeCapacityQuery q = DecodeBoundQuery();
+  const ServeCapacityResult plain = SearchServeCapacity(ctx, q, 100);
+  ASSERT_FALSE(plain.top.empty());
+  for (const ServeDeployment& d : plain.top) EXPECT_FALSE(d.fp4);
+  q.weights = {"fp4"};
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 100);
+  ASSERT_FALSE(r.top.empty());
+  for (const ServeDeployment& d : r.top) {
+    EXPECT_TRUE(d.fp4);
+    EXPECT_EQ(d.precision, spec::Precision::kFp8);
+  }
+  EXPECT_LE(r.top.front().layout.gpus(), plain.top.front().layout.gpus());
+  // Asked on a GPU without it, nothing is searched.
+  EXPECT_TRUE(SearchServeCapacity(h100, q, 10).top.empty());
 }
 
 // A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8

@@ -105,6 +105,16 @@ total_tokens = 1e6
   EXPECT_TRUE(Contains(bad_reduce.status().message(),
                        "cluster.intra_node_reduce_gbps: must be >= 0 (got -1)"))
       << bad_reduce.status().message();
+  // An FP4 peak (serving's NVFP4) needs an FP8 one: every FP4 GPU has FP8.
+  std::string fp4 = text;
+  fp4.insert(fp4.find("nics_per_node"), "peak_fp4_tflops = 40\n");
+  const auto no_fp8 = ClusterFromTomlText(fp4, "t.toml");
+  ASSERT_FALSE(no_fp8.ok());
+  EXPECT_TRUE(Contains(no_fp8.status().message(), "cluster.peak_fp4_tflops: needs peak_fp8_tflops"))
+      << no_fp8.status().message();
+  fp4.insert(fp4.find("nics_per_node"), "peak_fp8_tflops = 20\n");
+  ASSERT_TRUE(ClusterFromTomlText(fp4, "t.toml").ok());
+  EXPECT_EQ(ClusterFromTomlText(fp4, "t.toml")->peak_fp4_tflops, 40.0);
   // A denormal rate made a step time infinite and estimate aborted (found by fuzzing): rates and
   // sizes below 1e-3 (a GFLOP/s, a MB/s) are refused naming the field.
   for (const char* field : {"peak_tflops", "inter_node_gbps"}) {
