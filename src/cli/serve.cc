@@ -388,6 +388,18 @@ nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
           {"usd_per_million_tokens", d.usd_per_million_tokens}};
 }
 
+// The disaggregated deployment in one line: both pools, its p95s and its price.
+std::string DisaggregatedLine(const plan::ServeDisaggregated& d) {
+  auto pool = [](const plan::ServeDeployment& p) { return cost::FormatServeLayout(p.layout); };
+  return fmt::format(
+      "prefill {} + decode {} ({} GPUs), {} weights, {} KV: TTFT p95 {:.0f} ms (KV transfer {:.1f} "
+      "ms), ITL p95 {:.1f} ms, USD/h {:.2f}, USD/M out {:.3f}",
+      pool(d.prefill), pool(d.decode), d.gpus(),
+      cost::ServeWeightsName(d.prefill.precision, d.prefill.weight_only_bits, d.prefill.fp4),
+      d.prefill.kv_fp8 ? "fp8" : "bf16", d.ttft_p95_s * kMs, d.kv_transfer_s * kMs,
+      d.itl_p95_s * kMs, d.usd_per_hour, d.usd_per_million_output_tokens);
+}
+
 // --rate without --tp: the cheapest deployment under --slo-ttft / --slo-itl (p95), simulated.
 int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
   plan::ServeCapacityQuery q;
@@ -412,6 +424,8 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
           cost::ServeWeightsName(m.precision, m.weight_only_bits, m.fp4), m.kv_fp8 ? "fp8" : "bf16",
           m.replica.ttft_s.p95 * kMs, m.replica.itl_s.p95 * kMs);
     }
+    if (r.disaggregated)
+      why += "; disaggregated meets them: " + DisaggregatedLine(*r.disaggregated);
     return Fail(why);
   }
   {
@@ -429,6 +443,18 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   if (a.json) {
     nlohmann::json j = {{"candidates", r.candidates}, {"simulations", r.simulations}, {"top", {}}};
     for (const plan::ServeDeployment& d : r.top) j["top"].push_back(DeploymentJson(d));
+    if (r.disaggregated) {
+      const plan::ServeDisaggregated& d = *r.disaggregated;
+      j["disaggregated"] = {{"prefill", DeploymentJson(d.prefill)},
+                            {"decode", DeploymentJson(d.decode)},
+                            {"gpus", d.gpus()},
+                            {"kv_transfer_ms", d.kv_transfer_s * kMs},
+                            {"ttft_p95_ms", d.ttft_p95_s * kMs},
+                            {"itl_p95_ms", d.itl_p95_s * kMs},
+                            {"usd_per_hour", d.usd_per_hour},
+                            {"usd_per_million_output_tokens", d.usd_per_million_output_tokens},
+                            {"usd_per_million_tokens", d.usd_per_million_tokens}};
+    }
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -449,6 +475,15 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
         cost::ServeWeightsName(d.precision, d.weight_only_bits, d.fp4), d.kv_fp8 ? "fp8" : "bf16",
         d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs, d.usd_per_hour,
         d.usd_per_million_output_tokens, d.usd_per_million_tokens);
+  }
+  if (r.disaggregated) {
+    const plan::ServeDisaggregated& d = *r.disaggregated;
+    const double best = r.top.front().usd_per_hour;
+    fmt::print("\ndisaggregated (prefill and decode pools, the KV sent between them): {}; {}\n",
+               DisaggregatedLine(d),
+               d.usd_per_hour < best    ? "cheaper than #1"
+               : d.usd_per_hour == best ? "the same price as #1"
+                                        : "costs more than #1");
   }
   return 0;
 }

@@ -403,6 +403,13 @@ ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& l, const Serv
   return e;
 }
 
+double KvTransferSeconds(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
+  const Serve s = MakeServe(ctx, l, w);
+  const internal::Link link = internal::MakeLink(ctx, 2, 1);  // two ranks in two nodes
+  const double bytes = KvBytesAllStages(ctx, s, static_cast<double>(w.input_tokens)) / s.pp;
+  return bytes / link.nic_Bps + link.alpha_s;
+}
+
 ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
   const spec::ModelSpec& m = ctx.model();
   const Serve s = MakeServe(ctx, l, w);

@@ -190,6 +190,12 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
 // fits per GPU beside the weights.
 ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
 
+// Prefill/decode disaggregation: seconds to send one request's prompt KV (w.input_tokens tokens)
+// from a prefill replica of `layout` to a decode replica in another node (RDMA, as NIXL and
+// Mooncake's transfer engine do): each GPU sends its own shard at its share of the node's NICs
+// (the inter-node link of the collectives), plus one message latency. REQUIRES: layout fits.
+double KvTransferSeconds(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
+
 // One step of a continuous-batching engine (vLLM / SGLang / TensorRT-LLM in-flight batching) on
 // one ep group's tp x pp GPUs, summed over the pp stages: decodes (one token each) and prefill
 // chunks, all costed as ONE forward pass of their tokens. Each kernel is its own roofline and

@@ -127,6 +127,149 @@ std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
   return out;
 }
 
+// The fewest replicas in [1, max_replicas] whose one replica's simulation `meets`: the most
+// replicas first (a shape that misses there misses at every count: a replica's latencies grow
+// with its rate), then doubling from 1 to the first count that meets, and bisection below it.
+// met = false: none does, and `sim` is at max_replicas.
+struct ReplicaCount {
+  int64_t replicas = 0;
+  ServeSimResult sim;
+  bool met = false;
+};
+template <typename Simulate, typename Meets>
+ReplicaCount FewestReplicas(int64_t max_replicas, const Simulate& simulate, const Meets& meets) {
+  int64_t lo = 0, hi = max_replicas;
+  ServeSimResult at_hi = simulate(hi);
+  if (meets(at_hi) && max_replicas > 1) {
+    hi = 1;
+    at_hi = simulate(hi);
+  }
+  while (!meets(at_hi) && hi < max_replicas) {
+    lo = hi;
+    hi = std::min(max_replicas, 2 * hi);
+    at_hi = simulate(hi);
+  }
+  if (!meets(at_hi)) return {.replicas = hi, .sim = std::move(at_hi), .met = false};
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    ServeSimResult r = simulate(mid);
+    if (meets(r)) {
+      hi = mid;
+      at_hi = std::move(r);
+    } else {
+      lo = mid;
+    }
+  }
+  return {.replicas = hi, .sim = std::move(at_hi), .met = true};
+}
+
+// A deployment of `replicas` replicas of `one` serving q.rate_per_s with w's weights.
+ServeDeployment MakeDeployment(const cost::ServeLayout& one, int64_t replicas,
+                               const cost::ServeWorkload& w, const ServeCapacityQuery& q,
+                               ServeSimResult r) {
+  ServeDeployment d{.layout = {.tp = one.tp, .ep = one.ep, .pp = one.pp, .replicas = replicas},
+                    .precision = w.precision,
+                    .weight_only_bits = w.weight_only_bits,
+                    .fp4 = w.fp4,
+                    .kv_fp8 = w.kv_fp8,
+                    .replica = std::move(r)};
+  d.meets = MeetsSlo(d.replica, q);
+  d.usd_per_hour = static_cast<double>(d.layout.gpus()) * w.usd_per_gpu_hour;
+  const double tokens_per_hour = q.rate_per_s * 3600.0;
+  d.usd_per_million_output_tokens =
+      d.usd_per_hour / (tokens_per_hour * static_cast<double>(w.output_tokens)) * 1e6;
+  d.usd_per_million_tokens =
+      d.usd_per_hour / (tokens_per_hour * static_cast<double>(w.input_tokens + w.output_tokens)) *
+      1e6;
+  return d;
+}
+
+// The cheapest prefill pool and decode pool for `w` (its weights and KV dtype) over the shapes,
+// each the fewest GPUs meeting its own target (ServeDisaggregated); nullopt when a pool has none.
+std::optional<ServeDisaggregated> SearchDisaggregated(const cost::Context& ctx,
+                                                      const ServeCapacityQuery& q,
+                                                      const cost::ServeWorkload& w,
+                                                      ServeCapacityResult& result) {
+  const spec::ClusterSpec& c = ctx.cluster();
+  cost::ServeWorkload prompt = w;  // the prefill pool: each request's prompt and first token
+  prompt.output_tokens = 1;
+  cost::ServeWorkload decode = w;  // the decode pool: requests enter through the prefill side
+  decode.engine.profile.frontend_s = 0;
+  std::optional<ServeDeployment> best_prefill, best_decode;
+  double transfer_s = 0;
+  for (const cost::ServeLayout& one : CapacityShapes(ctx.model(), c)) {
+    const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / one.gpus());
+    auto run = [&](const cost::ServeWorkload& pw, bool prefilled, const auto& meets) {
+      const cost::ServeEstimate e = cost::EstimateServe(ctx, one, pw);
+      if (!e.fits) return std::optional<ServeDeployment>();
+      const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, pw);
+      auto simulate = [&](int64_t replicas) {
+        ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
+                       .requests = q.sim_requests,
+                       .seed = q.seed,
+                       .prefilled = prefilled};
+        ++result.simulations;
+        return SimulateServe(step, pw, e.kv_blocks, t);
+      };
+      ReplicaCount n = FewestReplicas(max_replicas, simulate, meets);
+      if (!n.met) return std::optional<ServeDeployment>();
+      return std::optional(MakeDeployment(one, n.replicas, w, q, std::move(n.sim)));
+    };
+    if (!best_prefill || one.gpus() < best_prefill->layout.gpus()) {
+      const double t = cost::KvTransferSeconds(ctx, one, w);
+      auto meets = [&](const ServeSimResult& r) {
+        return r.steps > 0 && (q.slo_ttft_p95_s <= 0 || r.ttft_s.p95 + t <= q.slo_ttft_p95_s);
+      };
+      if (auto d = run(prompt, false, meets);
+          d && (!best_prefill || d->layout.gpus() < best_prefill->layout.gpus())) {
+        best_prefill = std::move(d);
+        transfer_s = t;
+      }
+    }
+    if (!best_decode || one.gpus() < best_decode->layout.gpus()) {
+      auto meets = [&q](const ServeSimResult& r) {
+        return r.steps > 0 && (q.slo_itl_p95_s <= 0 || r.itl_s.p95 <= q.slo_itl_p95_s);
+      };
+      if (auto d = run(decode, true, meets);
+          d && (!best_decode || d->layout.gpus() < best_decode->layout.gpus())) {
+        best_decode = std::move(d);
+      }
+    }
+  }
+  if (!best_prefill || !best_decode) return std::nullopt;
+  ServeDisaggregated out{.prefill = std::move(*best_prefill),
+                         .decode = std::move(*best_decode),
+                         .kv_transfer_s = transfer_s};
+  out.ttft_p95_s = out.prefill.replica.ttft_s.p95 + transfer_s;
+  out.itl_p95_s = out.decode.replica.itl_s.p95;
+  out.prefill.meets = out.decode.meets = true;  // each its own target
+  out.usd_per_hour = out.prefill.usd_per_hour + out.decode.usd_per_hour;
+  out.usd_per_million_output_tokens =
+      out.prefill.usd_per_million_output_tokens + out.decode.usd_per_million_output_tokens;
+  out.usd_per_million_tokens =
+      out.prefill.usd_per_million_tokens + out.decode.usd_per_million_tokens;
+  return out;
+}
+
+// The query's workload in each weight format searched (q.weights, else BF16 and FP8 where the GPU
+// may deploy it) x KV in BF16 and FP8, one request each.
+std::vector<cost::ServeWorkload> SearchedWorkloads(const spec::ClusterSpec& c,
+                                                   const ServeCapacityQuery& q) {
+  std::vector<std::string> formats = q.weights;
+  if (formats.empty()) formats = {"bf16", "fp8"};
+  std::vector<cost::ServeWorkload> out;
+  for (const std::string& format : formats) {
+    for (bool kv_fp8 : {false, true}) {
+      cost::ServeWorkload w = q.workload;
+      if (!ServeWeightsSearchable(c, format) || !cost::ParseServeWeights(format, w)) continue;
+      w.kv_fp8 = kv_fp8;
+      w.requests = 1;
+      out.push_back(w);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& format) {
@@ -139,12 +282,7 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
                                         int top_k) {
   const spec::ClusterSpec& c = ctx.cluster();
   ServeCapacityResult result;
-  std::vector<std::string> formats = q.weights;
-  if (formats.empty()) {
-    for (const char* f : {"bf16", "fp8"}) {
-      if (ServeWeightsSearchable(c, f)) formats.emplace_back(f);
-    }
-  }
+  const std::vector<cost::ServeWorkload> workloads = SearchedWorkloads(c, q);
   std::vector<ServeDeployment> met;
   // The GPUs of the top_k-th cheapest deployment met so far (all pay the same GPU price): a shape
   // whose one replica has more cannot enter the list, so it is not simulated.
@@ -157,77 +295,39 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
   };
   for (const cost::ServeLayout& one : CapacityShapes(ctx.model(), c)) {
     if (one.gpus() > bound()) break;  // shapes come fewest GPUs first
-    for (const std::string& format : formats) {
-      for (bool kv_fp8 : {false, true}) {
-        cost::ServeWorkload w = q.workload;
-        if (!ServeWeightsSearchable(c, format) || !cost::ParseServeWeights(format, w)) continue;
-        w.kv_fp8 = kv_fp8;
-        w.requests = 1;
-        const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
-        if (!e.fits || one.gpus() > bound()) continue;
-        ++result.candidates;
-        const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, w);
-        const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / one.gpus());
-        auto simulate = [&](int64_t replicas) {
-          ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
-                         .requests = q.sim_requests,
-                         .seed = q.seed,
-                         .slo_ttft_s = q.slo_ttft_p95_s,
-                         .slo_itl_s = q.slo_itl_p95_s};
-          ++result.simulations;
-          return SimulateServe(step, w, e.kv_blocks, t);
-        };
-        auto deployment = [&](int64_t replicas, ServeSimResult r) {
-          ServeDeployment d{
-              .layout = {.tp = one.tp, .ep = one.ep, .pp = one.pp, .replicas = replicas},
-              .precision = w.precision,
-              .weight_only_bits = w.weight_only_bits,
-              .fp4 = w.fp4,
-              .kv_fp8 = kv_fp8,
-              .replica = std::move(r)};
-          d.meets = MeetsSlo(d.replica, q);
-          d.usd_per_hour = static_cast<double>(d.layout.gpus()) * w.usd_per_gpu_hour;
-          const double tokens_per_hour = q.rate_per_s * 3600.0;
-          d.usd_per_million_output_tokens =
-              d.usd_per_hour / (tokens_per_hour * static_cast<double>(w.output_tokens)) * 1e6;
-          d.usd_per_million_tokens =
-              d.usd_per_hour /
-              (tokens_per_hour * static_cast<double>(w.input_tokens + w.output_tokens)) * 1e6;
-          return d;
-        };
-        // The most replicas the cluster holds first: a shape that misses there misses at every
-        // count (a replica's latencies grow with its rate). Then doubling to the first replica
-        // count that meets the SLOs, and bisection below it.
-        int64_t lo = 0, hi = max_replicas;
-        ServeSimResult at_hi = simulate(hi);
-        if (MeetsSlo(at_hi, q) && max_replicas > 1) {
-          hi = 1;
-          at_hi = simulate(hi);
-        }
-        while (!MeetsSlo(at_hi, q) && hi < max_replicas) {
-          lo = hi;
-          hi = std::min(max_replicas, 2 * hi);
-          at_hi = simulate(hi);
-        }
-        if (!MeetsSlo(at_hi, q)) {
-          ServeDeployment d = deployment(hi, std::move(at_hi));
-          if (!result.nearest_miss ||
-              SloMiss(d.replica, q) < SloMiss(result.nearest_miss->replica, q)) {
-            result.nearest_miss = std::move(d);
-          }
-          continue;
-        }
-        while (hi - lo > 1) {
-          const int64_t mid = lo + (hi - lo) / 2;
-          ServeSimResult r = simulate(mid);
-          if (MeetsSlo(r, q)) {
-            hi = mid;
-            at_hi = std::move(r);
-          } else {
-            lo = mid;
-          }
-        }
-        met.push_back(deployment(hi, std::move(at_hi)));
+    for (const cost::ServeWorkload& w : workloads) {
+      const cost::ServeEstimate e = cost::EstimateServe(ctx, one, w);
+      if (!e.fits || one.gpus() > bound()) continue;
+      ++result.candidates;
+      const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, w);
+      const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / one.gpus());
+      auto simulate = [&](int64_t replicas) {
+        ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
+                       .requests = q.sim_requests,
+                       .seed = q.seed,
+                       .slo_ttft_s = q.slo_ttft_p95_s,
+                       .slo_itl_s = q.slo_itl_p95_s};
+        ++result.simulations;
+        return SimulateServe(step, w, e.kv_blocks, t);
+      };
+      ReplicaCount n = FewestReplicas(max_replicas, simulate,
+                                      [&q](const ServeSimResult& r) { return MeetsSlo(r, q); });
+      ServeDeployment d = MakeDeployment(one, n.replicas, w, q, std::move(n.sim));
+      if (n.met) {
+        met.push_back(std::move(d));
+      } else if (!result.nearest_miss ||
+                 SloMiss(d.replica, q) < SloMiss(result.nearest_miss->replica, q)) {
+        result.nearest_miss = std::move(d);
+      }
+    }
+  }
+  if (q.workload.output_tokens >= 2) {
+    for (const cost::ServeWorkload& w : workloads) {
+      std::optional<ServeDisaggregated> d = SearchDisaggregated(ctx, q, w, result);
+      if (d && (!result.disaggregated || std::make_tuple(d->usd_per_hour, d->ttft_p95_s) <
+                                             std::make_tuple(result.disaggregated->usd_per_hour,
+                                                             result.disaggregated->ttft_p95_s))) {
+        result.disaggregated = std::move(d);
       }
     }
   }

@@ -72,10 +72,28 @@ struct ServeDeployment {
   double usd_per_hour = 0, usd_per_million_output_tokens = 0, usd_per_million_tokens = 0;
 };
 
+// Prefill/decode disaggregation (DistServe, Zhong et al. 2024; NVIDIA Dynamo, SGLang's PD mode):
+// a prefill pool and a decode pool, each of its own replica shape and count, the same weights and
+// KV dtype. A request's prompt runs in the prefill pool (its first token comes from there; a
+// simulation of prompts with one output token), its KV crosses to the decode pool
+// (cost::KvTransferSeconds), which decodes the rest (a simulation of prefilled requests,
+// ServeTraffic::prefilled). TTFT p95 = the prefill pool's + the transfer; ITL p95 = the decode
+// pool's. Each pool is the fewest GPUs meeting its own target, as SearchServeCapacity finds them.
+struct ServeDisaggregated {
+  ServeDeployment prefill, decode;  // each pool's shape, replicas, simulation and prices
+  double kv_transfer_s = 0;
+  double ttft_p95_s = 0, itl_p95_s = 0;
+  double usd_per_hour = 0, usd_per_million_output_tokens = 0, usd_per_million_tokens = 0;
+  int64_t gpus() const { return prefill.layout.gpus() + decode.layout.gpus(); }
+};
+
 struct ServeCapacityResult {
   std::vector<ServeDeployment> top;             // meeting the SLOs, cheapest first
   std::optional<ServeDeployment> nearest_miss;  // when none meets: the most replicas tried, best
   int64_t candidates = 0, simulations = 0;      // replica shapes, simulations run
+  // The cheapest disaggregated deployment meeting both targets, when one does (it may cost more
+  // than top[0]); searched when the requests have two output tokens or more.
+  std::optional<ServeDisaggregated> disaggregated;
 };
 
 ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,

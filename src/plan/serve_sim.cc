@@ -156,10 +156,17 @@ class Engine {
     const double f = w_.engine.profile.frontend_s;
     const double arrival_s = f > 0 ? std::max(sent_s, frontend_free_s_) + f : sent_s;
     frontend_free_s_ = arrival_s;
-    return {.sent_s = sent_s,
-            .arrival_s = arrival_s,
-            .input_tokens = input_tokens,
-            .output_tokens = output_tokens};
+    Request r{.sent_s = sent_s,
+              .arrival_s = arrival_s,
+              .input_tokens = input_tokens,
+              .output_tokens = output_tokens};
+    if (traffic_.prefilled) {
+      PM_CHECK(output_tokens >= 2);
+      r.first_s = r.last_s = sent_s;
+      r.generated = 1;
+      r.computed = input_tokens;
+    }
+    return r;
   }
 
   // Open loop: requests that arrived by now join the queue; the time they waited unseen (in the

@@ -57,6 +57,11 @@ struct ServeTraffic {
   // A trace (sorted by arrival): when not empty, these requests with their own lengths, instead
   // of rate_per_s / concurrency / requests and the workload's input and output tokens.
   std::vector<TraceRequest> trace = {};
+  // The decode pool of prefill/decode disaggregation: each request arrives with its prompt's KV
+  // (computed by a prefill pool and sent over) and its first token, holds the prompt's blocks from
+  // admission and only decodes; its TTFT is 0 here (the prefill pool's) and its first gap runs
+  // from its arrival. REQUIRES: output tokens >= 2.
+  bool prefilled = false;
 };
 
 struct Percentiles {

@@ -226,6 +226,14 @@ TEST(ServeCli, CapacitySearchJson) {
   EXPECT_LE(best["ttft_p95_ms"].get<double>(), 1000.0);
   EXPECT_LE(best["itl_p95_ms"].get<double>(), 60.0);
   EXPECT_NEAR(best["usd_per_hour"].get<double>(), best["gpus"].get<double>() * 2.5, 1e-9);
+  // The disaggregated deployment: both pools, its GPUs their sum, its p95s within the targets.
+  ASSERT_TRUE(j.contains("disaggregated"));
+  const auto& d = j["disaggregated"];
+  EXPECT_EQ(d["gpus"].get<int>(), d["prefill"]["gpus"].get<int>() + d["decode"]["gpus"].get<int>());
+  EXPECT_LE(d["ttft_p95_ms"].get<double>(), 1000.0);
+  EXPECT_LE(d["itl_p95_ms"].get<double>(), 60.0);
+  EXPECT_NEAR(d["ttft_p95_ms"].get<double>(),
+              d["prefill"]["ttft_p95_ms"].get<double>() + d["kv_transfer_ms"].get<double>(), 1e-9);
 }
 
 TEST(ServeCli, SearchMeetsTheTargetAndWritesHtml) {

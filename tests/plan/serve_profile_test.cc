@@ -332,6 +332,42 @@ TEST(ServeCapacity, Fp4OnlyWhereTheGpuHasItAndWhenAsked) {
   EXPECT_TRUE(SearchServeCapacity(h100, q, 10).top.empty());
 }
 
+// Prefill/decode disaggregation: each pool meets its own target (the prefill pool's TTFT p95 plus
+// the KV transfer, the decode pool's ITL p95), the transfer is the closed form (the prompt's KV
+// shard of one GPU over its share of the node's NICs, plus a latency), the prices add; with one
+// output token there is nothing to disaggregate.
+TEST(ServeCapacity, DisaggregatedPoolsEachMeetTheirTarget) {
+  const cost::Context ctx = MakeContext("llama3-70b", "h100-sxm").value();
+  ServeCapacityQuery q = Query(10, 2000, 60);
+  q.workload.input_tokens = 1000;
+  q.workload.output_tokens = 500;
+  q.sim_requests = 200;
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 3);
+  ASSERT_TRUE(r.disaggregated.has_value());
+  const ServeDisaggregated& d = *r.disaggregated;
+  EXPECT_LE(d.ttft_p95_s, q.slo_ttft_p95_s);
+  EXPECT_LE(d.itl_p95_s, q.slo_itl_p95_s);
+  EXPECT_DOUBLE_EQ(d.ttft_p95_s, d.prefill.replica.ttft_s.p95 + d.kv_transfer_s);
+  EXPECT_EQ(d.gpus(), d.prefill.layout.gpus() + d.decode.layout.gpus());
+  EXPECT_DOUBLE_EQ(d.usd_per_hour, static_cast<double>(d.gpus()) * q.workload.usd_per_gpu_hour);
+  EXPECT_EQ(d.prefill.kv_fp8, d.decode.kv_fp8);
+  EXPECT_EQ(d.prefill.precision, d.decode.precision);
+  // KV per token: 80 layers x K and V x 8 heads x 128 x kv bytes, split over the prefill tp.
+  const double kv_bytes = d.prefill.kv_fp8 ? 1.0 : 2.0;
+  const double shard =
+      80.0 * 2 * 8 * 128 * kv_bytes * 1000 / static_cast<double>(d.prefill.layout.tp);
+  const spec::ClusterSpec& c = ctx.cluster();
+  const double nic = static_cast<double>(c.nics_per_node) * c.inter_node_gbps * 1e9 /
+                     static_cast<double>(c.gpus_per_node) * ctx.params().bus_efficiency_inter;
+  EXPECT_NEAR(d.kv_transfer_s, shard / nic + c.inter_node_latency_us * 1e-6, 1e-12);
+  // The prefill pool simulates prompts alone: its requests emit one token.
+  EXPECT_EQ(d.prefill.replica.itl_s.max, 0.0);
+  ServeCapacityQuery one = q;
+  one.workload.output_tokens = 1;
+  one.slo_itl_p95_s = 0;
+  EXPECT_FALSE(SearchServeCapacity(ctx, one, 1).disaggregated.has_value());
+}
+
 // A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8
 // H100s of 80 GB): no tp-only replica fits, so the search answers with replicas spanning nodes
 // through pp or ep, and one replica fewer of its best misses an SLO.

@@ -89,6 +89,28 @@ TEST(ServeSim, ConcurrencyOneIsTheSingleRequestFormula) {
   }
 }
 
+// The decode pool of a disaggregated deployment: a request arrives with its prompt's KV and first
+// token, so one at a time it takes output - 1 decode steps, each the single-request ITL (the same
+// contexts as above), its TTFT is 0 and its end-to-end those decodes.
+TEST(ServeSim, PrefilledRequestsOnlyDecode) {
+  const cost::Context ctx = MakeContext(Load("llama3-70b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(2000, 200, 1, spec::Precision::kFp8);
+  const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(2), w);
+  ServeTraffic t = Closed(1, 3);
+  t.prefilled = true;
+  const ServeSimResult r = Simulate(ctx, Tp(2), w, t);
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_EQ(r.steps, 3 * (200 - 1));
+  EXPECT_EQ(r.ttft_s.max, 0.0);
+  EXPECT_NEAR(r.tpot_s.mean / e.itl_s, 1.0, 1e-9);
+  EXPECT_NEAR(r.e2e_s.mean / (199 * e.itl_s), 1.0, 1e-9);
+  // Its blocks are the whole prompt's from admission: a cache of fewer blocks than one request's
+  // prompt and output serves none.
+  const int64_t blocks = (2000 + 200 + w.engine.block_tokens - 1) / w.engine.block_tokens;
+  EXPECT_EQ(SimulateServe(cost::MakeServeStepCost(ctx, Tp(2), w), w, blocks - 1, t).steps, 0);
+  EXPECT_GT(SimulateServe(cost::MakeServeStepCost(ctx, Tp(2), w), w, blocks, t).steps, 0);
+}
+
 // A step of B decodes at context L: EstimateServe's ITL for B concurrent requests of mean
 // context L (its weights + KV read; memory-bound at these sizes), so one forward per step.
 TEST(ServeSim, DecodeStepIsTheBatchItl) {
