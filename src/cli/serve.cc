@@ -60,6 +60,13 @@ struct ServeArgs {
   std::string html;
 };
 
+// " (H of each prompt in the prefix cache)" when --prefix-hit-rate is given.
+std::string PrefixNote(const cost::ServeWorkload& w) {
+  return w.prefix_hit_rate > 0
+             ? fmt::format(" ({:g} of each prompt in the prefix cache)", w.prefix_hit_rate)
+             : "";
+}
+
 std::string Describe(const ServeArgs& a, const Inputs& in) {
   const cost::ServeWorkload& w = a.workload;
   if (!a.trace.empty()) {
@@ -71,10 +78,10 @@ std::string Describe(const ServeArgs& a, const Inputs& in) {
         w.engine.profile.name);
   }
   return fmt::format(
-      "{} on {}, {} input + {} output tokens, {} concurrent request(s), {} weights, {} KV, "
+      "{} on {}, {} input + {} output tokens{}, {} concurrent request(s), {} weights, {} KV, "
       "engine profile {}",
-      in.model.name, in.cluster.name, w.input_tokens, w.output_tokens, w.requests, a.precision,
-      w.kv_fp8 ? "fp8" : "bf16", w.engine.profile.name);
+      in.model.name, in.cluster.name, w.input_tokens, w.output_tokens, PrefixNote(w), w.requests,
+      a.precision, w.kv_fp8 ? "fp8" : "bf16", w.engine.profile.name);
 }
 
 void PrintEstimate(const cost::ServeEstimate& e) {
@@ -459,12 +466,12 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     return 0;
   }
   fmt::print(
-      "pentamesh serve: {} on {}, {} input + {} output tokens, Poisson arrivals at {} requests/s, "
-      "engine profile {}\ntargets: TTFT p95 <= {} ms, ITL p95 <= {} ms (0 = none); {} replica "
-      "shapes, {} simulations of {} requests\n\n",
+      "pentamesh serve: {} on {}, {} input + {} output tokens{}, Poisson arrivals at {} "
+      "requests/s, engine profile {}\ntargets: TTFT p95 <= {} ms, ITL p95 <= {} ms (0 = none); {} "
+      "replica shapes, {} simulations of {} requests\n\n",
       in.model.name, in.cluster.name, a.workload.input_tokens, a.workload.output_tokens,
-      q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms, a.slo_itl_ms, r.candidates,
-      r.simulations, q.sim_requests);
+      PrefixNote(a.workload), q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms,
+      a.slo_itl_ms, r.candidates, r.simulations, q.sim_requests);
   fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#", "layout",
              "GPUs", "wts", "KV", "TTFT p95 ms", "ITL p95 ms", "USD/h", "USD/M out", "USD/M tok");
   for (size_t i = 0; i < r.top.size(); ++i) {
@@ -572,6 +579,15 @@ int RunServe(const ServeArgs& args) {
     }
   }
   if (a.tp) return RunOne(a, in, ctx);
+  // The searches skip layouts that break a rule: a rule the workload breaks on one GPU (a rate or
+  // a length out of range) is named here, not reported as no layout meeting the targets.
+  cost::ServeWorkload one = a.workload;
+  one.requests = 1;
+  if (const std::vector<std::string> v =
+          cost::ServeRuleViolations(ctx, {.tp = 1, .ep = 1, .pp = 1, .replicas = 1}, one);
+      !v.empty()) {
+    return Fail(v.front());
+  }
   return a.rate ? RunCapacity(a, in, ctx) : RunSearch(a, in, ctx);
 }
 
@@ -606,6 +622,9 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
       ->transform(IntIn(0));
   sub->add_option("--expert-hit-rate", w.expert_hit_rate,
                   "fraction of touched experts resident in HBM when offloading")
+      ->check(NumberIn(0, 1));
+  sub->add_option("--prefix-hit-rate", w.prefix_hit_rate,
+                  "share of each prompt's tokens found in the prefix cache, in [0, 1) (default 0)")
       ->check(NumberIn(0, 1));
   sub->add_option("--pcie-gbps", w.pcie_gbps, "host-to-GPU GB/s achieved per GPU")
       ->check(NumberIn(0.1, 1e4));

@@ -213,6 +213,50 @@ double ForwardTime(const Context& ctx, const ServeWorkload& w, const Serve& s) {
   return total;
 }
 
+// The layers' forward of a step of `n` token rows without their core attention (the GEMMs,
+// norms, routing), summed over the layers; pass, terms, layers: WithForwardPass's.
+double LinearLayersTime(const Context& pass, const internal::Terms& terms,
+                        const double (&layers)[2][2], double n) {
+  internal::Terms t = terms;
+  t.tokens = t.seq = n;
+  double linear = 0;
+  for (int moe = 0; moe < 2; ++moe) {
+    for (int local = 0; local < 2; ++local) {
+      if (layers[moe][local] == 0) continue;
+      const double core =
+          internal::AttentionCoreForwardTime(pass, t, AttentionKeysOf(pass.model(), n, local));
+      linear += layers[moe][local] * (internal::LayerForwardTime(pass, t, moe, local) - core);
+    }
+  }
+  return linear;
+}
+
+// The core attention's seconds per (query, key) pair of one layer.
+double AttentionPairTime(const Context& pass, const internal::Terms& terms) {
+  internal::Terms one = terms;  // one query over one key
+  one.tokens = 1;
+  return internal::AttentionCoreForwardTime(pass, one, {.full = 1, .causal = 1});
+}
+
+// Forward seconds of the last `tokens` tokens of one sequence whose first `cached` tokens are in
+// the prefix cache: the rows of `tokens` through the linear layers, their attention over the
+// cached and their own causal keys (the simulation's step cost of such a prefill, less its
+// reads and overheads).
+double PrefixForwardTime(const Context& ctx, const ServeWorkload& w, const Serve& s, double cached,
+                         double tokens) {
+  double total = 0;
+  WithForwardPass(ctx, w, s, [&](const Context& pass, const internal::Terms& t, auto& layers) {
+    const double pair = AttentionPairTime(pass, t);
+    const double window = static_cast<double>(pass.model().sliding_window);
+    total = LinearLayersTime(pass, t, layers, tokens);
+    for (int moe = 0; moe < 2; ++moe) {
+      total += layers[moe][0] * pair * CausalPairs(cached, tokens, 0);
+      total += layers[moe][1] * pair * CausalPairs(cached, tokens, window);
+    }
+  });
+  return total;
+}
+
 // TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer) and PP sends of
 // one forward pass of `tokens` tokens.
 double CommTime(const Serve& s, double tokens) {
@@ -227,8 +271,12 @@ double CommTime(const Serve& s, double tokens) {
 // prefetched under it, then the per-layer overhead (CostParams::inference_layer_overhead_s), the
 // exposed TP all-reduces (2 a layer), EP all-to-alls (dispatch + combine a MoE layer), PP sends.
 void Prefill(const Context& ctx, const ServeWorkload& w, const Serve& s, ServeEstimate& e) {
-  const double tokens = static_cast<double>(w.input_tokens);
-  const double compute = ForwardTime(ctx, w, s);
+  // A cached prefix is not computed: the rest of the prompt attends to it.
+  const int64_t cached = CachedPrefixTokens(w, w.input_tokens);
+  const double tokens = static_cast<double>(w.input_tokens - cached);
+  const double compute = cached > 0
+                             ? PrefixForwardTime(ctx, w, s, static_cast<double>(cached), tokens)
+                             : ForwardTime(ctx, w, s);
   const double read = e.memory.weights * s.pp / s.read_Bps;  // every stage reads its weights once
   e.prefill_compute_s = std::max(compute, read);
   const double touched = ExpertsTouched(s.experts, s.top_k, tokens) / s.ep;
@@ -301,6 +349,9 @@ void AddOffloadRules(const spec::ModelSpec& m, const ServeLayout& l, const Serve
   }
   if (w.expert_hit_rate < 1.0 && w.experts_in_hbm == 0) {
     add("--expert-hit-rate: applies to offloaded experts; set --experts-in-hbm too");
+  }
+  if (!(w.prefix_hit_rate >= 0 && w.prefix_hit_rate < 1)) {
+    add(fmt::format("--prefix-hit-rate: {} must be in [0, 1)", w.prefix_hit_rate));
   }
 }
 
@@ -403,6 +454,13 @@ ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& l, const Serv
   return e;
 }
 
+int64_t CachedPrefixTokens(const ServeWorkload& w, int64_t input_tokens) {
+  if (!(w.prefix_hit_rate > 0) || input_tokens < 2) return 0;
+  const auto cached =
+      static_cast<int64_t>(std::floor(w.prefix_hit_rate * static_cast<double>(input_tokens)));
+  return std::min(cached, input_tokens - 1);
+}
+
 double KvTransferSeconds(const Context& ctx, const ServeLayout& l, const ServeWorkload& w) {
   const Serve s = MakeServe(ctx, l, w);
   const internal::Link link = internal::MakeLink(ctx, 2, 1);  // two ranks in two nodes
@@ -417,33 +475,22 @@ ServeStepCost MakeServeStepCost(const Context& ctx, const ServeLayout& l, const 
   // The linear layers' forward time at the grid's token counts (powers of two up to the step
   // budget, and the prompt, so that a lone prefill is EstimateServe's): every layer's forward
   // without its core attention, for a step of that many tokens (the rows of its GEMMs).
-  std::vector<double> grid = {static_cast<double>(w.input_tokens)};
+  std::vector<double> grid = {
+      static_cast<double>(w.input_tokens),
+      static_cast<double>(w.input_tokens - CachedPrefixTokens(w, w.input_tokens))};
   const auto budget = static_cast<double>(std::max(w.engine.max_batched_tokens, w.input_tokens));
   for (double n = 1; n <= 2 * budget; n *= 2) grid.push_back(n);
   std::sort(grid.begin(), grid.end());
   grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
   WithForwardPass(ctx, w, s, [&](const Context& pass, const internal::Terms& terms, auto& layers) {
-    internal::Terms one = terms;  // one query over one key
-    one.tokens = 1;
-    const double pair = internal::AttentionCoreForwardTime(pass, one, {.full = 1, .causal = 1});
+    const double pair = AttentionPairTime(pass, terms);
     for (int moe = 0; moe < 2; ++moe) {
       c.attention_s_per_pair_global += layers[moe][0] * pair;
       c.attention_s_per_pair_local += layers[moe][1] * pair;
     }
     for (double n : grid) {
-      internal::Terms t = terms;
-      t.tokens = t.seq = n;
-      double linear = 0;
-      for (int moe = 0; moe < 2; ++moe) {
-        for (int local = 0; local < 2; ++local) {
-          if (layers[moe][local] == 0) continue;
-          const double core =
-              internal::AttentionCoreForwardTime(pass, t, AttentionKeysOf(m, n, local));
-          linear += layers[moe][local] * (internal::LayerForwardTime(pass, t, moe, local) - core);
-        }
-      }
       c.linear_tokens.push_back(n);
-      c.linear_s.push_back(linear);
+      c.linear_s.push_back(LinearLayersTime(pass, terms, layers, n));
     }
   });
   const double embedding = ctx.counts().embedding;  // a lookup of the step's rows, not a read

@@ -129,6 +129,11 @@ struct ServeWorkload {
   // not resident crosses PCIe. expert_hit_rate: fraction of touched experts found in HBM.
   int64_t experts_in_hbm = 0;
   double expert_hit_rate = 1.0;
+  // Prefix caching (vLLM's automatic prefix caching, SGLang's RadixAttention): the share of each
+  // prompt's tokens found in the cache (a shared system prompt, earlier turns), in [0, 1); those
+  // are not prefilled again (CachedPrefixTokens), while every request still holds its whole
+  // context's KV blocks (sharing between requests not counted).
+  double prefix_hit_rate = 0;
   double pcie_gbps = 50;  // host-to-GPU bandwidth achieved per GPU (PCIe Gen5 x16: 64 GB/s peak)
   double usd_per_gpu_hour = 2.5;
   ServeEngine engine = {};
@@ -189,6 +194,10 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
 // Costs one serving layout. ctx: a ServeContext. fits = no rule broken and one request's KV cache
 // fits per GPU beside the weights.
 ServeEstimate EstimateServe(const Context& ctx, const ServeLayout& layout, const ServeWorkload& w);
+
+// The tokens of a prompt of `input_tokens` found in the prefix cache: floor(prefix_hit_rate x
+// input_tokens), at most input_tokens - 1 (the last prompt token is computed for its logits).
+int64_t CachedPrefixTokens(const ServeWorkload& w, int64_t input_tokens);
 
 // Prefill/decode disaggregation: seconds to send one request's prompt KV (w.input_tokens tokens)
 // from a prefill replica of `layout` to a decode replica in another node (RDMA, as NIXL and

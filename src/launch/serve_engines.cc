@@ -42,6 +42,7 @@ std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine en
     add("--block-size", std::to_string(e.block_tokens));
     add("--kv-cache-dtype", w.kv_fp8 ? "fp8" : "auto");
     if (fp8) add("--quantization", "fp8");
+    if (w.prefix_hit_rate > 0) add("--enable-prefix-caching", "");  // SGLang's radix cache is on
     return f;
   }
   add("--tp-size", std::to_string(l.tp * l.ep));

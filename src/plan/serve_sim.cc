@@ -160,6 +160,7 @@ class Engine {
               .arrival_s = arrival_s,
               .input_tokens = input_tokens,
               .output_tokens = output_tokens};
+    r.computed = cost::CachedPrefixTokens(w_, input_tokens);
     if (traffic_.prefilled) {
       PM_CHECK(output_tokens >= 2);
       r.first_s = r.last_s = sent_s;

@@ -69,6 +69,11 @@ TEST(ServeCli, BadInputExitsTwoNamingTheField) {
        "--weight-formats: fp4 needs a GPU with an FP4 peak; h100-sxm has none"},
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --precision int3",
        "--precision"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --prefix-hit-rate 1",
+       "--prefix-hit-rate: 1 must be in [0, 1)"},
+      {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --rate 5 --slo-ttft 1000 "
+       "--slo-itl 50 --prefix-hit-rate 1",
+       "--prefix-hit-rate: 1 must be in [0, 1)"},
       // A vLLM script with TensorRT-LLM's scheduler budget.
       {"serve --model llama3-8b --input-tokens 100 --output-tokens 10 --tp 1 --engine trtllm "
        "--emit vllm /tmp/pm-serve-emit-refused",

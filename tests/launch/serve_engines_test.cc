@@ -143,6 +143,16 @@ TEST(ServeEngines, WeightOnlyScriptsNeedAQuantizedCheckpoint) {
               std::string::npos)
         << script;
   }
+  // Prefix caching: vLLM's flag when a hit rate is planned; SGLang's radix cache is on by default.
+  cost::ServeWorkload cached = w;
+  cached.prefix_hit_rate = 0.5;
+  EXPECT_NE(ServeLaunchScript(ServeEngine::kVllm, {.tp = 2}, cached, {"t"})
+                .find("--enable-prefix-caching"),
+            std::string::npos);
+  EXPECT_EQ(ServeLaunchScript(ServeEngine::kVllm, {.tp = 2}, w, {"t"}).find("prefix-caching"),
+            std::string::npos);
+  EXPECT_EQ(ServeLaunchScript(ServeEngine::kSglang, {.tp = 2}, cached, {"t"}).find("radix"),
+            std::string::npos);
   // NVFP4: from a ModelOpt checkpoint too, no flag.
   ASSERT_TRUE(cost::ParseServeWeights("fp4", w));
   for (ServeEngine engine : {ServeEngine::kVllm, ServeEngine::kSglang}) {

@@ -89,6 +89,37 @@ TEST(ServeSim, ConcurrencyOneIsTheSingleRequestFormula) {
   }
 }
 
+// Prefix caching: a request's cached prefix is not prefilled. One at a time the simulation's TTFT
+// is the estimate's prefill of the rest attending to the prefix (with and without a sliding
+// window), below the whole prompt's and above the rest's alone (which attends to fewer keys); the
+// TP all-reduces are those of the rest; decoding is unchanged.
+TEST(ServeSim, PrefixCacheSkipsTheCachedTokens) {
+  for (const char* model : {"llama3-70b", "mistral-7b"}) {
+    const cost::Context ctx = MakeContext(Load(model, "h100-sxm"));
+    const int64_t tp = std::string(model) == "mistral-7b" ? 1 : 4;
+    cost::ServeWorkload w = Workload(9000, 50, 1, spec::Precision::kFp8);
+    const cost::ServeEstimate whole = cost::EstimateServe(ctx, Tp(tp), w);
+    const cost::ServeEstimate rest =
+        cost::EstimateServe(ctx, Tp(tp), Workload(2700, 50, 1, spec::Precision::kFp8));
+    w.prefix_hit_rate = 0.7;
+    EXPECT_EQ(cost::CachedPrefixTokens(w, 9000), 6300);
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(tp), w);
+    ASSERT_TRUE(e.fits) << model;
+    EXPECT_LT(e.prefill_compute_s, whole.prefill_compute_s) << model;
+    EXPECT_GT(e.prefill_compute_s, rest.prefill_compute_s) << model;
+    EXPECT_DOUBLE_EQ(e.prefill_tp_s, rest.prefill_tp_s) << model;
+    EXPECT_DOUBLE_EQ(e.itl_s, whole.itl_s) << model;
+    EXPECT_DOUBLE_EQ(e.kv_bytes_per_request_gpu, whole.kv_bytes_per_request_gpu) << model;
+    const ServeSimResult r = Simulate(ctx, Tp(tp), w, Closed(1, 2));
+    EXPECT_NEAR(r.ttft_s.max / e.prefill_s, 1.0, 1e-9) << model;
+  }
+  // At most all but the last prompt token is cached; none of a one-token prompt.
+  cost::ServeWorkload w;
+  w.prefix_hit_rate = 0.9999;
+  EXPECT_EQ(cost::CachedPrefixTokens(w, 100), 99);
+  EXPECT_EQ(cost::CachedPrefixTokens(w, 1), 0);
+}
+
 // The decode pool of a disaggregated deployment: a request arrives with its prompt's KV and first
 // token, so one at a time it takes output - 1 decode steps, each the single-request ITL (the same
 // contexts as above), its TTFT is 0 and its end-to-end those decodes.
