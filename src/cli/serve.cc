@@ -385,6 +385,7 @@ nlohmann::json DeploymentJson(const plan::ServeDeployment& d) {
           {"gpus", d.layout.gpus()},
           {"precision", cost::ServeWeightsName(d.precision, d.weight_only_bits, d.fp4)},
           {"kv", d.kv_fp8 ? "fp8" : "bf16"},
+          {"experts_in_hbm", d.experts_in_hbm},
           {"meets", d.meets},
           {"ttft_p95_ms", r.ttft_s.p95 * kMs},
           {"itl_p95_ms", r.itl_s.p95 * kMs},
@@ -442,6 +443,8 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     w.weight_only_bits = best.weight_only_bits;
     w.fp4 = best.fp4;
     w.kv_fp8 = best.kv_fp8;
+    w.experts_in_hbm = best.experts_in_hbm;
+    if (best.experts_in_hbm == 0) w.expert_hit_rate = 1.0;
     const std::string title =
         fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
                     q.rate_per_s, w.input_tokens, w.output_tokens);
@@ -472,15 +475,23 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
       in.model.name, in.cluster.name, a.workload.input_tokens, a.workload.output_tokens,
       PrefixNote(a.workload), q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms,
       a.slo_itl_ms, r.candidates, r.simulations, q.sim_requests);
-  fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#", "layout",
-             "GPUs", "wts", "KV", "TTFT p95 ms", "ITL p95 ms", "USD/h", "USD/M out", "USD/M tok");
+  // With --experts-in-hbm the search weighs offloading: a column says each row's experts.
+  const bool offload = a.workload.experts_in_hbm > 0;
+  fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4}{} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#",
+             "layout", "GPUs", "wts", "KV", offload ? fmt::format(" {:>8}", "experts") : "",
+             "TTFT p95 ms", "ITL p95 ms", "USD/h", "USD/M out", "USD/M tok");
   for (size_t i = 0; i < r.top.size(); ++i) {
     const plan::ServeDeployment& d = r.top[i];
+    const std::string experts =
+        !offload
+            ? ""
+            : fmt::format(" {:>8}", d.experts_in_hbm > 0 ? fmt::format("{} HBM", d.experts_in_hbm)
+                                                         : std::string("all"));
     fmt::print(
-        "  {:>2}  {:<30} {:>5} {:>5} {:>4} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
+        "  {:>2}  {:<30} {:>5} {:>5} {:>4}{} {:>12.0f} {:>11.1f} {:>8.2f} {:>10.3f} {:>9.3f}\n",
         i + 1, cost::FormatServeLayout(d.layout), d.layout.gpus(),
         cost::ServeWeightsName(d.precision, d.weight_only_bits, d.fp4), d.kv_fp8 ? "fp8" : "bf16",
-        d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs, d.usd_per_hour,
+        experts, d.replica.ttft_s.p95 * kMs, d.replica.itl_s.p95 * kMs, d.usd_per_hour,
         d.usd_per_million_output_tokens, d.usd_per_million_tokens);
   }
   if (r.disaggregated) {

@@ -109,7 +109,7 @@ double SloMiss(const ServeSimResult& r, const ServeCapacityQuery& q) {
 auto DeploymentKey(const ServeDeployment& d) {
   return std::make_tuple(d.usd_per_hour, d.layout.gpus(), d.replica.ttft_s.p95, d.layout.tp,
                          d.layout.ep, d.layout.pp, static_cast<int>(d.precision),
-                         d.weight_only_bits, d.fp4, d.kv_fp8, d.layout.replicas);
+                         d.weight_only_bits, d.fp4, d.experts_in_hbm, d.kv_fp8, d.layout.replicas);
 }
 
 // The capacity search's replica shapes (ReplicaShapes, ep a power of two), fewest GPUs first; at
@@ -171,6 +171,7 @@ ServeDeployment MakeDeployment(const cost::ServeLayout& one, int64_t replicas,
                     .precision = w.precision,
                     .weight_only_bits = w.weight_only_bits,
                     .fp4 = w.fp4,
+                    .experts_in_hbm = w.experts_in_hbm,
                     .kv_fp8 = w.kv_fp8,
                     .replica = std::move(r)};
   d.meets = MeetsSlo(d.replica, q);
@@ -252,7 +253,8 @@ std::optional<ServeDisaggregated> SearchDisaggregated(const cost::Context& ctx,
 }
 
 // The query's workload in each weight format searched (q.weights, else BF16 and FP8 where the GPU
-// may deploy it) x KV in BF16 and FP8, one request each.
+// may deploy it) x KV in BF16 and FP8 x (with experts_in_hbm) all experts resident or offloaded,
+// one request each.
 std::vector<cost::ServeWorkload> SearchedWorkloads(const spec::ClusterSpec& c,
                                                    const ServeCapacityQuery& q) {
   std::vector<std::string> formats = q.weights;
@@ -264,6 +266,12 @@ std::vector<cost::ServeWorkload> SearchedWorkloads(const spec::ClusterSpec& c,
       if (!ServeWeightsSearchable(c, format) || !cost::ParseServeWeights(format, w)) continue;
       w.kv_fp8 = kv_fp8;
       w.requests = 1;
+      if (w.experts_in_hbm > 0) {
+        cost::ServeWorkload resident = w;
+        resident.experts_in_hbm = 0;
+        resident.expert_hit_rate = 1.0;
+        out.push_back(resident);
+      }
       out.push_back(w);
     }
   }

@@ -43,13 +43,15 @@ namespace pentamesh::plan {
 // 4, 8 (dividing the layers) x ep a power of two dividing the experts (MoE), at most 64 GPUs,
 // obeying the serving rules, fewest GPUs first (a replica with more GPUs than the top_k-th
 // deployment found is not simulated); weights in each of the query's formats the GPU may deploy
-// (ServeWeightsSearchable) and the KV cache in BF16 or FP8; for each, the fewest replicas whose one
-// replica, at rate / replicas, meets TTFT p95 <= slo_ttft_p95_s and ITL p95 (every gap between a
-// request's tokens) <= slo_itl_p95_s (found by doubling then bisection: a replica's latencies grow
-// with its rate).
-// Ranked by USD per hour (GPUs x usd_per_gpu_hour), then GPUs, then TTFT p95, then the
-// candidate's fields (a total order). Cost per million output tokens = USD per hour / (rate x
-// output tokens x 3600) x 1e6; per million tokens in and out alike, over input + output.
+// (ServeWeightsSearchable) and the KV cache in BF16 or FP8; for a MoE model with
+// workload.experts_in_hbm > 0, each with all experts resident and with that many per layer in HBM
+// (the rest offloaded, workload.expert_hit_rate of the touched ones found resident); for each, the
+// fewest replicas whose one replica, at rate / replicas, meets TTFT p95 <= slo_ttft_p95_s and ITL
+// p95 (every gap between a request's tokens) <= slo_itl_p95_s (found by doubling then bisection: a
+// replica's latencies grow with its rate). Ranked by USD per hour (GPUs x usd_per_gpu_hour), then
+// GPUs, then TTFT p95, then the candidate's fields (a total order). Cost per million output tokens
+// = USD per hour / (rate x output tokens x 3600) x 1e6; per million tokens in and out alike, over
+// input + output.
 struct ServeCapacityQuery {
   cost::ServeWorkload workload;  // lengths, engine (policy and profile), price; requests unused
   double rate_per_s = 1;
@@ -64,8 +66,9 @@ struct ServeCapacityQuery {
 struct ServeDeployment {
   cost::ServeLayout layout;  // tp x ep x pp per replica, replicas
   spec::Precision precision = spec::Precision::kBf16;
-  int weight_only_bits = 0;  // cost::ServeWorkload::weight_only_bits
-  bool fp4 = false;          // cost::ServeWorkload::fp4
+  int weight_only_bits = 0;    // cost::ServeWorkload::weight_only_bits
+  bool fp4 = false;            // cost::ServeWorkload::fp4
+  int64_t experts_in_hbm = 0;  // cost::ServeWorkload::experts_in_hbm (0 = all resident)
   bool kv_fp8 = false;
   ServeSimResult replica;  // one replica at rate / replicas
   bool meets = false;

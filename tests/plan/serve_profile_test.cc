@@ -368,6 +368,30 @@ TEST(ServeCapacity, DisaggregatedPoolsEachMeetTheirTarget) {
   EXPECT_FALSE(SearchServeCapacity(ctx, one, 1).disaggregated.has_value());
 }
 
+// Expert offloading in the search: with --experts-in-hbm each shape is tried with all experts
+// resident and with that many per layer in HBM. Qwen3-235B-A22B at a low rate and loose targets
+// fits one H100 only offloaded (235 GB of FP8 weights), so the offloaded deployment is the
+// cheapest, on fewer GPUs than the search of resident experts alone finds.
+TEST(ServeCapacity, ExpertOffloadingWhereItSavesGpus) {
+  const cost::Context ctx = MakeContext("qwen3-235b-a22b", "h100-sxm").value();
+  ServeCapacityQuery q = Query(0.2, 20000, 1000);
+  q.workload.input_tokens = 500;
+  q.workload.output_tokens = 100;
+  q.sim_requests = 50;
+  const ServeCapacityResult resident = SearchServeCapacity(ctx, q, 5);
+  ASSERT_FALSE(resident.top.empty());
+  for (const ServeDeployment& d : resident.top) EXPECT_EQ(d.experts_in_hbm, 0);
+  q.workload.experts_in_hbm = 32;
+  q.workload.expert_hit_rate = 0.8;
+  const ServeCapacityResult r = SearchServeCapacity(ctx, q, 5);
+  ASSERT_FALSE(r.top.empty());
+  for (const ServeDeployment& d : r.top) {
+    EXPECT_TRUE(d.experts_in_hbm == 0 || d.experts_in_hbm == 32);
+  }
+  EXPECT_EQ(r.top.front().experts_in_hbm, 32);
+  EXPECT_LT(r.top.front().layout.gpus(), resident.top.front().layout.gpus());
+}
+
 // A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8
 // H100s of 80 GB): no tp-only replica fits, so the search answers with replicas spanning nodes
 // through pp or ep, and one replica fewer of its best misses an SLO.
