@@ -212,6 +212,16 @@ ServeCapacityQuery Query(double rate, double ttft_ms, double itl_ms) {
   return q;
 }
 
+// The same with the requests' lengths and the requests simulated per candidate.
+ServeCapacityQuery Query(double rate, double ttft_ms, double itl_ms, int64_t input, int64_t output,
+                         int64_t sim_requests) {
+  ServeCapacityQuery q = Query(rate, ttft_ms, itl_ms);
+  q.workload.input_tokens = input;
+  q.workload.output_tokens = output;
+  q.sim_requests = sim_requests;
+  return q;
+}
+
 // One replica fewer of the deployment's shape, simulated at the query's rate over the remaining
 // replicas, misses an SLO (so the search's replica count is the fewest). A single replica passes.
 void ExpectOneFewerMisses(const cost::Context& ctx, const ServeCapacityQuery& q,
@@ -274,13 +284,7 @@ TEST(ServeCapacity, Fp8OnlyWhereTheGpuHasIt) {
 
 // 2 requests/s of 500 + 500 tokens, TTFT p95 5 s, ITL p95 60 ms, 100 requests a simulation: a
 // decode-bound load, where the weights' bytes decide.
-ServeCapacityQuery DecodeBoundQuery() {
-  ServeCapacityQuery q = Query(2, 5000, 60);
-  q.workload.input_tokens = 500;
-  q.workload.output_tokens = 500;
-  q.sim_requests = 100;
-  return q;
-}
+ServeCapacityQuery DecodeBoundQuery() { return Query(2, 5000, 60, 500, 500, 100); }
 
 // Weight-only int8 / int4 enter the search only when asked (they change the model's outputs);
 // asked, they are searched like the others: every listed deployment is of a format asked for, and
@@ -338,10 +342,7 @@ TEST(ServeCapacity, Fp4OnlyWhereTheGpuHasItAndWhenAsked) {
 // output token there is nothing to disaggregate.
 TEST(ServeCapacity, DisaggregatedPoolsEachMeetTheirTarget) {
   const cost::Context ctx = MakeContext("llama3-70b", "h100-sxm").value();
-  ServeCapacityQuery q = Query(10, 2000, 60);
-  q.workload.input_tokens = 1000;
-  q.workload.output_tokens = 500;
-  q.sim_requests = 200;
+  ServeCapacityQuery q = Query(10, 2000, 60, 1000, 500, 200);
   const ServeCapacityResult r = SearchServeCapacity(ctx, q, 3);
   ASSERT_TRUE(r.disaggregated.has_value());
   const ServeDisaggregated& d = *r.disaggregated;
@@ -374,10 +375,7 @@ TEST(ServeCapacity, DisaggregatedPoolsEachMeetTheirTarget) {
 // cheapest, on fewer GPUs than the search of resident experts alone finds.
 TEST(ServeCapacity, ExpertOffloadingWhereItSavesGpus) {
   const cost::Context ctx = MakeContext("qwen3-235b-a22b", "h100-sxm").value();
-  ServeCapacityQuery q = Query(0.2, 20000, 1000);
-  q.workload.input_tokens = 500;
-  q.workload.output_tokens = 100;
-  q.sim_requests = 50;
+  ServeCapacityQuery q = Query(0.2, 20000, 1000, 500, 100, 50);
   const ServeCapacityResult resident = SearchServeCapacity(ctx, q, 5);
   ASSERT_FALSE(resident.top.empty());
   for (const ServeDeployment& d : resident.top) EXPECT_EQ(d.experts_in_hbm, 0);
