@@ -282,21 +282,29 @@ core::Status WriteHtml(const ServeArgs& a, const std::string& title,
 }
 
 // --emit ENGINE DIR: the engine's launch script of the layout, DIR/launch_ENGINE.sh.
+// --emit ENGINE DIR: DIR/launch_ENGINE.sh, or for a pool of a disaggregated deployment
+// DIR/launch_ENGINE_prefill.sh / _decode.sh.
 core::Status Emit(const ServeArgs& a, const std::string& title, const cost::ServeLayout& l,
-                  const cost::ServeWorkload& w) {
+                  const cost::ServeWorkload& w,
+                  launch::ServeRole role = launch::ServeRole::kColocated) {
   if (a.emit.empty()) return core::Status::Ok();
   auto engine = launch::ParseServeEngine(a.emit[0]);
   if (!engine.ok()) return engine.status();
   std::error_code ec;
   std::filesystem::create_directories(a.emit[1], ec);
   if (ec) return core::Status::Error("--emit: cannot create " + a.emit[1] + ": " + ec.message());
+  const char* suffix = role == launch::ServeRole::kPrefill  ? "_prefill"
+                       : role == launch::ServeRole::kDecode ? "_decode"
+                                                            : "";
   const std::string path =
-      (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}.sh", a.emit[0])).string();
+      (std::filesystem::path(a.emit[1]) / fmt::format("launch_{}{}.sh", a.emit[0], suffix))
+          .string();
   const std::string script = launch::ServeLaunchScript(
       *engine, l, w,
       {"pentamesh serve: " + title,
        "weights " + cost::ServeWeightsName(w.precision, w.weight_only_bits, w.fp4) + ", KV " +
-           (w.kv_fp8 ? "fp8" : "bf16")});
+           (w.kv_fp8 ? "fp8" : "bf16")},
+      role);
   const core::Status st = core::WriteFileAtomic(path, script, /*executable=*/true);
   if (!st.ok()) return core::Status::Error("--emit: " + st.message());
   fmt::print(stderr, "wrote {}\n", path);
@@ -448,7 +456,24 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     const std::string title =
         fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
                     q.rate_per_s, w.input_tokens, w.output_tokens);
-    if (const core::Status s = Emit(a, title, best.layout, w); !s.ok()) return Fail(s.message());
+    // The disaggregated deployment when it is cheaper: a script for each pool.
+    if (r.disaggregated && r.disaggregated->usd_per_hour < best.usd_per_hour) {
+      const plan::ServeDisaggregated& d = *r.disaggregated;
+      w.precision = d.prefill.precision;
+      w.weight_only_bits = d.prefill.weight_only_bits;
+      w.fp4 = d.prefill.fp4;
+      w.kv_fp8 = d.prefill.kv_fp8;
+      w.experts_in_hbm = d.prefill.experts_in_hbm;
+      if (d.prefill.experts_in_hbm == 0) w.expert_hit_rate = 1.0;
+      for (const auto& [pool, role] : {std::pair{&d.prefill, launch::ServeRole::kPrefill},
+                                       std::pair{&d.decode, launch::ServeRole::kDecode}}) {
+        if (const core::Status s = Emit(a, title, pool->layout, w, role); !s.ok()) {
+          return Fail(s.message());
+        }
+      }
+    } else if (const core::Status s = Emit(a, title, best.layout, w); !s.ok()) {
+      return Fail(s.message());
+    }
   }
   if (a.json) {
     nlohmann::json j = {{"candidates", r.candidates}, {"simulations", r.simulations}, {"top", {}}};

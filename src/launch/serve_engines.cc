@@ -19,7 +19,8 @@ const char* ToString(ServeEngine engine) {
 
 std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine engine,
                                                                   const cost::ServeLayout& l,
-                                                                  const cost::ServeWorkload& w) {
+                                                                  const cost::ServeWorkload& w,
+                                                                  ServeRole role) {
   const cost::ServeEngine& e = w.engine;
   const bool fp8 = w.precision == spec::Precision::kFp8 && !w.fp4;  // NVFP4: from the checkpoint
   const std::string max_len = std::to_string(w.input_tokens + w.output_tokens);
@@ -43,6 +44,9 @@ std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine en
     add("--kv-cache-dtype", w.kv_fp8 ? "fp8" : "auto");
     if (fp8) add("--quantization", "fp8");
     if (w.prefix_hit_rate > 0) add("--enable-prefix-caching", "");  // SGLang's radix cache is on
+    if (role != ServeRole::kColocated) {
+      add("--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})");
+    }
     return f;
   }
   add("--tp-size", std::to_string(l.tp * l.ep));
@@ -55,14 +59,29 @@ std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine en
   add("--page-size", std::to_string(e.block_tokens));
   add("--kv-cache-dtype", w.kv_fp8 ? "fp8_e4m3" : "auto");
   if (fp8) add("--quantization", "fp8");
+  if (role != ServeRole::kColocated) {
+    add("--disaggregation-mode", role == ServeRole::kPrefill ? "prefill" : "decode");
+    add("--disaggregation-transfer-backend", "mooncake");
+  }
   return f;
 }
 
 std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& l,
-                              const cost::ServeWorkload& w,
-                              const std::vector<std::string>& header) {
+                              const cost::ServeWorkload& w, const std::vector<std::string>& header,
+                              ServeRole role) {
   std::string out = "#!/usr/bin/env bash\n";
   for (const std::string& line : header) out += "# " + core::CommentText(line) + "\n";
+  if (role != ServeRole::kColocated) {
+    out += fmt::format(
+        "# The {} pool of a prefill/decode disaggregated deployment: start the other pool's script "
+        "too, and send requests through {}.\n",
+        role == ServeRole::kPrefill ? "prefill" : "decode",
+        engine == ServeEngine::kSglang
+            ? "python3 -m sglang_router.launch_router --pd-disaggregation --prefill "
+              "http://PREFILL_HOST:30000 --decode http://DECODE_HOST:30000"
+            : "a proxy that sends each prompt to the prefill pool and its decode to the decode "
+              "pool (vLLM's disaggregated serving examples)");
+  }
   out += fmt::format("# One replica of {} ({} GPUs); run it on each of the {} replicas.\n",
                      cost::FormatServeLayout(l), l.gpus_per_replica(), l.replicas);
   if (w.fp4) {
@@ -88,7 +107,7 @@ std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& l,
   out += engine == ServeEngine::kVllm
              ? "exec vllm serve \"$MODEL\""
              : "exec python3 -m sglang.launch_server --model-path \"$MODEL\"";
-  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w)) {
+  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w, role)) {
     out += " \\\n  " + flag;
     if (!value.empty()) out += " " + core::ShellQuote(value);
   }

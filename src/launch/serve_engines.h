@@ -32,14 +32,23 @@ enum class ServeEngine { kVllm, kSglang };
 core::Result<ServeEngine> ParseServeEngine(const std::string& name);
 const char* ToString(ServeEngine engine);
 
+// A replica's part in the deployment: the whole request, or one pool of prefill/decode
+// disaggregation (plan::ServeDisaggregated). SGLang: --disaggregation-mode prefill|decode, the KV
+// sent by the Mooncake transfer engine (--disaggregation-transfer-backend mooncake), a
+// sglang_router with --pd-disaggregation in front; vLLM: its NIXL connector on both pools
+// (--kv-transfer-config, kv_role kv_both), a proxy in front.
+enum class ServeRole { kColocated, kPrefill, kDecode };
+
 // The command's flags in order: (flag, value); a switch has an empty value.
-std::vector<std::pair<std::string, std::string>> ServeEngineFlags(ServeEngine engine,
-                                                                  const cost::ServeLayout& layout,
-                                                                  const cost::ServeWorkload& w);
+std::vector<std::pair<std::string, std::string>> ServeEngineFlags(
+    ServeEngine engine, const cost::ServeLayout& layout, const cost::ServeWorkload& w,
+    ServeRole role = ServeRole::kColocated);
 
 // A bash script: the model path from $MODEL (required), then the command, every value quoted.
 // `header`: comment lines describing the plan (made safe with core::CommentText).
+// A pool's script says so in its header and names the router that pairs the pools.
 std::string ServeLaunchScript(ServeEngine engine, const cost::ServeLayout& layout,
-                              const cost::ServeWorkload& w, const std::vector<std::string>& header);
+                              const cost::ServeWorkload& w, const std::vector<std::string>& header,
+                              ServeRole role = ServeRole::kColocated);
 
 }  // namespace pentamesh::launch

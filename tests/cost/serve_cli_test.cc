@@ -264,4 +264,31 @@ TEST(ServeCli, SearchMeetsTheTargetAndWritesHtml) {
   }
 }
 
+// --emit of a capacity search whose disaggregated deployment is cheaper than #1 (the case study's
+// 1K-token messages, docs/results.md): a script for each pool, each with its pool's layout and
+// mode.
+TEST(ServeCli, EmitsBothPoolsWhenDisaggregatedIsCheaper) {
+  const std::string dir = ::testing::TempDir() + "/pm_serve_cli_disagg";
+  std::filesystem::remove_all(dir);
+  const pt::CliRun r = pt::Pentamesh(
+      "serve --model meridianfin-72b --input-tokens 1000 --output-tokens 100 --rate 20 --slo-ttft "
+      "500 --slo-itl 15 --sim-requests 200 --top 1 --json --emit sglang " +
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("disaggregated"));
+  ASSERT_LT(j["disaggregated"]["usd_per_hour"].get<double>(),
+            j["top"][0]["usd_per_hour"].get<double>());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/launch_sglang.sh"));
+  for (const char* pool : {"prefill", "decode"}) {
+    const std::string script = pt::ReadFile(dir + "/launch_sglang_" + std::string(pool) + ".sh");
+    EXPECT_NE(script.find("--disaggregation-mode " + std::string(pool)), std::string::npos)
+        << script;
+    const std::string layout = j["disaggregated"][pool]["layout"].get<std::string>();
+    EXPECT_NE(script.find(layout.substr(0, layout.find(" replicas"))), std::string::npos)
+        << layout << "\n"
+        << script;
+  }
+}
+
 }  // namespace

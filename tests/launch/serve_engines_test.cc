@@ -53,8 +53,8 @@ bool HasType(const std::string& value, const std::string& type) {
 }
 
 void CheckAgainstTable(ServeEngine engine, const std::map<std::string, FlagRow>& table,
-                       const cost::ServeLayout& l, const cost::ServeWorkload& w) {
-  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w)) {
+                       const cost::ServeLayout& l, const cost::ServeWorkload& w, ServeRole role) {
+  for (const auto& [flag, value] : ServeEngineFlags(engine, l, w, role)) {
     const auto it = table.find(flag);
     ASSERT_NE(it, table.end()) << ToString(engine) << " has no flag " << flag;
     const FlagRow& row = it->second;
@@ -79,16 +79,44 @@ TEST(ServeEngines, EveryFlagIsInTheEnginesTableWithItsType) {
   cost::ServeWorkload w;
   w.input_tokens = 1000;
   w.output_tokens = 500;
-  for (const char* weights : {"bf16", "fp8", "int8", "int4"}) {
+  for (const char* weights : {"bf16", "fp8", "fp4", "int8", "int4"}) {
     ASSERT_TRUE(cost::ParseServeWeights(weights, w));
     w.kv_fp8 = w.precision == spec::Precision::kFp8;
+    w.prefix_hit_rate = w.kv_fp8 ? 0.5 : 0.0;
     for (const cost::ServeLayout& l :
          {cost::ServeLayout{.tp = 4},
           cost::ServeLayout{.tp = 8, .ep = 2, .pp = 2, .replicas = 3}}) {
-      CheckAgainstTable(ServeEngine::kVllm, vllm, l, w);
-      CheckAgainstTable(ServeEngine::kSglang, sglang, l, w);
+      for (ServeRole role : {ServeRole::kColocated, ServeRole::kPrefill, ServeRole::kDecode}) {
+        CheckAgainstTable(ServeEngine::kVllm, vllm, l, w, role);
+        CheckAgainstTable(ServeEngine::kSglang, sglang, l, w, role);
+      }
     }
   }
+}
+
+// A disaggregated deployment's pools: SGLang's mode and transfer backend, vLLM's NIXL connector on
+// both; the header names the router; a colocated replica has none of them.
+TEST(ServeEngines, DisaggregatedPools) {
+  cost::ServeWorkload w;
+  w.input_tokens = 1000;
+  w.output_tokens = 500;
+  const auto prefill = ServeEngineFlags(ServeEngine::kSglang, {.tp = 2}, w, ServeRole::kPrefill);
+  const std::map<std::string, std::string> p(prefill.begin(), prefill.end());
+  EXPECT_EQ(p.at("--disaggregation-mode"), "prefill");
+  EXPECT_EQ(p.at("--disaggregation-transfer-backend"), "mooncake");
+  const auto decode = ServeEngineFlags(ServeEngine::kSglang, {.tp = 2}, w, ServeRole::kDecode);
+  const std::map<std::string, std::string> d(decode.begin(), decode.end());
+  EXPECT_EQ(d.at("--disaggregation-mode"), "decode");
+  const auto v = ServeEngineFlags(ServeEngine::kVllm, {.tp = 2}, w, ServeRole::kDecode);
+  const std::map<std::string, std::string> m(v.begin(), v.end());
+  EXPECT_NE(m.at("--kv-transfer-config").find("\"NixlConnector\""), std::string::npos);
+  const std::string script =
+      ServeLaunchScript(ServeEngine::kSglang, {.tp = 2}, w, {"t"}, ServeRole::kPrefill);
+  EXPECT_NE(script.find("# The prefill pool of a prefill/decode disaggregated deployment"),
+            std::string::npos);
+  EXPECT_NE(script.find("sglang_router.launch_router --pd-disaggregation"), std::string::npos);
+  const std::string colocated = ServeLaunchScript(ServeEngine::kSglang, {.tp = 2}, w, {"t"});
+  EXPECT_EQ(colocated.find("disaggregat"), std::string::npos);
 }
 
 TEST(ServeEngines, ValuesOfTheLayout) {
