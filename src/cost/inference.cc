@@ -184,6 +184,7 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   internal::Terms t;
   internal::ComputeTerms(pass, layout, t);
   t.expert_sources = 1;
+  t.touched_experts_only = true;
   t.fp8_weights_stored = true;
   // FP8 weights on a GPU without FP8 tensor cores run weight-only too (W8A16: vLLM's FP8 Marlin
   // path on Ampere): read as FP8, multiplied at the BF16 rate.

@@ -83,6 +83,8 @@ struct Terms {
   // Ranks whose tokens reach each expert: ep (every ep rank routes its own micro-batch); 1 for
   // one request's prefill alone on one ep group (cost/inference.cc).
   double expert_sources = 1;
+  // Inference: only the experts a step's tokens touch run (MoeMlpFwd); training runs all of them.
+  bool touched_experts_only = false;
   double g_dense = 1;   // ranks sharing (replicating) non-expert params: dp*cp(*ep separate)
   double g_expert = 1;  // ranks sharing expert params: dp*cp (separate), dp*cp*tp/(ep*etp) (folded)
   double gemm_efficiency = 0.75;    // achieved fraction of peak of a large GEMM

@@ -8,6 +8,7 @@
 
 #include "core/collective_bytes.h"
 #include "cost/gemm.h"
+#include "cost/inference.h"
 #include "cost/internal.h"
 #include "spec/moe_routing.h"
 #include "spec/validate.h"
@@ -429,10 +430,18 @@ double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
   // Each rank's experts see the tokens of its ep group: with etp = tp every tp rank all of its
   // T tokens (split fe / tp), with etp = 1 its T / tp sequence shard (whole experts).
   const double tokens_in = t.tokens * t.etp / t.tp;
-  const double tokens_per_expert = t.expert_sources * tokens_in * copies / experts;
+  // The experts that run: all of them, or in inference (Terms::touched_experts_only) those the
+  // step's tokens reach, ExpertsTouched of them (a decode step of 4 tokens of DeepSeek-V3 runs
+  // about 32 of its 256), each with its share of the routed rows.
+  const double sources = t.expert_sources * tokens_in;
+  const double active =
+      t.touched_experts_only
+          ? std::min(experts, ExpertsTouched(experts, static_cast<double>(md.moe.top_k), sources))
+          : experts;
+  const double tokens_per_expert = sources * copies / active;
   // Each local expert's two GEMMs also pay a fixed cost (launch, its own tail wave) in the
   // grouped kernel: CostParams::expert_gemm_overhead_s.
-  double gemm = experts / t.ep *
+  double gemm = active / t.ep *
                 (GemmTime(ctx, t, tokens_per_expert, up * fe / t.etp, h) +
                  GemmTime(ctx, t, tokens_per_expert, h, fe / t.etp) +
                  2.0 * ctx.params().expert_gemm_overhead_s);

@@ -120,6 +120,34 @@ TEST(ServeSim, PrefixCacheSkipsTheCachedTokens) {
   EXPECT_EQ(cost::CachedPrefixTokens(w, 1), 0);
 }
 
+// A MoE decode step runs only the experts its tokens touch: the simulation's step is the closed
+// form's ITL (weights of the touched experts, their KV, overheads, all-reduces) within a few
+// percent. Before, every expert ran its fraction of a row and read its whole weights: 30.3 ms
+// against 10.9 ms for DeepSeek-V3 on 8 H200 at 4 requests.
+TEST(ServeSim, MoeDecodeStepRunsTheTouchedExperts) {
+  struct Case {
+    const char* model;
+    const char* cluster;
+    int64_t tp, batch;
+  };
+  for (const Case& k :
+       {Case{"deepseek-v3-like", "h200", 8, 4}, Case{"mixtral-8x7b", "h100-sxm", 2, 1},
+        Case{"meridianfin-72b", "h100-sxm", 8, 8}}) {
+    const cost::Context ctx = MakeContext(Load(k.model, k.cluster));
+    const cost::ServeWorkload w = Workload(1024, 1024, k.batch, spec::Precision::kFp8);
+    const cost::ServeEstimate e = cost::EstimateServe(ctx, Tp(k.tp), w);
+    ASSERT_TRUE(e.fits) << k.model;
+    const cost::ServeStepCost c = cost::MakeServeStepCost(ctx, Tp(k.tp), w);
+    const double context = 1024 + 0.5 * 1024;  // the closed form's mean decode context
+    cost::ServeStepBatch b;
+    b.tokens = static_cast<double>(k.batch);
+    b.sequences = b.tokens;
+    b.kv_tokens_global = b.tokens * context;
+    b.pairs_global = b.tokens * cost::CausalPairs(context - 1, 1, 0);
+    EXPECT_NEAR(cost::ServeStepTime(c, b) / e.itl_s, 1.0, 0.05) << k.model;
+  }
+}
+
 // The decode pool of a disaggregated deployment: a request arrives with its prompt's KV and first
 // token, so one at a time it takes output - 1 decode steps, each the single-request ITL (the same
 // contexts as above), its TTFT is 0 and its end-to-end those decodes.
