@@ -48,7 +48,8 @@ struct ServeArgs {
   std::optional<double> rate;
   std::optional<int64_t> sim_requests;  // --sim-requests (default kSimRequests)
   int64_t seed = 1;
-  std::string request_trace;  // --request-trace FILE
+  double length_range_ratio = 1;  // --length-range-ratio
+  std::string request_trace;      // --request-trace FILE
   std::vector<plan::TraceRequest> trace;
   plan::TraceSummary trace_summary;
   double slo_ttft_ms = 0, slo_itl_ms = 0;
@@ -64,6 +65,13 @@ struct ServeArgs {
 std::string PrefixNote(const cost::ServeWorkload& w) {
   return w.prefix_hit_rate > 0
              ? fmt::format(" ({:g} of each prompt in the prefix cache)", w.prefix_hit_rate)
+             : "";
+}
+
+// " (lengths drawn from [R x, 1 x] these)" when --length-range-ratio is below 1.
+std::string LengthsNote(const ServeArgs& a) {
+  return a.length_range_ratio < 1
+             ? fmt::format(" (lengths drawn from [{:g} x, 1 x] these)", a.length_range_ratio)
              : "";
 }
 
@@ -133,8 +141,8 @@ std::string Describe(const ServeArgs& a, const plan::ServeLoad& load) {
   const std::string arrivals = a.concurrency
                                    ? fmt::format("closed loop of {} clients", *a.concurrency)
                                    : fmt::format("Poisson arrivals at {} requests/s", *a.rate);
-  return fmt::format("{}, {} requests over {} engine(s) (replicas x ep)", arrivals,
-                     a.sim_requests.value_or(kSimRequests), load.groups);
+  return fmt::format("{}, {} requests over {} engine(s) (replicas x ep){}", arrivals,
+                     a.sim_requests.value_or(kSimRequests), load.groups, LengthsNote(a));
 }
 
 void PrintPercentiles(const char* name, const plan::Percentiles& p) {
@@ -179,6 +187,7 @@ nlohmann::json LoadJson(const ServeArgs& a, const plan::ServeLoad& load) {
                       {"requests", a.trace.empty() ? a.sim_requests.value_or(kSimRequests)
                                                    : a.trace_summary.requests},
                       {"seed", a.seed},
+                      {"length_range_ratio", a.length_range_ratio},
                       {"steps", g.steps},
                       {"mean_batch_tokens", g.mean_batch_tokens},
                       {"max_running", g.max_running},
@@ -331,6 +340,7 @@ int RunOne(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) {
                                      .think_s = plan::kClientTurnaroundS,
                                      .requests = a.sim_requests.value_or(kSimRequests),
                                      .seed = static_cast<uint64_t>(a.seed),
+                                     .length_range_ratio = a.length_range_ratio,
                                      .slo_ttft_s = a.slo_ttft_ms / kMs,
                                      .slo_itl_s = a.slo_itl_ms / kMs,
                                      .trace = a.trace};
@@ -425,6 +435,7 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   q.slo_itl_p95_s = a.slo_itl_ms / kMs;
   q.sim_requests = a.sim_requests.value_or(kSimRequests);
   q.seed = static_cast<uint64_t>(a.seed);
+  q.length_range_ratio = a.length_range_ratio;
   q.weights = a.weight_formats;
   const plan::ServeCapacityResult r = plan::SearchServeCapacity(ctx, q, a.top);
   if (r.top.empty()) {
@@ -494,12 +505,12 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
     return 0;
   }
   fmt::print(
-      "pentamesh serve: {} on {}, {} input + {} output tokens{}, Poisson arrivals at {} "
+      "pentamesh serve: {} on {}, {} input + {} output tokens{}{}, Poisson arrivals at {} "
       "requests/s, engine profile {}\ntargets: TTFT p95 <= {} ms, ITL p95 <= {} ms (0 = none); {} "
       "replica shapes, {} simulations of {} requests\n\n",
       in.model.name, in.cluster.name, a.workload.input_tokens, a.workload.output_tokens,
-      PrefixNote(a.workload), q.rate_per_s, a.workload.engine.profile.name, a.slo_ttft_ms,
-      a.slo_itl_ms, r.candidates, r.simulations, q.sim_requests);
+      LengthsNote(a), PrefixNote(a.workload), q.rate_per_s, a.workload.engine.profile.name,
+      a.slo_ttft_ms, a.slo_itl_ms, r.candidates, r.simulations, q.sim_requests);
   // With --experts-in-hbm the search weighs offloading: a column says each row's experts.
   const bool offload = a.workload.experts_in_hbm > 0;
   fmt::print("  {:>2}  {:<30} {:>5} {:>5} {:>4}{} {:>12} {:>11} {:>8} {:>10} {:>9}\n", "#",
@@ -542,6 +553,11 @@ core::Status LoadTrace(ServeArgs& a, const spec::ModelSpec& model) {
   }
   if (a.rate) return core::Status::Error(flag + " and --rate: give one of them");
   if (a.concurrency) return core::Status::Error(flag + " and --concurrency: give one of them");
+  if (a.length_range_ratio < 1) {
+    return core::Status::Error(flag +
+                               " and --length-range-ratio: give one of them (the trace gives each "
+                               "request's lengths)");
+  }
   if (a.sim_requests) {
     return core::Status::Error(flag +
                                " and --sim-requests: give one of them (the trace's requests are "
@@ -696,6 +712,11 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
                   "{\"timestamp\": ms, \"input_length\": N, \"output_length\": N} (the Mooncake "
                   "format; sorted, at most 1,048,576 requests and 1 GiB; docs/commands.md)");
   sub->add_option("--seed", a->seed, "simulation: seed of the arrivals")->transform(IntIn(0));
+  sub->add_option("--length-range-ratio", a->length_range_ratio,
+                  "simulation and capacity search: each request's input and output lengths "
+                  "drawn uniformly from [R x --input-tokens, --input-tokens] (and the same for "
+                  "output), bench_serving's --random-range-ratio; 1 = fixed lengths (default)")
+      ->check(NumberIn(0, 1));
   sub->add_option("--slo-ttft", a->slo_ttft_ms,
                   "TTFT target, ms: goodput of a simulation, p95 of the capacity search")
       ->check(NumberIn(0, 1e9));

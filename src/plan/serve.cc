@@ -127,6 +127,18 @@ std::vector<cost::ServeLayout> CapacityShapes(const spec::ModelSpec& m,
   return out;
 }
 
+// One replica's share of the query's traffic: Poisson at rate / replicas, the query's lengths
+// (and their spread), requests, seed and targets; `prefilled` for a decode pool.
+ServeTraffic ReplicaTraffic(const ServeCapacityQuery& q, int64_t replicas, bool prefilled) {
+  return {.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
+          .requests = q.sim_requests,
+          .seed = q.seed,
+          .length_range_ratio = q.length_range_ratio,
+          .slo_ttft_s = q.slo_ttft_p95_s,
+          .slo_itl_s = q.slo_itl_p95_s,
+          .prefilled = prefilled};
+}
+
 // The fewest replicas in [1, max_replicas] whose one replica's simulation `meets`: the most
 // replicas first (a shape that misses there misses at every count: a replica's latencies grow
 // with its rate), then doubling from 1 to the first count that meets, and bisection below it.
@@ -205,12 +217,8 @@ std::optional<ServeDisaggregated> SearchDisaggregated(const cost::Context& ctx,
       if (!e.fits) return std::optional<ServeDeployment>();
       const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, pw);
       auto simulate = [&](int64_t replicas) {
-        ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
-                       .requests = q.sim_requests,
-                       .seed = q.seed,
-                       .prefilled = prefilled};
         ++result.simulations;
-        return SimulateServe(step, pw, e.kv_blocks, t);
+        return SimulateServe(step, pw, e.kv_blocks, ReplicaTraffic(q, replicas, prefilled));
       };
       ReplicaCount n = FewestReplicas(max_replicas, simulate, meets);
       if (!n.met) return std::optional<ServeDeployment>();
@@ -310,13 +318,8 @@ ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCap
       const cost::ServeStepCost step = cost::MakeServeStepCost(ctx, one, w);
       const int64_t max_replicas = std::max<int64_t>(1, c.gpus() / one.gpus());
       auto simulate = [&](int64_t replicas) {
-        ServeTraffic t{.rate_per_s = q.rate_per_s / static_cast<double>(replicas),
-                       .requests = q.sim_requests,
-                       .seed = q.seed,
-                       .slo_ttft_s = q.slo_ttft_p95_s,
-                       .slo_itl_s = q.slo_itl_p95_s};
         ++result.simulations;
-        return SimulateServe(step, w, e.kv_blocks, t);
+        return SimulateServe(step, w, e.kv_blocks, ReplicaTraffic(q, replicas, false));
       };
       ReplicaCount n = FewestReplicas(max_replicas, simulate,
                                       [&q](const ServeSimResult& r) { return MeetsSlo(r, q); });

@@ -58,6 +58,7 @@ struct ServeCapacityQuery {
   double slo_ttft_p95_s = 0, slo_itl_p95_s = 0;  // 0 = no target
   int64_t sim_requests = 400;                    // requests simulated per candidate replica
   uint64_t seed = 1;
+  double length_range_ratio = 1;  // ServeTraffic::length_range_ratio
   // Weight formats to consider (cost::ServeWeightsNames); empty = bf16, and fp8 where the GPU has
   // an FP8 peak. Weight-only int8 / int4 change the model's outputs: only when asked.
   std::vector<std::string> weights;

@@ -147,8 +147,21 @@ class Engine {
   // finish in time order, so arrivals stay sorted).
   void Issue(double at_s) { requests_.push_back(Fixed(at_s)); }
 
-  // A request of the workload's lengths sent at `at_s`.
-  Request Fixed(double at_s) { return Sent(at_s, w_.input_tokens, w_.output_tokens); }
+  // A request sent at `at_s`, of the workload's lengths or of lengths drawn below them.
+  Request Fixed(double at_s) {
+    if (traffic_.length_range_ratio >= 1) return Sent(at_s, w_.input_tokens, w_.output_tokens);
+    const int64_t input = Draw(w_.input_tokens, 1);
+    return Sent(at_s, input, Draw(w_.output_tokens, traffic_.prefilled ? 2 : 1));
+  }
+
+  // Uniform on [max(least, floor(r full)), full] from the traffic's seed (the same on every
+  // platform: the generator's raw output, reduced mod the range).
+  int64_t Draw(int64_t full, int64_t least) {
+    const auto lo =
+        std::min(full, std::max(least, static_cast<int64_t>(traffic_.length_range_ratio *
+                                                            static_cast<double>(full))));
+    return lo + static_cast<int64_t>(lengths_() % static_cast<uint64_t>(full - lo + 1));
+  }
 
   // A request sent at `sent_s` (in sending order): the engine's front end takes frontend_s for
   // each, one after another, and then it reaches the scheduler.
@@ -353,6 +366,7 @@ class Engine {
   int64_t next_arrival_ = 0, completed_ = 0, good_ = 0, output_tokens_ = 0;
   double now_s_ = 0, in_system_s_ = 0, tokens_scheduled_ = 0;
   double frontend_free_s_ = 0;  // the front end's last request reached the scheduler
+  std::mt19937_64 lengths_{traffic_.seed + 0x9e3779b97f4a7c15ULL};  // Fixed's drawn lengths
   std::vector<double> ttft_, itl_, tpot_, e2e_;
   ServeSimResult result_;
 };

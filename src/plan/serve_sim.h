@@ -4,7 +4,8 @@
 //
 // Arrivals: Poisson at rate_per_s (open loop), or a closed loop of `concurrency` clients, each
 // sending its next request think_s after its last one finishes (all start at t = 0), every
-// request of the workload's input and output length; or a trace (ServeTraffic::trace,
+// request of the workload's input and output length or of lengths drawn below them
+// (length_range_ratio); or a trace (ServeTraffic::trace,
 // plan/serve_trace.h), each request with its own arrival time and lengths. Scheduler,
 // each step: the running requests in admission order get their next token (a decode) or their
 // next prefill chunk, under a budget of max_batched_tokens tokens (chunked prefill); then waiting
@@ -53,6 +54,11 @@ struct ServeTraffic {
                             // (kClientTurnaroundS for a benchmark's clients)
   int64_t requests = 1000;  // requests simulated (all complete)
   uint64_t seed = 1;
+  // Without a trace: each request's input and output lengths drawn uniformly from
+  // [floor(r x the workload's), the workload's] (at least 1 token; 2 outputs when prefilled), r =
+  // length_range_ratio: the --random-range-ratio of SGLang's bench_serving and of the
+  // benchmark_serving.py that InferenceX runs. 1 = every request of the workload's lengths.
+  double length_range_ratio = 1;
   double slo_ttft_s = 0, slo_itl_s = 0;  // goodput: both met (0 = no target)
   // A trace (sorted by arrival): when not empty, these requests with their own lengths, instead
   // of rate_per_s / concurrency / requests and the workload's input and output tokens.

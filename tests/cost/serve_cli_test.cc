@@ -129,6 +129,18 @@ TEST(ServeCli, SimulationJson) {
   const auto r = nlohmann::json::parse(rate.out)["simulation"];
   EXPECT_LE(r["goodput_requests_per_s"].get<double>(), r["requests_per_s"].get<double>());
   EXPECT_GT(r["requests_per_s"].get<double>(), 0.0);
+  // Drawn lengths: recorded, and one client's requests decode fewer steps than 20 x 100.
+  const pt::CliRun drawn = pt::Pentamesh(base + "--concurrency 1 --length-range-ratio 0.5");
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.err;
+  const auto d = nlohmann::json::parse(drawn.out)["simulation"];
+  EXPECT_EQ(d["length_range_ratio"].get<double>(), 0.5);
+  EXPECT_LT(d["steps"].get<int64_t>(), 20 * 100);
+  EXPECT_GE(d["steps"].get<int64_t>(), 20 * 50);
+  for (const char* bad : {"--length-range-ratio 1.5", "--length-range-ratio -0.1"}) {
+    const pt::CliRun b = pt::Pentamesh(base + "--concurrency 1 " + bad);
+    EXPECT_EQ(b.exit_code, 2) << bad;
+    EXPECT_NE(b.err.find("--length-range-ratio"), std::string::npos) << b.err;
+  }
 }
 
 // --request-trace: the trace's requests simulated (the example trace of configs/), its count,
@@ -202,6 +214,8 @@ TEST(ServeCli, RequestTraceBadInputExitsTwo) {
       {base + good + " --rate 2", "--request-trace and --rate: give one of them"},
       {base + good + " --concurrency 2", "--request-trace and --concurrency: give one of them"},
       {base + good + " --sim-requests 5", "--request-trace and --sim-requests: give one of them"},
+      {base + good + " --length-range-ratio 0.8",
+       "--request-trace and --length-range-ratio: give one of them"},
       {"serve --model llama3-8b --request-trace " + good, "--request-trace: simulate one layout"},
       {base + bad, "--request-trace: " + bad +
                        " line 2: \"input_length\" 130000 + \"output_length\" 2000 = 132000 tokens "

@@ -315,6 +315,52 @@ TEST(ServeSim, ClosedLoopTurnaround) {
   EXPECT_NEAR(later.ttft_s.max, now.ttft_s.max, 1e-12);  // measured from each arrival
 }
 
+// Drawn lengths (ServeTraffic::length_range_ratio, bench_serving's --random-range-ratio): each
+// request's input and output uniform on [floor(r L), L]. One client at a time: the mean output
+// length (output tokens / requests) is the range's mean, (floor(r L) + L) / 2, within sampling
+// error; r = 1 is the fixed workload exactly; the same seed gives the same run.
+TEST(ServeSim, DrawnLengthsAreUniformBelowTheWorkloads) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(1000, 200);
+  ServeTraffic t = Closed(1, 400);
+  t.length_range_ratio = 0.5;
+  const ServeSimResult r = Simulate(ctx, Tp(1), w, t);
+  const double mean_output = r.output_tokens_per_s / r.requests_per_s;
+  EXPECT_NEAR(mean_output, 150.0, 150.0 * 0.03);  // sd of the mean: 29 / sqrt(400) = 1.5
+  // Each request alone: its TTFT is its prompt's prefill, between the shortest's and the full's.
+  const cost::ServeEstimate full = cost::EstimateServe(ctx, Tp(1), w);
+  const cost::ServeEstimate shortest = cost::EstimateServe(ctx, Tp(1), Workload(500, 200));
+  EXPECT_GE(r.ttft_s.max, 0.0);
+  EXPECT_LE(r.ttft_s.max, full.prefill_s * (1 + 1e-9));
+  EXPECT_GE(r.ttft_s.max, shortest.prefill_s);
+  EXPECT_LT(r.ttft_s.mean, full.prefill_s);
+  EXPECT_GT(r.ttft_s.mean, shortest.prefill_s);
+  const ServeSimResult again = Simulate(ctx, Tp(1), w, t);
+  EXPECT_EQ(again.steps, r.steps);
+  EXPECT_EQ(again.ttft_s.p50, r.ttft_s.p50);
+  t.length_range_ratio = 1;
+  const ServeSimResult fixed = Simulate(ctx, Tp(1), w, t);
+  EXPECT_NEAR(fixed.output_tokens_per_s / fixed.requests_per_s, 200.0, 1e-9);
+  EXPECT_NEAR(fixed.ttft_s.max / full.prefill_s, 1.0, 1e-9);
+}
+
+// Clients of fixed lengths that start together stay in step: every round their prompts share
+// steps, and each waits for the others'. Drawn output lengths spread their finishes, so a prompt
+// mostly arrives alone and is prefilled in the next step: the median TTFT of 16 clients falls
+// toward the lone request's (InferenceX's closed loops: flat TTFT in concurrency).
+TEST(ServeSim, DrawnLengthsDesynchronizeTheClients) {
+  const cost::Context ctx = MakeContext(Load("llama3-8b", "h100-sxm"));
+  const cost::ServeWorkload w = Workload(4000, 400);
+  const cost::ServeEstimate alone = cost::EstimateServe(ctx, Tp(1), w);
+  ServeTraffic t = Closed(16, 160);
+  t.think_s = kClientTurnaroundS;
+  const ServeSimResult lockstep = Simulate(ctx, Tp(1), w, t);
+  t.length_range_ratio = 0.8;
+  const ServeSimResult spread = Simulate(ctx, Tp(1), w, t);
+  EXPECT_GT(lockstep.ttft_s.p50, 3 * alone.prefill_s);
+  EXPECT_LT(spread.ttft_s.p50, 1.5 * alone.prefill_s);
+}
+
 // The engine's front end (ServeEngineProfile::frontend_s): requests pass it one after another.
 // One client, one output token: every request is the front end's f, then its prefill step.
 TEST(ServeSim, FrontEndAddsItsTimeToALoneRequest) {
