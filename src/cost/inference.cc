@@ -148,9 +148,11 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
   if (free <= 0) {
     e.violations.push_back(fmt::format(
         "memory: weights {:.1f} GB + prefill activations {:.1f} GB + framework {:.1f} GB exceed "
-        "the {:.1f} GB per GPU at {} (raise --tp, --ep or --pp, or --precision fp8)",
+        "the {:.1f} GB per GPU at {} (raise --tp, --ep or --pp{})",
         mem.weights / kGB, std::max(mem.activations, mem.activation_reserve) / kGB,
-        mem.framework / kGB, mem.capacity / kGB, FormatServeLayout(l)));
+        mem.framework / kGB, mem.capacity / kGB, FormatServeLayout(l),
+        w.precision == spec::Precision::kBf16 && w.weight_only_bits == 0 ? ", or --precision fp8"
+                                                                         : ""));
   } else if (fit < 1) {
     e.violations.push_back(fmt::format(
         "--input-tokens/--output-tokens: the KV cache of one request ({} tokens) needs {:.1f} GB "
