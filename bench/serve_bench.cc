@@ -1,7 +1,8 @@
 // serve_bench: the engine profiles (cost::ServeEngineProfile) against serving measurements
 // (bench/data/serving_runs.json, bench/data/published_serving.json), and the speed of the
 // capacity search. bench/serving.sh runs it; docs/COST_MODEL.md ("Engine profiles") quotes it.
-//   serve_bench [--rows] FILE...
+//   serve_bench [--rows] FILE... [--check FILE...]
+// --check: the files after it are not fitted: the shipped profiles' errors on them (Check).
 // --rows: instead of the held-out errors, every row's measured and in-sample simulated TTFT and
 // TPOT (and their ratios), one a line, then the in-sample errors by the number of clients.
 // Prints, per engine: the profile fitted on all its rows, the shipped profile's errors and the
@@ -96,12 +97,50 @@ Predictions HeldOut(const std::vector<const pm::plan::ServeRun*>& runs, const st
 
 }  // namespace
 
+// --check: the shipped profiles (never refitted) and "none" on rows no fit sees, by engine and by
+// config (model-GPU-tp-precision of the row's engine), with each row's measured and simulated
+// TTFT and TPOT.
+void Check(const std::vector<pm::plan::ServeRun>& check) {
+  std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_engine;
+  for (const auto& r : check) by_engine[r.engine].push_back(&r);
+  for (const auto& [engine, runs] : by_engine) {
+    const pm::cost::ServeEngineProfile* shipped = pm::cost::FindServeEngineProfile(engine);
+    const pm::cost::ServeEngineProfile profile =
+        shipped ? *shipped : pm::cost::ServeEngineProfile{};
+    fmt::print("== check, {}: {} rows not fitted, profile {}\n", engine, runs.size(),
+               shipped ? engine : "none (no shipped profile)");
+    Predictions none, with;
+    for (const auto* r : runs) {
+      none[r->name] = pm::plan::PredictServeRun(*r, {});
+      with[r->name] = pm::plan::PredictServeRun(*r, profile);
+    }
+    PrintErrors("profile none", runs, none);
+    if (shipped) PrintErrors("shipped profile", runs, with);
+    std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_config;
+    for (const auto* r : runs) by_config[r->config].push_back(r);
+    for (const auto& [config, rs] : by_config) PrintErrors(config, rs, with);
+    for (const auto* r : runs) {
+      const auto& p = with.at(r->name);
+      fmt::print(
+          "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} "
+          "({:5.2f})\n",
+          r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
+          r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
+          r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
-  std::vector<pm::plan::ServeRun> all;
-  bool rows = false;
+  std::vector<pm::plan::ServeRun> all, check;
+  bool rows = false, checking = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--rows") {
       rows = true;
+      continue;
+    }
+    if (std::string(argv[i]) == "--check") {
+      checking = true;
       continue;
     }
     auto runs = pm::plan::LoadServeRuns(argv[i], MakeContext);
@@ -109,7 +148,12 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "serve_bench: {}\n", runs.status().message());
       return 2;
     }
-    for (auto& r : *runs) all.push_back(std::move(r));
+    for (auto& r : *runs) (checking ? check : all).push_back(std::move(r));
+  }
+  if (!check.empty()) {
+    std::sort(check.begin(), check.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    Check(check);
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_engine;

@@ -152,6 +152,27 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
       }
       run.workload.kv_fp8 = shipped != nullptr && shipped->fp8_kv_with_fp8_weights &&
                             run.workload.precision == spec::Precision::kFp8;
+      // What the benchmark's engine was launched with, where the row says (else the above).
+      run.workload.kv_fp8 = row.value("kv_fp8", run.workload.kv_fp8);
+      run.workload.engine.max_batched_tokens =
+          row.value("max_batched_tokens", run.workload.engine.max_batched_tokens);
+      run.workload.engine.max_seqs = row.value("max_seqs", run.workload.engine.max_seqs);
+      run.workload.engine.gpu_memory_utilization =
+          row.value("gpu_memory_utilization", run.workload.engine.gpu_memory_utilization);
+      run.traffic.length_range_ratio = row.value("length_range_ratio", 1.0);
+      const std::string statistic = row.value("statistic", std::string("mean"));
+      if (statistic != "mean" && statistic != "median") {
+        return RowError(path, i, "statistic: \"" + statistic + "\" is not mean or median");
+      }
+      run.median = statistic == "median";
+      const double util = run.workload.engine.gpu_memory_utilization;
+      if (run.workload.engine.max_batched_tokens < 1 || run.workload.engine.max_seqs < 1 ||
+          !(run.traffic.length_range_ratio >= 0 && run.traffic.length_range_ratio <= 1) ||
+          !(util > 0 && util <= 1)) {
+        return RowError(path, i,
+                        "max_batched_tokens/max_seqs must be >= 1, length_range_ratio in [0, 1], "
+                        "gpu_memory_utilization in (0, 1]");
+      }
       run.traffic.concurrency = clients;
       run.traffic.think_s = kClientTurnaroundS;  // a benchmark's clients
       const std::vector<std::string> compare =
@@ -166,6 +187,8 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
       // A fixed batch (batch_ms) is one round of its requests; a closed loop runs several.
       run.traffic.requests =
           run.batch_s > 0 ? clients : std::max(kMinRequests, kRequestsPerClient * clients);
+      run.traffic.requests = row.value("benchmark_requests", run.traffic.requests);
+      if (run.traffic.requests < 1) return RowError(path, i, "benchmark_requests must be >= 1");
       const cost::ServeEstimate e = cost::EstimateServe(*run.ctx, run.layout, [&] {
         cost::ServeWorkload one = run.workload;
         one.requests = 1;
@@ -190,8 +213,8 @@ ServeRunPrediction PredictServeRun(const ServeRun& run, const cost::ServeEngineP
   const ServeSimResult r = SimulateServe(cost::ApplyServeEngineProfile(run.base, profile), w,
                                          run.kv_blocks, run.traffic);
   p.fits = r.steps > 0;
-  p.ttft_s = r.ttft_s.mean;
-  p.tpot_s = r.tpot_s.mean;
+  p.ttft_s = run.median ? r.ttft_s.p50 : r.ttft_s.mean;
+  p.tpot_s = run.median ? r.tpot_s.p50 : r.tpot_s.mean;
   p.batch_s = r.e2e_s.max;
   return p;
 }

@@ -2,15 +2,18 @@
 // serving measurements, and their cross-validation (bench/serving.sh; docs/COST_MODEL.md,
 // "Engine profiles").
 //
-// A measurement (bench/data/serving_runs.json, published_serving.json rows with an "engine") is
-// a closed loop of `concurrency` clients on one layout (tp, one replica) with fixed input and
-// output lengths, each client sending its next request kClientTurnaroundS after its last token;
-// its mean TTFT, mean TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed batch, the batch's
-// latency. Each is predicted by plan::SimulateServe of the row under a profile, with the
-// scheduling policy and step budget of the row's engine's shipped profile (not fitted). The fit
-// minimises the sum over rows and compared metrics of log(predicted / measured)^2 over the
-// profile's three parameters (Gauss-Newton with damping on numerical derivatives, parameters kept
-// in bounds), from the profile "none".
+// A measurement (bench/data/serving_runs.json, inferencex_serving.json, published_serving.json
+// rows with an "engine") is a closed loop of `concurrency` clients on one layout (tp, one
+// replica) with fixed input and output lengths (or drawn below them: "length_range_ratio"), each
+// client sending its next request kClientTurnaroundS after its last token; its mean (or, with
+// "statistic": "median", median) TTFT and TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed
+// batch, the batch's latency. Optional row fields set what the benchmark ran that the engine's
+// defaults would not: "benchmark_requests" (requests sent; else 3 per client, at least 8),
+// "max_batched_tokens", "max_seqs", "gpu_memory_utilization", "kv_fp8". Each is predicted by
+// plan::SimulateServe of the row under a profile, with the scheduling policy and step budget of the
+// row's engine's shipped profile (not fitted). The fit minimises the sum over rows and compared
+// metrics of log(predicted / measured)^2 over the profile's three parameters (Gauss-Newton with
+// damping on numerical derivatives, parameters kept in bounds), from the profile "none".
 #pragma once
 
 #include <functional>
@@ -30,8 +33,9 @@ struct ServeRun {
   cost::ServeLayout layout;
   cost::ServeWorkload workload;
   ServeTraffic traffic;  // closed loop
-  // Measured, seconds (0 = not published or not compared).
+  // Measured, seconds (0 = not published or not compared): means, or medians (row "statistic").
   double ttft_s = 0, tpot_s = 0, batch_s = 0;
+  bool median = false;
   // Filled by PrepareServeRun: the step cost under the profile "none" and the KV blocks.
   cost::ServeStepCost base;
   int64_t kv_blocks = 0;

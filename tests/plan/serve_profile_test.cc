@@ -169,6 +169,56 @@ TEST(EngineProfile, MeasurementRowsReadTheirWeightFormat) {
       << runs.status().message();
 }
 
+// A row's benchmark settings (bench/data/inferencex_serving.json): drawn lengths, requests sent,
+// the engine's launch flags and the statistic compared are read into the run; a median row is
+// predicted by the simulation's p50, a mean row by its mean; a bad value names the row.
+TEST(EngineProfile, MeasurementRowsReadTheirBenchmarkSettings) {
+  const std::string path = ::testing::TempDir() + "/pm_serve_rows_settings.json";
+  const std::string base =
+      "\"engine\": \"sglang\", \"model\": \"llama3-8b\", \"cluster\": \"h100-sxm\", \"tp\": 1, "
+      "\"precision\": \"bf16\", \"input_tokens\": 1000, \"output_tokens\": 200, "
+      "\"concurrency\": 8, \"ttft_ms\": 100, \"itl_ms\": 20";
+  const std::string set =
+      ", \"benchmark_requests\": 80, \"length_range_ratio\": 0.8, \"max_batched_tokens\": 4096, "
+      "\"max_seqs\": 4, \"gpu_memory_utilization\": 0.5, \"kv_fp8\": true";
+  std::ofstream(path) << "{\"rows\": [{\"name\": \"mean\", " << base << set
+                      << "}, {\"name\": \"median\", \"statistic\": \"median\", " << base << set
+                      << "}, {\"name\": \"plain\", " << base << "}]}";
+  auto runs = LoadServeRuns(path, MakeContext);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 3u);
+  const ServeRun& mean = (*runs)[0];
+  const ServeRun& median = (*runs)[1];
+  const ServeRun& plain = (*runs)[2];
+  EXPECT_EQ(mean.traffic.requests, 80);
+  EXPECT_EQ(mean.traffic.length_range_ratio, 0.8);
+  EXPECT_EQ(mean.workload.engine.max_batched_tokens, 4096);
+  EXPECT_EQ(mean.workload.engine.max_seqs, 4);
+  EXPECT_EQ(mean.workload.engine.gpu_memory_utilization, 0.5);
+  EXPECT_TRUE(mean.workload.kv_fp8);
+  EXPECT_FALSE(mean.median);
+  EXPECT_TRUE(median.median);
+  EXPECT_EQ(plain.traffic.requests, 3 * 8);  // 3 per client without the field
+  EXPECT_EQ(plain.traffic.length_range_ratio, 1.0);
+  EXPECT_FALSE(plain.workload.kv_fp8);
+  EXPECT_LT(mean.kv_blocks, plain.kv_blocks);  // half the device, yet FP8 KV
+  // The same simulation, compared by its mean or its p50.
+  cost::ServeWorkload w = mean.workload;
+  const ServeSimResult sim = SimulateServe(mean.base, w, mean.kv_blocks, mean.traffic);
+  EXPECT_EQ(PredictServeRun(mean, {}).ttft_s, sim.ttft_s.mean);
+  EXPECT_EQ(PredictServeRun(median, {}).ttft_s, sim.ttft_s.p50);
+  EXPECT_EQ(PredictServeRun(median, {}).tpot_s, sim.tpot_s.p50);
+  for (const std::string& bad :
+       {std::string("\"statistic\": \"p90\""), std::string("\"length_range_ratio\": 2"),
+        std::string("\"gpu_memory_utilization\": 0"), std::string("\"benchmark_requests\": 0")}) {
+    std::ofstream(path) << "{\"rows\": [{\"name\": \"ok\", " << base << "}, {\"name\": \"bad\", "
+                        << base << ", " << bad << "}]}";
+    runs = LoadServeRuns(path, MakeContext);
+    ASSERT_FALSE(runs.ok()) << bad;
+    EXPECT_NE(runs.status().message().find("row 1"), std::string::npos) << runs.status().message();
+  }
+}
+
 // TensorRT-LLM's FP8 checkpoints hold an FP8 KV cache (cost::ServeEngineProfile::
 // fp8_kv_with_fp8_weights): the FP8 rows are loaded with one, the FP16 rows without. What the
 // measurements show: Llama 3 8B on one H100 at 250 clients of 200 + 2,000 tokens waits 15.2 s for
