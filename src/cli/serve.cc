@@ -457,25 +457,14 @@ int RunCapacity(const ServeArgs& a, const Inputs& in, const cost::Context& ctx) 
   }
   {
     const plan::ServeDeployment& best = r.top.front();
-    cost::ServeWorkload w = a.workload;
-    w.precision = best.precision;
-    w.weight_only_bits = best.weight_only_bits;
-    w.fp4 = best.fp4;
-    w.kv_fp8 = best.kv_fp8;
-    w.experts_in_hbm = best.experts_in_hbm;
-    if (best.experts_in_hbm == 0) w.expert_hit_rate = 1.0;
+    cost::ServeWorkload w = plan::DeployedWorkload(best, a.workload);
     const std::string title =
         fmt::format("{} on {}, {} requests/s of {} + {} tokens", in.model.name, in.cluster.name,
                     q.rate_per_s, w.input_tokens, w.output_tokens);
     // The disaggregated deployment when it is cheaper: a script for each pool.
     if (r.disaggregated && r.disaggregated->usd_per_hour < best.usd_per_hour) {
       const plan::ServeDisaggregated& d = *r.disaggregated;
-      w.precision = d.prefill.precision;
-      w.weight_only_bits = d.prefill.weight_only_bits;
-      w.fp4 = d.prefill.fp4;
-      w.kv_fp8 = d.prefill.kv_fp8;
-      w.experts_in_hbm = d.prefill.experts_in_hbm;
-      if (d.prefill.experts_in_hbm == 0) w.expert_hit_rate = 1.0;
+      w = plan::DeployedWorkload(d.prefill, a.workload);
       for (const auto& [pool, role] : {std::pair{&d.prefill, launch::ServeRole::kPrefill},
                                        std::pair{&d.decode, launch::ServeRole::kDecode}}) {
         if (const core::Status s = Emit(a, title, pool->layout, w, role); !s.ok()) {

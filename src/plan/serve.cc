@@ -294,6 +294,16 @@ bool ServeWeightsSearchable(const spec::ClusterSpec& c, const std::string& forma
   return true;
 }
 
+cost::ServeWorkload DeployedWorkload(const ServeDeployment& d, cost::ServeWorkload w) {
+  w.precision = d.precision;
+  w.weight_only_bits = d.weight_only_bits;
+  w.fp4 = d.fp4;
+  w.kv_fp8 = d.kv_fp8;
+  w.experts_in_hbm = d.experts_in_hbm;
+  if (d.experts_in_hbm == 0) w.expert_hit_rate = 1.0;
+  return w;
+}
+
 ServeCapacityResult SearchServeCapacity(const cost::Context& ctx, const ServeCapacityQuery& q,
                                         int top_k) {
   const spec::ClusterSpec& c = ctx.cluster();

@@ -76,6 +76,10 @@ struct ServeDeployment {
   double usd_per_hour = 0, usd_per_million_output_tokens = 0, usd_per_million_tokens = 0;
 };
 
+// `w` as deployment `d` serves it: d's weight format, KV dtype and resident experts (a hit rate of
+// 1 when all are resident), the rest (lengths, engine, price) w's.
+cost::ServeWorkload DeployedWorkload(const ServeDeployment& d, cost::ServeWorkload w);
+
 // Prefill/decode disaggregation (DistServe, Zhong et al. 2024; NVIDIA Dynamo, SGLang's PD mode):
 // a prefill pool and a decode pool, each of its own replica shape and count, the same weights and
 // KV dtype. A request's prompt runs in the prefill pool (its first token comes from there; a

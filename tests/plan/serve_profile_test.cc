@@ -438,6 +438,16 @@ TEST(ServeCapacity, ExpertOffloadingWhereItSavesGpus) {
   }
   EXPECT_EQ(r.top.front().experts_in_hbm, 32);
   EXPECT_LT(r.top.front().layout.gpus(), resident.top.front().layout.gpus());
+  // The workload each deployment serves (what --emit launches): its weights, KV and experts; the
+  // hit rate only where experts are offloaded.
+  for (const ServeDeployment& d : r.top) {
+    const cost::ServeWorkload w = DeployedWorkload(d, q.workload);
+    EXPECT_EQ(w.precision, d.precision);
+    EXPECT_EQ(w.kv_fp8, d.kv_fp8);
+    EXPECT_EQ(w.experts_in_hbm, d.experts_in_hbm);
+    EXPECT_EQ(w.expert_hit_rate, d.experts_in_hbm == 0 ? 1.0 : 0.8);
+    EXPECT_EQ(w.input_tokens, q.workload.input_tokens);
+  }
 }
 
 // A model whose weights no node holds (DeepSeek-V3's shape: 671B parameters, 671 GB in FP8 over 8
