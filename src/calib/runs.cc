@@ -914,7 +914,8 @@ json RunRowJson(const Run& run, std::vector<std::string>* dropped) {
       {"global_batch_size", null_if_zero(run.train.global_batch_seqs())},
       {"data_parallel_sharding", fmt::format("ZeRO-{}", l.zero)},
       {"precision", run.train.precision == spec::Precision::kFp8 ? "fp8" : "bf16"},
-      {"notes", l.ep_placement == spec::EpPlacement::kSeparate && l.ep > 1
+      // MapLayout reads the note as separate placement whatever ep is: written the same way.
+      {"notes", l.ep_placement == spec::EpPlacement::kSeparate
                     ? json("EP not folded into the data-parallel ranks")
                     : json(nullptr)}};
   row["measured"] = {

@@ -259,5 +259,21 @@ TEST(RunRowJson, PublishedRowsReadBack) {
   EXPECT_EQ(checked, 118);
 }
 
+// A row whose notes say EP is not folded into the data-parallel ranks is read as separate
+// placement whatever its ep, and written back saying so: with ep 1 too (the row the runs fuzzer
+// found, fuzz/seeds/runs/crash-ep1-not-folded.json: the writer had dropped the note at ep 1).
+TEST(RunRowJson, SeparatePlacementReadsBackAtEpOne) {
+  auto runs = LoadRuns(std::string(PM_SOURCE_DIR) + "/fuzz/seeds/runs/crash-ep1-not-folded.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 1u);
+  const calib::Run& r = runs->front();
+  ASSERT_TRUE(r.usable()) << r.unusable;
+  EXPECT_EQ(r.layout.ep, 1);
+  EXPECT_EQ(r.layout.ep_placement, spec::EpPlacement::kSeparate);
+  auto back = RunsFromJson(nlohmann::json::array({RunRowJson(r)}), "written");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->front().layout, r.layout);
+}
+
 }  // namespace
 }  // namespace pentamesh::calib
