@@ -165,13 +165,13 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
         return RowError(path, i, "statistic: \"" + statistic + "\" is not mean or median");
       }
       run.median = statistic == "median";
-      const double util = run.workload.engine.gpu_memory_utilization;
-      if (run.workload.engine.max_batched_tokens < 1 || run.workload.engine.max_seqs < 1 ||
-          !(run.traffic.length_range_ratio >= 0 && run.traffic.length_range_ratio <= 1) ||
-          !(util > 0 && util <= 1)) {
-        return RowError(path, i,
-                        "max_batched_tokens/max_seqs must be >= 1, length_range_ratio in [0, 1], "
-                        "gpu_memory_utilization in (0, 1]");
+      if (!(run.traffic.length_range_ratio >= 0 && run.traffic.length_range_ratio <= 1)) {
+        return RowError(path, i, "length_range_ratio must be in [0, 1]");
+      }
+      // The engine's and the layout's rules are the CLI's (each message names its flag).
+      if (const auto broken = cost::ServeRuleViolations(*run.ctx, run.layout, run.workload);
+          !broken.empty()) {
+        return RowError(path, i, broken.front());
       }
       run.traffic.concurrency = clients;
       run.traffic.think_s = kClientTurnaroundS;  // a benchmark's clients

@@ -12,7 +12,7 @@
 // "max_batched_tokens", "max_seqs", "gpu_memory_utilization", "kv_fp8". Each is predicted by
 // plan::SimulateServe of the row under a profile, with the scheduling policy and step budget of the
 // row's engine's shipped profile (not fitted). The fit minimises the sum over rows and compared
-// metrics of log(predicted / measured)^2 over the profile's three parameters (Gauss-Newton with
+// metrics of log(predicted / measured)^2 over the profile's four parameters (Gauss-Newton with
 // damping on numerical derivatives, parameters kept in bounds), from the profile "none".
 #pragma once
 
