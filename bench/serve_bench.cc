@@ -76,6 +76,18 @@ void PrintErrors(const std::string& label, const std::vector<const pm::plan::Ser
   fmt::print("{}  refused {}\n", line, refused);
 }
 
+// Each run's measured and predicted TTFT and TPOT (ms) and their ratios, one a line.
+void PrintRows(const std::vector<const pm::plan::ServeRun*>& runs, const Predictions& pred) {
+  for (const pm::plan::ServeRun* r : runs) {
+    const auto& p = pred.at(r->name);
+    fmt::print(
+        "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} ({:5.2f})\n",
+        r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
+        r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
+        r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
+  }
+}
+
 // Predictions of every run in `runs` from a profile fitted on the others of the same key.
 template <typename Key>
 Predictions HeldOut(const std::vector<const pm::plan::ServeRun*>& runs, const std::string& engine,
@@ -119,15 +131,7 @@ void Check(const std::vector<pm::plan::ServeRun>& check) {
     std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_config;
     for (const auto* r : runs) by_config[r->config].push_back(r);
     for (const auto& [config, rs] : by_config) PrintErrors(config, rs, with);
-    for (const auto* r : runs) {
-      const auto& p = with.at(r->name);
-      fmt::print(
-          "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} "
-          "({:5.2f})\n",
-          r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
-          r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
-          r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
-    }
+    PrintRows(runs, with);
   }
 }
 
@@ -187,15 +191,7 @@ int main(int argc, char** argv) {
     }
     PrintErrors("in-sample", runs, in_sample);
     if (rows) {
-      for (const auto* r : runs) {
-        const auto& p = in_sample.at(r->name);
-        fmt::print(
-            "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} "
-            "({:5.2f})\n",
-            r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
-            r->ttft_s > 0 ? p.ttft_s / r->ttft_s : 0.0, r->tpot_s * 1e3, p.tpot_s * 1e3,
-            r->tpot_s > 0 ? p.tpot_s / r->tpot_s : 0.0);
-      }
+      PrintRows(runs, in_sample);
       // The same errors by the number of clients.
       std::map<int64_t, std::vector<const pm::plan::ServeRun*>> by_clients;
       for (const auto* r : runs) by_clients[r->traffic.concurrency].push_back(r);
