@@ -46,6 +46,8 @@ constexpr BoolFact kBoolFacts[] = {
     {"transient_workspaces", &RunFacts::transient_workspaces,
      &cost::CostParams::transient_workspaces},
     {"fp8_weight_cache", &RunFacts::fp8_weight_cache, &cost::CostParams::fp8_weight_cache},
+    {"ep_dispatch_per_node", &RunFacts::ep_dispatch_per_node,
+     &cost::CostParams::ep_dispatch_per_node},
 };
 
 }  // namespace

@@ -678,10 +678,11 @@ void MapUnevenStages(Run& run) {
       layers, l.pp, l.virtual_stages, chunks, costed, n));
 }
 
-// The MoE token dispatcher and routing the row names (fields or notes). The cost model has one
-// dispatcher (all-to-all dispatch and combine, cost::Terms ep) and routes as balanced as
-// cost::CostParams::moe_imbalance says (1 = the force-balanced benchmarks); the words are read so
-// the row says what was assumed.
+// The MoE token dispatcher and routing the row names (fields or notes). DeepEP / HybridEP (the
+// flex dispatcher) send a token once to each remote node holding one of its experts
+// (RunFacts::ep_dispatch_per_node); every other kind is costed as an all-to-all of every routed
+// copy (cost::Terms ep). Routing is as balanced as cost::CostParams::moe_imbalance says (1 = the
+// force-balanced benchmarks); the words are read so the row says what was assumed.
 void MapDispatcher(RowReader& r, Run& run) {
   if (!run.model.is_moe()) return;
   const std::string words =
@@ -689,15 +690,22 @@ void MapDispatcher(RowReader& r, Run& run) {
             r.Text("parallelism", "token_dispatcher") + " " + r.Text("parallelism", "notes") + " " +
             r.Text("model", "notes") + " " + r.Text("source", "notes"));
   std::string kind = "not published";
+  static constexpr const char* kFlex = "DeepEP / HybridEP (flex)";
   if (Has(words, "deepep") || Has(words, "hybridep") || Has(words, "flex")) {
-    kind = "DeepEP / HybridEP (flex)";
+    kind = kFlex;
   } else if (Has(words, "allgather") || Has(words, "all-gather dispatcher")) {
     kind = "all-gather";
   } else if (Has(words, "alltoall") || Has(words, "all-to-all") || Has(words, "a2a")) {
     kind = "all-to-all";
   }
-  run.assumptions.push_back(fmt::format(
-      "token dispatcher {}: costed as an all-to-all dispatch and combine over ep", kind));
+  run.facts.ep_dispatch_per_node = kind == kFlex;
+  run.assumptions.push_back(
+      run.facts.ep_dispatch_per_node
+          ? fmt::format("token dispatcher {}: a token sent once to each remote node holding one of "
+                        "its experts, then over NVLink",
+                        kind)
+          : fmt::format("token dispatcher {}: costed as an all-to-all dispatch and combine over ep",
+                        kind));
   // Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm, Bridge's moe_a2a_overlap):
   // read and stated, not costed (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
   const bool overlap_off = Has(words, "moe_a2a_overlap=false") || Has(words, "no ep overlap");

@@ -51,6 +51,8 @@ struct RunFacts {
   bool pp_buffers_per_microbatch = false;
   // Transient workspaces of backward and ring attention (every GPU stack; cost::CostParams).
   bool transient_workspaces = true;
+  // DeepEP / HybridEP (Megatron's flex dispatcher): a token crosses to a remote node once.
+  bool ep_dispatch_per_node = false;
 };
 
 struct Run {

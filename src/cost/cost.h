@@ -129,6 +129,11 @@ struct CostParams {
   double dp_overlap = 0.9;  // DP/ZeRO collectives hidden behind backward/forward compute
   double cp_overlap = 0.9;  // CP ring KV exchange hidden behind attention compute
   double ep_overlap = 0.0;  // EP all-to-all hidden behind other micro-batches' compute
+  // The MoE dispatcher sends a token once to each remote node that holds one of its experts and
+  // fans it out there over NVLink (DeepEP / HybridEP: Megatron's --moe-token-dispatcher-type
+  // flex); false: an all-to-all that sends every routed copy (Megatron's alltoall, the CPU
+  // engine).
+  bool ep_dispatch_per_node = false;
   // MoE: the worst EP rank gets mean * imbalance tokens (capped by the capacity factor when > 0).
   double moe_imbalance = 1.0;
   // Memory.

@@ -48,6 +48,11 @@ Comm AllReduce(const Link& link, double n_bytes);
 // Pairwise exchange: the bytes to the node's members at nvlink_Bps, those to other nodes at
 // nic_Bps, the slower of the two.
 Comm AllToAll(const Link& link, double n_bytes);
+// An MoE dispatch (or combine) of n_bytes of routed copies, top_k copies a token, by a dispatcher
+// that sends a token once to each remote node holding one of its experts and fans it out there
+// over NVLink (DeepEP's and HybridEP's internode kernels; CostParams::ep_dispatch_per_node).
+// AllToAll inside one node or with top_k 1.
+Comm DispatchPerNode(const Link& link, double n_bytes, double top_k);
 Comm P2p(const Link& link, double n_bytes);
 // Seconds to sum the (g-1)/g n bytes a rank reduces at reduce_Bps; 0 when free. No wire bytes.
 double ReductionTime(const Link& link, double n_bytes);

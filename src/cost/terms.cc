@@ -329,6 +329,23 @@ Comm AllToAll(const Link& link, double n) {
           core::AllToAllEvenWireBytes(n, Ranks(link))};
 }
 
+Comm DispatchPerNode(const Link& link, double n, double top_k) {
+  const double g = link.size, k = link.per_node, nodes = g / k;
+  if (link.intra || nodes <= 1 || top_k <= 1) return AllToAll(link, n);
+  if (n <= 0) return {};
+  // A token's top_k experts fall on nodes drawn evenly: it reaches (nodes-1)(1-(1-1/nodes)^top_k)
+  // remote nodes where the all-to-all sends top_k (nodes-1)/nodes remote copies.
+  const double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, top_k)) / top_k;
+  const double remote = (g - k) / g * n;
+  // NVLink carries the copies for the node's other members and, at the receiving end, forwards
+  // the remote arrivals to the (k-1)/k of their experts on the node's other GPUs.
+  const double nvlink = (k - 1) / g * n + remote * (k - 1) / k;
+  const double nic = distinct * remote;
+  return {
+      (nodes - 1 + k - 1) * link.alpha_s + std::max(nvlink / link.nvlink_Bps, nic / link.nic_Bps),
+      nvlink + nic};
+}
+
 Comm P2p(const Link& link, double n) {
   if (link.size <= 1 || n <= 0) return {};
   return {link.alpha_s + n / link.p2p_Bps, core::SendWireBytes(n)};
@@ -660,7 +677,10 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
   // an all-to-all of E int64 counts (model/moe.cc).
   const double forwards = l.recompute == spec::Recompute::kFull ? 2.0 : 1.0;
   const double counts = static_cast<double>(md.moe.experts) * 8.0;
-  const Comm layer = count * AllToAll(t.ep_link, n) + forwards * AllToAll(t.ep_link, counts);
+  const Comm move = ctx.params().ep_dispatch_per_node
+                        ? DispatchPerNode(t.ep_link, n, static_cast<double>(md.moe.top_k))
+                        : AllToAll(t.ep_link, n);
+  const Comm layer = count * move + forwards * AllToAll(t.ep_link, counts);
   // The stack's EP overlap (Megatron's a2a overlap across micro-batches, DeepEP) hides a share.
   t.ep_layer_s = (1.0 - ctx.params().ep_overlap) * layer.seconds;
   t.ep_bytes_layer = layer.wire_bytes;

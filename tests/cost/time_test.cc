@@ -314,6 +314,68 @@ TEST(MoeTerms, PerExpertGemmCostAndEpOverlapByHand) {
   EXPECT_DOUBLE_EQ(hidden.time.compute, base.time.compute);
 }
 
+// DeepEP / HybridEP's dispatch: a token crosses to each remote node holding one of its experts
+// once. The share of remote copies that cross is checked against every assignment of a token's 8
+// experts to 4 nodes counted one by one (4^8 of them), not the closed form.
+TEST(MoeTerms, PerNodeDispatchSendsATokenOnceANode) {
+  internal::Link link;
+  link.size = 32;
+  link.per_node = 8;
+  link.intra = false;
+  link.nvlink_Bps = 360e9;
+  link.nic_Bps = 42.5e9;
+  link.alpha_s = 8e-6;
+  double distinct_remote = 0;
+  for (int code = 0; code < 65536; ++code) {
+    std::array<bool, 4> hit{};
+    for (int j = 0, c = code; j < 8; ++j, c /= 4) hit[static_cast<size_t>(c % 4)] = true;
+    distinct_remote += static_cast<double>(hit[1] + hit[2] + hit[3]) / 65536.0;
+  }
+  const double n = 1e9, remote_copies = 8 * 0.75;  // per token: 8 copies, 3 of 4 nodes remote
+  const internal::Comm c = internal::DispatchPerNode(link, n, 8);
+  const double nic = 0.75 * n * distinct_remote / remote_copies;
+  const double nvlink = 7.0 / 32 * n + 0.75 * n * 7.0 / 8;
+  EXPECT_NEAR(c.wire_bytes, nic + nvlink, 1e-6 * n);
+  EXPECT_NEAR(c.seconds, (3 + 7) * 8e-6 + std::max(nic / 42.5e9, nvlink / 360e9), 1e-12);
+  // Fewer bytes leave the node than an all-to-all sends there; one node and top-1 are the
+  // all-to-all itself.
+  EXPECT_LT(c.seconds, internal::AllToAll(link, n).seconds);
+  EXPECT_EQ(internal::DispatchPerNode(link, n, 1).seconds, internal::AllToAll(link, n).seconds);
+  link.per_node = 32;
+  link.intra = true;
+  EXPECT_EQ(internal::DispatchPerNode(link, n, 8).seconds, internal::AllToAll(link, n).seconds);
+}
+
+// Through the estimate: the flag moves the ep term only, and only where ep spans nodes.
+TEST(MoeTerms, PerNodeDispatchActsAcrossNodesOnly) {
+  const spec::ModelSpec m = *spec::LoadModel("deepseek-v3-like");
+  const spec::TrainSpec tr = testing::Train(4096, 4096);
+  auto ep = [&](int64_t gpus, const Layout& l, bool per_node) {
+    CostParams p;
+    p.ep_dispatch_per_node = per_node;
+    return EstimateLayout(m, *spec::LoadCluster("b200", gpus), tr, l, p);
+  };
+  const Layout across{.dp = 32,
+                      .pp = 8,
+                      .ep = 32,
+                      .schedule = spec::Schedule::kInterleaved,
+                      .virtual_stages = 2,
+                      .ep_placement = spec::EpPlacement::kFolded};
+  const Estimate a2a = ep(256, across, false), per_node = ep(256, across, true);
+  ASSERT_GT(a2a.time.ep, 0);
+  EXPECT_LT(per_node.time.ep, 0.7 * a2a.time.ep);
+  // Fewer bytes through the NICs (the time), more in all: the arrivals are forwarded over NVLink.
+  EXPECT_GT(per_node.comm_bytes.ep, a2a.comm_bytes.ep);
+  EXPECT_DOUBLE_EQ(per_node.time.compute, a2a.time.compute);
+  Layout inside = across;
+  inside.dp = 16;
+  inside.pp = 16;
+  inside.ep = 8;
+  inside.schedule = spec::Schedule::kOneFOneB;
+  inside.virtual_stages = 1;
+  EXPECT_DOUBLE_EQ(ep(256, inside, true).time.ep, ep(256, inside, false).time.ep);
+}
+
 }  // namespace
 }  // namespace pentamesh::cost
 
