@@ -101,6 +101,7 @@ ROWS = [
 BRIDGE = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/"
 V020 = BRIDGE + "7af9601c9da746d21481194356295bfe23df3737/"  # tag v0.2.0
 V040 = BRIDGE + "0fbfe7d3e970fbd75c1281d71cee586ce1f3df5e/"  # tag v0.4.0
+V042 = BRIDGE + "c810129341a84e58f4cbed3093f70668a088c028/"  # tag v0.4.2
 # Rows whose layout is their Megatron-Bridge recipe's: the recipe's dispatcher and EP overlap
 # flags (supporting urls, parallelism notes after the routing words).
 RECIPE_NOTES = {
@@ -118,6 +119,13 @@ RECIPE_NOTES = {
         "recipe QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (Megatron-Bridge v0.4.0 workload "
         "config, same layout): moe_token_dispatcher_type flex with moe_flex_dispatcher_backend "
         "hybridep (qwen3_llm_pretrain.py), moe_a2a_overlap=False"),
+    "bridge-26-04-01-dgx-b200-deepseekv3-mxfp8-256gpu-tp1pp8cp1ep32-gbs4096-seq4096": (
+        [V042 + "scripts/performance/configs/deepseek/deepseek_workload_base_configs.py",
+         V042 + "src/megatron/bridge/training/flex_dispatcher_backend.py"],
+        "recipe DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (Megatron-Bridge v0.4.2 workload "
+        "config, same layout; v0.4.0's B200 config is pp 16 x ep 8): moe_flex_dispatcher_backend "
+        "deepep (flex dispatcher, flex_dispatcher_backend.py), moe_a2a_overlap=True, "
+        "recompute_modules mla_up_proj and mlp"),
     "bridge-26-04-01-dgx-h100-qwen3-235b-a22b-fp8-256gpu-tp2pp8cp1ep32-gbs8192-seq4096": (
         [V040 + "scripts/performance/configs/qwen/qwen3_workload_base_configs.py",
          V040 + "scripts/performance/configs/qwen/qwen3_llm_pretrain.py"],
