@@ -259,13 +259,15 @@ void PrintFileBaseline(const std::string& file, const cost::Estimate& b,
 
 int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best,
              const launch::StackChoice& stack) {
-  return EmitAndWrite(a.emit, launch::EmitInput{.model = in.model,
-                                                .cluster = in.cluster,
-                                                .train = in.train,
-                                                .layout = best.layout,
-                                                .estimate = best,
-                                                .command = CommandLine(),
-                                                .stack = stack});
+  return EmitAndWrite(a.emit,
+                      launch::EmitInput{.model = in.model,
+                                        .cluster = in.cluster,
+                                        .train = in.train,
+                                        .layout = best.layout,
+                                        .estimate = best,
+                                        .command = CommandLine(),
+                                        .stack = stack,
+                                        .ep_dispatch_per_node = in.params.ep_dispatch_per_node});
 }
 
 // --engine (or --emit's engine); none when neither names one.

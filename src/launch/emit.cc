@@ -88,6 +88,14 @@ core::Result<std::vector<File>> Emit(Engine engine, const EmitInput& in) {
     for (const auto& v : invalid) msg += "\n  " + v;
     return core::Status::Error(msg);
   }
+  if (in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1 &&
+      engine != Engine::kMegatron) {
+    return core::Status::Error(fmt::format(
+        "--emit {}: refused: the stack profile costs the MoE dispatch per node "
+        "(ep_dispatch_per_node: DeepEP / HybridEP), which {} has no launch flag for; emit "
+        "megatron, or cost with a profile without it",
+        ToString(engine), ToString(engine)));
+  }
   const auto violations = Violations(engine, in.model, in.layout);
   if (!violations.empty()) {
     return core::Status::Error(fmt::format("--emit {}: refused\n{}", ToString(engine),

@@ -101,6 +101,9 @@ struct EmitInput {
   cost::Estimate estimate;  // the cost model's prediction for layout (printed in the header)
   std::string command;      // the pentamesh command line that produced it
   StackChoice stack = {};   // the profile the estimate used (empty: the engine's own)
+  // The profile's MoE dispatcher (cost::CostParams::ep_dispatch_per_node): Megatron gets the flex
+  // dispatcher with DeepEP, which the estimate costed; the other engines have none and refuse.
+  bool ep_dispatch_per_node = false;
 };
 
 struct File {

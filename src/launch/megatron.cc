@@ -263,7 +263,15 @@ std::vector<File> EmitMegatron(const EmitInput& in) {
   s += in.layout.zero < 2 ? "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
                           : "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   s += "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
-  s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, false));
+  Flags model = MegatronModelFlags(in.model, in.train, false);
+  if (in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1) {
+    // The dispatch the estimate costed: a token once per remote node (DeepEP's internode path).
+    for (auto& [flag, value] : model) {
+      if (flag == "--moe-token-dispatcher-type") value = "flex";
+    }
+    model.push_back({"--moe-flex-dispatcher-backend", "deepep"});
+  }
+  s += FlagArray("MODEL_ARGS", model);
   s += FlagArray("PARALLEL_ARGS", MegatronParallelFlags(in.model, in.train, in.layout, false));
   s += FlagArray("TRAINING_ARGS", TrainingLoopFlags(in.train, false));
   s += "${PYTHON:-python} \"${MEGATRON_LM:-.}/pretrain_gpt.py\" \"${MODEL_ARGS[@]}\" "

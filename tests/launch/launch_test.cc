@@ -671,6 +671,43 @@ TEST(LaunchEmit, DeepSpeedMoeIsWhatWasCosted) {
   EXPECT_EQ(im->model.moe.router, spec::MoeRouter::kTopKRenorm);
 }
 
+// A profile that costs DeepEP's per-node dispatch (ep_dispatch_per_node) gets Megatron's flex
+// dispatcher with the DeepEP backend, flags its parser has; without it, the all-to-all; the
+// engines with no such dispatcher refuse rather than launch what was not costed.
+TEST(LaunchEmit, PerNodeDispatchIsWhatWasCosted) {
+  auto model = spec::LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  const char* layout = "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 recompute=full";
+  auto cluster = spec::LoadCluster("h100-sxm", 64);
+  auto t = spec::LoadTrain("pretrain-4k");
+  auto l = spec::ParseLayout(layout);
+  ASSERT_TRUE(cluster.ok() && t.ok() && l.ok());
+  EmitInput in{.model = *model,
+               .cluster = *cluster,
+               .train = *t,
+               .layout = *l,
+               .estimate = {},
+               .command = "pentamesh test",
+               .ep_dispatch_per_node = true};
+  auto files = Emit(Engine::kMegatron, in);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  const auto flags = ExpectParserAccepts(Engine::kMegatron, files->front().text, layout);
+  EXPECT_EQ(flags.at("--moe-token-dispatcher-type").values.front(), "flex");
+  EXPECT_EQ(flags.at("--moe-flex-dispatcher-backend").values.front(), "deepep");
+  in.ep_dispatch_per_node = false;
+  files = Emit(Engine::kMegatron, in);
+  ASSERT_TRUE(files.ok());
+  const auto plain = ExpectParserAccepts(Engine::kMegatron, files->front().text, layout);
+  EXPECT_EQ(plain.at("--moe-token-dispatcher-type").values.front(), "alltoall");
+  EXPECT_FALSE(plain.count("--moe-flex-dispatcher-backend"));
+  in.ep_dispatch_per_node = true;
+  for (Engine engine : {Engine::kTorchtitan, Engine::kDeepSpeed}) {
+    auto refused = Emit(engine, in);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(Contains(refused.status().message(), "ep_dispatch_per_node"));
+  }
+}
+
 // Megatron-FSDP (zero 2/3) with every flag the core_v0.16.1 user guide lists as required, and
 // CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args asserts it is not 1).
 TEST(LaunchEmit, MegatronFsdpRequiredFlags) {

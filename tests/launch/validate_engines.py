@@ -858,6 +858,39 @@ def layout_info(layout_text, model, train, gpus):
             "estimate": est, "precision": precision, "name": f"{model} {layout_text}"}
 
 
+def check_per_node_dispatch():
+    """A stack profile that costs DeepEP's per-node dispatch (the shipped megatron profile with
+    ep_dispatch_per_node = true): train.sh carries Megatron's flex dispatcher with the DeepEP
+    backend through the same checks as every emitted file (parser, validate_args, TransformerConfig
+    and the meshes); torchtitan, which has no such dispatcher, refuses."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(source, "configs", "presets", "stacks", "megatron.toml")) as f:
+        text = f.read()
+    check("ep_dispatch_per_node = false" in text, "the shipped megatron profile names the fact")
+    profile = os.path.join(WORK, "per-node-dispatch.toml")
+    with open(profile, "w") as f:
+        f.write(text.replace("ep_dispatch_per_node = false", "ep_dispatch_per_node = true"))
+    model, train, gpus = "mixtral-8x7b", "pretrain-4k", 64
+    layout = ("dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=full "
+              "schedule=interleaved:2")
+    d = os.path.join(WORK, "per-node-dispatch")
+    run(["estimate", "--model", model, "--train", train, "--cluster", "h100-sxm", "--gpus",
+         str(gpus), "--layout", layout, "--stack", profile, "--emit", "megatron", "--out", d])
+    a = parse_megatron_argv(recorded_argv(d, "train.sh"), d)
+    check(a.get("--moe-token-dispatcher-type") == "flex"
+          and a.get("--moe-flex-dispatcher-backend") == "deepep",
+          f"{d}: the flex dispatcher with DeepEP")
+    validate_megatron(d, layout_info(layout, model, train, gpus))
+    p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
+                        "h100-sxm", "--gpus", "256", "--layout",
+                        "dp=64 tp=2 pp=2 ep=8 ep_placement=folded zero=3 mbs=1 recompute=full",
+                        "--stack", profile, "--emit", "torchtitan",
+                        "--out", os.path.join(WORK, "refused")], capture_output=True, text=True)
+    check(p.returncode == 2 and "ep_dispatch_per_node" in p.stderr,
+          f"torchtitan refuses the per-node dispatch (exit {p.returncode}: {p.stderr.strip()})")
+    print("== megatron mixtral-8x7b per-node dispatch: flex / deepep", flush=True)
+
+
 def main():
     for engine in VALIDATORS:
         if ONLY and engine not in ONLY:
@@ -887,6 +920,7 @@ def main():
         print(f"== {engine} {model} fixed: {layout}", flush=True)
         VALIDATORS[engine](d, layout_info(layout, model, train, gpus))
     if not ONLY or "megatron" in ONLY:
+        check_per_node_dispatch()
         check_validate_args_catches()
     for engine, model, train, gpus, layout, rule in REFUSED:
         p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
