@@ -54,11 +54,14 @@ inline CliRun Pentamesh(const std::string& args) {
 // dominated by Open MPI allocations from plugins it has dlclose'd (frames no suppression can
 // match), and its stop-the-world tracer crashes on some runs. Leaks in pentamesh code are checked
 // by the single-process CLI tests and the gtest mpirun tests (tests/mpi). Release ignores this.
+// Each launch has its own Open MPI session directory base: mpiruns of one user share
+// <base>/ompi.<node>.<uid>, which the last one to end removes, and one starting at that instant
+// fails in orte_session_dir ("mkdir ... File exists"); ctest runs two tests at a time.
 inline std::string Mpirun(int np, const std::string& cmd, const std::string& env = "") {
   return fmt::format(
-      "env {}ASAN_OPTIONS=detect_leaks=0 "
+      "env {}ASAN_OPTIONS=detect_leaks=0 OMPI_MCA_orte_tmpdir_base={} "
       "{} --oversubscribe --allow-run-as-root --mca btl self,vader -np {} {}",
-      env, PM_MPIEXEC_BIN, np, cmd);
+      env, MakeTempDir("ompi"), PM_MPIEXEC_BIN, np, cmd);
 }
 #endif
 
