@@ -25,7 +25,9 @@ run used the script of its date):
   Not modelled: SGLang's --stream-interval (10 on H200, 30 on B200) and
   --scheduler-recv-interval (B200: 10, 30 from 16 clients).
   TensorRT-LLM (trtllm-serve, PyTorch backend): max_num_tokens = max(8192, (conc + ISL + 64)
-    rounded up to 64), max_batch_size 128 (H200) or conc (B200), FP8 KV.
+    rounded up to 64), max_batch_size 128 (H200) or conc (B200), FP8 KV, free_gpu_memory_fraction
+    (of the memory left after the weights) 0.75 on H200, 0.8 on B200 but 0.75 for FP8 at TP 4 with
+    8K prompts.
 
   python3 bench/data/make_inferencex_runs.py BENCHMARKS_JSON > bench/data/inferencex_serving.json
 """
@@ -73,11 +75,18 @@ def main():
             continue
         tokens, seqs, kv_fp8 = settings(r)
         # SGLang's --mem-fraction-static (of the device's memory: vLLM's gpu_memory_utilization);
-        # TensorRT-LLM's free_gpu_memory_fraction is of what is left after the weights, not this.
+        # TensorRT-LLM's kv_cache_config free_gpu_memory_fraction (of what is left after the
+        # weights: the trtllm profile reads it so, cost::ServeEngineProfile): H200 0.75, B200 0.8
+        # and 0.75 for FP8 at TP 4 with 8K prompts (dsr1_fp8_b200_trt.sh).
         util = None
         if r["framework"] == "sglang":
             util = {("h200", "fp8"): 0.82, ("b200", "fp8"): 0.82 if r["decode_tp"] == 8 else 0.95,
                     ("b200", "fp4"): 0.85}[(r["hardware"], r["precision"])]
+        elif r["hardware"] == "h200":
+            util = 0.75
+        else:
+            util = (0.75 if (r["precision"], r["decode_tp"], r["isl"]) == ("fp8", 4, 8192)
+                    else 0.8)
         fw, hw, prec, tp = r["framework"], r["hardware"], r["precision"], r["decode_tp"]
         config = f"dsr1-{hw}-{fw}-tp{tp}-{prec}"
         rows.append({

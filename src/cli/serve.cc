@@ -672,7 +672,9 @@ void AddFlags(CLI::App* sub, ServeArgs* a) {
   sub->add_option("--usd-per-gpu-hour", w.usd_per_gpu_hour, "GPU price")->check(NumberIn(0, 1e4));
   cost::ServeEngine& engine = w.engine;
   sub->add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
-                  "fraction of the device memory the engine uses (vLLM's default 0.9)")
+                  "fraction of the device memory the engine uses (vLLM's default 0.9); with "
+                  "--engine trtllm the fraction of what is free after the weights it gives the "
+                  "KV cache (free_gpu_memory_fraction, default 0.9)")
       ->check(NumberIn(0.01, 1));
   sub->add_option("--max-batched-tokens", a->max_batched_tokens,
                   "token budget of a step: chunked prefill (vLLM's max_num_batched_tokens; "

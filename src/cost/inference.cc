@@ -132,10 +132,14 @@ void MemoryTerms(const Context& ctx, const ServeLayout& l, const ServeWorkload& 
   // max_num_batched_tokens): that step's working set is held back whatever the prompts.
   mem.activation_reserve = static_cast<double>(w.engine.max_batched_tokens) * per_token;
   mem.framework = ctx.params().framework_bytes;
-  // The engine's share of the device (vLLM: gpu_memory_utilization x total device memory).
-  mem.capacity = ctx.cluster().usable_hbm_bytes() * w.engine.gpu_memory_utilization;
-  const double free = mem.capacity - mem.weights -
+  // The engine's share of the device (vLLM: gpu_memory_utilization x total device memory), or
+  // of what is left after the weights, the step and the framework (TensorRT-LLM).
+  const bool of_free = w.engine.profile.memory_fraction_of_free;
+  const double util = w.engine.gpu_memory_utilization;
+  mem.capacity = ctx.cluster().usable_hbm_bytes() * (of_free ? 1.0 : util);
+  const double left = mem.capacity - mem.weights -
                       std::max(mem.activations, mem.activation_reserve) - mem.framework;
+  const double free = of_free && left > 0 ? util * left : left;
   const double fit = free > 0 ? std::floor(free / e.kv_bytes_per_request_gpu) : 0.0;
   e.requests_fit = static_cast<int64_t>(fit * s.ep);
   e.tokens_fit = free > 0 ? free / e.kv_bytes_per_token_gpu : 0.0;
@@ -618,8 +622,10 @@ const std::vector<ServeEngineProfile>& Profiles() {
       // scheduler (not fitted): whole prompts (no chunked context), the whole length's KV
       // reserved (GUARANTEED_NO_EVICT), a step budget (max_num_tokens) of 16384: what the closed
       // loops at 10 clients show (docs/COST_MODEL.md, "Engine profiles"); its FP8 checkpoints
-      // quantize the KV cache too (what the FP8 rows' queues at 100-250 clients show). Fitted:
-      // the step and request overheads, the attention efficiency and NIM's front end a request.
+      // quantize the KV cache too (what the FP8 rows' queues at 100-250 clients show); its KV
+      // cache is free_gpu_memory_fraction (default 0.9) of the memory left after the weights
+      // (KvCacheConfig). Fitted: the step and request overheads, the attention efficiency and
+      // NIM's front end a request.
       {.name = "trtllm",
        .step_overhead_s = 1.916e-3,
        .seq_overhead_s = 23.7e-6,
@@ -628,7 +634,8 @@ const std::vector<ServeEngineProfile>& Profiles() {
        .chunked_prefill = false,
        .reserve_full_length = true,
        .max_batched_tokens = 16384,
-       .fp8_kv_with_fp8_weights = true},
+       .fp8_kv_with_fp8_weights = true,
+       .memory_fraction_of_free = true},
   };
   return profiles;
 }

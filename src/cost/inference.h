@@ -45,7 +45,9 @@ std::string FormatServeLayout(const ServeLayout& l);  // "tp=4 ep=1 pp=1 replica
 // the engine may use gpu_memory_utilization x the device's usable bytes
 // (ClusterSpec::hbm_usable_gb); weights, the activations of one step of max_batched_tokens
 // and CostParams::framework_bytes (CUDA context, NCCL, cuBLAS workspaces, CUDA graphs) come
-// out of it, the rest is the paged KV cache in blocks of block_tokens tokens. A step
+// out of it, the rest is the paged KV cache in blocks of block_tokens tokens (a profile with
+// memory_fraction_of_free: the KV cache is gpu_memory_utilization x what the device has left
+// after those, TensorRT-LLM's way). A step
 // schedules at most max_batched_tokens tokens (chunked prefill) of at most max_seqs requests.
 // Profile of a serving engine (docs/COST_MODEL.md, "Engine profiles"): what its scheduler,
 // input preparation, sampling and detokenization add to every step beyond the kernels (a fixed
@@ -78,6 +80,10 @@ struct ServeEngineProfile {
   // examples/quantization: --qformat fp8 --kv_cache_dtype fp8): a measurement of its FP8 weights
   // is of an FP8 KV cache (plan::LoadServeRuns).
   bool fp8_kv_with_fp8_weights = false;
+  // ServeEngine::gpu_memory_utilization is a share of what is free after the weights, the step's
+  // activations and the framework (TensorRT-LLM's KvCacheConfig free_gpu_memory_fraction, 0.9 by
+  // default), not of the device (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static).
+  bool memory_fraction_of_free = false;
   bool operator==(const ServeEngineProfile&) const = default;
 };
 // The shipped profiles, fitted by bench/serving.sh on bench/data/serving_runs.json and

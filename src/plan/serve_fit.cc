@@ -152,6 +152,10 @@ core::Result<std::vector<ServeRun>> LoadServeRuns(const std::string& path,
       }
       run.workload.kv_fp8 = shipped != nullptr && shipped->fp8_kv_with_fp8_weights &&
                             run.workload.precision == spec::Precision::kFp8;
+      // Its memory policy (a fact of the engine, whatever profile predicts the row): the KV cache
+      // that fits is sized here, once (kv_blocks).
+      run.workload.engine.profile.memory_fraction_of_free =
+          shipped != nullptr && shipped->memory_fraction_of_free;
       // What the benchmark's engine was launched with, where the row says (else the above).
       run.workload.kv_fp8 = row.value("kv_fp8", run.workload.kv_fp8);
       run.workload.engine.max_batched_tokens =

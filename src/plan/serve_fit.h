@@ -9,11 +9,13 @@
 // "statistic": "median", median) TTFT and TPOT (GenAI-Perf's and vLLM's "ITL") and, for a fixed
 // batch, the batch's latency. Optional row fields set what the benchmark ran that the engine's
 // defaults would not: "benchmark_requests" (requests sent; else 3 per client, at least 8),
-// "max_batched_tokens", "max_seqs", "gpu_memory_utilization", "kv_fp8". Each is predicted by
-// plan::SimulateServe of the row under a profile, with the scheduling policy and step budget of the
-// row's engine's shipped profile (not fitted). The fit minimises the sum over rows and compared
-// metrics of log(predicted / measured)^2 over the profile's four parameters (Gauss-Newton with
-// damping on numerical derivatives, parameters kept in bounds), from the profile "none".
+// "max_batched_tokens", "max_seqs", "gpu_memory_utilization" (of the device, or of what the
+// weights leave for an engine whose profile says memory_fraction_of_free), "kv_fp8". Each is
+// predicted by plan::SimulateServe of the row under a profile, with the scheduling policy, step
+// budget and memory policy of the row's engine's shipped profile (not fitted). The fit minimises
+// the sum over rows and compared metrics of log(predicted / measured)^2 over the profile's four
+// parameters (Gauss-Newton with damping on numerical derivatives, parameters kept in bounds), from
+// the profile "none".
 #pragma once
 
 #include <functional>

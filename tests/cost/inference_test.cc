@@ -65,6 +65,40 @@ TEST(Inference, KvBytesPerTokenGqa) {
   EXPECT_DOUBLE_EQ(e8.kv_bytes_per_token_gpu, 80.0 * 2 * 128 * 2);  // one of 4 heads per rank
 }
 
+// The engines' memory policies: vLLM's gpu_memory_utilization is a share of the device (the
+// weights, the step and the framework come out of it), TensorRT-LLM's free_gpu_memory_fraction a
+// share of what they leave. DeepSeek-R1 FP8 at TP 4 on B200 (InferenceX's launch) fits only the
+// second way at 0.8 (0.8 x 192.27 GB is less than its 170.6 GB of weights a GPU).
+TEST(Inference, MemoryFractionOfTheDeviceOrOfWhatIsFree) {
+  const Context ctx = MakeContext(Load("deepseek-v3-like", "b200"));
+  ServeWorkload w = Workload(1024, 1024);
+  ASSERT_TRUE(ParseServeWeights("fp8", w));
+  w.kv_fp8 = true;
+  w.engine.gpu_memory_utilization = 0.8;
+  const ServeEstimate device = EstimateServe(ctx, Layout(4), w);
+  EXPECT_FALSE(device.fits);
+  EXPECT_NEAR(device.memory.capacity, 0.8 * 192.27e9, 1e3);
+  w.engine.profile.memory_fraction_of_free = true;
+  const ServeEstimate free = EstimateServe(ctx, Layout(4), w);
+  ASSERT_TRUE(free.fits) << free.violations.front();
+  const ServeMemory& m = free.memory;
+  EXPECT_NEAR(m.capacity, 192.27e9, 1e3);
+  const double left =
+      m.capacity - m.weights - std::max(m.activations, m.activation_reserve) - m.framework;
+  EXPECT_NEAR(free.tokens_fit * free.kv_bytes_per_token_gpu, 0.8 * left, 1e-6 * left);
+  // Where both fit, a share u of what is left holds (1 - u) x (weights + step + framework) more
+  // KV than the share u of the device.
+  const Context small = MakeContext(Load("llama3-8b", "b200"));
+  ServeWorkload v = Workload(1024, 1024);
+  v.engine.gpu_memory_utilization = 0.8;
+  const ServeEstimate a = EstimateServe(small, Layout(1), v);
+  v.engine.profile.memory_fraction_of_free = true;
+  const ServeEstimate b = EstimateServe(small, Layout(1), v);
+  const ServeMemory& n = a.memory;
+  const double taken = n.weights + std::max(n.activations, n.activation_reserve) + n.framework;
+  EXPECT_NEAR((b.tokens_fit - a.tokens_fit) * a.kv_bytes_per_token_gpu, 0.2 * taken, 1e-6 * taken);
+}
+
 TEST(Inference, KvCacheElementBytesFollowThePrecision) {
   // BF16 KV beside BF16 and FP8 weights, 1 byte with --kv-fp8, FP32 beside FP32 weights (the
   // engine's generation, train::PredictGeneration).
