@@ -399,6 +399,17 @@ TEST(Profile, GenerationFactsReachCostParams) {
   cost::CostParams now;
   ApplyProfile(LoadProfile("megatron").value(), cluster, now);
   EXPECT_FALSE(now.materialize_scores || now.dropout || now.fp32_main_grads);
+  // The dispatcher the same way: DeepEP's per-node dispatch where a profile says so, the
+  // all-to-all in the shipped one.
+  EXPECT_FALSE(now.ep_dispatch_per_node);
+  auto deepep = ProfileFromToml(
+      "[stack]\nname = \"deepep\"\nstack = \"megatron\"\n[defaults]\nep_dispatch_per_node = true\n",
+      "deepep.toml");
+  ASSERT_TRUE(deepep.ok()) << deepep.status().message();
+  cost::CostParams flex;
+  ApplyProfile(*deepep, cluster, flex);
+  EXPECT_TRUE(flex.ep_dispatch_per_node);
+  EXPECT_TRUE(ProfileFromToml(ProfileToml(*deepep), "back")->defaults.ep_dispatch_per_node);
 }
 
 // ---- Rows read as their sources meant them (issue 29): small rows written here, one fact each.
@@ -500,26 +511,31 @@ TEST(RowReading, FamilyDefaults) {
 }
 
 // The dispatcher and EP overlap words of a row (Megatron-Bridge's recipe flags) are read and
-// stated; the model charges the all-to-alls in full either way (docs/COST_MODEL.md "EP overlap
-// and the all-to-all latency").
+// stated: DeepEP / HybridEP (flex) is costed as its per-node dispatch (RunFacts::
+// ep_dispatch_per_node), the others as an all-to-all; the overlap is named, not costed
+// (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
 TEST(RowReading, DispatcherAndEpOverlapWords) {
   const calib::Run plain = ReadOne(MoeRow());
   EXPECT_TRUE(Assumed(plain, "token dispatcher not published"));
   EXPECT_FALSE(Assumed(plain, "EP all-to-all overlap"));
-  const std::vector<std::tuple<const char*, const char*, bool>> cases = {
-      {"moe_token_dispatcher_type alltoall, moe_a2a_overlap=True", "dispatcher all-to-all", true},
+  EXPECT_FALSE(plain.facts.ep_dispatch_per_node);
+  const std::vector<std::tuple<const char*, const char*, bool, bool>> cases = {
+      {"moe_token_dispatcher_type alltoall, moe_a2a_overlap=True", "dispatcher all-to-all", true,
+       false},
       {"moe_token_dispatcher_type flex with moe_flex_dispatcher_backend hybridep, "
        "moe_a2a_overlap=False",
-       "dispatcher DeepEP / HybridEP (flex)", false},
-      {"--moe-enable-deepep --overlap-moe-expert-parallel-comm", "dispatcher DeepEP", true},
-      {"allgather dispatcher", "dispatcher all-gather", false},
+       "dispatcher DeepEP / HybridEP (flex)", false, true},
+      {"--moe-enable-deepep --overlap-moe-expert-parallel-comm", "dispatcher DeepEP", true, true},
+      {"allgather dispatcher", "dispatcher all-gather", false, false},
   };
-  for (const auto& [words, kind, overlap] : cases) {
+  for (const auto& [words, kind, overlap, per_node] : cases) {
     nlohmann::json row = MoeRow();
     row["parallelism"]["notes"] = words;
     const calib::Run run = ReadOne(row);
     ASSERT_TRUE(run.usable()) << words << ": " << run.unusable;
     EXPECT_TRUE(Assumed(run, kind)) << words;
+    EXPECT_EQ(run.facts.ep_dispatch_per_node, per_node) << words;
+    EXPECT_EQ(Assumed(run, "sent once to each remote node"), per_node) << words;
     EXPECT_EQ(Assumed(run, "EP all-to-all overlap"), overlap) << words;
     EXPECT_EQ(Assumed(run, "not costed, the all-to-alls are charged in full"), overlap) << words;
   }
