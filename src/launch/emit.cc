@@ -88,8 +88,7 @@ core::Result<std::vector<File>> Emit(Engine engine, const EmitInput& in) {
     for (const auto& v : invalid) msg += "\n  " + v;
     return core::Status::Error(msg);
   }
-  if (in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1 &&
-      engine != Engine::kMegatron) {
+  if (internal::PerNodeDispatch(in) && engine != Engine::kMegatron) {
     return core::Status::Error(fmt::format(
         "--emit {}: refused: the stack profile costs the MoE dispatch per node "
         "(ep_dispatch_per_node: DeepEP / HybridEP), which {} has no launch flag for; emit "

@@ -40,7 +40,13 @@ using Flags = std::vector<std::pair<std::string, std::string>>;
 // array NAME=( ... ) of them, each flag and value one word through core::ShellQuote (literal),
 // except kCheckpointDirRef, written "${CHECKPOINT_DIR}" (the script's variable, expanded).
 inline constexpr const char* kCheckpointDirRef = "${CHECKPOINT_DIR}";
-Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds);
+// per_node_dispatch: Megatron's flex dispatcher with DeepEP instead of the all-to-all.
+Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds,
+                         bool per_node_dispatch = false);
+// The profile's per-node MoE dispatch applies to this launch: an MoE model with ep > 1.
+inline bool PerNodeDispatch(const EmitInput& in) {
+  return in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1;
+}
 Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
                             const spec::Layout& l, bool ds);
 Flags TrainingLoopFlags(const spec::TrainSpec& t, bool ds);

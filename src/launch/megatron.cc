@@ -37,7 +37,8 @@ int64_t SplitDeficit(const spec::ModelSpec& m, const spec::Layout& l) {
   return chunks * n - m.layers;
 }
 
-Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds) {
+Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, bool ds,
+                         bool per_node_dispatch) {
   Flags f = {{"--num-layers", Num(m.layers)},
              {"--hidden-size", Num(m.hidden)},
              {"--ffn-hidden-size", Num(m.ffn_hidden)},
@@ -126,7 +127,9 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
            e.aux_loss_scope == spec::AuxLossScope::kGlobal ? "global_aux_loss" : "aux_loss"});
       f.push_back({"--moe-aux-loss-coeff", "1e-2"});
       f.push_back({"--moe-grouped-gemm", ""});
-      f.push_back({"--moe-token-dispatcher-type", "alltoall"});
+      // The dispatch the estimate costed: DeepEP's sends a token once per remote node.
+      f.push_back({"--moe-token-dispatcher-type", per_node_dispatch ? "flex" : "alltoall"});
+      if (per_node_dispatch) f.push_back({"--moe-flex-dispatcher-backend", "deepep"});
       if (e.capacity_factor > 0) {
         f.push_back({"--moe-expert-capacity-factor", fmt::format("{}", e.capacity_factor)});
       }
@@ -263,15 +266,7 @@ std::vector<File> EmitMegatron(const EmitInput& in) {
   s += in.layout.zero < 2 ? "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
                           : "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   s += "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
-  Flags model = MegatronModelFlags(in.model, in.train, false);
-  if (in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1) {
-    // The dispatch the estimate costed: a token once per remote node (DeepEP's internode path).
-    for (auto& [flag, value] : model) {
-      if (flag == "--moe-token-dispatcher-type") value = "flex";
-    }
-    model.push_back({"--moe-flex-dispatcher-backend", "deepep"});
-  }
-  s += FlagArray("MODEL_ARGS", model);
+  s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, false, PerNodeDispatch(in)));
   s += FlagArray("PARALLEL_ARGS", MegatronParallelFlags(in.model, in.train, in.layout, false));
   s += FlagArray("TRAINING_ARGS", TrainingLoopFlags(in.train, false));
   s += "${PYTHON:-python} \"${MEGATRON_LM:-.}/pretrain_gpt.py\" \"${MODEL_ARGS[@]}\" "
