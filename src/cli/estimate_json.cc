@@ -6,13 +6,16 @@
 namespace pentamesh::cli {
 
 // Every field of spec::LayoutFields() under its key (enumerated fields as their word, sp as a
-// bool, etp as the expert TP degree in effect), and the --layout text.
+// bool, etp as the expert TP degree in effect, recompute_modules as its '+'-joined words, "" for
+// the default), and the --layout text.
 nlohmann::json LayoutJson(const spec::Layout& l) {
   nlohmann::json j = nlohmann::json::object();
   for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
     const int64_t v = spec::FieldValue(l, f.field);
     if (f.field == spec::LayoutField::kSp) {
       j[f.key] = v != 0;
+    } else if (f.field == spec::LayoutField::kRecomputeModules) {
+      j[f.key] = spec::RecomputeModulesText(static_cast<uint32_t>(v));
     } else if (!f.words.empty()) {
       j[f.key] = spec::FieldWordFor(f.field, v);
     } else {

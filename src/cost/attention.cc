@@ -58,14 +58,15 @@ AttentionShape Mla(const spec::ModelSpec& m) {
   a.score_width = (a.q + a.o) / 2.0;
   int g = 0;
   if (q_lora > 0) {
-    a.gemms[g++] = {.n = q_lora, .k = h};                       // W_dq
-    a.gemms[g++] = {.n = a.q, .k = q_lora, .n_over_tp = true};  // W_uq
+    a.gemms[g++] = {.n = q_lora, .k = h};                                        // W_dq
+    a.gemms[g++] = {.n = a.q, .k = q_lora, .n_over_tp = true, .up_proj = true};  // W_uq
   } else {
     a.gemms[g++] = {.n = a.q, .k = h, .n_over_tp = true};  // W_q
   }
-  a.gemms[g++] = {.n = kv_lora + rope, .k = h};                                // W_dkv
-  a.gemms[g++] = {.n = heads * (nope + vd), .k = kv_lora, .n_over_tp = true};  // W_ukv
-  a.gemms[g++] = {.n = h, .k = a.o, .k_over_tp = true};                        // W_o
+  a.gemms[g++] = {.n = kv_lora + rope, .k = h};  // W_dkv
+  a.gemms[g++] = {
+      .n = heads * (nope + vd), .k = kv_lora, .n_over_tp = true, .up_proj = true};  // W_ukv
+  a.gemms[g++] = {.n = h, .k = a.o, .k_over_tp = true};                             // W_o
   a.gemm_count = g;
   for (int i = 0; i < g; ++i) {
     const AttentionGemm& gm = a.gemms[static_cast<size_t>(i)];

@@ -22,6 +22,7 @@ struct AttentionGemm {
   double n = 0, k = 0;
   bool n_over_tp = false;  // column-parallel: the output is split over tp
   bool k_over_tp = false;  // row-parallel: the reduction is split over tp
+  bool up_proj = false;    // MLA's up-projection from a latent (what mla_up_proj recomputes)
   // Replicated over tp (MLA's down-projections): every tp rank runs it on its own rows, the
   // sequence shard under SP, the whole sequence otherwise.
   bool replicated() const { return !n_over_tp && !k_over_tp; }

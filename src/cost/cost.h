@@ -71,7 +71,10 @@ struct FlopsPerToken {
   double model_6n = 0;
   double hardware = 0;  // model + recomputed forward work (for HFU), full-square convention
 };
-FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute);
+// modules: with selective recomputation, the spec::RecomputeModule bits it reruns (0: core
+// attention alone); the hardware count adds each module's forward FLOPs.
+FlopsPerToken Flops(const spec::ModelSpec& model, int64_t seq_len, spec::Recompute recompute,
+                    uint32_t modules = 0);
 // Forward FLOPs of core attention for one query token, all layers: QK^T and AV are 2 x keys x
 // score width each per layer, keys from AttentionKeysOf over seq_len (causal: the average query of
 // a causal sequence; full: a query that sees all seq_len keys, e.g. a decode step at context

@@ -118,9 +118,11 @@ void Rates(const Context& ctx, const spec::Layout& l, Estimate& est) {
   est.mfu = Mfu(ctx.flops_none.model, est.tokens_per_s, ctx.cluster());
   est.mfu_causal = Mfu(ctx.flops_none.model_causal, est.tokens_per_s, ctx.cluster());
   est.mfu_6n = Mfu(ctx.flops_none.model_6n, est.tokens_per_s, ctx.cluster());
-  const FlopsPerToken& f = l.recompute == spec::Recompute::kFull        ? ctx.flops_full
-                           : l.recompute == spec::Recompute::kSelective ? ctx.flops_selective
-                                                                        : ctx.flops_none;
+  const FlopsPerToken f = l.recompute_modules != 0
+                              ? Flops(ctx.model(), train.seq_len, l.recompute, l.recompute_modules)
+                          : l.recompute == spec::Recompute::kFull      ? ctx.flops_full
+                          : l.recompute == spec::Recompute::kSelective ? ctx.flops_selective
+                                                                       : ctx.flops_none;
   est.hfu = f.hardware * est.tokens_per_s / peak;
   est.days = train.total_tokens / est.tokens_per_s / 86400.0;
   est.cost_usd = est.days * 24.0 * gpus * train.usd_per_gpu_hour;

@@ -183,11 +183,13 @@ double AttentionStashPerToken(const Context& ctx, const Layout& l, const Terms& 
   const double a = static_cast<double>(ctx.model().heads), tp = t.tp;
   const double rep = l.sp ? tp : 1.0;  // sequence-parallel regions are sharded by tp
   const double drop = p.dropout ? 1.0 : 0.0;
-  const bool selective = l.recompute == spec::Recompute::kSelective;
+  const bool selective = l.recomputes(spec::kRecomputeCoreAttn);
   double attn = (e * h + drop * h) / rep + gemm_in;
-  // MLA also keeps its latents and their normed copies (whole on every tp rank).
+  // MLA also keeps its latents and their normed copies (whole on every tp rank); mla_up_proj
+  // recomputation drops the up-projected q, k, v (rebuilt from the latents).
   if (!(selective && p.selective_recomputes_qkv)) {
-    attn += e * (sh.q + sh.k + sh.v + sh.o) / tp;
+    const double qkv = l.recomputes(spec::kRecomputeMlaUpProj) ? 0.0 : sh.q + sh.k + sh.v;
+    attn += e * (qkv + sh.o) / tp;
     attn += e * sh.latent_stash / rep;
   }
   if (l.cp > 1 && l.cp_kind == spec::CpKind::kUlysses && !selective) {
@@ -199,7 +201,8 @@ double AttentionStashPerToken(const Context& ctx, const Layout& l, const Terms& 
     if (p.ulysses_stash_fp32) attn += (4.0 - e) * (sh.q + sh.k + sh.v + sh.o) / tp;
   }
   if (p.materialize_scores) {
-    if (l.recompute == spec::Recompute::kNone) attn += (e + 3 * drop) * a / tp * t.seq;
+    if (l.recompute != spec::Recompute::kFull && !selective)
+      attn += (e + 3 * drop) * a / tp * t.seq;
   } else if (!selective) {
     attn += 4.0 * a / tp;
   }
@@ -219,8 +222,10 @@ double MoeStashPerToken(const Context& ctx, const Layout& l, const Terms& t, dou
   const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
   const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
   const double tp_routed = RoutedTokenSplit(p, t);
+  // The experts' up/gate outputs and, unless moe_act recomputation reruns it, the activation's.
+  const double act = l.recomputes(spec::kRecomputeMoeAct) ? 0.0 : 1.0;
   const double per_expert_token =
-      inputs * e * h / tp_routed + (swiglu ? 3.0 : 2.0) * e * fe / tp_routed;
+      inputs * e * h / tp_routed + ((swiglu ? 2.0 : 1.0) + act) * e * fe / tp_routed;
   // The router's fp32 probabilities: of all T rows when every tp rank routes all of them
   // (RoutedTokenSplit 1: the engine with etp = tp, under SP too), else of the rank's rows.
   const double rep_router = tp_routed > 1 ? rep : 1.0;
@@ -277,8 +282,13 @@ void Activations(const Context& ctx, const Layout& l, Terms& t) {
   const double attn = AttentionStashPerToken(ctx, l, t, gemm_in);
   const double mlp_in = (e * h + drop * h) / rep + gemm_in;  // norm input, dropout mask, FFN input
   const double f = static_cast<double>(md.ffn_hidden);
-  const double dense_mlp = mlp_in + (swiglu ? 3.0 : 2.0) * e * f / tp;
-  const double moe_mlp = md.is_moe() ? MoeStashPerToken(ctx, l, t, mlp_in) : 0.0;
+  // mlp recomputation keeps only the dense FFN's input; layernorm recomputation drops the MoE
+  // block's pre-FFN norm output (with Transformer Engine the other norms are fused into the next
+  // GEMM, which keeps its input).
+  const double dense_mlp =
+      mlp_in + (l.recomputes(spec::kRecomputeMlp) ? 0.0 : (swiglu ? 3.0 : 2.0) * e * f / tp);
+  const double moe_in = l.recomputes(spec::kRecomputeLayerNorm) ? mlp_in - gemm_in : mlp_in;
+  const double moe_mlp = md.is_moe() ? MoeStashPerToken(ctx, l, t, moe_in) : 0.0;
   t.act_dense_layer = t.tokens * (attn + dense_mlp);
   t.act_moe_layer = t.tokens * (attn + moe_mlp);
   if (l.recompute == spec::Recompute::kSelective && p.selective_op_sac)
@@ -477,15 +487,46 @@ double MoeMlpFwd(const Context& ctx, const Terms& t, double rep) {
 // selective_recomputes_qkv).
 // selective_share: the share of the layer's other forward work selective recomputation also reruns
 // (CostParams::selective_forward_share).
-double LayerTime(spec::Recompute r, double attn_block, double mlp_block, const LayerCompute& core,
-                 double selective_s, double selective_share) {
+// modules_s: what the other recomputed modules rerun (ModuleRecomputeFwd).
+double LayerTime(const Layout& l, double attn_block, double mlp_block, const LayerCompute& core,
+                 double selective_s, double selective_share, double modules_s) {
   const double fwd = attn_block + mlp_block + core.fwd;
   double total = fwd + 2.0 * (attn_block + mlp_block) + core.bwd;
-  if (r == spec::Recompute::kSelective) {
-    total += core.fwd + selective_s + selective_share * (attn_block + mlp_block);
+  if (l.recompute == spec::Recompute::kSelective) {
+    if (l.recomputes(spec::kRecomputeCoreAttn)) total += core.fwd + selective_s;
+    total += selective_share * (attn_block + mlp_block) + modules_s;
   }
-  if (r == spec::Recompute::kFull) total += fwd;
+  if (l.recompute == spec::Recompute::kFull) total += fwd;
   return total;
+}
+
+// Forward seconds selective recomputation's modules other than core attention rerun in one layer:
+// MLA's up-projection GEMMs (mla_up_proj), the dense FFN (mlp, dense layers), the MoE block's
+// pre-FFN norm (layernorm: read and write h) and the experts' activation (moe_act: read the
+// up/gate outputs, write their product).
+double ModuleRecomputeFwd(const Context& ctx, const Layout& l, const Terms& t, double rep,
+                          bool moe_layer) {
+  const spec::ModelSpec& md = ctx.model();
+  const double e = t.elem_bytes, h = static_cast<double>(md.hidden);
+  double s = 0;
+  if (l.recomputes(spec::kRecomputeMlaUpProj)) {
+    const AttentionShape& a = ctx.attention();
+    for (int i = 0; i < a.gemm_count; ++i) {
+      const AttentionGemm& g = a.gemms[static_cast<size_t>(i)];
+      if (g.up_proj) s += AttentionGemmTime(ctx, t, g, rep);
+    }
+  }
+  if (!moe_layer) return s + (l.recomputes(spec::kRecomputeMlp) ? DenseMlpFwd(ctx, t, rep) : 0.0);
+  if (l.recomputes(spec::kRecomputeLayerNorm))
+    s += ElementwiseTime(ctx, t.tokens * 2 * e * h / rep);
+  if (l.recomputes(spec::kRecomputeMoeAct)) {
+    const double fe = static_cast<double>(md.moe.expert_ffn_hidden);
+    const double copies = static_cast<double>(md.moe.top_k) * t.moe_factor;
+    const double up = md.activation == spec::Activation::kSwiGLU ? 2.0 : 1.0;
+    s += ElementwiseTime(ctx,
+                         t.tokens * copies * (up + 1) * e * fe / RoutedTokenSplit(ctx.params(), t));
+  }
+  return s;
 }
 
 void Compute(const Context& ctx, const Layout& l, Terms& t) {
@@ -500,18 +541,18 @@ void Compute(const Context& ctx, const Layout& l, Terms& t) {
   // forward + backward of one micro-batch.
   const double overhead = ctx.params().layer_overhead_s;
   const double share = ctx.params().selective_forward_share;
-  t.time_dense_layer_s =
-      LayerTime(l.recompute, attn, DenseMlpFwd(ctx, t, rep), core, qkv, share) + overhead;
-  t.time_moe_layer_s =
-      md.is_moe()
-          ? LayerTime(l.recompute, attn, MoeMlpFwd(ctx, t, rep), core, qkv, share) + overhead
-          : 0.0;
+  t.time_dense_layer_s = LayerTime(l, attn, DenseMlpFwd(ctx, t, rep), core, qkv, share,
+                                   ModuleRecomputeFwd(ctx, l, t, rep, false)) +
+                         overhead;
+  t.time_moe_layer_s = md.is_moe() ? LayerTime(l, attn, MoeMlpFwd(ctx, t, rep), core, qkv, share,
+                                               ModuleRecomputeFwd(ctx, l, t, rep, true)) +
+                                         overhead
+                                   : 0.0;
   if (md.sliding_window > 0) {
     // LayerTime is linear in the core attention's seconds: a local layer costs the same minus
     // the difference of its cores.
     const LayerCompute local = AttentionCore(ctx, t, AttentionKeysOf(md, t.seq, true));
-    t.time_window_saving_s =
-        LayerTime(l.recompute, 0, 0, core, 0, 0) - LayerTime(l.recompute, 0, 0, local, 0, 0);
+    t.time_window_saving_s = LayerTime(l, 0, 0, core, 0, 0, 0) - LayerTime(l, 0, 0, local, 0, 0, 0);
   }
   // LM head and loss: GEMM forward + two backward GEMMs; fp32 logits read and written by the
   // softmax cross-entropy forward and backward (about 14 bytes per logit).

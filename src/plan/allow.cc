@@ -43,7 +43,10 @@ core::Result<Clause> ParseClause(const std::string& token, bool& enumerated) {
     return core::Status::Error(fmt::format("unknown key '{}' (keys: {})", key, keys));
   }
   clause.field = field->field;
-  enumerated = !field->words.empty();
+  // recompute_modules: a '+'-joined set compared whole, = or != (core_attn alone is the default,
+  // held as 0).
+  const bool modules = clause.field == spec::LayoutField::kRecomputeModules;
+  enumerated = !field->words.empty() || modules;
   if (op == "=" || op == "==")
     clause.op = Op::kEq;
   else if (op == "!=")
@@ -64,6 +67,12 @@ core::Result<Clause> ParseClause(const std::string& token, bool& enumerated) {
   std::istringstream alternatives(value);
   std::string alt;
   while (std::getline(alternatives, alt, '|')) {
+    if (modules) {
+      auto mask = spec::ParseRecomputeModules(alt);
+      if (!mask.ok()) return mask.status();
+      clause.values.push_back(*mask == spec::kRecomputeCoreAttn ? 0 : *mask);
+      continue;
+    }
     auto parsed = enumerated ? spec::ParseFieldWord(clause.field, alt) : IntValue(alt);
     if (!parsed.ok()) return parsed.status();
     clause.values.push_back(*parsed);
@@ -132,6 +141,13 @@ bool Constraints::AllowsLayout(const spec::Layout& l) const {
     if (!Allows(f.field, spec::FieldValue(l, f.field))) return false;
   }
   return PassesFilters(l);
+}
+
+void Constraints::AddClauses(const Constraints& other) {
+  for (const Clause& c : other.clauses_) {
+    clauses_.push_back(c);
+    constrained_[static_cast<size_t>(c.field)] = true;
+  }
 }
 
 void Constraints::AddFilter(const std::string& name,

@@ -41,6 +41,9 @@ class Constraints {
   // must not look at mbs or recompute: the space applies it to a mesh's branches, before those
   // are chosen. Its name is appended to text() for messages.
   void AddFilter(const std::string& name, std::function<bool(const spec::Layout&)> filter);
+  // Adds other's clauses (not its filters or text): a rule that holds for every layout of an
+  // engine (launch::RestrictToEngine), so the space sees the fields filters may not look at.
+  void AddClauses(const Constraints& other);
   // True when every filter holds.
   bool PassesFilters(const spec::Layout& layout) const;
   bool empty() const { return clauses_.empty() && filters_.empty(); }

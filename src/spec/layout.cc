@@ -32,6 +32,12 @@ constexpr int64_t V(auto e) { return static_cast<int64_t>(e); }
 constexpr FieldWord kRecomputeWords[] = {{"none", V(Recompute::kNone)},
                                          {"selective", V(Recompute::kSelective)},
                                          {"full", V(Recompute::kFull)}};
+// Megatron-Core's --recompute-modules words, one per RecomputeModule bit in bit order.
+constexpr FieldWord kRecomputeModuleWords[] = {{"core_attn", kRecomputeCoreAttn},
+                                               {"layernorm", kRecomputeLayerNorm},
+                                               {"moe_act", kRecomputeMoeAct},
+                                               {"mla_up_proj", kRecomputeMlaUpProj},
+                                               {"mlp", kRecomputeMlp}};
 constexpr FieldWord kScheduleWords[] = {{"gpipe", V(Schedule::kGPipe)},
                                         {"1f1b", V(Schedule::kOneFOneB)},
                                         {"interleaved", V(Schedule::kInterleaved)},
@@ -54,6 +60,7 @@ constexpr LayoutFieldInfo kLayoutFields[] = {
     {LayoutField::kZero, "zero", nullptr, {}},
     {LayoutField::kMbs, "mbs", nullptr, {}},
     {LayoutField::kRecompute, "recompute", nullptr, kRecomputeWords},
+    {LayoutField::kRecomputeModules, "recompute_modules", nullptr, {}},
     {LayoutField::kSchedule, "schedule", nullptr, kScheduleWords},
     {LayoutField::kVirtualStages, "virtual_stages", "v", {}},
     {LayoutField::kCpKind, "cp_kind", nullptr, kCpKindWords},
@@ -72,8 +79,8 @@ static_assert(FieldsInEnumOrder());
 // One name per Layout member: a member added to Layout without a LayoutField entry (and a case
 // in FieldValue) stops this structured binding from compiling.
 [[maybe_unused]] void EveryMemberHasAField(const Layout& l) {
-  [[maybe_unused]] const auto& [dp, tp, pp, cp, ep, etp, zero, mbs, recompute, schedule,
-                                virtual_stages, cp_kind, ep_placement, sp] = l;
+  [[maybe_unused]] const auto& [dp, tp, pp, cp, ep, etp, zero, mbs, recompute, recompute_modules,
+                                schedule, virtual_stages, cp_kind, ep_placement, sp] = l;
 }
 
 std::string WordList(LayoutField field) {
@@ -177,6 +184,15 @@ core::Status ParseKey(LayoutField field, const std::string& key, const std::stri
       layout.recompute = static_cast<Recompute>(v);
       return core::Status::Ok();
     }
+    case LayoutField::kRecomputeModules: {
+      auto modules = ParseRecomputeModules(value);
+      if (!modules.ok()) {
+        return core::Status::Error(
+            fmt::format("layout: {}='{}': {}", key, value, modules.status().message()));
+      }
+      layout.recompute_modules = *modules;
+      return core::Status::Ok();
+    }
     case LayoutField::kCpKind: {
       PM_ASSIGN_OR_RETURN(const int64_t v, word());
       layout.cp_kind = static_cast<CpKind>(v);
@@ -252,8 +268,47 @@ core::Result<Layout> ParseLayout(const std::string& text) {
   if (layout.schedule != Schedule::kInterleaved && layout.virtual_stages != 1) {
     return core::Status::Error("layout: virtual stages need schedule=interleaved:V");
   }
+  if (layout.recompute_modules != 0 && layout.recompute != Recompute::kSelective) {
+    return core::Status::Error(
+        fmt::format("layout: recompute_modules={} needs recompute=selective (is {})",
+                    RecomputeModulesText(layout.recompute_modules), ToString(layout.recompute)));
+  }
+  if (layout.recompute_modules == kRecomputeCoreAttn) layout.recompute_modules = 0;  // default
   if (layout.etp == layout.tp) layout.etp = 0;  // the default: experts split like the dense FFN
   return layout;
+}
+
+std::string RecomputeModulesText(uint32_t modules) {
+  std::string out;
+  for (const FieldWord& w : kRecomputeModuleWords) {
+    if ((modules & static_cast<uint32_t>(w.value)) != 0)
+      out += (out.empty() ? "" : "+") + std::string(w.word);
+  }
+  return out;
+}
+
+core::Result<uint32_t> ParseRecomputeModules(const std::string& text) {
+  uint32_t out = 0;
+  std::string::size_type start = 0;
+  while (start <= text.size()) {
+    const auto plus = text.find('+', start);
+    const std::string word =
+        text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    start = plus == std::string::npos ? text.size() + 1 : plus + 1;
+    const FieldWord* found = nullptr;
+    for (const FieldWord& w : kRecomputeModuleWords) {
+      if (word == w.word) found = &w;
+    }
+    if (found == nullptr) {
+      std::string known;
+      for (const FieldWord& w : kRecomputeModuleWords)
+        known += (known.empty() ? "" : ", ") + std::string(w.word);
+      return core::Status::Error(
+          fmt::format("module '{}' is not one of {} ('+'-joined)", word, known));
+    }
+    out |= static_cast<uint32_t>(found->value);
+  }
+  return out;
 }
 
 const char* ToString(Recompute r) { return FieldWordFor(LayoutField::kRecompute, V(r)); }
@@ -287,6 +342,8 @@ int64_t FieldValue(const Layout& l, LayoutField field) {
       return l.mbs;
     case LayoutField::kRecompute:
       return V(l.recompute);
+    case LayoutField::kRecomputeModules:
+      return l.recompute_modules;
     case LayoutField::kSchedule:
       return V(l.schedule);
     case LayoutField::kVirtualStages:
@@ -343,19 +400,27 @@ int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk) {
 std::string FormatLayout(const Layout& l) {
   // etp is written only when it differs from tp (the default), so layouts without expert tensor
   // parallelism of their own read as before.
+  // recompute_modules likewise only when it names modules other than core_attn alone.
   const std::string etp = l.etp > 0 && l.etp != l.tp ? fmt::format(" etp={}", l.etp) : "";
+  const std::string modules =
+      l.recompute_modules != 0
+          ? fmt::format(" recompute_modules={}", RecomputeModulesText(l.recompute_modules))
+          : "";
   return fmt::format(
-      "dp={} tp={} pp={} cp={} ep={}{} zero={} mbs={} recompute={} schedule={} cp_kind={} "
+      "dp={} tp={} pp={} cp={} ep={}{} zero={} mbs={} recompute={}{} schedule={} cp_kind={} "
       "ep_placement={} sp={}",
-      l.dp, l.tp, l.pp, l.cp, l.ep, etp, l.zero, l.mbs, ToString(l.recompute), ScheduleText(l),
-      ToString(l.cp_kind), ToString(l.ep_placement), l.sp ? "on" : "off");
+      l.dp, l.tp, l.pp, l.cp, l.ep, etp, l.zero, l.mbs, ToString(l.recompute), modules,
+      ScheduleText(l), ToString(l.cp_kind), ToString(l.ep_placement), l.sp ? "on" : "off");
 }
 
 std::string ShortLayout(const Layout& l) {
-  std::string s = fmt::format("dp{} tp{} pp{} cp{} ep{}{}{} z{} mbs{} {} {}", l.dp, l.tp, l.pp,
-                              l.cp, l.ep, l.ep_placement == EpPlacement::kFolded ? "f" : "",
-                              l.etp > 0 && l.etp != l.tp ? fmt::format(" etp{}", l.etp) : "",
-                              l.zero, l.mbs, ToString(l.recompute), ScheduleText(l));
+  std::string s = fmt::format(
+      "dp{} tp{} pp{} cp{} ep{}{}{} z{} mbs{} {} {}", l.dp, l.tp, l.pp, l.cp, l.ep,
+      l.ep_placement == EpPlacement::kFolded ? "f" : "",
+      l.etp > 0 && l.etp != l.tp ? fmt::format(" etp{}", l.etp) : "", l.zero, l.mbs,
+      l.recompute_modules != 0 ? fmt::format("sel:{}", RecomputeModulesText(l.recompute_modules))
+                               : ToString(l.recompute),
+      ScheduleText(l));
   if (l.cp > 1 && l.cp_kind == CpKind::kUlysses) s += " ulysses";
   if (!l.sp && l.tp > 1) s += " no-sp";
   return s;

@@ -23,6 +23,18 @@
 namespace pentamesh::spec {
 
 enum class Recompute { kNone, kSelective, kFull };
+// Modules selective recomputation reruns (Megatron-Core's --recompute-modules), a bit each.
+// core_attn: the attention core; layernorm: the norms whose output is not fused into the next
+// GEMM (with Transformer Engine, the MoE block's pre-FFN norm); moe_act: the routed experts'
+// activation function; mla_up_proj: MLA's query and key/value up-projections; mlp: the dense
+// layers' whole FFN.
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeLayerNorm = 1u << 1,
+  kRecomputeMoeAct = 1u << 2,
+  kRecomputeMlaUpProj = 1u << 3,
+  kRecomputeMlp = 1u << 4,
+};
 enum class Schedule { kGPipe, kOneFOneB, kInterleaved, kZeroBubble };
 enum class CpKind { kRing, kUlysses };
 enum class EpPlacement { kSeparate, kFolded };
@@ -37,6 +49,9 @@ struct Layout {
   int zero = 0;     // ZeRO stage 0..3 over the data-parallel ranks
   int64_t mbs = 1;  // sequences per micro-batch
   Recompute recompute = Recompute::kNone;
+  // With recompute = selective: the RecomputeModule bits it reruns; 0 = core_attn alone
+  // (Megatron's default list).
+  uint32_t recompute_modules = 0;
   Schedule schedule = Schedule::kOneFOneB;
   int64_t virtual_stages = 1;  // model chunks per pp rank; > 1 only for kInterleaved
   CpKind cp_kind = CpKind::kRing;
@@ -51,6 +66,12 @@ struct Layout {
   int64_t data_ranks() const { return dp * (ep_placement == EpPlacement::kSeparate ? ep : 1); }
   // The expert tensor-parallel degree in effect (etp, or tp when etp = 0).
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // Whether recomputation reruns module m: selective with m in its list (full reruns every
+  // module, but through the layer input, costed on its own).
+  bool recomputes(RecomputeModule m) const {
+    if (recompute != Recompute::kSelective) return false;
+    return ((recompute_modules != 0 ? recompute_modules : kRecomputeCoreAttn) & m) != 0;
+  }
   bool operator==(const Layout&) const = default;
 };
 
@@ -66,8 +87,9 @@ int64_t ChunkLayers(int64_t layers, int64_t chunks, int64_t chunk);
 int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk);
 
 // Parses "dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2
-// cp_kind=ring ep_placement=folded sp=on". Keys may come in any order; omitted keys keep their
-// defaults; the keys and words are those of LayoutFields() (virtual_stages, alias v, is also
+// cp_kind=ring ep_placement=folded sp=on"; recompute_modules=moe_act+layernorm (with
+// recompute=selective) names the modules, '+'-joined. Keys may come in any order; omitted keys keep
+// their defaults; the keys and words are those of LayoutFields() (virtual_stages, alias v, is also
 // written schedule=interleaved:V). Errors name the key and the reason.
 core::Result<Layout> ParseLayout(const std::string& text);
 // The inverse of ParseLayout: every key, in canonical order.
@@ -76,6 +98,10 @@ std::string FormatLayout(const Layout& layout);
 std::string ShortLayout(const Layout& layout);
 
 const char* ToString(Recompute r);
+// "core_attn+moe_act": the modules of a RecomputeModule mask, in bit order ("" for 0).
+std::string RecomputeModulesText(uint32_t modules);
+// The inverse; the error names the word and lists the known ones.
+core::Result<uint32_t> ParseRecomputeModules(const std::string& text);
 const char* ToString(Schedule s);
 const char* ToString(CpKind k);
 const char* ToString(EpPlacement p);
@@ -93,6 +119,7 @@ enum class LayoutField : uint8_t {
   kZero,
   kMbs,
   kRecompute,
+  kRecomputeModules,  // a set: parsed and printed as '+'-joined words (RecomputeModulesText)
   kSchedule,
   kVirtualStages,
   kCpKind,

@@ -139,6 +139,12 @@ void CheckCombined(const RunConfig& c, std::vector<std::string>* errors) {
     errors->push_back(
         "train.precision: fp8 is not implemented by the CPU engine (use fp32 or bf16)");
   }
+  if (c.run.layout.recompute_modules != 0) {
+    errors->push_back(fmt::format(
+        "run.layout: recompute_modules={} is not implemented by the CPU engine (selective "
+        "recomputes core attention; use recompute=selective or full)",
+        spec::RecomputeModulesText(c.run.layout.recompute_modules)));
+  }
   if (c.total_steps() < 1) errors->push_back("train.total_tokens: gives fewer than one step");
   if (c.optim.warmup_steps >= c.schedule_steps() && c.schedule_steps() > 1) {
     errors->push_back(fmt::format("optim.warmup_steps: {} must be below the {} steps of the run",

@@ -94,6 +94,40 @@ TEST(Activations, MoeLayerScalesWithTopKAndImbalance) {
   EXPECT_DOUBLE_EQ(c.memory.activations - base.memory.activations, 3 * 128 * 2 * 0.25 * per_copy);
 }
 
+// Megatron's --recompute-modules, each against its hand count per token (bf16, tp 1): moe_act drops
+// each routed copy's activation output (fe), layernorm the MoE block's pre-FFN norm output (h),
+// mlp the dense FFN's intermediates (3 f, SwiGLU), mla_up_proj the up-projected q, k, v; a list
+// without core_attn keeps the attention's fp32 log-sum-exp (4 a).
+TEST(Activations, RecomputeModulesDropWhatTheyRerun) {
+  const spec::ModelSpec m = testing::MoeTiny();  // 4 layers, the first dense; h 64, f 128, fe 32
+  auto act = [&](uint32_t modules) {
+    const Layout l{.ep = 2, .recompute = spec::Recompute::kSelective, .recompute_modules = modules};
+    return EstimateLayout(m, testing::H100Cluster(2), testing::Train(128, 2), l, CostParams{})
+        .memory.activations;
+  };
+  const double core = act(0), tokens = 128;
+  EXPECT_DOUBLE_EQ(act(spec::kRecomputeCoreAttn), core);
+  EXPECT_DOUBLE_EQ(core - act(spec::kRecomputeCoreAttn | spec::kRecomputeMoeAct),
+                   3 * tokens * 2 /*top-2*/ * 2 * 32);
+  EXPECT_DOUBLE_EQ(core - act(spec::kRecomputeCoreAttn | spec::kRecomputeLayerNorm),
+                   3 * tokens * 2 * 64);
+  EXPECT_DOUBLE_EQ(core - act(spec::kRecomputeCoreAttn | spec::kRecomputeMlp),
+                   1 * tokens * 3 * 2 * 128);
+  EXPECT_DOUBLE_EQ(
+      act(spec::kRecomputeMoeAct) - act(spec::kRecomputeCoreAttn | spec::kRecomputeMoeAct),
+      4 * tokens * 4 * 8);
+  // MLA: q, k, v after the up-projections, every layer.
+  const spec::ModelSpec ds = *spec::LoadModel("deepseek-v3-like");
+  const AttentionShape sh = AttentionShapeOf(ds);
+  auto mla = [&](uint32_t modules) {
+    const Layout l{.dp = 8, .recompute = spec::Recompute::kSelective, .recompute_modules = modules};
+    return EstimateLayout(ds, testing::H100Cluster(8), testing::Train(1024, 8), l, CostParams{})
+        .memory.activations;
+  };
+  EXPECT_NEAR(mla(0) - mla(spec::kRecomputeCoreAttn | spec::kRecomputeMlaUpProj),
+              static_cast<double>(ds.layers) * 1024 * 2 * (sh.q + sh.k + sh.v), 1e-6 * mla(0));
+}
+
 TEST(AttentionScores, SeedRingAttentionExample) {
   // Seed 000: 64 heads / TP 8 = 8 heads, 128,000 / CP 16 = 8,000 tokens: 8 * 8000^2 * 2 bytes.
   EXPECT_DOUBLE_EQ(AttentionScoreBlockBytes(64, 128000, 1, 8, 16, spec::CpKind::kRing), 1.024e9);

@@ -347,6 +347,43 @@ TEST(MoeTerms, PerNodeDispatchSendsATokenOnceANode) {
 }
 
 // Through the estimate: the flag moves the ep term only, and only where ep spans nodes.
+// What the recomputed modules cost: mlp reruns the dense FFN's GEMMs (the hardware FLOPs gain
+// 2 x its parameters per token, Megatron's count), moe_act and layernorm only memory-bound kernels
+// (under 3% of the compute), and a list without core_attn does not rerun the attention core.
+TEST(Recompute, ModulesCostTheirForwardOnly) {
+  const spec::ModelSpec m = *spec::LoadModel("llama3-8b");
+  const spec::TrainSpec tr = testing::Train(8192, 64);
+  auto est = [&](spec::Recompute r, uint32_t modules) {
+    const Layout l{.dp = 8, .recompute = r, .recompute_modules = modules};
+    return EstimateLayout(m, testing::H100Cluster(8), tr, l, CostParams{});
+  };
+  const Estimate none = est(spec::Recompute::kNone, 0);
+  const Estimate mlp = est(spec::Recompute::kSelective, spec::kRecomputeMlp);
+  const ParamCounts c = CountParams(m);
+  const FlopsPerToken f = Flops(m, 8192, spec::Recompute::kNone);
+  EXPECT_NEAR(mlp.hfu / mlp.mfu, (f.model + 2 * c.dense_mlp) / f.model, 1e-9);
+  EXPECT_GT(mlp.time.compute, none.time.compute);
+  EXPECT_NEAR(none.hfu, none.mfu, 1e-12);
+  const spec::ModelSpec moe = *spec::LoadModel("mixtral-8x7b");
+  auto moe_est = [&](spec::Recompute r, uint32_t modules) {
+    const Layout l{.dp = 8,
+                   .ep = 8,
+                   .recompute = r,
+                   .recompute_modules = modules,
+                   .ep_placement = spec::EpPlacement::kFolded};
+    return EstimateLayout(moe, testing::H100Cluster(8), testing::Train(4096, 64), l, CostParams{});
+  };
+  const Estimate plain = moe_est(spec::Recompute::kNone, 0);
+  const Estimate cheap =
+      moe_est(spec::Recompute::kSelective, spec::kRecomputeMoeAct | spec::kRecomputeLayerNorm);
+  EXPECT_GT(cheap.time.compute, plain.time.compute);
+  EXPECT_LT(cheap.time.compute, 1.03 * plain.time.compute);
+  EXPECT_DOUBLE_EQ(cheap.hfu, cheap.mfu);
+  EXPECT_LT(cheap.memory.activations, plain.memory.activations);
+  const Estimate core = moe_est(spec::Recompute::kSelective, 0);
+  EXPECT_GT(core.time.compute, cheap.time.compute);
+}
+
 TEST(MoeTerms, PerNodeDispatchActsAcrossNodesOnly) {
   const spec::ModelSpec m = *spec::LoadModel("deepseek-v3-like");
   const spec::TrainSpec tr = testing::Train(4096, 4096);

@@ -86,9 +86,31 @@ TEST(Constraints, ErrorsNameTheClause) {
 // the same value: for every field of spec::LayoutFields(), under its key and its alias, every word
 // (enumerated fields) or a degree (integer fields) parses in both, and the clause `key=word`
 // allows the layout `key=word` parsed to. A word neither knows is refused by both.
+// --allow recompute_modules=...: the set compared whole, = and != only; core_attn alone is the
+// default list.
+TEST(Constraints, RecomputeModulesInAllow) {
+  auto mods = spec::ParseLayout("dp=8 recompute=selective recompute_modules=moe_act+layernorm");
+  auto def = spec::ParseLayout("dp=8 recompute=selective");
+  ASSERT_TRUE(mods.ok() && def.ok());
+  auto same = Constraints::Parse("recompute_modules=layernorm+moe_act");
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_TRUE(same->AllowsLayout(*mods));
+  EXPECT_FALSE(same->AllowsLayout(*def));
+  auto core = Constraints::Parse("recompute_modules=core_attn|moe_act");
+  ASSERT_TRUE(core.ok());
+  EXPECT_TRUE(core->AllowsLayout(*def));
+  EXPECT_FALSE(core->AllowsLayout(*mods));
+  EXPECT_FALSE(Constraints::Parse("recompute_modules<=moe_act").ok());
+  auto bad = Constraints::Parse("recompute_modules=moe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'moe'"), std::string::npos);
+}
+
 TEST(Constraints, AcceptTheWordsLayoutAccepts) {
   int checked = 0;
   for (const spec::LayoutFieldInfo& f : spec::LayoutFields()) {
+    // recompute_modules is a set of words, not one (RecomputeModulesInAllow below).
+    if (f.field == spec::LayoutField::kRecomputeModules) continue;
     std::vector<std::string> words;
     for (const spec::FieldWord& w : f.words) words.push_back(w.word);
     if (words.empty()) words = {"2"};

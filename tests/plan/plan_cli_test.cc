@@ -74,6 +74,9 @@ TEST(PlanCli, JsonLayoutHasEveryField) {
     const int64_t want = spec::FieldValue(*parsed, f.field);
     if (f.field == spec::LayoutField::kSp) {
       EXPECT_EQ(layout[f.key].get<bool>(), want != 0);
+    } else if (f.field == spec::LayoutField::kRecomputeModules) {
+      EXPECT_EQ(layout[f.key].get<std::string>(),
+                spec::RecomputeModulesText(static_cast<uint32_t>(want)));
     } else if (!f.words.empty()) {
       EXPECT_EQ(layout[f.key].get<std::string>(), spec::FieldWordFor(f.field, want)) << f.key;
     } else {

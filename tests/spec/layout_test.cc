@@ -93,3 +93,36 @@ TEST(ParseLayout, ErrorsNameTheKey) {
 
 }  // namespace
 }  // namespace pentamesh::spec
+
+namespace pentamesh::spec {
+namespace {
+
+// recompute_modules: '+'-joined Megatron words with recompute=selective; core_attn alone is the
+// default (not printed); errors name the key and the reason.
+TEST(Layout, RecomputeModules) {
+  auto l = ParseLayout("dp=8 recompute=selective recompute_modules=moe_act+layernorm");
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->recompute_modules, kRecomputeMoeAct | kRecomputeLayerNorm);
+  EXPECT_FALSE(l->recomputes(kRecomputeCoreAttn));
+  EXPECT_TRUE(l->recomputes(kRecomputeMoeAct));
+  EXPECT_NE(FormatLayout(*l).find("recompute_modules=layernorm+moe_act"), std::string::npos);
+  EXPECT_EQ(*ParseLayout(FormatLayout(*l)), *l);
+  EXPECT_NE(ShortLayout(*l).find("sel:layernorm+moe_act"), std::string::npos);
+  auto def = ParseLayout("dp=8 recompute=selective recompute_modules=core_attn");
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->recompute_modules, 0u);
+  EXPECT_TRUE(def->recomputes(kRecomputeCoreAttn));
+  EXPECT_EQ(FormatLayout(*def).find("recompute_modules"), std::string::npos);
+  EXPECT_FALSE(ParseLayout("dp=8 recompute=full").value().recomputes(kRecomputeCoreAttn));
+  auto full = ParseLayout("dp=8 recompute=full recompute_modules=mlp");
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("needs recompute=selective"), std::string::npos);
+  auto bad = ParseLayout("dp=8 recompute=selective recompute_modules=moe_act+moe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("recompute_modules='moe_act+moe': module 'moe'"),
+            std::string::npos);
+  EXPECT_FALSE(ParseLayout("dp=8 recompute=selective recompute_modules=").ok());
+}
+
+}  // namespace
+}  // namespace pentamesh::spec

@@ -120,6 +120,10 @@ TEST(RunConfig, OverridesAndErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(Error(RunToml(ds), {"train.precision=\"fp8\""}).find("train.precision"),
             std::string::npos);
+  EXPECT_NE(
+      Error(RunToml(ds), {"run.layout=\"mbs=4 recompute=selective recompute_modules=layernorm\""})
+          .find("run.layout: recompute_modules=layernorm is not implemented by the CPU engine"),
+      std::string::npos);
   EXPECT_NE(Error(RunToml(ds), {"bogus.key=1"}).find("bogus: unknown table"), std::string::npos);
   EXPECT_NE(Error(RunToml(ds), {"novalue"}).find("--set 'novalue'"), std::string::npos);
   EXPECT_NE(Error(RunToml("/nonexistent/dataset"))
