@@ -13,8 +13,9 @@ using cost::Estimate;
 
 auto LayoutKey(const spec::Layout& l) {
   return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.ep, l.etp, static_cast<int>(l.ep_placement),
-                         l.zero, l.mbs, static_cast<int>(l.recompute), static_cast<int>(l.schedule),
-                         l.virtual_stages, static_cast<int>(l.cp_kind), l.sp);
+                         l.zero, l.mbs, static_cast<int>(l.recompute), l.recompute_modules,
+                         static_cast<int>(l.schedule), l.virtual_stages,
+                         static_cast<int>(l.cp_kind), l.sp);
 }
 
 double ModelStateBytes(const cost::Memory& m) { return m.weights + m.grads + m.optimizer; }
@@ -113,26 +114,22 @@ void Prune(Worker& w, Reason reason, int64_t n) {
   w.counts.reasons[static_cast<size_t>(reason)] += n;
 }
 
-// memory.total(a) >= memory.total(b) for the same layout otherwise: no recomputation stashes a
-// superset of what selective recomputation stashes. (Full recomputation is comparable with
-// neither: its one-layer recompute working set can exceed selective's stash when a stage holds
-// few layers.) Checked on every layout of several spaces in tests/plan/search_test.cc.
-bool AtLeastAsLarge(spec::Recompute a, spec::Recompute b) {
-  return a == b || (a == spec::Recompute::kNone && b == spec::Recompute::kSelective);
-}
-
 // One branch, micro-batch sizes ascending. Returns true when the branch's first costed layout
 // shows that model states alone exceed capacity.
 bool SearchBranch(const Context& ctx, Worker& w, const Mesh& mesh, const Branch& branch) {
   const Space& space = ctx.space;
   const auto& recomputes = space.recomputes();
   const size_t n_recompute = recomputes.size();
-  std::array<bool, 3> over{};  // over[r]: proven over capacity at this mbs and every larger one
+  // over[r]: proven over capacity at this mbs and every larger one. AtLeastAsLarge (space.h):
+  // memory.total(a) >= memory.total(b) for the same layout otherwise, checked on every layout of
+  // several spaces in tests/plan/search_test.cc. (Full recomputation is comparable with no other:
+  // its one-layer recompute working set can exceed selective's stash when a stage holds few
+  // layers.)
+  std::vector<bool> over(n_recompute, false);
   bool first = true;
   for (size_t i = 0; i < mesh.mbs.size(); ++i) {
     if (!space.MbsValid(mesh, branch, mesh.mbs[i])) continue;
-    if (std::all_of(over.begin(), over.begin() + static_cast<std::ptrdiff_t>(n_recompute),
-                    [](bool o) { return o; })) {
+    if (std::all_of(over.begin(), over.end(), [](bool o) { return o; })) {
       Prune(w, Reason::kPrunedMonotone, space.CountFrom(mesh, branch, i));
       return false;
     }

@@ -38,11 +38,36 @@ bool IsCanonical(const Layout& l) {
   return true;
 }
 
+uint32_t CheapRecomputeModules(const spec::ModelSpec& model) {
+  uint32_t m = 0;
+  if (model.is_moe()) m |= spec::kRecomputeLayerNorm | spec::kRecomputeMoeAct;
+  if (model.is_mla()) m |= spec::kRecomputeMlaUpProj;
+  return m == 0 ? 0 : m | spec::kRecomputeCoreAttn;
+}
+
+bool AtLeastAsLarge(const RecomputeChoice& a, const RecomputeChoice& b) {
+  if (a == b) return true;
+  if (a.recompute == Recompute::kFull || b.recompute == Recompute::kFull) return false;
+  // The modules each reruns: none reruns nothing, selective its list (core attention alone
+  // by default); rerunning more stashes less.
+  auto reruns = [](const RecomputeChoice& c) -> uint32_t {
+    if (c.recompute == Recompute::kNone) return 0;
+    return c.modules != 0 ? c.modules : spec::kRecomputeCoreAttn;
+  };
+  return (reruns(a) & reruns(b)) == reruns(a);
+}
+
 Space::Space(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
              const spec::TrainSpec& train, const SpaceOptions& options)
     : model_(model), train_(train), options_(options) {
+  const uint32_t cheap = CheapRecomputeModules(model);
   for (Recompute r : {Recompute::kFull, Recompute::kSelective, Recompute::kNone}) {
-    if (options_.allow.Allows(Field::kRecompute, static_cast<int64_t>(r))) recomputes_.push_back(r);
+    if (!options_.allow.Allows(Field::kRecompute, static_cast<int64_t>(r))) continue;
+    if (r == Recompute::kSelective && cheap != 0 &&
+        options_.allow.Allows(Field::kRecomputeModules, cheap)) {
+      recomputes_.push_back({r, cheap});
+    }
+    if (options_.allow.Allows(Field::kRecomputeModules, 0)) recomputes_.push_back({r, 0});
   }
   const int64_t gpus = cluster.gpus();
   if (gpus <= 0 || train.seq_len <= 0 || train.seq_len > model.max_seq_len) return;
@@ -151,7 +176,7 @@ void Space::AddBranches(Mesh& mesh) const {
           if (!allow.Allows(Field::kCpKind, static_cast<int64_t>(kind))) continue;
           const Branch branch{
               .zero = zero, .schedule = schedule, .virtual_stages = v, .sp = sp, .cp_kind = kind};
-          if (!allow.PassesFilters(MakeLayout(mesh, branch, 1, spec::Recompute::kNone))) continue;
+          if (!allow.PassesFilters(MakeLayout(mesh, branch, 1, {}))) continue;
           mesh.branches.push_back(branch);
         }
       }
@@ -180,11 +205,12 @@ int64_t Space::CountLayouts() const {
 }
 
 Layout Space::MakeLayout(const Mesh& mesh, const Branch& branch, int64_t mbs,
-                         Recompute recompute) const {
+                         const RecomputeChoice& recompute) const {
   Layout l = mesh.base;
   l.zero = branch.zero;
   l.mbs = mbs;
-  l.recompute = recompute;
+  l.recompute = recompute.recompute;
+  l.recompute_modules = recompute.modules;
   l.schedule = branch.schedule;
   l.virtual_stages = branch.virtual_stages;
   l.cp_kind = branch.cp_kind;

@@ -6,7 +6,8 @@
 //                                               zero descending (3 first: least model-state memory)
 //   mbs    ascending divisors of sequences/data ranks (dp, times ep when EP is its own axis);
 //          gradient accumulation = sequences / (data ranks * mbs)
-//   recompute  full, selective, none
+//   recompute  full, selective with Megatron's cheap module list (MoE / MLA models), selective,
+//              none
 // Micro-batch sizes ascend and selective comes before none, so the search can skip what a
 // smaller layout already proved cannot fit (see search.h for why that loses nothing).
 //
@@ -33,6 +34,21 @@ struct SpaceOptions {
   int64_t mbs_max = 0;         // largest micro-batch size tried; 0 = every divisor
 };
 
+// One recomputation the space tries: its kind and, with selective, its module list
+// (spec::Layout::recompute_modules; 0 = core attention alone).
+struct RecomputeChoice {
+  spec::Recompute recompute = spec::Recompute::kNone;
+  uint32_t modules = 0;
+  bool operator==(const RecomputeChoice&) const = default;
+};
+// The modules a selective choice of `model` adds to core attention when the search tries module
+// recomputation: the memory-bound ones Megatron-Core reruns cheaply (layernorm and moe_act for
+// MoE models) and MLA's up-projections; 0 for a dense GQA model.
+uint32_t CheapRecomputeModules(const spec::ModelSpec& model);
+// Whether choice a stashes at least what choice b stashes, whatever else the layout is: none
+// and selective choices, a's modules a subset of b's. Full is comparable with itself only.
+bool AtLeastAsLarge(const RecomputeChoice& a, const RecomputeChoice& b);
+
 struct Branch {
   int zero = 0;
   spec::Schedule schedule = spec::Schedule::kOneFOneB;
@@ -58,15 +74,16 @@ class Space {
         const spec::TrainSpec& train, const SpaceOptions& options);
 
   const std::vector<Mesh>& meshes() const { return meshes_; }
-  // Recompute values in search order: full, selective, none (those allowed).
-  const std::vector<spec::Recompute>& recomputes() const { return recomputes_; }
+  // Recomputations in search order: full, selective with CheapRecomputeModules, selective, none
+  // (those allowed: --allow's recompute and recompute_modules clauses).
+  const std::vector<RecomputeChoice>& recomputes() const { return recomputes_; }
   // Interleaved schedules need the micro-batch count divisible by pp.
   bool MbsValid(const Mesh& mesh, const Branch& branch, int64_t mbs) const;
   // Layouts of one branch from the mbs at index `mbs_index` on.
   int64_t CountFrom(const Mesh& mesh, const Branch& branch, size_t mbs_index) const;
   int64_t CountLayouts() const;  // the whole space
   spec::Layout MakeLayout(const Mesh& mesh, const Branch& branch, int64_t mbs,
-                          spec::Recompute recompute) const;
+                          const RecomputeChoice& recompute) const;
 
   // Visits every layout of the space in canonical order (brute force; tests and counting).
   template <typename Fn>
@@ -75,7 +92,7 @@ class Space {
       for (const Branch& branch : mesh.branches) {
         for (int64_t mbs : mesh.mbs) {
           if (!MbsValid(mesh, branch, mbs)) continue;
-          for (spec::Recompute r : recomputes_) fn(MakeLayout(mesh, branch, mbs, r));
+          for (const RecomputeChoice& r : recomputes_) fn(MakeLayout(mesh, branch, mbs, r));
         }
       }
     }
@@ -90,7 +107,7 @@ class Space {
   SpaceOptions options_;
   int64_t seqs_ = 0;  // sequences per global batch
   std::vector<Mesh> meshes_;
-  std::vector<spec::Recompute> recomputes_;
+  std::vector<RecomputeChoice> recomputes_;
 };
 
 std::vector<int64_t> Divisors(int64_t n);  // ascending; empty for n <= 0

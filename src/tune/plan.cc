@@ -38,6 +38,9 @@ core::Result<Search> SearchHost(const train::RunConfig& config, int ranks,
   const train::RunConfig probe = WithLayout(config, plan::FsdpLayout(ranks));
   plan::SearchOptions options;
   PM_ASSIGN_OR_RETURN(options.space.allow, plan::Constraints::Parse(allow));
+  // The CPU engine's selective recomputation is core attention's (train::CheckCombined refuses a
+  // module list): the space's recomputation choices, which the filter does not see, say so.
+  options.space.allow.AddClauses(*plan::Constraints::Parse("recompute_modules=core_attn"));
   options.space.allow.AddFilter("the CPU engine runs it", [config](const spec::Layout& l) {
     return train::EngineLayoutViolations(WithLayout(config, l)).empty();
   });

@@ -26,7 +26,7 @@ using testing::PlannerMoe;
 using testing::Train;
 
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int64_t, int,
-                       int, int64_t, int, bool>;
+                       uint32_t, int, int64_t, int, bool>;
 Key KeyOf(const Layout& l) {
   return {l.dp,
           l.tp,
@@ -38,6 +38,7 @@ Key KeyOf(const Layout& l) {
           l.zero,
           l.mbs,
           static_cast<int>(l.recompute),
+          l.recompute_modules,
           static_cast<int>(l.schedule),
           l.virtual_stages,
           static_cast<int>(l.cp_kind),
@@ -73,7 +74,10 @@ std::set<Key> BruteForce(const spec::ModelSpec& model, const spec::ClusterSpec& 
               const int64_t dp = place == EpPlacement::kSeparate ? rest / ep : rest;
               for (int zero = 0; zero <= 3; ++zero)
                 for (int64_t mbs = 1; mbs <= mbs_max; ++mbs)
-                  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+                  for (auto [r, modules] :
+                       {std::pair{Recompute::kNone, 0u}, std::pair{Recompute::kSelective, 0u},
+                        std::pair{Recompute::kSelective, CheapRecomputeModules(model)},
+                        std::pair{Recompute::kFull, 0u}})
                     for (auto [schedule, v] : schedules)
                       for (bool sp : {true, false})
                         for (CpKind kind : {CpKind::kRing, CpKind::kUlysses}) {
@@ -86,6 +90,7 @@ std::set<Key> BruteForce(const spec::ModelSpec& model, const spec::ClusterSpec& 
                                          .zero = zero,
                                          .mbs = mbs,
                                          .recompute = r,
+                                         .recompute_modules = modules,
                                          .schedule = schedule,
                                          .virtual_stages = v,
                                          .cp_kind = kind,
@@ -160,8 +165,21 @@ TEST(Space, MeshesAreOrderedForPruning) {
       EXPECT_GE(mesh.branches[b - 1].zero, mesh.branches[b].zero);
     }
   }
-  EXPECT_EQ(space.recomputes().front(), Recompute::kFull);
-  EXPECT_EQ(space.recomputes().back(), Recompute::kNone);
+  // MoE: full, selective with layernorm + moe_act (and core attention), selective, none.
+  ASSERT_EQ(space.recomputes().size(), 4u);
+  EXPECT_EQ(space.recomputes().front().recompute, Recompute::kFull);
+  EXPECT_EQ(
+      space.recomputes()[1],
+      (RecomputeChoice{Recompute::kSelective, spec::kRecomputeCoreAttn | spec::kRecomputeLayerNorm |
+                                                  spec::kRecomputeMoeAct}));
+  EXPECT_EQ(space.recomputes()[2], (RecomputeChoice{Recompute::kSelective, 0}));
+  EXPECT_EQ(space.recomputes().back().recompute, Recompute::kNone);
+  // A dense GQA model has no module choice; --allow recompute_modules=core_attn removes it.
+  EXPECT_EQ(Space(PlannerDense(), PlannerCluster(4, 4), Train(1024, 8), {}).recomputes().size(),
+            3u);
+  SpaceOptions o;
+  o.allow = *Constraints::Parse("recompute_modules=core_attn");
+  EXPECT_EQ(Space(PlannerMoe(), PlannerCluster(4, 4), Train(1024, 8), o).recomputes().size(), 3u);
 }
 
 }  // namespace
