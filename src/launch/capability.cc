@@ -74,6 +74,11 @@ bool TorchtitanMoeDropless(const ModelSpec& m, const Layout&) {
 // Megatron asserts sequence parallelism for MoE models with tensor parallelism.
 bool MegatronMoeSp(const ModelSpec& m, const Layout& l) { return !m.is_moe() || l.tp == 1 || l.sp; }
 
+// Megatron-Core's TransformerConfig raises for mla_up_proj without multi-latent attention.
+bool MlaUpProjNeedsMla(const ModelSpec& m, const Layout& l) {
+  return m.is_mla() || !l.recomputes(spec::kRecomputeMlaUpProj);
+}
+
 // The attention the emitted configs can express: torchtitan's llama3 flavour and
 // Megatron-DeepSpeed's GPT model have grouped-query, full causal attention only.
 bool NoMla(const ModelSpec& m, const Layout&) { return !m.is_mla(); }
@@ -110,6 +115,15 @@ constexpr CapabilityRule kRules[] = {
      "kEngineSchedules has no row for it)"},
     {"mg-moe-needs-sp", Engine::kMegatron, "", "", MegatronMoeSp,
      "Megatron-LM requires --sequence-parallel for MoE models with tensor parallelism (sp=on)"},
+    {"mg-mla-up-proj-needs-mla", Engine::kMegatron, "", "", MlaUpProjNeedsMla,
+     "Megatron-Core recomputes mla_up_proj only with multi-latent attention (model.mla): "
+     "TransformerConfig raises otherwise"},
+    {"tt-no-recompute-modules", Engine::kTorchtitan, "", "recompute_modules=core_attn", nullptr,
+     "torchtitan's selective activation checkpointing is per-op or per-layer; it has no module "
+     "list (recompute_modules)"},
+    {"ds-no-recompute-modules", Engine::kDeepSpeed, "", "recompute_modules=core_attn", nullptr,
+     "Megatron-DeepSpeed's selective recomputation reruns core attention only; it has no module "
+     "list (recompute_modules)"},
     {"tt-no-ulysses", Engine::kTorchtitan, "cp>=2", "cp_kind=ring", nullptr,
      "torchtitan's context parallelism is ring attention only (no Ulysses all-to-all)"},
     {"tt-no-zero1", Engine::kTorchtitan, "", "zero!=1", nullptr,
@@ -269,6 +283,15 @@ std::string DescribeViolations(Engine engine, const std::vector<const Capability
 }
 
 void RestrictToEngine(Engine engine, const ModelSpec& model, plan::Constraints& allow) {
+  // A rule without a `when` holds for every layout the engine runs: its clause also restricts
+  // the fields the filter cannot (the space's micro-batch and recomputation choices).
+  for (const CapabilityRule& r : kRules) {
+    if (r.engine != engine || (r.when != nullptr && *r.when != '\0') || r.require == nullptr ||
+        *r.require == '\0') {
+      continue;
+    }
+    if (auto c = plan::Constraints::Parse(r.require); c.ok()) allow.AddClauses(*c);
+  }
   allow.AddFilter(fmt::format("engine={}", ToString(engine)), [engine, model](const Layout& l) {
     return Violations(engine, model, l).empty();
   });

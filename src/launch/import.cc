@@ -22,9 +22,6 @@ struct DroppedFlag {
   const char* why;
 };
 constexpr DroppedFlag kDroppedFlags[] = {
-    {"--recompute-modules", false,
-     "selective recomputation is costed as pentamesh's own set (the attention core), not the "
-     "modules listed"},
     {"--fp8-param-gather", false, "the fp8 parameter all-gather is not modelled (costed in bf16)"},
     {"--mtp-num-layers", false,
      "multi-token-prediction layers are not part of the model pentamesh costs"},

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <functional>
 #include <regex>
+#include <sstream>
 
 #include "core/quote.h"
 #include "launch/internal.h"
@@ -196,6 +197,17 @@ Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
   }
   if (l.recompute == spec::Recompute::kSelective) {
     f.push_back({"--recompute-granularity", "selective"});
+    if (l.recompute_modules != 0) {
+      // --recompute-modules takes its words as separate arguments (nargs '+'): the first after
+      // the flag, the others as entries of their own.
+      std::string words = spec::RecomputeModulesText(l.recompute_modules);
+      std::replace(words.begin(), words.end(), '+', ' ');
+      std::istringstream in(words);
+      std::string w;
+      in >> w;
+      f.push_back({"--recompute-modules", w});
+      while (in >> w) f.push_back({w, ""});
+    }
   } else if (l.recompute == spec::Recompute::kFull) {
     f.push_back({"--recompute-granularity", "full"});
     f.push_back({"--recompute-method", "uniform"});
@@ -765,6 +777,24 @@ core::Status ReadRecompute(const FlagReader& r, bool ds, spec::Layout& l) {
   return core::Status::Ok();
 }
 
+// --recompute-modules: the modules pentamesh costs (spec::RecomputeModule); the others (moe,
+// shared_experts) are noted and costed as not recomputed.
+void ReadRecomputeModules(const FlagReader& r, spec::Layout& l, std::vector<std::string>& notes) {
+  uint32_t modules = 0;
+  for (const std::string& w : r.flags.at("--recompute-modules").values) {
+    auto m = spec::ParseRecomputeModules(w);
+    if (m.ok()) {
+      modules |= *m;
+    } else {
+      notes.push_back(fmt::format("{}: --recompute-modules {} is not costed (not recomputed)",
+                                  r.Where("--recompute-modules"), w));
+    }
+  }
+  // An empty list recomputes nothing selectively.
+  if (modules == 0) l.recompute = spec::Recompute::kNone;
+  l.recompute_modules = modules == spec::kRecomputeCoreAttn ? 0 : modules;
+}
+
 // Precision, global batch and run length (t.seq_len already read).
 core::Status ReadBatch(const FlagReader& r, spec::TrainSpec& t) {
   t.precision =
@@ -811,6 +841,9 @@ core::Status ReadMegatronFlags(const std::string& name,
   PM_RETURN_IF_ERROR(ReadVirtualStages(r, ds, out.model, l));
   PM_RETURN_IF_ERROR(ReadZero(r, ds, l));
   PM_RETURN_IF_ERROR(ReadRecompute(r, ds, l));
+  if (!ds && l.recompute == spec::Recompute::kSelective && r.Has("--recompute-modules")) {
+    ReadRecomputeModules(r, l, out.notes);
+  }
   PM_RETURN_IF_ERROR(ReadBatch(r, out.train));
   l.ep_placement = l.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
   return core::Status::Ok();

@@ -708,6 +708,54 @@ TEST(LaunchEmit, PerNodeDispatchIsWhatWasCosted) {
   }
 }
 
+// Module-level selective recomputation: Megatron gets --recompute-modules with the layout's words
+// (each its own argument, as its nargs '+' parser takes them), import reads the list back; the
+// engines without a module list refuse by rule.
+TEST(LaunchEmit, RecomputeModulesAreWhatWasCosted) {
+  auto model = spec::LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  const char* layout =
+      "dp=16 tp=1 pp=4 ep=8 ep_placement=folded zero=1 recompute=selective "
+      "recompute_modules=moe_act+layernorm";
+  Emitted e = EmitOrDie(Engine::kMegatron, *model, 64, "pretrain-4k", layout);
+  const std::string& sh = e.files.at("train.sh");
+  const auto flags = ExpectParserAccepts(Engine::kMegatron, sh, layout);
+  EXPECT_EQ(flags.at("--recompute-granularity").values.front(), "selective");
+  EXPECT_EQ(flags.at("--recompute-modules").values,
+            (std::vector<std::string>{"layernorm", "moe_act"}));
+  ImportOptions o;
+  o.gpus = 64;
+  auto im = ImportText("train.sh", sh, ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  EXPECT_EQ(im->layout.recompute_modules, spec::kRecomputeLayerNorm | spec::kRecomputeMoeAct);
+  // Words pentamesh does not cost are noted; a list of only those recomputes nothing it costs.
+  std::string moe_only = sh;
+  const std::string words = "--recompute-modules layernorm\n  moe_act\n";
+  ASSERT_NE(moe_only.find(words), std::string::npos) << sh;
+  moe_only.replace(moe_only.find(words), words.size(),
+                   "--recompute-modules moe\n  shared_experts\n");
+  auto other = ImportText("train.sh", moe_only, ".", o);
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ(other->layout.recompute, spec::Recompute::kNone);
+  EXPECT_TRUE(std::any_of(other->notes.begin(), other->notes.end(), [](const std::string& n) {
+    return Contains(n, "--recompute-modules moe is not costed");
+  }));
+  auto l = spec::ParseLayout(layout);
+  ASSERT_TRUE(l.ok());
+  for (auto [engine, rule] : {std::pair{Engine::kTorchtitan, "tt-no-recompute-modules"},
+                              std::pair{Engine::kDeepSpeed, "ds-no-recompute-modules"}}) {
+    bool named = false;
+    for (const CapabilityRule* r : Violations(engine, *model, *l))
+      named |= r->id == std::string(rule);
+    EXPECT_TRUE(named) << rule;
+  }
+  l->recompute_modules = spec::kRecomputeMlaUpProj;
+  bool named = false;
+  for (const CapabilityRule* r : Violations(Engine::kMegatron, *model, *l))
+    named |= r->id == std::string("mg-mla-up-proj-needs-mla");
+  EXPECT_TRUE(named);
+}
+
 // Megatron-FSDP (zero 2/3) with every flag the core_v0.16.1 user guide lists as required, and
 // CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args asserts it is not 1).
 TEST(LaunchEmit, MegatronFsdpRequiredFlags) {
@@ -983,9 +1031,13 @@ TEST(LaunchImport, EngineDefaultsAndDroppedFlags) {
   EXPECT_EQ(im->model.kv_heads, 32);  // --group-query-attention without --num-query-groups
   EXPECT_EQ(im->model.vocab, 50432);  // padded to 128 x tp 2
   EXPECT_TRUE(Noted(im->notes, "vocabulary 50257 padded to 50432"));
-  for (const char* f : {"--recompute-modules", "--fp8-param-gather", "--mtp-num-layers"}) {
+  for (const char* f : {"--fp8-param-gather", "--mtp-num-layers"}) {
     EXPECT_TRUE(Noted(im->notes, std::string("dropped ") + f)) << f;
   }
+  // --recompute-modules is read: the list replaces the default core_attn.
+  EXPECT_EQ(im->layout.recompute, spec::Recompute::kSelective);
+  EXPECT_EQ(im->layout.recompute_modules, spec::kRecomputeCoreAttn | spec::kRecomputeMlp);
+  EXPECT_FALSE(Noted(im->notes, "dropped --recompute-modules"));
   // Megatron-DeepSpeed: MoE every 2nd layer, top-1, capacity 1.0 with dropping, by default.
   const fs::path dir = TempDir("ds_defaults");
   {

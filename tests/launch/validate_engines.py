@@ -309,7 +309,10 @@ def validate_megatron(directory, layout):
         kw["fp8"] = a["--fp8-format"]
     kw["pipeline_dtype"] = torch.bfloat16
     kw["num_query_groups"] = a.get("--num-query-groups", a["--num-attention-heads"])
-    kw.pop("recompute_modules", None)
+    if "--recompute-modules" in a:  # nargs '+': Megatron's list, checked by TransformerConfig
+        kw["recompute_modules"] = list(a["--recompute-modules"])
+    else:
+        kw.pop("recompute_modules", None)
     try:
         config = TransformerConfig(**kw)
         ok = True
@@ -411,6 +414,10 @@ def startup_megatron(where, a, kw, layout, tp, pp, cp, ep, etp):
               context_parallel_size=1)
     if "--num-experts" in a:
         kw["moe_token_dispatcher_type"] = "allgather"
+    # moe_act recomputation needs the grouped GEMM (TransformerConfig raises without it; the
+    # first check above passed with the flags as written); it holds no parameter.
+    if kw.get("recompute_modules"):
+        kw["recompute_modules"] = [m for m in kw["recompute_modules"] if m != "moe_act"]
     config = TransformerConfig(**kw)
     # Megatron-LM's vocab padding (megatron/training/tokenizer/tokenizer.py,
     # _vocab_size_with_padding): a multiple of make_vocab_size_divisible_by x tp.
@@ -771,6 +778,10 @@ FIXED = [
      "dp=2 tp=8 pp=3 cp=2 zero=1 mbs=1 recompute=full"),
     ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
      "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=full schedule=interleaved:2"),
+    # Module-level selective recomputation (--recompute-modules, the Bridge MoE recipes' kind).
+    ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
+     "dp=16 tp=1 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=selective "
+     "recompute_modules=layernorm+moe_act"),
     ("torchtitan", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=2 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
@@ -787,6 +798,12 @@ PLAN_REFUSED = {("deepspeed", "meridianfin-72b"): "ds-moe-shape",
                 ("torchtitan", "meridianfin-72b"): "tt-moe-every-layer"}
 # Layouts an engine cannot run: pentamesh must refuse them naming the rule.
 REFUSED = [
+    ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
+     "dp=16 tp=1 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=selective "
+     "recompute_modules=mla_up_proj", "mg-mla-up-proj-needs-mla"),
+    ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
+     "dp=64 tp=2 pp=2 ep=8 ep_placement=folded zero=3 mbs=1 recompute=selective "
+     "recompute_modules=moe_act", "tt-no-recompute-modules"),
     ("deepspeed", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=3 mbs=1 recompute=full", "ds-pp-zero01"),
     ("torchtitan", "meridianfin-72b", "meridian-128k", 1024,
