@@ -635,9 +635,71 @@ def more_row(r):
     return out
 
 
+V030 = BRIDGE + "21b02e0cfb2f8ff907e0d8baee0c5205876c6812/"  # tag v0.3.0
+# The Megatron-Bridge tag of each NeMo container release's performance scripts (25.11: v0.2.0,
+# 26.02: v0.3.0, 26.04: v0.4.0) and its GPT-OSS / DeepSeek-V3 workload configs. Their
+# recompute_modules are the same in every one of these tags: GPT-OSS-120B layernorm + moe_act on
+# H100 and B200; DeepSeek-V3 mla_up_proj + mlp on H100, mla_up_proj on B200 (the v0.4.2 B200
+# FP8-MX V2 config of the pp 8 x ep 32 row: mla_up_proj + mlp). With recompute_modules the
+# scripts set recompute_granularity selective (utils/overrides.py, v0.2.0 helpers.py), and the
+# list replaces Megatron-Core's default (core_attn).
+BRIDGE_TAGS = {"25.11": (V020, "v0.2.0", "gpt_oss/workload_base_configs.py",
+                         "deepseek/workload_base_configs.py"),
+               "26.02": (V030, "v0.3.0", "gpt_oss/gpt_oss_workload_base_configs.py",
+                         "deepseek/deepseek_workload_base_configs.py"),
+               "26.04": (V040, "v0.4.0", "gpt_oss/gpt_oss_workload_base_configs.py",
+                         "deepseek/deepseek_workload_base_configs.py")}
+RECOMPUTE_MODULES = {("gpt-oss-120b", "H100"): "layernorm, moe_act",
+                     ("gpt-oss-120b", "B200"): "layernorm, moe_act",
+                     ("DeepSeek-V3", "H100"): "mla_up_proj, mlp",
+                     ("DeepSeek-V3", "B200"): "mla_up_proj"}
+
+
+def recipe_recompute(out):
+    """The row's recipe recomputation (activation_recompute selective, the module list in
+    recompute_detail), for GPT-OSS-120B and DeepSeek-V3 rows of 25.11 to 26.04.01 whose layout is
+    their workload config's, and the 25.09 DeepSeek-V3 H100 row (v0.1.0rc3 run_script.py)."""
+    if not out["id"].startswith("bridge-"):
+        return out
+    name, gpu = out["model"]["name"], out["hardware"]["gpu_model"]
+    rel = out["source"]["date"]
+    key = next((k for k in RECOMPUTE_MODULES if k[0] in name and k[1] == gpu), None)
+    if key is None:
+        return out
+    par = out["parallelism"]
+    if rel == "25.09":
+        if gpu != "H100":
+            return out  # v0.1.0rc3 sets recompute_modules for H100 and GB200 only
+        par["activation_recompute"] = "selective"
+        par["recompute_detail"] = ("recompute_modules mla_up_proj, mlp (Megatron-Bridge v0.1.0rc3 "
+                                   "scripts/performance/run_script.py for DeepSeek-V3 on H100)")
+        out["inferred_fields"].append("parallelism.activation_recompute / recompute_detail: "
+                                      "the run script's recompute_modules, not a table cell")
+        return out
+    tag = BRIDGE_TAGS.get(rel[:5])
+    if tag is None:
+        return out
+    base, version, gpt_oss_cfg, dsv3_cfg = tag
+    modules = RECOMPUTE_MODULES[key]
+    cfg = gpt_oss_cfg if key[0] == "gpt-oss-120b" else dsv3_cfg
+    if out["id"] == "bridge-26-04-01-dgx-b200-deepseekv3-mxfp8-256gpu-tp1pp8cp1ep32-gbs4096-seq4096":
+        base, version, modules = V042, "v0.4.2", "mla_up_proj, mlp"
+    url = base + "scripts/performance/configs/" + cfg
+    par["activation_recompute"] = "selective"
+    par["recompute_detail"] = (f"recompute_modules {modules} (Megatron-Bridge {version} "
+                               f"scripts/performance/configs/{cfg}, the {gpu} config)")
+    if url not in out["source"]["supporting_urls"]:
+        out["source"]["supporting_urls"].append(url)
+    out["inferred_fields"].append(
+        f"parallelism.activation_recompute / recompute_detail: the {gpu} workload config's "
+        f"recompute_modules in Megatron-Bridge {version} (NeMo {rel}'s scripts), not a table cell")
+    return out
+
+
 if __name__ == "__main__":
     out = ([row(r) for r in ROWS] + [long_row(r) for r in LONG] +
            [long_b200_row(r) for r in LONG_B200] + grok_rows() + [more_row(r) for r in MORE])
+    out = [recipe_recompute(o) for o in out]
     ids = [o["id"] for o in out]
     assert len(set(ids)) == len(ids), ids
     with open("bench/data/collected_runs.json", "w") as f:

@@ -381,6 +381,30 @@ spec::Recompute RecomputeFrom(const std::string& words, const std::string& detai
   return k;
 }
 
+// The modules a Megatron module list names (--recompute-modules / recompute_modules core_attn,
+// layernorm, moe_act, mla_up_proj, mlp), read only where the words name such a list; 0 (core
+// attention alone, Megatron's default) otherwise.
+uint32_t RecomputeModulesFrom(const std::string& words, Run& run) {
+  const std::string w = Lower(words);
+  if (!Has(w, "recompute_modules") && !Has(w, "recompute-modules") && !Has(w, "core_attn") &&
+      !Has(w, "moe_act") && !Has(w, "mla_up_proj")) {
+    return 0;
+  }
+  uint32_t modules = 0;
+  for (const char* m : {"core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp"}) {
+    if (HasWord(w, m)) modules |= *spec::ParseRecomputeModules(m);
+  }
+  if (modules == spec::kRecomputeCoreAttn) return 0;
+  if (modules != 0) {
+    run.assumptions.push_back(fmt::format("recompute modules {} (core attention {})",
+                                          spec::RecomputeModulesText(modules),
+                                          (modules & spec::kRecomputeCoreAttn) != 0
+                                              ? "among them"
+                                              : "not recomputed: the list replaces the default"));
+  }
+  return modules;
+}
+
 // Expert tensor parallelism: `etp` as published (equal to tp: the default, experts split like the
 // dense FFN). Unpublished, with EP folded and ep not dividing dp*cp but dividing dp*cp*tp, the
 // source can only have run whole experts with EP spanning the tp ranks (etp 1: Megatron's MoE
@@ -466,6 +490,11 @@ void MapLayout(RowReader& r, Run& run) {
   if (!l.sp && l.tp == 1) l.sp = false;
   l.recompute = RecomputeFrom(r.Text("parallelism", "activation_recompute"),
                               r.Text("parallelism", "recompute_detail"), run);
+  if (l.recompute == spec::Recompute::kSelective) {
+    l.recompute_modules = RecomputeModulesFrom(r.Text("parallelism", "activation_recompute") + " " +
+                                                   r.Text("parallelism", "recompute_detail"),
+                                               run);
+  }
   if (auto mbs = r.Count("parallelism", "micro_batch_size")) {
     l.mbs = *mbs;
   } else if (run.stack == "torchtitan" && l.pp > 1) {

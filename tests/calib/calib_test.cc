@@ -514,6 +514,35 @@ TEST(RowReading, FamilyDefaults) {
 // stated: DeepEP / HybridEP (flex) is costed as its per-node dispatch (RunFacts::
 // ep_dispatch_per_node), the others as an all-to-all; the overlap is named, not costed
 // (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
+// A recipe's module list (recompute_detail) reaches the layout; a selective row without one keeps
+// the default (core attention); the list is read only where the words name one.
+TEST(RowReading, RecomputeModuleLists) {
+  const std::vector<std::tuple<const char*, const char*, uint32_t>> cases = {
+      {"selective", "recompute_modules layernorm, moe_act (Megatron-Bridge v0.4.0 gpt_oss config)",
+       spec::kRecomputeLayerNorm | spec::kRecomputeMoeAct},
+      {"selective", "--recompute-modules mla_up_proj mlp",
+       spec::kRecomputeMlaUpProj | spec::kRecomputeMlp},
+      {"selective", "--recompute-modules core_attn", 0},
+      {"selective", "attention QK^T/softmax/dropout recomputed; gated MLP", 0},
+      {"", "recompute_modules core_attn, moe_act",
+       spec::kRecomputeCoreAttn | spec::kRecomputeMoeAct},
+  };
+  for (const auto& [kind, detail, modules] : cases) {
+    nlohmann::json row = MoeRow();
+    row["parallelism"]["activation_recompute"] = kind;
+    row["parallelism"]["recompute_detail"] = detail;
+    const calib::Run run = ReadOne(row);
+    ASSERT_TRUE(run.usable()) << detail << ": " << run.unusable;
+    EXPECT_EQ(run.layout.recompute, spec::Recompute::kSelective) << detail;
+    EXPECT_EQ(run.layout.recompute_modules, modules) << detail;
+    EXPECT_EQ(Assumed(run, "recompute modules"), modules != 0) << detail;
+  }
+  nlohmann::json full = MoeRow();
+  full["parallelism"]["activation_recompute"] = "full";
+  full["parallelism"]["recompute_detail"] = "recompute_modules moe_act";
+  EXPECT_EQ(ReadOne(full).layout.recompute_modules, 0u);
+}
+
 TEST(RowReading, DispatcherAndEpOverlapWords) {
   const calib::Run plain = ReadOne(MoeRow());
   EXPECT_TRUE(Assumed(plain, "token dispatcher not published"));
