@@ -46,6 +46,8 @@ constexpr BoolFact kBoolFacts[] = {
     {"transient_workspaces", &RunFacts::transient_workspaces,
      &cost::CostParams::transient_workspaces},
     {"fp8_weight_cache", &RunFacts::fp8_weight_cache, &cost::CostParams::fp8_weight_cache},
+    {"fp8_stash_gemm_inputs", &RunFacts::fp8_stash_gemm_inputs,
+     &cost::CostParams::fp8_stash_gemm_inputs},
     {"ep_dispatch_per_node", &RunFacts::ep_dispatch_per_node,
      &cost::CostParams::ep_dispatch_per_node},
 };
@@ -143,7 +145,10 @@ const std::vector<StackInfo>& Stacks() {
       {"megatron",
        "Megatron-LM / Megatron-Core and NeMo (Transformer Engine kernels, TP communication overlap "
        "in NeMo's performance recipes); also Meta's Llama 3 stack",
-       {.tp_comm_overlap = true, .compiled = true, .fp8_weight_cache = true}},
+       {.tp_comm_overlap = true,
+        .compiled = true,
+        .fp8_weight_cache = true,
+        .fp8_stash_gemm_inputs = true}},
       {"torchtitan",
        "torchtitan (FSDP2, torch.compile, async TP optional, torchao float8, per-op selective "
        "checkpointing, eager cross-entropy)",

@@ -38,7 +38,8 @@ struct RunFacts {
   // Transformer Engine casts the FP8 weights on a step's first micro-batch and reuses them
   // (Megatron passes is_first_microbatch); torchao's float8 linears cast them at every call.
   bool fp8_weight_cache = false;
-  int64_t fsdp_shard_group = 0;  // HSDP: parameters sharded over this many ranks (0 = all dp)
+  bool fp8_stash_gemm_inputs = false;  // cost::CostParams::fp8_stash_gemm_inputs
+  int64_t fsdp_shard_group = 0;        // HSDP: parameters sharded over this many ranks (0 = all dp)
   // Share of the forward selective recomputation reruns beyond core attention (torchtitan's
   // per-op and per-layer selective checkpointing: 0.5; Megatron's: 0).
   double selective_forward_share = 0;

@@ -69,6 +69,7 @@ GroupSummary Summarize(const std::string& name, const std::vector<const RowResul
       logo.push_back(r->logo_error);
     }
     if (r->run->memory_gib) memory.push_back(r->shipped.memory_gib / *r->run->memory_gib - 1.0);
+    if (!r->shipped.fits) ++g.over_capacity;
   }
   g.shipped = Stats(shipped);
   g.fit = Stats(fit_errors);

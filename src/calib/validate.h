@@ -58,6 +58,9 @@ struct GroupSummary {
   std::string group;
   ErrorStats shipped, fit, kfold, logo;
   ErrorStats memory;  // predicted / published per-GPU memory - 1, where published
+  // Runs that ran at their layout and yet are predicted over the GPU's capacity: the memory
+  // model's misses (every row of a published-runs file is a run that fitted).
+  int64_t over_capacity = 0;
 };
 
 struct Validation {

@@ -140,6 +140,8 @@ void PrintText(const calib::Validation& v, const std::string& path, bool rows) {
     fmt::print("\n");
   }
   if (v.all.memory.n > 0) PrintStatsLine("memory (published)", v.all.memory);
+  fmt::print("  ran, predicted over capacity {} of {} runs\n", v.all.over_capacity,
+             v.all.shipped.n);
 }
 
 nlohmann::json StatsJson(const calib::ErrorStats& s) {
@@ -196,6 +198,7 @@ nlohmann::json ToJson(const calib::Validation& v) {
       s["logo"] = StatsJson(g.logo);
     }
     if (g.memory.n > 0) s["memory"] = StatsJson(g.memory);
+    s["over_capacity"] = g.over_capacity;
     return s;
   };
   for (const auto& g : v.groups) j["groups"].push_back(summary(g));

@@ -197,6 +197,12 @@ struct CostParams {
   // GEMM casts its weight again (torchao's float8 linears). The once-a-step cast, three bytes a
   // local parameter at HBM speed, is under 0.1% of a step and not counted.
   bool fp8_weight_cache = false;
+  // fp8_stash_gemm_inputs: in FP8 training the stack keeps each linear layer's input for the
+  // weight gradient in FP8, 1 byte an element (Transformer Engine's Linear, LayerNormLinear and
+  // GroupedLinear save the quantized input), not the BF16 activation (torchao's float8 linears
+  // save the high-precision input and cast it again in backward). Core attention's q, k, v, the
+  // activation function's inputs and the router's input stay BF16.
+  bool fp8_stash_gemm_inputs = false;
   bool moe_regathers_input = false;
   // pp_scatter_gather: without SP, each tp rank sends 1/tp of the stage boundary's activation and
   // the receiver all-gathers it over NVLink (Megatron's scatter/gather optimization, Narayanan et

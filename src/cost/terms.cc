@@ -171,6 +171,12 @@ void WeightGradStash(const Context& ctx, Terms& t, double mlp_in, double dense_m
       t.tokens * 4.0 * (h + static_cast<double>(md.vocab) / tp);  // x = final norm out, dlogits
 }
 
+// Bytes an element of a linear layer's input stashed for its weight gradient:
+// CostParams::fp8_stash_gemm_inputs in FP8 training, else the activation dtype's.
+double StashedGemmInputBytes(const CostParams& p, const Terms& t) {
+  return t.fp8 && p.fp8_stash_gemm_inputs ? 1.0 : t.elem_bytes;
+}
+
 // Attention block stash per token (bytes): norm input, QKV input, Q, K, V, attention output
 // (the out-projection input), dropout mask; scores when materialized (softmax output, dropout
 // mask and output) and not recomputed; flash keeps the fp32 log-sum-exp per head unless selective
@@ -189,7 +195,7 @@ double AttentionStashPerToken(const Context& ctx, const Layout& l, const Terms& 
   // recomputation drops the up-projected q, k, v (rebuilt from the latents).
   if (!(selective && p.selective_recomputes_qkv)) {
     const double qkv = l.recomputes(spec::kRecomputeMlaUpProj) ? 0.0 : sh.q + sh.k + sh.v;
-    attn += e * (qkv + sh.o) / tp;
+    attn += (e * qkv + StashedGemmInputBytes(p, t) * sh.o) / tp;  // o: the out-projection's input
     attn += e * sh.latent_stash / rep;
   }
   if (l.cp > 1 && l.cp_kind == spec::CpKind::kUlysses && !selective) {
@@ -197,7 +203,7 @@ double AttentionStashPerToken(const Context& ctx, const Layout& l, const Terms& 
     // as the sequence-sharded ones, which are not kept) and the out-projection keeps its own
     // sequence-sharded input o: one more h_attn per token. ulysses_stash_fp32: the head-sharded
     // four are fp32 whatever the activation dtype.
-    attn += e * sh.o / tp;
+    attn += StashedGemmInputBytes(p, t) * sh.o / tp;
     if (p.ulysses_stash_fp32) attn += (4.0 - e) * (sh.q + sh.k + sh.v + sh.o) / tp;
   }
   if (p.materialize_scores) {
@@ -223,15 +229,17 @@ double MoeStashPerToken(const Context& ctx, const Layout& l, const Terms& t, dou
   const double inputs = p.moe_regathers_input && t.ep <= 1 ? 1.0 : 2.0;  // (dispatched +) output
   const double tp_routed = RoutedTokenSplit(p, t);
   // The experts' up/gate outputs and, unless moe_act recomputation reruns it, the activation's.
-  const double act = l.recomputes(spec::kRecomputeMoeAct) ? 0.0 : 1.0;
-  const double per_expert_token =
-      inputs * e * h / tp_routed + ((swiglu ? 2.0 : 1.0) + act) * e * fe / tp_routed;
+  // The dispatched input and the activation's output are GEMM inputs (StashedGemmInputBytes).
+  const double in8 = StashedGemmInputBytes(p, t);
+  const double act = l.recomputes(spec::kRecomputeMoeAct) ? 0.0 : in8;
+  const double per_expert_token = (in8 + (inputs - 1.0) * e) * h / tp_routed +
+                                  ((swiglu ? 2.0 : 1.0) * e + act) * fe / tp_routed;
   // The router's fp32 probabilities: of all T rows when every tp rank routes all of them
   // (RoutedTokenSplit 1: the engine with etp = tp, under SP too), else of the rank's rows.
   const double rep_router = tp_routed > 1 ? rep : 1.0;
   return mlp_in + 4.0 * static_cast<double>(md.moe.experts) / rep_router +
          copies * per_expert_token +
-         static_cast<double>(md.moe.shared_experts) * (swiglu ? 3.0 : 2.0) * e * fe / tp;
+         static_cast<double>(md.moe.shared_experts) * ((swiglu ? 2.0 : 1.0) * e + in8) * fe / tp;
 }
 
 // torchtitan's per-op selective policy: the layer input, the attention output and lse, and every
@@ -279,14 +287,20 @@ void Activations(const Context& ctx, const Layout& l, Terms& t) {
   // The GEMM input after the norm: sequence-sharded under SP, or the all-gathered full sequence
   // when the stack's TP saves that (tp_saves_gathered_input).
   const double gemm_in = e * h / (p.tp_saves_gathered_input ? 1.0 : rep);
-  const double attn = AttentionStashPerToken(ctx, l, t, gemm_in);
+  // The QKV projection's and the dense FFN's input as their linear layers keep it (FP8 with
+  // fp8_stash_gemm_inputs); the MoE block's also feeds the router, a BF16 GEMM.
+  const double in8 = StashedGemmInputBytes(p, t);
+  const double linear_in = gemm_in * in8 / e;
+  const double attn = AttentionStashPerToken(ctx, l, t, linear_in);
   const double mlp_in = (e * h + drop * h) / rep + gemm_in;  // norm input, dropout mask, FFN input
   const double f = static_cast<double>(md.ffn_hidden);
   // mlp recomputation keeps only the dense FFN's input; layernorm recomputation drops the MoE
   // block's pre-FFN norm output (with Transformer Engine the other norms are fused into the next
   // GEMM, which keeps its input).
+  const double dense_in = mlp_in - gemm_in + linear_in;
   const double dense_mlp =
-      mlp_in + (l.recomputes(spec::kRecomputeMlp) ? 0.0 : (swiglu ? 3.0 : 2.0) * e * f / tp);
+      dense_in +
+      (l.recomputes(spec::kRecomputeMlp) ? 0.0 : ((swiglu ? 2.0 : 1.0) * e + in8) * f / tp);
   const double moe_in = l.recomputes(spec::kRecomputeLayerNorm) ? mlp_in - gemm_in : mlp_in;
   const double moe_mlp = md.is_moe() ? MoeStashPerToken(ctx, l, t, moe_in) : 0.0;
   t.act_dense_layer = t.tokens * (attn + dense_mlp);

@@ -215,7 +215,16 @@ TEST(PublishedRuns, ByRegime) {
       if (InRegime(*r.run, g.group)) errors.push_back(r.shipped.error);
     }
     EXPECT_DOUBLE_EQ(g.shipped.p90_abs, Stats(errors).p90_abs) << g.group;
+    // The runs that ran and are predicted over capacity, counted per regime.
+    int64_t over = 0;
+    for (const RowResult& r : v.rows) over += InRegime(*r.run, g.group) && !r.shipped.fits;
+    EXPECT_EQ(g.over_capacity, over) << g.group;
   }
+  int64_t over = 0;
+  for (const RowResult& r : v.rows) {
+    over += r.shipped.estimate.memory.total > r.shipped.estimate.memory.capacity;
+  }
+  EXPECT_EQ(v.all.over_capacity, over);
   EXPECT_EQ(want["MoE"], 4);  // the Grok-1 proxies (bench/data/README.md)
 }
 

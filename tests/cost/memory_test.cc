@@ -75,6 +75,39 @@ TEST(Activations, LlamaStyleFlashWithGqaAndSwiglu) {
   EXPECT_DOUBLE_EQ(e.memory.activations, 4 * s * per_token + HeadStash(l, h, s));
 }
 
+// FP8 with Transformer Engine's linears (CostParams::fp8_stash_gemm_inputs): each linear layer's
+// stashed input is 1 byte an element, not 2. Per token and layer (tp 2): the QKV input h and the
+// out-projection's input h_attn, the FFN input h and the down-projection's input f, over t; for
+// MoE per routed copy the dispatched input h and the activation output f_e, per shared expert f_e.
+TEST(Activations, Fp8LinearsStashTheirInputsInFp8) {
+  spec::ModelSpec dense = testing::MoeTiny();
+  dense.moe = {};
+  spec::ClusterSpec cluster = testing::H100Cluster(4);
+  cluster.peak_fp8_tflops = 2 * cluster.peak_tflops;
+  spec::TrainSpec train = testing::Train(512, 1);
+  train.precision = spec::Precision::kFp8;
+  const Layout l{.tp = 2, .cp = 2};
+  auto act = [&](const spec::ModelSpec& m, const Layout& at, bool fp8_inputs) {
+    CostParams p;
+    p.fp8_stash_gemm_inputs = fp8_inputs;
+    return EstimateLayout(m, cluster, train, at, p).memory.activations;
+  };
+  const double h = 64, h_attn = 64, f = 128, t = 2, s = 256;
+  EXPECT_DOUBLE_EQ(act(dense, l, false) - act(dense, l, true), 4 * s * (h + h_attn + h + f) / t);
+  // MoE (3 MoE layers of top-2, f_e 32, one shared expert added here; dp 2 x ep 2, tp 1): the dense
+  // layer as above, each MoE layer its attention inputs and per copy h + f_e, the shared f_e.
+  spec::ModelSpec moe = testing::MoeTiny();
+  moe.moe.shared_experts = 1;
+  const Layout e{.dp = 2, .ep = 2};
+  train.global_batch_tokens = 4 * 512;
+  const double tokens = 512;
+  EXPECT_DOUBLE_EQ(act(moe, e, false) - act(moe, e, true),
+                   tokens * (4 * (h + h_attn) + 1 * (h + f) + 3 * (2 * (h + 32) + 32)));
+  // The flag acts in FP8 only.
+  train.precision = spec::Precision::kBf16;
+  EXPECT_DOUBLE_EQ(act(moe, e, false), act(moe, e, true));
+}
+
 TEST(Activations, MoeLayerScalesWithTopKAndImbalance) {
   const spec::ModelSpec m = testing::MoeTiny();
   const Layout l{.ep = 2};
