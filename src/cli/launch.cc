@@ -113,6 +113,7 @@ int RunImport(const ImportArgs& a) {
   if (const core::Status st = ApplyStack(stack.profile, in); !st.ok()) {
     return Fail(fmt::format("--stack: {}", st.message()));
   }
+  launch::CostAsImported(im, in.params);
   const cost::Estimate e =
       cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
   if (a.json) {

@@ -234,7 +234,9 @@ core::Result<cost::Estimate> ImportedBaseline(const std::string& file, const Inp
     return core::Status::Error(
         fmt::format("--baseline {}: its layout is not valid for --model: {}", file, invalid[0]));
   }
-  return cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, in.params);
+  cost::CostParams params = in.params;
+  launch::CostAsImported(im, params);
+  return cost::EstimateLayout(in.model, in.cluster, in.train, im.layout, params);
 }
 
 void PrintFileBaseline(const std::string& file, const cost::Estimate& b,

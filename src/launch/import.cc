@@ -232,6 +232,10 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
 
 }  // namespace internal
 
+void CostAsImported(const Imported& im, cost::CostParams& params) {
+  if (im.ep_dispatch_per_node) params.ep_dispatch_per_node = *im.ep_dispatch_per_node;
+}
+
 core::Result<Imported> ImportText(const std::string& name, const std::string& text,
                                   const std::string& dir, const ImportOptions& options) {
   std::optional<Engine> engine = options.engine;

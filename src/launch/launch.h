@@ -127,10 +127,17 @@ struct Imported {
   std::optional<int64_t> gpus_per_node;  // when the file says it
   std::vector<std::string> notes;        // what was assumed, and why
   std::vector<std::string> warnings;     // what was ignored (unknown flags with allow_unknown)
+  // The MoE dispatcher the file runs, when it says: Megatron's flex dispatcher (DeepEP or
+  // HybridEP, or the older --moe-enable-deepep) sends a token once per remote node
+  // (cost::CostParams::ep_dispatch_per_node); alltoall and allgather do not.
+  std::optional<bool> ep_dispatch_per_node;
   // Capability rules about the models pentamesh writes for the engine that do not bind this file:
   // it names a model the engine registers itself (torchtitan's deepseek_v3 or llama4 flavors).
   std::vector<std::string> waived_rules;
 };
+
+// The stack facts the file states, over a profile's params: its MoE dispatcher.
+void CostAsImported(const Imported& im, cost::CostParams& params);
 
 // The capability rules the imported run breaks: Violations less im.waived_rules.
 std::vector<const CapabilityRule*> ImportViolations(const Imported& im);

@@ -777,6 +777,23 @@ core::Status ReadRecompute(const FlagReader& r, bool ds, spec::Layout& l) {
   return core::Status::Ok();
 }
 
+// --moe-token-dispatcher-type (Megatron's default allgather) and --moe-enable-deepep: whether the
+// dispatch is DeepEP's / HybridEP's per-node one (Imported::ep_dispatch_per_node).
+core::Status ReadDispatcher(const FlagReader& r, Imported& out) {
+  PM_ASSIGN_OR_RETURN(const std::string type, r.StrOr("--moe-token-dispatcher-type", "allgather"));
+  const bool per_node = type == "flex" || r.Has("--moe-enable-deepep");
+  out.ep_dispatch_per_node = per_node;
+  if (per_node) {
+    PM_ASSIGN_OR_RETURN(const std::string backend,
+                        r.StrOr("--moe-flex-dispatcher-backend", "deepep"));
+    out.notes.push_back(fmt::format(
+        "MoE dispatcher {} ({}): costed as a per-node dispatch (ep_dispatch_per_node), whatever "
+        "the stack profile says",
+        r.Has("--moe-enable-deepep") ? "--moe-enable-deepep" : "flex", backend));
+  }
+  return core::Status::Ok();
+}
+
 // --recompute-modules: the modules pentamesh costs (spec::RecomputeModule); the others (moe,
 // shared_experts) are noted and costed as not recomputed.
 void ReadRecomputeModules(const FlagReader& r, spec::Layout& l, std::vector<std::string>& notes) {
@@ -844,6 +861,7 @@ core::Status ReadMegatronFlags(const std::string& name,
   if (!ds && l.recompute == spec::Recompute::kSelective && r.Has("--recompute-modules")) {
     ReadRecomputeModules(r, l, out.notes);
   }
+  if (!ds && out.model.is_moe()) PM_RETURN_IF_ERROR(ReadDispatcher(r, out));
   PM_RETURN_IF_ERROR(ReadBatch(r, out.train));
   l.ep_placement = l.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
   return core::Status::Ok();

@@ -694,12 +694,26 @@ TEST(LaunchEmit, PerNodeDispatchIsWhatWasCosted) {
   const auto flags = ExpectParserAccepts(Engine::kMegatron, files->front().text, layout);
   EXPECT_EQ(flags.at("--moe-token-dispatcher-type").values.front(), "flex");
   EXPECT_EQ(flags.at("--moe-flex-dispatcher-backend").values.front(), "deepep");
+  // import-config reads the dispatcher back, and costs it whatever the profile says.
+  ImportOptions o;
+  o.gpus = 64;
+  auto im = ImportText("train.sh", files->front().text, ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  ASSERT_TRUE(im->ep_dispatch_per_node.has_value());
+  EXPECT_TRUE(*im->ep_dispatch_per_node);
+  cost::CostParams params;
+  CostAsImported(*im, params);
+  EXPECT_TRUE(params.ep_dispatch_per_node);
   in.ep_dispatch_per_node = false;
   files = Emit(Engine::kMegatron, in);
   ASSERT_TRUE(files.ok());
   const auto plain = ExpectParserAccepts(Engine::kMegatron, files->front().text, layout);
   EXPECT_EQ(plain.at("--moe-token-dispatcher-type").values.front(), "alltoall");
   EXPECT_FALSE(plain.count("--moe-flex-dispatcher-backend"));
+  auto plain_im = ImportText("train.sh", files->front().text, ".", o);
+  ASSERT_TRUE(plain_im.ok());
+  CostAsImported(*plain_im, params);
+  EXPECT_FALSE(params.ep_dispatch_per_node);
   in.ep_dispatch_per_node = true;
   for (Engine engine : {Engine::kTorchtitan, Engine::kDeepSpeed}) {
     auto refused = Emit(engine, in);
