@@ -277,6 +277,11 @@ def validate_megatron(directory, layout):
     dp = world // (tp * pp * cp)
     # Megatron's TransformerConfig from the flags whose dest is a field (core_transformer_config_
     # from_args copies those), plus the renames that function applies.
+    # With --multi-latent-attention Megatron-LM builds MLATransformerConfig (its q/kv LoRA ranks and
+    # head dims are fields of that class only).
+    if "--multi-latent-attention" in a:
+        from megatron.core.transformer.transformer_config import MLATransformerConfig
+        TransformerConfig = MLATransformerConfig  # noqa: N806
     fields = {f.name for f in dataclasses.fields(TransformerConfig)}
     kw = {}
     for flag, value in a.items():
@@ -357,7 +362,12 @@ def validate_megatron(directory, layout):
     # The layout round trip: what the flags say is what was planned.
     check(tp == layout["tp"] and pp == layout["pp"] and cp == layout["cp"],
           f"{where}: degrees {tp} {pp} {cp} vs {layout}")
-    if config is not None:
+    if config is not None and "--multi-latent-attention" in a:
+        # Megatron-Core builds MLA's core attention through Transformer Engine only (the local
+        # DotProductAttention takes no k_channels): the CPU start-up below cannot build it.
+        print(f"{where}: MLA: flags, validate_args and MLATransformerConfig checked; the model "
+              "start-up needs Transformer Engine and is not built", flush=True)
+    elif config is not None:
         startup_megatron(where, a, kw, layout, tp, pp, cp, ep, etp)
 
 
@@ -782,6 +792,10 @@ FIXED = [
     ("megatron", "mixtral-8x7b", "pretrain-4k", 64,
      "dp=16 tp=1 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=selective "
      "recompute_modules=layernorm+moe_act"),
+    # MLA's up-projections too (the Bridge DeepSeek-V3 recipes' module), on the published layout.
+    ("megatron", "deepseek-v3-like", "pretrain-4k", 1024,
+     "dp=64 tp=2 pp=8 ep=64 ep_placement=folded etp=1 zero=1 mbs=1 recompute=selective "
+     "recompute_modules=mla_up_proj+mlp schedule=interleaved:2"),
     ("torchtitan", "llama3-405b", "llama3-405b-8k", 16384,
      "dp=128 tp=8 pp=16 zero=2 mbs=1 recompute=full schedule=interleaved:2"),
     ("torchtitan", "mixtral-8x7b", "pretrain-4k", 256,
