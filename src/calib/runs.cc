@@ -391,8 +391,8 @@ uint32_t RecomputeModulesFrom(const std::string& words, Run& run) {
     return 0;
   }
   uint32_t modules = 0;
-  for (const char* m : {"core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp"}) {
-    if (HasWord(w, m)) modules |= *spec::ParseRecomputeModules(m);
+  for (uint32_t bit = spec::kRecomputeCoreAttn; bit <= spec::kRecomputeMlp; bit <<= 1) {
+    if (HasWord(w, spec::RecomputeModulesText(bit))) modules |= bit;
   }
   if (modules == spec::kRecomputeCoreAttn) return 0;
   if (modules != 0) {

@@ -86,19 +86,19 @@ FlopsPerToken Flops(const spec::ModelSpec& m, int64_t seq_len, spec::Recompute r
   f.model_6n = 6.0 * c.active;
   f.hardware = f.model;
   if (recompute == spec::Recompute::kSelective) {
-    spec::Layout l;
-    l.recompute = recompute;
-    l.recompute_modules = modules;
+    auto reruns = [&](spec::RecomputeModule module) {
+      return spec::Recomputes(recompute, modules, module);
+    };
     // core attention forward again (Korthikanti et al. 2022)
-    if (l.recomputes(spec::kRecomputeCoreAttn)) f.hardware += attn_fwd_full;
-    if (l.recomputes(spec::kRecomputeMlaUpProj)) {
+    if (reruns(spec::kRecomputeCoreAttn)) f.hardware += attn_fwd_full;
+    if (reruns(spec::kRecomputeMlaUpProj)) {
       const AttentionShape a = AttentionShapeOf(m);
       for (int i = 0; i < a.gemm_count; ++i) {
         const AttentionGemm& g = a.gemms[static_cast<size_t>(i)];
         if (g.up_proj) f.hardware += 2.0 * g.n * g.k * static_cast<double>(m.layers);
       }
     }
-    if (l.recomputes(spec::kRecomputeMlp)) f.hardware += 2.0 * c.dense_mlp;
+    if (reruns(spec::kRecomputeMlp)) f.hardware += 2.0 * c.dense_mlp;
   } else if (recompute == spec::Recompute::kFull) {
     // Every layer's forward again; the LM head is not recomputed.
     const double head = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);

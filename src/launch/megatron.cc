@@ -15,7 +15,6 @@
 #include <cmath>
 #include <functional>
 #include <regex>
-#include <sstream>
 
 #include "core/quote.h"
 #include "launch/internal.h"
@@ -197,16 +196,14 @@ Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
   }
   if (l.recompute == spec::Recompute::kSelective) {
     f.push_back({"--recompute-granularity", "selective"});
-    if (l.recompute_modules != 0) {
-      // --recompute-modules takes its words as separate arguments (nargs '+'): the first after
-      // the flag, the others as entries of their own.
-      std::string words = spec::RecomputeModulesText(l.recompute_modules);
-      std::replace(words.begin(), words.end(), '+', ' ');
-      std::istringstream in(words);
-      std::string w;
-      in >> w;
-      f.push_back({"--recompute-modules", w});
-      while (in >> w) f.push_back({w, ""});
+    // --recompute-modules takes its words as separate arguments (nargs '+'): the first after the
+    // flag, the others as entries of their own.
+    const char* flag = "--recompute-modules";
+    for (uint32_t bit = spec::kRecomputeCoreAttn; bit <= spec::kRecomputeMlp; bit <<= 1) {
+      if ((l.recompute_modules & bit) == 0) continue;
+      const std::string word = spec::RecomputeModulesText(bit);
+      f.push_back(*flag != '\0' ? Flags::value_type{flag, word} : Flags::value_type{word, ""});
+      flag = "";
     }
   } else if (l.recompute == spec::Recompute::kFull) {
     f.push_back({"--recompute-granularity", "full"});

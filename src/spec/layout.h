@@ -35,6 +35,13 @@ enum RecomputeModule : uint32_t {
   kRecomputeMlaUpProj = 1u << 3,
   kRecomputeMlp = 1u << 4,
 };
+// Whether recomputation r with module list `modules` reruns module m: selective with m in its
+// list, or core attention alone when the list is empty (Megatron's default). Full reruns every
+// module, but through the layer input, costed on its own.
+constexpr bool Recomputes(Recompute r, uint32_t modules, RecomputeModule m) {
+  if (r != Recompute::kSelective) return false;
+  return ((modules != 0 ? modules : kRecomputeCoreAttn) & m) != 0;
+}
 enum class Schedule { kGPipe, kOneFOneB, kInterleaved, kZeroBubble };
 enum class CpKind { kRing, kUlysses };
 enum class EpPlacement { kSeparate, kFolded };
@@ -66,12 +73,7 @@ struct Layout {
   int64_t data_ranks() const { return dp * (ep_placement == EpPlacement::kSeparate ? ep : 1); }
   // The expert tensor-parallel degree in effect (etp, or tp when etp = 0).
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
-  // Whether recomputation reruns module m: selective with m in its list (full reruns every
-  // module, but through the layer input, costed on its own).
-  bool recomputes(RecomputeModule m) const {
-    if (recompute != Recompute::kSelective) return false;
-    return ((recompute_modules != 0 ? recompute_modules : kRecomputeCoreAttn) & m) != 0;
-  }
+  bool recomputes(RecomputeModule m) const { return Recomputes(recompute, recompute_modules, m); }
   bool operator==(const Layout&) const = default;
 };
 
