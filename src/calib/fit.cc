@@ -109,6 +109,7 @@ std::vector<FreeParam> InformedParams(const std::vector<const Run*>& runs,
     }
     add("layer_overhead_us", r->stack);
     if (r->facts.flash_attention) add("attention_relative", r->stack);
+    if (r->facts.flash_attention) add("attention_factor", cls);
     if (r->facts.tp_comm_overlap && r->layout.tp > 1) add("tp_overlap", r->stack);
     if (!r->facts.compiled) add("eager_traffic", r->stack);
     if (r->model.is_moe()) add("expert_gemm_us", r->stack);
@@ -381,7 +382,7 @@ core::Status WritePresets(const ShippedFit& fit, const std::string& presets_dir)
     if (it == fit.gpu.end()) continue;
     const std::string path = presets_dir + "/clusters/" + name + ".toml";
     PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
-    for (const char* key : {"gemm_efficiency", "fp8_gemm_speedup"}) {
+    for (const char* key : {"gemm_efficiency", "fp8_gemm_speedup", "attention_factor"}) {
       if (const auto v = it->second.find(key); v != it->second.end()) {
         text = SetKey(text, key, v->second);
       }

@@ -74,6 +74,8 @@ const std::vector<ParamDef>& ParamDefs() {
        "microseconds each local expert's GEMM costs beyond its FLOPs in the grouped kernel"},
       {"ep_overlap", Scope::kStack, 0.0, 0.95, 0.25,
        "share of the EP all-to-all hidden behind compute (a2a overlap, DeepEP)"},
+      {"attention_factor", Scope::kGpu, 0.5, 1.5, 1.0,
+       "the GPU's flash-attention rate relative to its GEMMs, a factor on the stack's"},
   };
   return defs;
 }
@@ -120,6 +122,7 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   // The GPU's.
   const std::string cls = GpuClass(cluster.name);
   cluster.gemm_efficiency = cal.Get(*FindParam("gemm_efficiency"), cls, cluster.gemm_efficiency);
+  cluster.attention_factor = cal.Get(*FindParam("attention_factor"), cls, cluster.attention_factor);
   if (cluster.peak_fp8_tflops > 0) {
     cluster.fp8_gemm_speedup =
         facts.fp8_rowwise ? cal.Get(*FindParam("fp8_rowwise_speedup"), stack)

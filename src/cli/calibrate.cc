@@ -248,6 +248,9 @@ void SeedGpuPriors(const std::vector<const calib::Run*>& runs, calib::Calibratio
     if (!gpu.count("gemm_efficiency") && r->cluster.gemm_efficiency > 0) {
       gpu["gemm_efficiency"] = r->cluster.gemm_efficiency;
     }
+    if (!gpu.count("attention_factor") && r->cluster.attention_factor > 0) {
+      gpu["attention_factor"] = r->cluster.attention_factor;
+    }
     if (!gpu.count("fp8_gemm_speedup") && r->cluster.fp8_gemm_speedup > 0) {
       gpu["fp8_gemm_speedup"] = r->cluster.fp8_gemm_speedup;
     }

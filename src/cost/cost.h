@@ -395,6 +395,9 @@ Rule CheckLayout(const Context& ctx, const spec::Layout& layout);
 // The achieved fraction of the dense peak of a large GEMM: CostParams::gemm_efficiency_max, else
 // the cluster's calibrated gemm_efficiency, else kDefaultGemmEfficiency.
 double GemmEfficiency(const Context& ctx);
+// The GPU's factor on the stack's flash-attention rate (spec::ClusterSpec::attention_factor; 1
+// when the cluster states none).
+double AttentionFactor(const Context& ctx);
 // FP8 GEMM rate / BF16 GEMM rate: CostParams::fp8_gemm_speedup, else the cluster's calibrated
 // one, else the ratio of the cluster's peaks.
 double Fp8GemmSpeedup(const Context& ctx);

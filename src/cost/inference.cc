@@ -530,7 +530,11 @@ Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& clus
   // stay out of serving: no per-expert cost, the all-to-all exposed.
   params.expert_gemm_overhead_s = 0;
   params.ep_overlap = 0;
-  return Context(model, cluster, train, params);
+  // So does the GPU's attention factor, fitted on training's forward and backward kernels: a
+  // serving engine's attention rate is its profile's (ServeEngineProfile::attention_efficiency).
+  spec::ClusterSpec serving = cluster;
+  serving.attention_factor = 0;
+  return Context(model, serving, train, params);
 }
 
 bool ParseServeWeights(const std::string& name, ServeWorkload& w) {

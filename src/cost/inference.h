@@ -192,7 +192,8 @@ std::vector<std::string> ServeRuleViolations(const Context& ctx, const ServeLayo
 
 // A serving Context: the model, cluster and cost parameters with attention at the inference rate
 // (CostParams::inference_attention_relative where it is set), the training fit's MoE terms
-// (expert_gemm_overhead_s, ep_overlap) at their defaults, and `train` (only its seq_len is
+// (expert_gemm_overhead_s, ep_overlap) and the GPU's training attention factor
+// (spec::ClusterSpec::attention_factor) at their defaults, and `train` (only its seq_len is
 // read, by the rules). Every serving estimate and simulation is made on one.
 Context ServeContext(const spec::ModelSpec& model, const spec::ClusterSpec& cluster,
                      CostParams params, const spec::TrainSpec& train = {});

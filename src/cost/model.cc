@@ -42,6 +42,11 @@ double GemmEfficiency(const Context& ctx) {
   return kDefaultGemmEfficiency;
 }
 
+double AttentionFactor(const Context& ctx) {
+  const double f = ctx.cluster().attention_factor;
+  return f > 0 ? f : 1.0;
+}
+
 double Fp8GemmSpeedup(const Context& ctx) {
   const spec::ClusterSpec& c = ctx.cluster();
   if (ctx.params().fp8_gemm_speedup > 0) return ctx.params().fp8_gemm_speedup;

@@ -401,7 +401,7 @@ LayerCompute AttentionCore(const Context& ctx, const Terms& t, const AttentionKe
   if (!ctx.params().materialize_scores) {
     const double flops_fwd = 2.0 * t.tokens * (2.0 * keys.causal) * a.score_width / t.tp;
     c.fwd = flops_fwd / (ctx.cluster().peak_tflops * 1e12 * t.gemm_efficiency *
-                         ctx.params().attention_relative);
+                         ctx.params().attention_relative * AttentionFactor(ctx));
     c.bwd = 2.5 * c.fwd;
     return c;
   }

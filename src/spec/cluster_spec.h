@@ -32,6 +32,12 @@ struct ClusterSpec {
   // FP8 GEMM rate / BF16 GEMM rate achieved in training; 0 = peak_fp8_tflops / peak_tflops.
   // Calibrated per GPU (docs/COST_MODEL.md).
   double fp8_gemm_speedup = 0;
+  // The GPU's flash-attention rate relative to its GEMMs, as a factor on the software stack's
+  // (cost::CostParams::attention_relative): attention kernels reach a different share of each
+  // GPU's peak than its GEMMs do (FlashAttention-2: about 70% of an A100's, 35% of an H100's;
+  // Shah et al. 2024, FlashAttention-3, arXiv:2407.08608). 0 = 1. Calibrated per GPU; training's
+  // attention only (serving's engine profiles carry their own attention efficiency).
+  double attention_factor = 0;
   // Device memory the driver exposes, GB (1e9 bytes): nvidia-smi's "Memory-Usage" total, which is
   // what an engine's memory fraction multiplies (vLLM's gpu_memory_utilization x total). An H100
   // 80GB reports 81,559 MiB = 85.52 GB, not 80. 0 = hbm_gb. Serving (cost/inference.h) reads it;

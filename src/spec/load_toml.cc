@@ -233,6 +233,9 @@ core::Result<ClusterSpec> ClusterFromTomlText(const std::string& text, const std
   r.Double("fp8_gemm_speedup", c.fp8_gemm_speedup, false, 0, false, kMaxRate);
   if (c.fp8_gemm_speedup > 0 && c.fp8_gemm_speedup < kMinRate)
     r.Error("fp8_gemm_speedup", fmt::format("must be 0 (the preset's) or >= {:g}", kMinRate));
+  r.Double("attention_factor", c.attention_factor, false, 0, false, kMaxRate);
+  if (c.attention_factor > 0 && (c.attention_factor < 0.1 || c.attention_factor > 2))
+    r.Error("attention_factor", "must be 0 (none) or in [0.1, 2]");
   if (c.fp8_gemm_speedup > 0 && c.peak_fp8_tflops <= 0) {
     r.Error("fp8_gemm_speedup", "needs peak_fp8_tflops (the GPU has no FP8)");
   }

@@ -172,6 +172,9 @@ TEST(PublishedRuns, ShippedPresetsAreTheFit) {
     if (it->second.count("fp8_gemm_speedup")) {
       EXPECT_NEAR(cluster->fp8_gemm_speedup, it->second.at("fp8_gemm_speedup"), 1e-4) << name;
     }
+    if (it->second.count("attention_factor")) {
+      EXPECT_NEAR(cluster->attention_factor, it->second.at("attention_factor"), 1e-4) << name;
+    }
   }
 }
 
@@ -363,7 +366,8 @@ TEST(Calibrate, RecoversKnownParameters) {
   }
   ASSERT_GE(runs.size(), 20u);
   Calibration truth;
-  truth.gpu["h100"] = {{"gemm_efficiency", 0.55}, {"fp8_gemm_speedup", 1.5}};
+  truth.gpu["h100"] = {
+      {"gemm_efficiency", 0.55}, {"fp8_gemm_speedup", 1.5}, {"attention_factor", 1}};
   truth.stack["megatron"] = {{"layer_overhead_us", 150.0},
                              {"tp_overlap", 0.4},
                              {"attention_relative", 0.6},
@@ -374,6 +378,10 @@ TEST(Calibrate, RecoversKnownParameters) {
   for (const calib::Run& r : runs) ptrs.push_back(&r);
   FitOptions options;
   options.prior_weight = 1e-6;
+  // One stack on one GPU determines only the product of the GPU's attention factor and the
+  // stack's attention_relative: the factor is held at the truth's.
+  options.fixed = {"attention_factor"};
+  options.prior.gpu["h100"]["attention_factor"] = 1;
   const FitResult fit = Fit(ptrs, options);
   ASSERT_EQ(fit.free.size(), 7u);  // the four Grok-1 rows (MoE, ep > 1) inform the MoE two
   EXPECT_NEAR(fit.cal.gpu.at("h100").at("gemm_efficiency"), 0.55, 0.01);
