@@ -50,6 +50,7 @@ constexpr BoolFact kBoolFacts[] = {
      &cost::CostParams::fp8_stash_gemm_inputs},
     {"ep_dispatch_per_node", &RunFacts::ep_dispatch_per_node,
      &cost::CostParams::ep_dispatch_per_node},
+    {"pp_p2p_overlap", &RunFacts::pp_p2p_overlap, &cost::CostParams::pp_p2p_overlap},
 };
 
 }  // namespace
@@ -151,7 +152,8 @@ const std::vector<StackInfo>& Stacks() {
        {.tp_comm_overlap = true,
         .compiled = true,
         .fp8_weight_cache = true,
-        .fp8_stash_gemm_inputs = true}},
+        .fp8_stash_gemm_inputs = true,
+        .pp_p2p_overlap = true}},
       {"torchtitan",
        "torchtitan (FSDP2, torch.compile, async TP optional, torchao float8, per-op selective "
        "checkpointing, eager cross-entropy)",

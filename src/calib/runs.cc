@@ -609,6 +609,7 @@ void MapFacts(RowReader& r, Run& run) {
   f.tp_saves_gathered_input = run.stack == "torchtitan";
   f.fp8_weight_cache = run.stack == "megatron";       // Transformer Engine under Megatron / NeMo
   f.fp8_stash_gemm_inputs = run.stack == "megatron";  // its linears save the FP8 input
+  f.pp_p2p_overlap = run.stack == "megatron";         // overlap_p2p_comm (interleaved schedules)
   f.pp_buffers_per_microbatch = run.stack == "torchtitan";
   if (const auto at = sharding.find("group size "); at != std::string::npos) {
     const int64_t g = LeadingCount(sharding.c_str() + at + 11);

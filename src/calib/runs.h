@@ -39,6 +39,7 @@ struct RunFacts {
   // (Megatron passes is_first_microbatch); torchao's float8 linears cast them at every call.
   bool fp8_weight_cache = false;
   bool fp8_stash_gemm_inputs = false;  // cost::CostParams::fp8_stash_gemm_inputs
+  bool pp_p2p_overlap = false;         // cost::CostParams::pp_p2p_overlap
   int64_t fsdp_shard_group = 0;        // HSDP: parameters sharded over this many ranks (0 = all dp)
   // Share of the forward selective recomputation reruns beyond core attention (torchtitan's
   // per-op and per-layer selective checkpointing: 0.5; Megatron's: 0).

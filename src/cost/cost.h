@@ -209,6 +209,12 @@ struct CostParams {
   // al. 2021); false: every tp rank sends its full replica (the CPU engine). Under SP the
   // activation is sequence-sharded either way.
   bool pp_scatter_gather = true;
+  // pp_p2p_overlap: an interleaved pipeline posts each chunk's send (its activation forward, its
+  // gradient backward) and computes the next chunk meanwhile (Megatron-LM's overlap_p2p_comm, on
+  // by default with virtual stages and switched off without them): a send costs only what
+  // outlasts half a chunk's forward and backward. false: every send on the critical path (other
+  // schedules, the CPU engine).
+  bool pp_p2p_overlap = false;
 };
 
 // Memory per GPU of the most loaded pipeline stage, in bytes, by category.

@@ -252,7 +252,10 @@ StageTime StageMicrobatchTime(const Terms& t, const Stage& s) {
           (s.first ? t.tp_embed_s : 0.0) + (s.last ? t.tp_head_s : 0.0);
   st.cp = s.layers * t.cp_layer_s;
   st.ep = s.moe_layers * t.ep_layer_s;
-  st.pp = s.sends * t.pp_send_s;
+  // Overlapped (interleaved, CostParams::pp_p2p_overlap): each send behind half of one chunk's
+  // forward + backward, the stage's micro-batch compute over its V chunks.
+  st.pp = s.sends *
+          (t.pp_overlap ? std::max(0.0, t.pp_send_s - st.compute / (2.0 * t.V)) : t.pp_send_s);
   return st;
 }
 

@@ -804,6 +804,7 @@ void ComputeTerms(const Context& ctx, const Layout& l, Terms& t) {
   const bool split = l.sp || ctx.params().pp_scatter_gather;
   t.pp_bytes_send = t.tokens * static_cast<double>(md.hidden) * t.elem_bytes / (split ? t.tp : 1.0);
   t.pp_send_s = t.pp > 1 ? P2pTime(t.pp_link, t.pp_bytes_send) : 0.0;
+  t.pp_overlap = ctx.params().pp_p2p_overlap && t.V > 1;
 }
 
 }  // namespace pentamesh::cost::internal

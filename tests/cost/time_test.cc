@@ -252,6 +252,50 @@ TEST(CommBytes, PipelineContextAndExpert) {
   EXPECT_DOUBLE_EQ(last.ep, 2 * 2 * a2a);
 }
 
+// Interleaved pipelines that overlap their sends (CostParams::pp_p2p_overlap, Megatron's
+// overlap_p2p_comm): a send costs what outlasts half a chunk's forward + backward, by hand on one
+// stage; other schedules keep every send on the critical path.
+TEST(PipelineP2p, OverlappedSendsCostWhatOutlastsHalfAChunk) {
+  internal::Terms t;
+  t.V = 4;
+  t.time_dense_layer_s = 2e-3;  // 8 layers: 16 ms a micro-batch, 4 ms a chunk
+  t.pp_send_s = 3e-3;
+  internal::Stage s;
+  s.layers = 8;
+  s.sends = 8;
+  const internal::StageTime exposed = internal::StageMicrobatchTime(t, s);
+  EXPECT_DOUBLE_EQ(exposed.pp, 8 * 3e-3);
+  t.pp_overlap = true;
+  EXPECT_DOUBLE_EQ(internal::StageMicrobatchTime(t, s).pp, 8 * (3e-3 - 16e-3 / (2 * 4)));
+  t.pp_send_s = 1e-3;  // shorter than half a chunk: hidden
+  EXPECT_DOUBLE_EQ(internal::StageMicrobatchTime(t, s).pp, 0.0);
+
+  // Through the estimate: only interleaved schedules take it, and compute is unchanged.
+  const spec::ModelSpec m = *spec::LoadModel("llama3-70b");
+  const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 64);
+  const spec::TrainSpec tr = testing::Train(8192, 256);
+  CostParams p;
+  for (const Layout& l : {Layout{.dp = 2,
+                         .tp = 4,
+                         .pp = 8,
+                         .schedule = spec::Schedule::kInterleaved,
+                         .virtual_stages = 5},
+                          Layout{.dp = 2, .tp = 4, .pp = 8}}) {
+    p.pp_p2p_overlap = false;
+    const Estimate base = EstimateLayout(m, c, tr, l, p);
+    p.pp_p2p_overlap = true;
+    const Estimate overlapped = EstimateLayout(m, c, tr, l, p);
+    ASSERT_GT(base.time.pp, 0);
+    EXPECT_DOUBLE_EQ(overlapped.time.compute, base.time.compute);
+    EXPECT_DOUBLE_EQ(overlapped.comm_bytes.pp, base.comm_bytes.pp);
+    if (l.schedule == spec::Schedule::kInterleaved) {
+      EXPECT_LT(overlapped.time.pp, base.time.pp);
+    } else {
+      EXPECT_DOUBLE_EQ(overlapped.time.pp, base.time.pp);
+    }
+  }
+}
+
 TEST(Links, TensorParallelInsideANodeIsFasterThanAcross) {
   // Same bytes, same GPU count: TP = 8 in a node vs a TP-like CP group that crosses nodes.
   const spec::ModelSpec m = *spec::LoadModel("llama3-70b");
