@@ -234,6 +234,7 @@ core::Result<Imported> ImportMegatron(const std::string& name, const std::string
 
 void CostAsImported(const Imported& im, cost::CostParams& params) {
   if (im.ep_dispatch_per_node) params.ep_dispatch_per_node = *im.ep_dispatch_per_node;
+  if (im.pp_p2p_overlap) params.pp_p2p_overlap = *im.pp_p2p_overlap;
 }
 
 core::Result<Imported> ImportText(const std::string& name, const std::string& text,

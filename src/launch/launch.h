@@ -131,12 +131,17 @@ struct Imported {
   // HybridEP, or the older --moe-enable-deepep) sends a token once per remote node
   // (cost::CostParams::ep_dispatch_per_node); alltoall and allgather do not.
   std::optional<bool> ep_dispatch_per_node;
+  // Whether an interleaved pipeline overlaps its sends with compute, when the file runs one
+  // (cost::CostParams::pp_p2p_overlap): Megatron-LM's default, off with
+  // --no-overlap-p2p-communication; Megatron-DeepSpeed's opt-in --overlap-p2p-communication.
+  std::optional<bool> pp_p2p_overlap;
   // Capability rules about the models pentamesh writes for the engine that do not bind this file:
   // it names a model the engine registers itself (torchtitan's deepseek_v3 or llama4 flavors).
   std::vector<std::string> waived_rules;
 };
 
-// The stack facts the file states, over a profile's params: its MoE dispatcher.
+// The stack facts the file states, over a profile's params: its MoE dispatcher and whether its
+// interleaved pipeline overlaps sends.
 void CostAsImported(const Imported& im, cost::CostParams& params);
 
 // The capability rules the imported run breaks: Violations less im.waived_rules.

@@ -859,6 +859,16 @@ core::Status ReadMegatronFlags(const std::string& name,
     ReadRecomputeModules(r, l, out.notes);
   }
   if (!ds && out.model.is_moe()) PM_RETURN_IF_ERROR(ReadDispatcher(r, out));
+  if (l.schedule == spec::Schedule::kInterleaved) {
+    // Megatron-LM overlaps an interleaved pipeline's sends unless told not to; Megatron-DeepSpeed
+    // only when asked (cost::CostParams::pp_p2p_overlap).
+    out.pp_p2p_overlap =
+        ds ? r.Has("--overlap-p2p-communication") : !r.Has("--no-overlap-p2p-communication");
+    out.notes.push_back(fmt::format(
+        "interleaved pipeline: sends {} (pp_p2p_overlap), whatever the "
+        "stack profile says",
+        *out.pp_p2p_overlap ? "overlapped with the next chunk's compute" : "on the critical path"));
+  }
   PM_RETURN_IF_ERROR(ReadBatch(r, out.train));
   l.ep_placement = l.ep > 1 ? spec::EpPlacement::kFolded : spec::EpPlacement::kSeparate;
   return core::Status::Ok();

@@ -722,6 +722,41 @@ TEST(LaunchEmit, PerNodeDispatchIsWhatWasCosted) {
   }
 }
 
+// An interleaved Megatron pipeline overlaps its sends unless the file says
+// --no-overlap-p2p-communication (cost::CostParams::pp_p2p_overlap): import-config costs what the
+// file runs; a plain 1F1B pipeline states nothing.
+TEST(LaunchImport, InterleavedSendOverlapIsWhatTheFileRuns) {
+  auto model = spec::LoadModel("llama3-8b");
+  ASSERT_TRUE(model.ok());
+  const char* layout = "dp=8 tp=2 pp=4 zero=1 schedule=interleaved:2";
+  Emitted e = EmitOrDie(Engine::kMegatron, *model, 64, "pretrain-4k", layout);
+  std::string sh = e.files.at("train.sh");
+  ExpectParserAccepts(Engine::kMegatron, sh, layout);
+  ImportOptions o;
+  o.gpus = 64;
+  auto im = ImportText("train.sh", sh, ".", o);
+  ASSERT_TRUE(im.ok()) << im.status().message();
+  ASSERT_TRUE(im->pp_p2p_overlap.has_value());
+  EXPECT_TRUE(*im->pp_p2p_overlap);
+  cost::CostParams params;
+  CostAsImported(*im, params);
+  EXPECT_TRUE(params.pp_p2p_overlap);
+  // The same script with the flag that turns it off.
+  const size_t at = sh.find("--num-virtual-stages-per-pipeline-rank");
+  ASSERT_NE(at, std::string::npos);
+  sh.insert(at, "--no-overlap-p2p-communication ");
+  auto off = ImportText("train.sh", sh, ".", o);
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  ASSERT_TRUE(off->pp_p2p_overlap.has_value());
+  EXPECT_FALSE(*off->pp_p2p_overlap);
+  CostAsImported(*off, params);
+  EXPECT_FALSE(params.pp_p2p_overlap);
+  Emitted plain = EmitOrDie(Engine::kMegatron, *model, 64, "pretrain-4k", "dp=8 tp=2 pp=4 zero=1");
+  auto plain_im = ImportText("train.sh", plain.files.at("train.sh"), ".", o);
+  ASSERT_TRUE(plain_im.ok());
+  EXPECT_FALSE(plain_im->pp_p2p_overlap.has_value());
+}
+
 // Module-level selective recomputation: Megatron gets --recompute-modules with the layout's words
 // (each its own argument, as its nargs '+' parser takes them), import reads the list back; the
 // engines without a module list refuse by rule.
