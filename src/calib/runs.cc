@@ -532,6 +532,18 @@ void MapTrain(RowReader& r, Run& run) {
   t.seq_len = run.model.max_seq_len;
   const std::string precision = Lower(r.Text("parallelism", "precision"));
   run.facts.fp8 = Has(precision, "fp8") || Has(precision, "float8");
+  // FP4 training (NVFP4, MXFP4 recipes) is costed as FP8, said so: FP4 GEMMs in training (which
+  // layers and passes run in FP4) are not modelled and have no calibrated speedup.
+  if (!run.facts.fp8 && (Has(precision, "fp4") || Has(precision, "float4"))) {
+    run.facts.fp8 = true;
+    run.assumptions.push_back(fmt::format(
+        "precision '{}': FP4 training costed as FP8 (FP4 training GEMMs are not modelled)",
+        precision));
+  } else if (!run.facts.fp8 && Has(precision, "tf32") && !Has(precision, "bf16") &&
+             !Has(precision, "fp16")) {
+    run.assumptions.push_back(fmt::format(
+        "precision '{}': costed as BF16 (the model has no TF32 training rate)", precision));
+  }
   run.facts.fp8_rowwise = run.facts.fp8 && Has(precision, "rowwise");
   t.precision = run.facts.fp8 ? spec::Precision::kFp8 : spec::Precision::kBf16;
   run.facts.fp32_grads = Has(precision, "fp32 reduce") || Has(precision, "fp32 grad");

@@ -131,8 +131,8 @@ struct Terms {
   double tp_dense_layer_s = 0, tp_moe_layer_s = 0, cp_layer_s = 0, ep_layer_s = 0;
   double tp_embed_s = 0, tp_head_s = 0;
   double pp_send_s = 0;  // one activation (or gradient) send between stages
-  bool pp_overlap =
-      false;  // sends hidden behind half a chunk's compute (CostParams::pp_p2p_overlap)
+  // Sends hidden behind half a chunk's compute (CostParams::pp_p2p_overlap, interleaved only).
+  bool pp_overlap = false;
   // Bytes sent per layer and micro-batch, per group.
   double tp_bytes_dense_layer = 0, tp_bytes_moe_layer = 0, cp_bytes_layer = 0;
   double ep_bytes_layer = 0, tp_bytes_embed = 0, tp_bytes_head = 0, pp_bytes_send = 0;

@@ -624,6 +624,31 @@ TEST(RowReading, ShardingWords) {
   EXPECT_TRUE(Assumed(ReadOne(row), "names no sharding stage"));
 }
 
+// Precision words: FP8 in any recipe's words; FP4 training (NVFP4, MXFP4) costed as FP8 and
+// said so, never silently as BF16; TF32 costed as BF16, said so.
+TEST(RowReading, PrecisionWords) {
+  const std::vector<std::tuple<const char*, bool, const char*>> cases = {
+      {"bf16", false, nullptr},
+      {"amp_bf16", false, nullptr},
+      {"fp16", false, nullptr},
+      {"fp8 (delayed scaling)", true, nullptr},
+      {"mxfp8", true, nullptr},
+      {"FP8 hybrid, current scaling", true, nullptr},
+      {"nvfp4", true, "FP4 training costed as FP8"},
+      {"MXFP4 (experts)", true, "FP4 training costed as FP8"},
+      {"tf32", false, "no TF32 training rate"},
+  };
+  for (const auto& [words, fp8, assumed] : cases) {
+    nlohmann::json row = DenseRow();
+    row["parallelism"]["precision"] = words;
+    const calib::Run run = ReadOne(row);
+    ASSERT_TRUE(run.usable()) << words << ": " << run.unusable;
+    EXPECT_EQ(run.facts.fp8, fp8) << words;
+    EXPECT_EQ(run.train.precision == spec::Precision::kFp8, fp8) << words;
+    EXPECT_EQ(Assumed(run, assumed ? assumed : "precision '"), assumed != nullptr) << words;
+  }
+}
+
 // pipeline_schedule is read with the layout's own schedule words (spec::LayoutFields), so the
 // row format says every schedule the layout has, and a row written by RunRowJson reads back.
 TEST(RowReading, ScheduleWords) {
