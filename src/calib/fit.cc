@@ -382,9 +382,10 @@ core::Status WritePresets(const ShippedFit& fit, const std::string& presets_dir)
     if (it == fit.gpu.end()) continue;
     const std::string path = presets_dir + "/clusters/" + name + ".toml";
     PM_ASSIGN_OR_RETURN(std::string text, spec::ReadFile(path));
-    for (const char* key : {"gemm_efficiency", "fp8_gemm_speedup", "attention_factor"}) {
-      if (const auto v = it->second.find(key); v != it->second.end()) {
-        text = SetKey(text, key, v->second);
+    for (const ParamDef& def : ParamDefs()) {  // the GPU-scoped parameters the fit found
+      if (def.scope != Scope::kGpu) continue;
+      if (const auto v = it->second.find(def.name); v != it->second.end()) {
+        text = SetKey(text, def.name, v->second);
       }
     }
     if (const core::Status st = core::WriteFileAtomic(path, text); !st.ok())
