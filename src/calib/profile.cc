@@ -177,6 +177,13 @@ const std::vector<StackInfo>& Stacks() {
   return stacks;
 }
 
+const StackInfo* FindStack(const std::string& name) {
+  for (const StackInfo& info : Stacks()) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // The [stack] table's keys, each a string field of the profile; the reader and ProfileToml walk

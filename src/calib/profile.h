@@ -80,6 +80,8 @@ struct StackInfo {
   RunFacts defaults;
 };
 const std::vector<StackInfo>& Stacks();
+// The stack named `name` among Stacks(), or null.
+const StackInfo* FindStack(const std::string& name);
 // The stack the planner uses when none is named.
 inline constexpr const char* kDefaultStack = "megatron";
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <regex>
 
+#include "calib/profile.h"
 #include "core/numeric.h"
 #include "core/output.h"
 #include "spec/json_input.h"
@@ -589,18 +590,24 @@ void MapTrain(RowReader& r, Run& run) {
   t.total_tokens = 1e12;
 }
 
+// What the row says of its stack's policies. run.facts starts as the stack's profile defaults
+// (MapRow: calib/profile.cc Stacks(), the one place a stack's policies are written); this changes
+// only what the row itself tells.
 void MapFacts(RowReader& r, Run& run) {
   const std::string date = r.Text("source", "date");
   const std::string notes = Lower(r.Text("parallelism", "notes") + " " + r.Text("source", "notes"));
   const std::string sharding = Lower(r.Text("parallelism", "data_parallel_sharding"));
   RunFacts& f = run.facts;
-  const bool megatron_2021_22 = run.stack == "megatron" && !date.empty() && date < "2023";
-  f.flash_attention = !megatron_2021_22;
-  f.dropout = megatron_2021_22;
-  if (megatron_2021_22) f.fp32_grads = true;
+  if (run.stack == "megatron" && !date.empty() && date < "2023") {
+    // Megatron-LM 2021-22: before FlashAttention, GPT-3-era dropout, fp32 main grads.
+    f.flash_attention = false;
+    f.dropout = true;
+    f.fp32_grads = true;
+  }
   f.grad_overlap = !Has(sharding, "ddp-impl=local");
   // NeMo's performance recipes (dgxc, NeMo's published tables) run Transformer Engine's TP
-  // communication overlap whenever sequence parallelism is on.
+  // communication overlap whenever sequence parallelism is on; other rows only when they say so
+  // (the stack's default is the planner's, for a new run).
   const bool nemo_recipe = run.group == "dgxc_v24.11.1" || run.group == "nemo_24.07" ||
                            Has(notes, "nemo framework performance");
   f.tp_comm_overlap = (nemo_recipe && run.layout.sp && run.layout.tp > 1) ||
@@ -608,21 +615,13 @@ void MapFacts(RowReader& r, Run& run) {
                       Has(notes, "asynctp") ||
                       (Lower(run.id).size() > 8 && Lower(run.id).ends_with("-asynctp"));
   if (Has(notes, "vanillatp")) f.tp_comm_overlap = false;
-  f.compiled = Has(notes, "torch.compile") || Has(Lower(run.id), "torch.compile") ||
-               run.stack == "maxtext" || run.stack == "megatron";
-  if (run.stack == "torchtitan" && run.layout.recompute == spec::Recompute::kSelective) {
-    f.selective_forward_share = 0.5;
-    f.selective_op_sac = true;
-  }
+  // torchtitan compiles only when its job config says so (compile.enable is off by default): its
+  // rows are compiled when they say so; the planner's torchtitan profile assumes a compiled run.
+  const bool says_compiled = Has(notes, "torch.compile") || Has(Lower(run.id), "torch.compile");
+  f.compiled = says_compiled || (f.compiled && run.stack != "torchtitan");
   // torchtitan's loss is PyTorch's cross_entropy on the fp32-cast logits, compiled with the model
   // only from 2025 (its compile components gained "loss").
-  f.unfused_cross_entropy = run.stack == "torchtitan" && !(f.compiled && date >= "2025");
-  f.fsdp_unsharded_with_pp = run.stack == "torchtitan";
-  f.tp_saves_gathered_input = run.stack == "torchtitan";
-  f.fp8_weight_cache = run.stack == "megatron";       // Transformer Engine under Megatron / NeMo
-  f.fp8_stash_gemm_inputs = run.stack == "megatron";  // its linears save the FP8 input
-  f.pp_p2p_overlap = run.stack == "megatron";         // overlap_p2p_comm (interleaved schedules)
-  f.pp_buffers_per_microbatch = run.stack == "torchtitan";
+  f.unfused_cross_entropy = f.unfused_cross_entropy && !(f.compiled && date >= "2025");
   if (const auto at = sharding.find("group size "); at != std::string::npos) {
     const int64_t g = LeadingCount(sharding.c_str() + at + 11);
     if (g > 0 && g < run.layout.dp) f.fsdp_shard_group = g;
@@ -773,8 +772,11 @@ Run MapRow(const json& row, const std::string& id, std::string& error) {
   run.group = r.Text("source", "group");
   run.software = r.Text("source", "software");
   run.stack = StackForSoftware(run.software, run.group);
-  if (run.stack.empty())
+  if (const StackInfo* info = FindStack(run.stack)) {
+    run.facts = info->defaults;  // the Map* steps change what the row says
+  } else {
     run.unusable = fmt::format("software '{}' has no stack profile", run.software);
+  }
   MapCluster(r, run);
   if (run.usable()) MapModel(r, run);
   if (run.usable()) MapLayout(r, run);

@@ -649,6 +649,55 @@ TEST(RowReading, PrecisionWords) {
   }
 }
 
+// A row's stack policies are its stack profile's defaults (calib::Stacks(), the one place they
+// are written) except what the row itself says: torchtitan compiles only when the row says so,
+// Megatron-LM 2021-22 predates FlashAttention, TP overlap is read from the row's words.
+TEST(RowReading, StackPoliciesAreTheProfileDefaults) {
+  const std::vector<std::pair<const char*, const char*>> stacks = {{"Megatron-Core", "megatron"},
+                                                                   {"torchtitan", "torchtitan"},
+                                                                   {"MaxText", "maxtext"},
+                                                                   {"llm-foundry", "llm-foundry"},
+                                                                   {"DeepSpeed", "deepspeed"}};
+  for (const auto& [software, stack] : stacks) {
+    nlohmann::json row = DenseRow();
+    row["source"]["software"] = software;
+    const calib::Run run = ReadOne(row);
+    ASSERT_TRUE(run.usable()) << software << ": " << run.unusable;
+    ASSERT_EQ(run.stack, stack);
+    const calib::StackInfo* info = calib::FindStack(stack);
+    ASSERT_NE(info, nullptr) << stack;
+    const calib::RunFacts& d = info->defaults;
+    const calib::RunFacts& f = run.facts;
+    EXPECT_EQ(f.fp8_weight_cache, d.fp8_weight_cache) << stack;
+    EXPECT_EQ(f.fp8_stash_gemm_inputs, d.fp8_stash_gemm_inputs) << stack;
+    EXPECT_EQ(f.pp_p2p_overlap, d.pp_p2p_overlap) << stack;
+    EXPECT_EQ(f.fsdp_unsharded_with_pp, d.fsdp_unsharded_with_pp) << stack;
+    EXPECT_EQ(f.tp_saves_gathered_input, d.tp_saves_gathered_input) << stack;
+    EXPECT_EQ(f.pp_buffers_per_microbatch, d.pp_buffers_per_microbatch) << stack;
+    EXPECT_EQ(f.selective_op_sac, d.selective_op_sac) << stack;
+    EXPECT_EQ(f.selective_forward_share, d.selective_forward_share) << stack;
+    EXPECT_EQ(f.flash_attention, d.flash_attention) << stack;
+    EXPECT_FALSE(f.tp_comm_overlap) << stack;  // the row does not say so
+    // torchtitan: compiled (and its loss with it, from 2025) only when the row says so.
+    EXPECT_EQ(f.compiled, std::string(stack) != "torchtitan" && d.compiled) << stack;
+    EXPECT_EQ(f.unfused_cross_entropy, d.unfused_cross_entropy) << stack;
+  }
+  EXPECT_EQ(calib::FindStack("no-such-stack"), nullptr);
+  nlohmann::json titan = DenseRow();
+  titan["source"]["software"] = "torchtitan";
+  titan["parallelism"]["notes"] = "torch.compile, async TP";
+  const calib::Run compiled = ReadOne(titan);
+  EXPECT_TRUE(compiled.facts.compiled);
+  EXPECT_FALSE(compiled.facts.unfused_cross_entropy);  // 2025: the loss compiles with the model
+  EXPECT_TRUE(compiled.facts.tp_comm_overlap);
+  nlohmann::json old = DenseRow();
+  old["source"]["date"] = "2021-04";
+  const calib::Run megatron2021 = ReadOne(old);
+  EXPECT_FALSE(megatron2021.facts.flash_attention);
+  EXPECT_TRUE(megatron2021.facts.dropout);
+  EXPECT_TRUE(megatron2021.facts.fp32_grads);
+}
+
 // pipeline_schedule is read with the layout's own schedule words (spec::LayoutFields), so the
 // row format says every schedule the layout has, and a row written by RunRowJson reads back.
 TEST(RowReading, ScheduleWords) {
