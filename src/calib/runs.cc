@@ -606,15 +606,28 @@ void MapFacts(RowReader& r, Run& run) {
   }
   f.grad_overlap = !Has(sharding, "ddp-impl=local");
   // NeMo's performance recipes (dgxc, NeMo's published tables) run Transformer Engine's TP
-  // communication overlap whenever sequence parallelism is on; other rows only when they say so
-  // (the stack's default is the planner's, for a new run).
+  // communication overlap whenever sequence parallelism is on, and so do Megatron-Bridge's Llama 3
+  // recipes (recipes/llama/llama3.py, v0.2.0 to v0.4.0: CommOverlapConfig(tp_comm_overlap=True)
+  // for 70B and 405B; its performance scripts add the userbuffers configs). Bridge's Qwen3 H100,
+  // DeepSeek and GPT-OSS recipes leave it off. Other rows only when they say so (the stack's
+  // default is the planner's, for a new run).
+  const bool bridge_llama = Has(Lower(run.software), "megatron-bridge") &&
+                            Has(Lower(r.Text("model", "family") + " " + run.model.name), "llama");
   const bool nemo_recipe = run.group == "dgxc_v24.11.1" || run.group == "nemo_24.07" ||
-                           Has(notes, "nemo framework performance");
-  f.tp_comm_overlap = (nemo_recipe && run.layout.sp && run.layout.tp > 1) ||
-                      Has(notes, "tp-comm-overlap") || Has(notes, "async tp") ||
-                      Has(notes, "asynctp") ||
-                      (Lower(run.id).size() > 8 && Lower(run.id).ends_with("-asynctp"));
+                           Has(notes, "nemo framework performance") || bridge_llama;
+  const bool says_overlap = Has(notes, "tp-comm-overlap") || Has(notes, "async tp") ||
+                            Has(notes, "asynctp") ||
+                            (Lower(run.id).size() > 8 && Lower(run.id).ends_with("-asynctp"));
+  const bool recipe_overlap = nemo_recipe && run.layout.sp && run.layout.tp > 1;
+  f.tp_comm_overlap = says_overlap || recipe_overlap;
   if (Has(notes, "vanillatp")) f.tp_comm_overlap = false;
+  if (f.tp_comm_overlap && recipe_overlap && !says_overlap) {
+    run.assumptions.push_back(
+        bridge_llama ? "TP communication overlap: Megatron-Bridge's Llama 3 recipe runs it "
+                       "(tp_comm_overlap=True with sequence parallelism), not a row field"
+                     : "TP communication overlap: NeMo's performance recipe runs it with sequence "
+                       "parallelism, not a row field");
+  }
   // torchtitan compiles only when its job config says so (compile.enable is off by default): its
   // rows are compiled when they say so; the planner's torchtitan profile assumes a compiled run.
   const bool says_compiled = Has(notes, "torch.compile") || Has(Lower(run.id), "torch.compile");

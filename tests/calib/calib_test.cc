@@ -698,6 +698,33 @@ TEST(RowReading, StackPoliciesAreTheProfileDefaults) {
   EXPECT_TRUE(megatron2021.facts.fp32_grads);
 }
 
+// Megatron-Bridge's Llama 3 recipes run TP communication overlap with sequence parallelism
+// (recipes/llama/llama3.py: tp_comm_overlap=True); its other recipes and rows of other software
+// do not unless the row says so. The recipe's overlap is stated per row.
+TEST(RowReading, BridgeLlamaRecipeOverlapsTp) {
+  nlohmann::json row = DenseRow();
+  row["source"]["software"] = "Megatron-Bridge / Megatron-Core (NeMo 26.04 container)";
+  row["parallelism"]["tp"] = 4;
+  row["parallelism"]["dp"] = 2;
+  row["parallelism"]["sequence_parallel"] = true;
+  const calib::Run llama = ReadOne(row);
+  ASSERT_TRUE(llama.usable()) << llama.unusable;
+  EXPECT_TRUE(llama.facts.tp_comm_overlap);
+  EXPECT_TRUE(Assumed(llama, "Megatron-Bridge's Llama 3 recipe runs it"));
+  row["parallelism"]["sequence_parallel"] = false;  // the recipe overlaps TP under SP only
+  EXPECT_FALSE(ReadOne(row).facts.tp_comm_overlap);
+  row["parallelism"]["sequence_parallel"] = true;
+  row["model"]["family"] = "Qwen3";  // Bridge's Qwen3 H100 recipe: tp_comm_overlap=False
+  row["model"]["name"] = "Qwen3-32B";
+  const calib::Run qwen = ReadOne(row);
+  EXPECT_FALSE(qwen.facts.tp_comm_overlap);
+  EXPECT_FALSE(Assumed(qwen, "TP communication overlap"));
+  row["parallelism"]["notes"] = "tp-comm-overlap";  // said by the row: taken, no assumption
+  const calib::Run said = ReadOne(row);
+  EXPECT_TRUE(said.facts.tp_comm_overlap);
+  EXPECT_FALSE(Assumed(said, "TP communication overlap"));
+}
+
 // pipeline_schedule is read with the layout's own schedule words (spec::LayoutFields), so the
 // row format says every schedule the layout has, and a row written by RunRowJson reads back.
 TEST(RowReading, ScheduleWords) {
