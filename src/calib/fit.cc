@@ -113,7 +113,8 @@ std::vector<FreeParam> InformedParams(const std::vector<const Run*>& runs,
     if (r->facts.tp_comm_overlap && r->layout.tp > 1) add("tp_overlap", r->stack);
     if (!r->facts.compiled) add("eager_traffic", r->stack);
     if (r->model.is_moe()) add("expert_gemm_us", r->stack);
-    if (r->model.is_moe() && r->layout.ep > 1) add("ep_overlap", r->stack);
+    if (r->facts.ep_a2a_overlap && r->model.is_moe() && r->layout.ep > 1)
+      add("ep_overlap", r->stack);
   }
   std::sort(free.begin(), free.end(), [](const FreeParam& a, const FreeParam& b) {
     return std::pair(std::string(a.def->name), a.key) < std::pair(std::string(b.def->name), b.key);

@@ -51,6 +51,7 @@ constexpr BoolFact kBoolFacts[] = {
     {"ep_dispatch_per_node", &RunFacts::ep_dispatch_per_node,
      &cost::CostParams::ep_dispatch_per_node},
     {"pp_p2p_overlap", &RunFacts::pp_p2p_overlap, &cost::CostParams::pp_p2p_overlap},
+    {"ep_a2a_overlap", &RunFacts::ep_a2a_overlap, nullptr},
 };
 
 }  // namespace
@@ -74,7 +75,8 @@ const std::vector<ParamDef>& ParamDefs() {
       {"expert_gemm_us", Scope::kStack, 0.0, 500.0, 10.0,
        "microseconds each local expert's GEMM costs beyond its FLOPs in the grouped kernel"},
       {"ep_overlap", Scope::kStack, 0.0, 0.95, 0.25,
-       "share of the EP all-to-all hidden behind compute (a2a overlap, DeepEP)"},
+       "share of the EP all-to-all hidden when the run overlaps it (Megatron-Core's "
+       "--overlap-moe-expert-parallel-comm)"},
       {"attention_factor", Scope::kGpu, 0.5, 1.5, 1.0,
        "the GPU's flash-attention rate relative to its GEMMs, a factor on the stack's"},
   };
@@ -113,7 +115,7 @@ void ApplyCalibration(const Calibration& cal, const std::string& stack, const Ru
   params.layer_overhead_s = cal.Get(*FindParam("layer_overhead_us"), stack) * 1e-6;
   params.attention_relative = cal.Get(*FindParam("attention_relative"), stack);
   params.expert_gemm_overhead_s = cal.Get(*FindParam("expert_gemm_us"), stack) * 1e-6;
-  params.ep_overlap = cal.Get(*FindParam("ep_overlap"), stack);
+  params.ep_overlap = facts.ep_a2a_overlap ? cal.Get(*FindParam("ep_overlap"), stack) : 0.0;
   // Serving's forward-only attention: the prior, not the training fit (cost::CostParams).
   params.inference_attention_relative = FindParam("attention_relative")->start;
   params.selective_forward_share = facts.selective_forward_share;

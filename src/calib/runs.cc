@@ -762,15 +762,22 @@ void MapDispatcher(RowReader& r, Run& run) {
           : fmt::format("token dispatcher {}: costed as an all-to-all dispatch and combine over ep",
                         kind));
   // Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm, Bridge's moe_a2a_overlap):
-  // read and stated, not costed (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
+  // the row or its recipe names it (RunFacts::ep_a2a_overlap), else the stack's default.
   const bool overlap_off = Has(words, "moe_a2a_overlap=false") || Has(words, "no ep overlap");
-  const bool overlap =
+  const bool overlap_on =
       !overlap_off && (Has(words, "moe_a2a_overlap") || Has(words, "overlap_moe_expert_parallel") ||
                        Has(words, "overlap-moe-expert-parallel"));
-  if (overlap && run.layout.ep > 1) {
+  if (overlap_on || overlap_off) run.facts.ep_a2a_overlap = overlap_on;
+  if (run.layout.ep > 1) {
     run.assumptions.push_back(
-        "EP all-to-all overlap (overlap_moe_expert_parallel_comm) named by the row: not costed, "
-        "the all-to-alls are charged in full");
+        run.facts.ep_a2a_overlap
+            ? std::string("EP all-to-all overlap (overlap_moe_expert_parallel_comm) ") +
+                  (overlap_on ? "named by the row" : "the stack's default") +
+                  ": the stack's fitted ep_overlap share of the all-to-alls hidden"
+            : std::string("EP all-to-all not overlapped (") +
+                  (overlap_off ? "the row says moe_a2a_overlap=False"
+                               : "the row names no overlap_moe_expert_parallel_comm") +
+                  "): the all-to-alls charged in full");
   }
   const bool forced = Has(words, "force-balanc") || Has(words, "force balanc") ||
                       Has(words, "force_load_balancing") || Has(words, "forced balanc");

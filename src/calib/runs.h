@@ -55,6 +55,10 @@ struct RunFacts {
   bool transient_workspaces = true;
   // DeepEP / HybridEP (Megatron's flex dispatcher): a token crosses to a remote node once.
   bool ep_dispatch_per_node = false;
+  // Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm, Megatron-Bridge's
+  // moe_a2a_overlap): the all-to-alls run beside another micro-batch's compute, the fitted
+  // ep_overlap share of them hidden; without it they are charged in full.
+  bool ep_a2a_overlap = false;
 };
 
 struct Run {

@@ -38,6 +38,8 @@ constexpr DroppedFlag kDroppedFlags[] = {
      "the aux-loss-free expert bias is not modelled (the aux loss is)"},
     {"--tp-comm-overlap", false, "TP communication overlap follows the --stack profile"},
     {"--moe-shared-expert-overlap", false, "shared-expert overlap follows the --stack profile"},
+    {"--overlap-moe-expert-parallel-comm", false,
+     "EP all-to-all overlap follows the --stack profile ([defaults] ep_a2a_overlap)"},
     {"--cpu-optimizer", true, "the optimizer on the CPU is not modelled (costed on the GPU)"},
     {"--random-ltd", true, "random layer token drop is not modelled"},
     {"--num-experts-switch", true, "Megatron-LM's switch MLP is not read (DeepSpeed-MoE is)"},

@@ -55,15 +55,18 @@ TEST(GoodputCli, Llama3405bMatchesTheClosedFormWorkedInDocs) {
   EXPECT_NEAR(write_s, 107.17, 0.005);
   EXPECT_NEAR(lost_s, 867.67, 0.005);
   EXPECT_NEAR(goodput, 0.91964, 0.000005);
-  EXPECT_NEAR(days, 61.25, 0.005);
-  EXPECT_NEAR(days_lost, 5.35, 0.005);
+  EXPECT_NEAR(days, 60.95, 0.005);
+  EXPECT_NEAR(days_lost, 5.33, 0.005);
   // With no flag every input is a default, and the JSON says so.
   EXPECT_EQ(j["goodput_inputs"]["defaults"].size(), 6u);
   EXPECT_EQ(j["goodput_inputs"]["checkpoint_mode"], "async");
 }
 
 TEST(GoodputCli, RankGoodputOrdersByEffectiveThroughput) {
-  const CliRun by_goodput = Pentamesh(kPlan + "--top 5 --rank goodput --json");
+  // On a file system half as fast as Tectonic's the checkpoint's size weighs enough that the two
+  // rankings part (at Tectonic's 2 TB/s they agree to 0.03%: docs/COST_MODEL.md).
+  const std::string slow_fs = "--storage-write-gbps 1000 --storage-read-gbps 1000 ";
+  const CliRun by_goodput = Pentamesh(kPlan + slow_fs + "--top 5 --rank goodput --json");
   ASSERT_EQ(by_goodput.exit_code, 0) << by_goodput.err;
   const auto top = nlohmann::json::parse(by_goodput.out)["top"];
   ASSERT_EQ(top.size(), 5u);
@@ -73,7 +76,7 @@ TEST(GoodputCli, RankGoodputOrdersByEffectiveThroughput) {
   for (size_t i = 1; i < top.size(); ++i) EXPECT_GE(effective(top[i - 1]), effective(top[i]));
   // Throughput's best checkpoints 13 GB a rank; goodput's best holds less state and wins after
   // failures although its step is slower.
-  const CliRun by_speed = Pentamesh(kPlan + "--top 1 --json");
+  const CliRun by_speed = Pentamesh(kPlan + slow_fs + "--top 1 --json");
   ASSERT_EQ(by_speed.exit_code, 0) << by_speed.err;
   const auto fastest = nlohmann::json::parse(by_speed.out)["top"][0];
   EXPECT_NE(fastest["layout"]["text"], top[0]["layout"]["text"]);
