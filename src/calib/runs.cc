@@ -210,6 +210,23 @@ void MapDeepSeekV3(const std::string& f, Run& run) {
       "first 3 layers dense");
 }
 
+// Llama 4 Maverick's published config (meta-llama/Llama-4-Maverick-17B-128E config.json,
+// interleave_moe_layer_step 2): every other layer is MoE, from the second (Megatron's
+// --moe-layer-freq ([0,1]*24)); the dense layers' FFN is ffn_hidden_size (intermediate_size_mlp
+// 16,384), the experts' moe_ffn_hidden_size (8,192). The row format has no field for the pattern.
+// Scout (16 experts) is MoE in every layer.
+void MapLlama4Maverick(const std::string& f, Run& run) {
+  spec::ModelSpec& m = run.model;
+  const bool llama4 = Has(f, "llama 4") || Has(f, "llama4") || Has(f, "llama-4");
+  if (!llama4 || !Has(f, "maverick") || m.moe.experts != 128 || m.layers % 2 != 0) return;
+  m.moe.first_dense_layers = 1;
+  m.moe.moe_layer_freq = 2;
+  run.assumptions.push_back(fmt::format(
+      "Llama 4 Maverick's published config: interleave_moe_layer_step 2, {} of the {} layers MoE "
+      "(every other, from the second), the others dense with ffn_hidden_size",
+      m.layers / 2, m.layers));
+}
+
 void MapModel(RowReader& r, Run& run) {
   spec::ModelSpec& m = run.model;
   const std::string family = r.Text("model", "family");
@@ -279,6 +296,7 @@ void MapModel(RowReader& r, Run& run) {
     m.moe.shared_experts = r.Whole("model", "shared_experts").value_or(0);  // 0 = none
     m.moe.capacity_factor = 0;  // dropless (Megatron-Core's default; Bridge force-balances)
     MapDeepSeekV3(f, run);
+    MapLlama4Maverick(f, run);
   } else if (moe) {
     run.unusable = "model.arch is moe but num_experts is not published";
     return;

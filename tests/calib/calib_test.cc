@@ -540,12 +540,37 @@ TEST(RowReading, FamilyDefaults) {
   unknown["model"]["family"] = "Mystery";
   unknown["model"]["vocab_size"] = nullptr;
   EXPECT_NE(ReadOne(unknown).unusable.find("tokenizer is not known"), std::string::npos);
+  // Llama 4 Maverick (its config.json: 48 layers, interleave_moe_layer_step 2, 128 experts of
+  // 8,192, dense FFN 16,384): 24 MoE layers, the odd ones; Scout (16 experts) MoE in all 48.
+  nlohmann::json maverick = MoeRow();
+  maverick["model"].update(nlohmann::json::parse(R"({
+    "family": "Llama 4", "name": "Llama 4 Maverick", "num_layers": 48, "hidden_size": 5120,
+    "ffn_hidden_size": 16384, "moe_ffn_hidden_size": 8192, "num_attention_heads": 40,
+    "num_kv_heads": 8, "vocab_size": 202048, "num_experts": 128, "top_k": 1,
+    "shared_experts": 1})"));
+  maverick["parallelism"].update(nlohmann::json::parse(R"({"tp": 1, "pp": 2, "dp": 128,
+    "ep": 64, "etp": null})"));
+  const calib::Run mav = ReadOne(maverick);
+  ASSERT_TRUE(mav.usable()) << mav.unusable;
+  EXPECT_EQ(mav.model.MoeLayerCount(), 24);
+  EXPECT_FALSE(mav.model.IsMoeLayer(0));
+  EXPECT_TRUE(mav.model.IsMoeLayer(1) && mav.model.IsMoeLayer(47));
+  EXPECT_TRUE(Assumed(mav, "interleave_moe_layer_step 2"));
+  nlohmann::json scout = maverick;
+  scout["model"]["name"] = "Llama 4 Scout";
+  scout["model"]["num_experts"] = 16;
+  scout["parallelism"]["ep"] = 16;
+  const calib::Run sc = ReadOne(scout);
+  ASSERT_TRUE(sc.usable()) << sc.unusable;
+  EXPECT_EQ(sc.model.MoeLayerCount(), 48);
+  EXPECT_FALSE(Assumed(sc, "interleave_moe_layer_step"));
 }
 
 // The dispatcher and EP overlap words of a row (Megatron-Bridge's recipe flags) are read and
 // stated: DeepEP / HybridEP (flex) is costed as its per-node dispatch (RunFacts::
-// ep_dispatch_per_node), the others as an all-to-all; the overlap is named, not costed
-// (docs/COST_MODEL.md "EP overlap and the all-to-all latency").
+// ep_dispatch_per_node), the others as an all-to-all; the overlap sets RunFacts::ep_a2a_overlap
+// (the stack's fitted ep_overlap share hidden; docs/COST_MODEL.md "EP overlap as the recipe runs
+// it").
 // A recipe's module list (recompute_detail) reaches the layout; a selective row without one keeps
 // the default (core attention); the list is read only where the words name one.
 TEST(RowReading, RecomputeModuleLists) {
