@@ -167,15 +167,15 @@ int RunEstimate(const EstimateArgs& a) {
     for (const auto& v : e.violations) std::fprintf(stderr, "pentamesh: error: %s\n", v.c_str());
     return 2;
   }
-  return EmitAndWrite(a.emit,
-                      launch::EmitInput{.model = *model,
-                                        .cluster = *cluster,
-                                        .train = *train,
-                                        .layout = *layout,
-                                        .estimate = e,
-                                        .command = CommandLine(),
-                                        .stack = stack,
-                                        .ep_dispatch_per_node = params.ep_dispatch_per_node});
+  return EmitAndWrite(a.emit, launch::EmitInput{.model = *model,
+                                                .cluster = *cluster,
+                                                .train = *train,
+                                                .layout = *layout,
+                                                .estimate = e,
+                                                .command = CommandLine(),
+                                                .stack = stack,
+                                                .ep_dispatch_per_node = params.ep_dispatch_per_node,
+                                                .ep_overlap = params.ep_overlap > 0});
 }
 
 }  // namespace

@@ -269,7 +269,8 @@ int EmitBest(const PlanArgs& a, const Inputs& in, const cost::Estimate& best,
                                         .estimate = best,
                                         .command = CommandLine(),
                                         .stack = stack,
-                                        .ep_dispatch_per_node = in.params.ep_dispatch_per_node});
+                                        .ep_dispatch_per_node = in.params.ep_dispatch_per_node,
+                                        .ep_overlap = in.params.ep_overlap > 0});
 }
 
 // --engine (or --emit's engine); none when neither names one.

@@ -736,8 +736,10 @@ void EpTerms(const Context& ctx, const Layout& l, Terms& t) {
                         ? DispatchPerNode(t.ep_link, n, static_cast<double>(md.moe.top_k))
                         : AllToAll(t.ep_link, n);
   const Comm layer = count * move + forwards * AllToAll(t.ep_link, counts);
-  // The stack's EP overlap (Megatron's a2a overlap across micro-batches, DeepEP) hides a share.
-  t.ep_layer_s = (1.0 - ctx.params().ep_overlap) * layer.seconds;
+  // The run's EP overlap (Megatron-Core's all-to-alls beside another micro-batch's compute) hides
+  // the stack's share, where the layout lets it run.
+  const double hidden = spec::EpOverlapRuns(l) ? ctx.params().ep_overlap : 0.0;
+  t.ep_layer_s = (1.0 - hidden) * layer.seconds;
   t.ep_bytes_layer = layer.wire_bytes;
 }
 

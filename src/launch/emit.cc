@@ -95,6 +95,13 @@ core::Result<std::vector<File>> Emit(Engine engine, const EmitInput& in) {
         "megatron, or cost with a profile without it",
         ToString(engine), ToString(engine)));
   }
+  if (internal::EpOverlap(in) && engine != Engine::kMegatron) {
+    return core::Status::Error(fmt::format(
+        "--emit {}: refused: the stack profile costs the EP all-to-all overlap (ep_a2a_overlap: "
+        "Megatron-Core's --overlap-moe-expert-parallel-comm), which {} has no launch flag for; "
+        "emit megatron, or cost with a profile without it",
+        ToString(engine), ToString(engine)));
+  }
   const auto violations = Violations(engine, in.model, in.layout);
   if (!violations.empty()) {
     return core::Status::Error(fmt::format("--emit {}: refused\n{}", ToString(engine),

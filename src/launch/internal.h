@@ -47,6 +47,11 @@ Flags MegatronModelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t, boo
 inline bool PerNodeDispatch(const EmitInput& in) {
   return in.ep_dispatch_per_node && in.model.is_moe() && in.layout.ep > 1;
 }
+// The profile's EP all-to-all overlap applies to this launch: an MoE model on a layout where
+// Megatron-Core runs it (spec::EpOverlapRuns).
+inline bool EpOverlap(const EmitInput& in) {
+  return in.ep_overlap && in.model.is_moe() && spec::EpOverlapRuns(in.layout);
+}
 Flags MegatronParallelFlags(const spec::ModelSpec& m, const spec::TrainSpec& t,
                             const spec::Layout& l, bool ds);
 Flags TrainingLoopFlags(const spec::TrainSpec& t, bool ds);

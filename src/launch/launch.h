@@ -104,6 +104,10 @@ struct EmitInput {
   // The profile's MoE dispatcher (cost::CostParams::ep_dispatch_per_node): Megatron gets the flex
   // dispatcher with DeepEP, which the estimate costed; the other engines have none and refuse.
   bool ep_dispatch_per_node = false;
+  // The profile's EP all-to-all overlap (cost::CostParams::ep_overlap > 0): Megatron gets
+  // --overlap-moe-expert-parallel-comm where the layout lets it run (spec::EpOverlapRuns), as the
+  // estimate costed; the other engines have none and refuse.
+  bool ep_overlap = false;
 };
 
 struct File {

@@ -271,12 +271,26 @@ std::vector<File> EmitMegatron(const EmitInput& in) {
        "# WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. MEGATRON_LM: a Megatron-LM checkout.\n"
        "# --mock-data trains on synthetic tokens: replace it with --data-path and a tokenizer.\n"
        "set -euo pipefail\n";
-  // Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 (validate_args).
-  s += in.layout.zero < 2 ? "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
-                          : "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
+  // Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 (validate_args). The EP overlap
+  // needs the communication stream to run beside the compute: 8 connections, 32 with DeepEP
+  // (Megatron-Bridge's performance launcher, perf_plugins.py, for Hopper).
+  if (EpOverlap(in)) {
+    s += PerNodeDispatch(in) ? "export CUDA_DEVICE_MAX_CONNECTIONS=32\n"
+                             : "export CUDA_DEVICE_MAX_CONNECTIONS=8\n";
+  } else {
+    s += in.layout.zero < 2 ? "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                            : "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
+  }
   s += "CHECKPOINT_DIR=${CHECKPOINT_DIR:-checkpoints}\n";
   s += FlagArray("MODEL_ARGS", MegatronModelFlags(in.model, in.train, false, PerNodeDispatch(in)));
-  s += FlagArray("PARALLEL_ARGS", MegatronParallelFlags(in.model, in.train, in.layout, false));
+  Flags parallel = MegatronParallelFlags(in.model, in.train, in.layout, false);
+  if (EpOverlap(in)) {
+    // The overlap as the estimate costed it (the calibration's overlapped runs also delay the
+    // weight gradients: Megatron-Bridge's moe_a2a_overlap).
+    parallel.push_back({"--overlap-moe-expert-parallel-comm", ""});
+    parallel.push_back({"--delay-wgrad-compute", ""});
+  }
+  s += FlagArray("PARALLEL_ARGS", parallel);
   s += FlagArray("TRAINING_ARGS", TrainingLoopFlags(in.train, false));
   s += "${PYTHON:-python} \"${MEGATRON_LM:-.}/pretrain_gpt.py\" \"${MODEL_ARGS[@]}\" "
        "\"${PARALLEL_ARGS[@]}\" \"${TRAINING_ARGS[@]}\" \"$@\"\n";

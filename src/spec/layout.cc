@@ -391,6 +391,11 @@ int64_t ChunkLayers(int64_t layers, int64_t chunks, int64_t chunk) {
   return n;
 }
 
+bool EpOverlapRuns(const Layout& l) {
+  return l.ep > 1 && l.recompute != Recompute::kFull &&
+         (l.pp == 1 || (l.schedule == Schedule::kInterleaved && l.virtual_stages > 1));
+}
+
 int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk) {
   const int64_t n = (layers + chunks - 1) / chunks;
   const int64_t short_by = chunks * n - layers;

@@ -88,6 +88,12 @@ int64_t ChunkLayers(int64_t layers, int64_t chunks, int64_t chunk);
 // Index of the first layer of `chunk`. REQUIRES: ChunkLayers(layers, chunks, 0) >= 0.
 int64_t ChunkFirstLayer(int64_t layers, int64_t chunks, int64_t chunk);
 
+// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm) can run on this
+// layout: experts over ep > 1 ranks, no full recomputation, and virtual stages when pipelined
+// (TransformerConfig.__post_init__, core_v0.16.1). The cost model hides CostParams::ep_overlap of
+// the all-to-alls only here, and --emit megatron writes the flag only here.
+bool EpOverlapRuns(const Layout& l);
+
 // Parses "dp=8 tp=8 pp=4 cp=2 ep=8 zero=1 mbs=1 recompute=selective schedule=interleaved:2
 // cp_kind=ring ep_placement=folded sp=on"; recompute_modules=moe_act+layernorm (with
 // recompute=selective) names the modules, '+'-joined. Keys may come in any order; omitted keys keep

@@ -334,7 +334,7 @@ TEST(Imbalance, DrivesTheWorstEpRank) {
 // The two fitted MoE terms by hand (calib's expert_gemm_us and ep_overlap): each local expert's
 // two forward GEMMs pay expert_gemm_overhead_s, three times with backward (no recomputation), in
 // every MoE layer and micro-batch; ep_overlap hides that share of the all-to-all's seconds and
-// none of its bytes.
+// none of its bytes, where the layout lets the overlap run.
 TEST(MoeTerms, PerExpertGemmCostAndEpOverlapByHand) {
   const spec::ModelSpec m = *spec::LoadModel("mixtral-8x7b");
   const spec::ClusterSpec c = *spec::LoadCluster("h100-sxm", 64);
@@ -356,6 +356,14 @@ TEST(MoeTerms, PerExpertGemmCostAndEpOverlapByHand) {
   EXPECT_NEAR(hidden.time.ep, 0.6 * base.time.ep, 1e-12 * base.time.ep);
   EXPECT_DOUBLE_EQ(hidden.comm_bytes.ep, base.comm_bytes.ep);
   EXPECT_DOUBLE_EQ(hidden.time.compute, base.time.compute);
+  // Megatron-Core refuses the overlap with full recomputation, and with pp > 1 without virtual
+  // stages (spec::EpOverlapRuns): there the share hides nothing.
+  Layout full = l;
+  full.recompute = spec::Recompute::kFull;
+  p.ep_overlap = 0;
+  const Estimate full_base = EstimateLayout(m, c, tr, full, p);
+  p.ep_overlap = 0.4;
+  EXPECT_DOUBLE_EQ(EstimateLayout(m, c, tr, full, p).time.ep, full_base.time.ep);
 }
 
 // DeepEP / HybridEP's dispatch: a token crosses to each remote node holding one of its experts

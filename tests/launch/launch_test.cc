@@ -722,6 +722,59 @@ TEST(LaunchEmit, PerNodeDispatchIsWhatWasCosted) {
   }
 }
 
+// A profile that costs Megatron-Core's EP all-to-all overlap (ep_a2a_overlap: CostParams::
+// ep_overlap > 0) gets --overlap-moe-expert-parallel-comm and --delay-wgrad-compute with 8 CUDA
+// connections, where the layout lets it run (spec::EpOverlapRuns: no full recomputation, virtual
+// stages under pp), which is also where the estimate hides the share; elsewhere, and without the
+// profile's fact, neither; the engines with no such overlap refuse.
+TEST(LaunchEmit, EpOverlapIsWhatWasCosted) {
+  auto model = spec::LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  const char* layout =
+      "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 recompute=selective schedule=interleaved:2";
+  auto cluster = spec::LoadCluster("h100-sxm", 64);
+  auto t = spec::LoadTrain("pretrain-4k");
+  auto l = spec::ParseLayout(layout);
+  ASSERT_TRUE(cluster.ok() && t.ok() && l.ok());
+  ASSERT_TRUE(spec::EpOverlapRuns(*l));
+  EmitInput in{.model = *model,
+               .cluster = *cluster,
+               .train = *t,
+               .layout = *l,
+               .estimate = {},
+               .command = "pentamesh test",
+               .ep_overlap = true};
+  auto files = Emit(Engine::kMegatron, in);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  const auto flags = ExpectParserAccepts(Engine::kMegatron, files->front().text, layout);
+  EXPECT_TRUE(flags.count("--overlap-moe-expert-parallel-comm"));
+  EXPECT_TRUE(flags.count("--delay-wgrad-compute"));
+  EXPECT_TRUE(Contains(files->front().text, "export CUDA_DEVICE_MAX_CONNECTIONS=8\n"));
+  for (const char* off : {"dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 recompute=full "
+                          "schedule=interleaved:2",
+                          "dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 recompute=selective"}) {
+    auto lo = spec::ParseLayout(off);
+    ASSERT_TRUE(lo.ok());
+    EXPECT_FALSE(spec::EpOverlapRuns(*lo)) << off;
+    in.layout = *lo;
+    files = Emit(Engine::kMegatron, in);
+    ASSERT_TRUE(files.ok()) << files.status().message();
+    EXPECT_FALSE(Contains(files->front().text, "--overlap-moe-expert-parallel-comm")) << off;
+    EXPECT_TRUE(Contains(files->front().text, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n")) << off;
+  }
+  in.layout = *l;
+  in.ep_overlap = false;
+  files = Emit(Engine::kMegatron, in);
+  ASSERT_TRUE(files.ok());
+  EXPECT_FALSE(Contains(files->front().text, "--overlap-moe-expert-parallel-comm"));
+  in.ep_overlap = true;
+  for (Engine engine : {Engine::kTorchtitan, Engine::kDeepSpeed}) {
+    auto refused = Emit(engine, in);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(Contains(refused.status().message(), "ep_a2a_overlap"));
+  }
+}
+
 // An interleaved Megatron pipeline overlaps its sends unless the file says
 // --no-overlap-p2p-communication (cost::CostParams::pp_p2p_overlap): import-config costs what the
 // file runs; a plain 1F1B pipeline states nothing.

@@ -424,6 +424,10 @@ def startup_megatron(where, a, kw, layout, tp, pp, cp, ep, etp):
               context_parallel_size=1)
     if "--num-experts" in a:
         kw["moe_token_dispatcher_type"] = "allgather"
+        # The EP overlap needs the all-to-all or flex dispatcher (the first check above passed with
+        # the flags as written); it schedules the step and holds no parameter.
+        kw["overlap_moe_expert_parallel_comm"] = False
+        kw["delay_wgrad_compute"] = False
     # moe_act recomputation needs the grouped GEMM (TransformerConfig raises without it; the
     # first check above passed with the flags as written); it holds no parameter.
     if kw.get("recompute_modules"):
@@ -919,7 +923,53 @@ def check_per_node_dispatch():
                         "--out", os.path.join(WORK, "refused")], capture_output=True, text=True)
     check(p.returncode == 2 and "ep_dispatch_per_node" in p.stderr,
           f"torchtitan refuses the per-node dispatch (exit {p.returncode}: {p.stderr.strip()})")
+    check("--overlap-moe-expert-parallel-comm" not in a,
+          f"{d}: no EP overlap where the profile does not cost it")
     print("== megatron mixtral-8x7b per-node dispatch: flex / deepep", flush=True)
+
+
+def check_ep_overlap():
+    """A stack profile that costs Megatron-Core's EP all-to-all overlap (the shipped megatron
+    profile with ep_a2a_overlap = true): train.sh carries --overlap-moe-expert-parallel-comm and
+    --delay-wgrad-compute with 8 CUDA connections through the same checks as every emitted file
+    (parser, validate_args, TransformerConfig's overlap rules: ep > 1, virtual stages under pp, no
+    full recomputation, bf16); with full recomputation the flag is left out (the estimate then
+    costs no overlap); torchtitan refuses."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(source, "configs", "presets", "stacks", "megatron.toml")) as f:
+        text = f.read()
+    check("ep_a2a_overlap = false" in text, "the shipped megatron profile names the fact")
+    profile = os.path.join(WORK, "ep-overlap.toml")
+    with open(profile, "w") as f:
+        f.write(text.replace("ep_a2a_overlap = false", "ep_a2a_overlap = true"))
+    model, train, gpus = "mixtral-8x7b", "pretrain-4k", 64
+    layout = ("dp=8 tp=2 pp=4 ep=8 ep_placement=folded zero=1 mbs=1 recompute=selective "
+              "schedule=interleaved:2")
+    d = os.path.join(WORK, "ep-overlap")
+    run(["estimate", "--model", model, "--train", train, "--cluster", "h100-sxm", "--gpus",
+         str(gpus), "--layout", layout, "--stack", profile, "--emit", "megatron", "--out", d])
+    a = parse_megatron_argv(recorded_argv(d, "train.sh"), d)
+    check("--overlap-moe-expert-parallel-comm" in a and "--delay-wgrad-compute" in a,
+          f"{d}: the EP overlap flags")
+    with open(os.path.join(d, "train.sh")) as f:
+        check("export CUDA_DEVICE_MAX_CONNECTIONS=8" in f.read(), f"{d}: 8 CUDA connections")
+    validate_megatron(d, layout_info(layout, model, train, gpus))
+    full = layout.replace("recompute=selective", "recompute=full")
+    d_full = os.path.join(WORK, "ep-overlap-full")
+    run(["estimate", "--model", model, "--train", train, "--cluster", "h100-sxm", "--gpus",
+         str(gpus), "--layout", full, "--stack", profile, "--emit", "megatron", "--out", d_full])
+    check("--overlap-moe-expert-parallel-comm" not in
+          parse_megatron_argv(recorded_argv(d_full, "train.sh"), d_full),
+          f"{d_full}: no EP overlap with full recomputation")
+    p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
+                        "h100-sxm", "--gpus", "256", "--layout",
+                        "dp=64 tp=2 pp=2 ep=8 ep_placement=folded zero=3 mbs=1 "
+                        "recompute=selective schedule=interleaved:2",
+                        "--stack", profile, "--emit", "torchtitan",
+                        "--out", os.path.join(WORK, "refused")], capture_output=True, text=True)
+    check(p.returncode == 2 and "ep_a2a_overlap" in p.stderr,
+          f"torchtitan refuses the EP overlap (exit {p.returncode}: {p.stderr.strip()})")
+    print("== megatron mixtral-8x7b EP overlap: --overlap-moe-expert-parallel-comm", flush=True)
 
 
 def main():
@@ -952,6 +1002,7 @@ def main():
         VALIDATORS[engine](d, layout_info(layout, model, train, gpus))
     if not ONLY or "megatron" in ONLY:
         check_per_node_dispatch()
+        check_ep_overlap()
         check_validate_args_catches()
     for engine, model, train, gpus, layout, rule in REFUSED:
         p = subprocess.run([PENTAMESH, "estimate", "--model", model, "--train", train, "--cluster",
