@@ -534,6 +534,16 @@ void MapLayout(RowReader& r, Run& run) {
     run.assumptions.push_back("micro_batch_size not published: 1");
   }
   l.zero = ZeroStage(r.Text("parallelism", "data_parallel_sharding"), run.stack, run);
+  // Gradients accumulated over the micro-batches before they are reduce-scattered (the Llama 3
+  // paper, section 3.3.4: accumulated in FP32 during backward over multiple micro-batches, then
+  // reduce-scattered in FP32) move and hold what ZeRO-1 does: one reduce-scatter a step and an
+  // unsharded accumulator, not ZeRO-2's reduce-scatter after every micro-batch.
+  if (l.zero == 2 && Has(Lower(r.Text("parallelism", "precision")), "grad accumulation")) {
+    l.zero = 1;
+    run.assumptions.push_back(
+        "gradients accumulated over micro-batches before the reduce-scatter (precision words): "
+        "ZeRO-1's traffic and accumulator, not ZeRO-2's per-micro-batch reduce-scatter");
+  }
   MapExpertTp(r, run);
   const auto layout_gpus = CheckedMul(l.dp, other);
   if (!layout_gpus || *layout_gpus != gpus) {

@@ -37,6 +37,11 @@ const std::vector<calib::Run>& Runs() {
   return runs;
 }
 
+bool Assumed(const calib::Run& run, const std::string& words) {
+  return std::any_of(run.assumptions.begin(), run.assumptions.end(),
+                     [&](const std::string& a) { return a.find(words) != std::string::npos; });
+}
+
 const calib::Run& ById(const std::string& id) {
   for (const calib::Run& r : Runs()) {
     if (r.id == id) return r;
@@ -81,7 +86,10 @@ TEST(PublishedRuns, RowsMapToTheLayoutsTheirSourcesDescribe) {
 
   const calib::Run& l3 = ById("llama3-paper-405b-8192gpu-cp1-seq8192");
   EXPECT_EQ(l3.layout.schedule, spec::Schedule::kInterleaved);
-  EXPECT_EQ(l3.layout.zero, 2);  // "parameters not resharded after forward"
+  // "parameters not resharded after forward" (ZeRO-2's sharding) with "FP32 grad accumulation"
+  // over the micro-batches before one reduce-scatter a step: ZeRO-1's traffic, said so.
+  EXPECT_EQ(l3.layout.zero, 1);
+  EXPECT_TRUE(Assumed(l3, "accumulated over micro-batches before the reduce-scatter"));
   EXPECT_TRUE(l3.facts.fp32_grads);
 
   const calib::Run& tt = ById("torchtitan-202412-llama3.1_405b-512gpu-fsdp8-tp8-pp8-1f1b");
@@ -488,11 +496,6 @@ calib::Run ReadOne(const nlohmann::json& row) {
   EXPECT_TRUE(runs.ok()) << runs.status().message();
   EXPECT_EQ(runs->size(), 1u);
   return runs->front();
-}
-
-bool Assumed(const calib::Run& run, const std::string& words) {
-  return std::any_of(run.assumptions.begin(), run.assumptions.end(),
-                     [&](const std::string& a) { return a.find(words) != std::string::npos; });
 }
 
 TEST(RowReading, EtpPublishedOrInferred) {
