@@ -77,9 +77,22 @@ void PrintErrors(const std::string& label, const std::vector<const pm::plan::Ser
 }
 
 // Each run's measured and predicted TTFT and TPOT (ms) and their ratios, one a line.
-void PrintRows(const std::vector<const pm::plan::ServeRun*>& runs, const Predictions& pred) {
+// `none`, where given: a fixed batch's row also shows the roofline's ("none") prediction.
+void PrintRows(const std::vector<const pm::plan::ServeRun*>& runs, const Predictions& pred,
+               const Predictions* none = nullptr) {
   for (const pm::plan::ServeRun* r : runs) {
     const auto& p = pred.at(r->name);
+    if (r->batch_s > 0) {  // a fixed batch: the time its last request finishes
+      const auto ratio = [&](const pm::plan::ServeRunPrediction& q) {
+        return q.fits ? q.batch_s / r->batch_s : 0.0;
+      };
+      fmt::print("    {:<62} n {:>5}  batch s {:7.1f} / {:7.1f} ({:4.2f})", r->name,
+                 r->traffic.requests, r->batch_s, p.batch_s, ratio(p));
+      if (none != nullptr)
+        fmt::print("  none {:7.1f} ({:4.2f})", none->at(r->name).batch_s, ratio(none->at(r->name)));
+      fmt::print("\n");
+      continue;
+    }
     fmt::print(
         "    {:<62} c {:>3}  TTFT {:9.1f} / {:9.1f} ({:5.2f})  TPOT {:7.2f} / {:7.2f} ({:5.2f})\n",
         r->name, r->traffic.concurrency, r->ttft_s * 1e3, p.ttft_s * 1e3,
@@ -131,7 +144,7 @@ void Check(const std::vector<pm::plan::ServeRun>& check) {
     std::map<std::string, std::vector<const pm::plan::ServeRun*>> by_config;
     for (const auto* r : runs) by_config[r->config].push_back(r);
     for (const auto& [config, rs] : by_config) PrintErrors(config, rs, with);
-    PrintRows(runs, with);
+    PrintRows(runs, with, &none);
   }
 }
 

@@ -2,7 +2,8 @@
 # The engine profiles (cost::ServeEngineProfile) against serving measurements:
 # bench/data/serving_runs.json (collected, bench/data/make_serving_runs.py) and the rows of
 # bench/data/published_serving.json that name an engine; then the shipped profiles on
-# bench/data/inferencex_serving.json, which no fit sees (serve_bench --check). Per engine: the profile fitted on all
+# bench/data/inferencex_serving.json and bench/data/trtllm_perf_overview.json, which no fit sees
+# (serve_bench --check). Per engine: the profile fitted on all
 # rows, the shipped profile's errors, and median / p90 |error| by metric in-sample, 5-fold, leave-one-source-out and
 # leave-one-GPU-out and leave-one-model-out, with the profile "none" (the kernels' roofline
 # alone) for comparison; then the closed loops at concurrency 1, 10, 100 next to the
@@ -25,6 +26,10 @@ echo
 # A second source no profile is fitted on (bench/data/make_inferencex_runs.py): the shipped
 # profiles checked against it.
 "$bench" --check bench/data/inferencex_serving.json | grep -v '^    '
+echo
+# A third, never fitted (bench/data/make_trtllm_perf_runs.py): TensorRT-LLM's maximum-throughput
+# tables, each a fixed batch of requests; every row with the roofline's ("none") time beside.
+"$bench" --check bench/data/trtllm_perf_overview.json
 echo
 echo "== capacity search (serve --rate, no --tp): wall time"
 for args in "--model llama3-8b --input-tokens 2000 --output-tokens 200 --rate 20 --slo-ttft 1000 --slo-itl 50" \

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -249,6 +251,39 @@ TEST(EngineProfile, TrtllmFp8CheckpointsHoldAnFp8KvCache) {
   EXPECT_LT(cost::EstimateServe(*fp8->ctx, fp8->layout, bf16_kv).kv_blocks, 250 * blocks);
   const ServeRunPrediction p = PredictServeRun(*fp8, *cost::FindServeEngineProfile("trtllm"));
   EXPECT_LT(p.ttft_s, 1.0);  // no queue (measured 0.39 s)
+}
+
+// TensorRT-LLM's maximum-throughput tables (bench/data/trtllm_perf_overview.json, never fitted):
+// every row loads as a fixed batch of the page's request count whose last request finishes at
+// requests x output / the published tokens/s, and fits. The batch limits are trtllm-bench's own
+// (tuning.py), worked by hand for Llama 3.1 8B FP8 on an H100 at 128/128: (85.52e9 B of device
+// - 8.03e9 B of FP8 weights) / 2^30 = 72.17 GiB x 0.95 = 68.56 GiB; a request's FP8 KV
+// 2 x 32 layers x 8 heads x 128 x 1 B x 256 tokens = 16 MiB: 4,388 requests, capped at 4,096
+// (a multiple of 256 above 1,024), and 4,096 x (1 + 128 / 128) = 8,192 tokens a step.
+TEST(EngineProfile, TrtllmMaxThroughputRowsAreFixedBatches) {
+  const std::string path = std::string(PM_SOURCE_DIR) + "/bench/data/trtllm_perf_overview.json";
+  auto runs = LoadServeRuns(path, MakeContext);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 60u);
+  std::ifstream in(path);
+  const nlohmann::json rows = nlohmann::json::parse(in)["rows"];
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const ServeRun& r = (*runs)[i];
+    const nlohmann::json& published = rows[i]["published"];
+    EXPECT_TRUE(r.fits) << r.name;
+    EXPECT_EQ(r.traffic.requests, published["num_requests"].get<int64_t>()) << r.name;
+    EXPECT_EQ(r.traffic.concurrency, r.traffic.requests) << r.name;  // all queued at once
+    const double tokens = static_cast<double>(r.traffic.requests * r.workload.output_tokens);
+    EXPECT_NEAR(r.batch_s * published["total_output_tokens_per_s"].get<double>(), tokens,
+                1e-5 * tokens)
+        << r.name;
+    EXPECT_TRUE(r.workload.kv_fp8) << r.name;  // the FP8 checkpoints' KV cache
+    if (r.name == "trtllm-perf-llama3.1-8b-h100-sxm-tp1-fp8-128in-128out") {
+      EXPECT_EQ(r.workload.engine.max_seqs, 4096);
+      EXPECT_EQ(r.workload.engine.max_batched_tokens, 8192);
+      EXPECT_EQ(r.workload.engine.gpu_memory_utilization, 0.95);
+    }
+  }
 }
 
 ServeCapacityQuery Query(double rate, double ttft_ms, double itl_ms) {
