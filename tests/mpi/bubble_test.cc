@@ -6,8 +6,8 @@
 // and B durations of each stage; summary.json their medians over the steps after the first.
 // Asserts, for every M: |measured - simulated| <= kTolerance (the measured idle also holds the p2p
 // copies and the wake-up of a blocked receive, which the simulator leaves out); and the bubble
-// grows as M shrinks: measured(1) > measured(2) > measured(4), with measured(3) in between (within
-// 0.02), and the same for the simulated bubble.
+// grows as M shrinks: measured(1) > measured(2) > measured(4) and measured(1) > measured(3), and
+// the same for the simulated bubble.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -61,19 +61,18 @@ TEST(TooFewMicrobatches, MeasuredBubbleFollowsTheSimulatorAndGrowsAsMShrinks) {
                 x.simulated, 1.0 / (m + 1));
     EXPECT_NEAR(x.measured, x.simulated, kTolerance) << "M=" << m;
   }
+  // Not between neighbours: the last stage also carries the LM head, and with stages of unequal
+  // cost the 1F1B bubble at P = 2 flattens towards the lighter stage's idle share as M grows, so
+  // neighbouring M, each from its own run's timings on a shared machine, may swap (CI runs: M=3
+  // 0.2748 against M=4 0.2763; M=3 0.273 against M=4 0.303, the simulator agreeing with each,
+  // 0.269 and 0.298). Equal-cost ordering is checked exactly in tests/schedule.
   EXPECT_GT(b[1].measured, b[2].measured);
   EXPECT_GT(b[2].measured, b[4].measured);
-  EXPECT_GT(b[2].measured, b[3].measured - 0.02);
-  EXPECT_GT(b[3].measured, b[4].measured - 0.02);
-  // The simulator, fed each run's measured durations, orders them the same way. Not strictly
-  // between neighbours: the last stage also carries the LM head, and with stages of unequal cost
-  // the 1F1B bubble at P = 2 flattens towards the lighter stage's idle share as M grows (one CI
-  // run: M=3 0.2748, M=4 0.2763, each from its own run's timings), so M=3 and M=4 may swap within
-  // timing noise. Equal-cost ordering is checked exactly in tests/schedule.
+  EXPECT_GT(b[1].measured, b[3].measured);
+  // The simulator, fed each run's measured durations, orders them the same way.
   EXPECT_GT(b[1].simulated, b[2].simulated);
   EXPECT_GT(b[2].simulated, b[4].simulated);
-  EXPECT_GT(b[2].simulated, b[3].simulated - 0.02);
-  EXPECT_GT(b[3].simulated, b[4].simulated - 0.02);
+  EXPECT_GT(b[1].simulated, b[3].simulated);
 }
 
 }  // namespace
