@@ -27,13 +27,16 @@ weights' bytes (1 a parameter), the FP8 KV cache's bytes a token and ISL + OSL:
 The page's runs raise the KV cache's share to 0.95 of the memory left after the weights ("in many
 cases ... --kv_cache_free_gpu_mem_fraction 0.95", 0.90 where that ran out of memory; which rows
 used which is not published): 0.95 here. Device memory: what the driver reports (the cluster
-presets' hbm_usable_gb: H100 80GB 85.52 GB, H200 150.75 GB).
+presets' hbm_usable_gb: H100 80GB 85.52 GB, H200 150.75 GB); parameters, layers, KV heads and head
+size: the model presets' (configs/presets, read here).
 
   python3 bench/data/make_trtllm_perf_runs.py > bench/data/trtllm_perf_overview.json
 """
 import json
 import math
+import os
 import sys
+import tomllib
 
 COMMIT = "00f37686aa854010d68bcbd0f4ab000221541ca6"
 PATH = "docs/source/performance/perf-overview.md"
@@ -55,22 +58,25 @@ TABLES = {
     ("llama3-405b", "h200", 8): [3814, 5348, 4741, 4724, 3330, 3722, 456, 2948, 650, 505],
     ("llama3-405b", "h100-sxm", 8): [3627, 4340, 3116, 3994, 2919, 2895, 453, 2296, 610, 345],
 }
-MODELS = {  # parameters (HF config), layers, KV heads, head size
-    "llama3-8b": (8.03e9, 32, 8, 128),
-    "llama3-70b": (70.55e9, 80, 8, 128),
-    "llama3-405b": (405.85e9, 126, 8, 128),
-}
-DEVICE_GB = {"h100-sxm": 85.52, "h200": 150.75}
+PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "presets")
+
+
+def preset(kind, name):
+    with open(os.path.join(PRESETS, kind, name + ".toml"), "rb") as f:
+        return tomllib.load(f)
+
+
 NAMES = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.3-70b", "llama3-405b": "llama3.1-405b"}
 KV_FRACTION = 0.95
 
 
 def bench_settings(model, cluster, tp, isl, osl):
     """trtllm-bench's max_batch_size and max_num_tokens (tuning.py), FP8 weights and KV."""
-    params, layers, kv_heads, head = MODELS[model]
+    m = preset("models", model)["model"]
+    device_gb = preset("clusters", cluster)["cluster"]["hbm_usable_gb"]
     gib = 1024.0**3
-    per_token = 2 * layers * max(tp, kv_heads) * head * 1.0 / gib
-    available = DEVICE_GB[cluster] * 1e9 / gib * tp - params * 1.0 / gib
+    per_token = 2 * m["layers"] * max(tp, m["kv_heads"]) * m["head_dim"] * 1.0 / gib
+    available = device_gb * 1e9 / gib * tp - m["total_params"] * 1.0 / gib
     kv_requests = available * KV_FRACTION / (per_token * (isl + osl))
     raw_bs = min(kv_requests, 4096)
     raw_token = min(raw_bs * (1 + isl / osl), 32768)
