@@ -104,7 +104,8 @@ struct CostParams {
   // engine's is its measured sgemv rate over the triad's (train::PredictGeneration), above 1 there:
   // a read-only stream moves more than the triad's 12 bytes an element count.
   double weight_read_efficiency = 0;
-  // FP8 GEMM rate / BF16 GEMM rate; 0 = the cluster's peak ratio (H100: 1979 / 989). Attention
+  // FP8 GEMM rate / BF16 GEMM rate; 0 = the cluster's calibrated one (training; else the peaks'
+  // ratio, H100: 1979 / 989) and the peaks' ratio for serving (ServeGemmSpeedup). Attention
   // stays BF16; FP8 GEMMs also pay the casts of their inputs (3 bytes an element at HBM speed).
   double fp8_gemm_speedup = 0;
   // Bytes elementwise kernels move / the bytes of their inputs and outputs: 1 for fused kernels
@@ -407,10 +408,14 @@ double AttentionFactor(const Context& ctx);
 // FP8 GEMM rate / BF16 GEMM rate: CostParams::fp8_gemm_speedup, else the cluster's calibrated
 // one, else the ratio of the cluster's peaks.
 double Fp8GemmSpeedup(const Context& ctx);
-// FP4 (NVFP4) GEMM rate / BF16 GEMM rate: Fp8GemmSpeedup times the ratio of the FP4 and FP8
-// peaks (no published FP4 run measures it yet: FP4 is assumed to keep FP8's share of its peak).
-// REQUIRES: the cluster has FP8 and FP4 peaks.
-double Fp4GemmSpeedup(const Context& ctx);
+// An inference engine's FP8 (or, with fp4, NVFP4) GEMM rate / its BF16 GEMM rate: the ratio of
+// the cluster's peaks (CostParams::fp8_gemm_speedup when set, scaled to FP4 by the peaks). Not
+// Fp8GemmSpeedup: that one is fitted on training runs, whose FP8 GEMMs quantize their weights and
+// activations at run time and keep scaling histories; a served checkpoint's weights are
+// quantized offline with static scales, and its GEMMs reach the BF16 ones' share of their peak
+// (docs/COST_MODEL.md, "Serving simulation", TensorRT-LLM's maximum-throughput tables).
+// REQUIRES: the cluster has the FP8 (and with fp4 the FP4) peak.
+double ServeGemmSpeedup(const Context& ctx, bool fp4);
 
 // Model FLOPs utilization: model FLOPs per token (Flops(...).model) x tokens/s over the
 // cluster's dense peak (all its GPUs). Predictions (EstimateLayout) and the engine's measurement

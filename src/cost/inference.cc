@@ -1,8 +1,8 @@
 // Inference cost model (cost/inference.h; docs/COST_MODEL.md, "Inference"). Reuses the training
 // model's facts: parameter counts (CountParams via Context), attention widths and KV widths
-// (AttentionShapeOf), attention FLOPs (AttentionForwardFlops), the GEMM efficiency and FP8 speedup
-// (GemmEfficiency, Fp8GemmSpeedup), links and collective times (internal::MakeLink,
-// AllReduceTime, AllToAllTime, P2pTime).
+// (AttentionShapeOf), attention FLOPs (AttentionForwardFlops), the GEMM efficiency (GemmEfficiency;
+// FP8 and FP4 GEMMs at ServeGemmSpeedup, the peaks' ratio), links and collective times
+// (internal::MakeLink, AllReduceTime, AllToAllTime, P2pTime).
 #include "cost/inference.h"
 
 #include <fmt/format.h>
@@ -77,7 +77,7 @@ Serve MakeServe(const Context& ctx, const ServeLayout& l, const ServeWorkload& w
   s.pcie_Bps = w.pcie_gbps * kGB;
   const bool fp8 = w.precision == spec::Precision::kFp8 && c.peak_fp8_tflops > 0;
   const double gemm = c.peak_tflops * 1e12 * GemmEfficiency(ctx);
-  s.gemm_flops_s = gemm * (!fp8 ? 1.0 : w.fp4 ? Fp4GemmSpeedup(ctx) : Fp8GemmSpeedup(ctx));
+  s.gemm_flops_s = gemm * (fp8 ? ServeGemmSpeedup(ctx, w.fp4) : 1.0);
   s.attention_flops_s = gemm * ctx.params().attention_relative;  // attention stays BF16
   // Rank order pp-ep-tp (tp innermost): a node holds gpus_per_node consecutive ranks.
   const double gpn = static_cast<double>(std::max<int64_t>(1, c.gpus_per_node));
@@ -197,10 +197,8 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   const bool fp8_weight_only =
       w.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops <= 0;
   if (w.weight_only_bits > 0 || fp8_weight_only) t.weight_elem_bytes = s.weight_bytes;
-  if (w.fp4 && t.fp8) {
-    t.fp8_operand_bytes = kNvfp4Bytes;
-    t.fp8_speedup = Fp4GemmSpeedup(ctx);
-  }
+  if (t.fp8) t.fp8_speedup = ServeGemmSpeedup(ctx, w.fp4);
+  if (w.fp4 && t.fp8) t.fp8_operand_bytes = kNvfp4Bytes;
   double layers[2][2] = {{0, 0}, {0, 0}};
   for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
   f(pass, t, layers);

@@ -119,14 +119,15 @@ struct ServeWorkload {
   int64_t input_tokens = 0;   // prompt tokens per request
   int64_t output_tokens = 0;  // generated tokens per request (the first comes from prefill)
   int64_t requests = 1;       // concurrent requests over all replicas (split evenly)
-  // Weights and GEMMs: kBf16 (2 bytes) or kFp8 (1 byte, GEMMs at Fp8GemmSpeedup). kFp32 is 4 bytes.
+  // Weights and GEMMs: kBf16 (2 bytes) or kFp8 (1 byte, GEMMs at ServeGemmSpeedup). kFp32 is 4
+  // bytes.
   spec::Precision precision = spec::Precision::kBf16;
   // Weight-only integer quantization (W8A16 / W4A16, as AWQ and GPTQ checkpoints hold it): 0 =
   // none, else 8 or 4 bits a weight plus one BF16 scale per group of kWeightOnlyGroup weights,
   // dequantized inside BF16 GEMMs (precision kBf16).
   int weight_only_bits = 0;
   // NVFP4 weights and GEMMs (precision kFp8, whose paths it refines): kNvfp4Bytes an element, the
-  // GEMMs at Fp4GemmSpeedup. Needs a GPU with an FP4 peak (Blackwell).
+  // GEMMs at ServeGemmSpeedup's FP4 rate. Needs a GPU with an FP4 peak (Blackwell).
   bool fp4 = false;
   // KV cache in FP8 (1 byte an element) instead of BF16 (2; FP32, 4, when precision is kFp32)
   bool kv_fp8 = false;

@@ -98,7 +98,7 @@ struct Terms {
   double fp8_speedup = 1;           // FP8 GEMM rate / BF16 GEMM rate
   bool fp8_weights_stored = false;  // FP8 weights kept as such (inference): no weight casts
   // Bytes of an element of an FP8 GEMM's inputs: 1, or kNvfp4Bytes for NVFP4 inference (its rate
-  // then Fp4GemmSpeedup, set as fp8_speedup).
+  // then ServeGemmSpeedup's FP4 one, set as fp8_speedup).
   double fp8_operand_bytes = 1;
   // Bytes a GEMM reads per weight element when they differ from its input's: weight-only
   // quantized inference (INT8/INT4 with group scales, dequantized inside a BF16 GEMM). 0 = the

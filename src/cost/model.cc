@@ -54,9 +54,12 @@ double Fp8GemmSpeedup(const Context& ctx) {
   return c.peak_fp8_tflops / c.peak_tflops;
 }
 
-double Fp4GemmSpeedup(const Context& ctx) {
+double ServeGemmSpeedup(const Context& ctx, bool fp4) {
   const spec::ClusterSpec& c = ctx.cluster();
-  return Fp8GemmSpeedup(ctx) * c.peak_fp4_tflops / c.peak_fp8_tflops;
+  const double peak = fp4 ? c.peak_fp4_tflops : c.peak_fp8_tflops;
+  if (ctx.params().fp8_gemm_speedup > 0)
+    return ctx.params().fp8_gemm_speedup * peak / c.peak_fp8_tflops;
+  return peak / c.peak_tflops;
 }
 
 Rule CheckLayout(const Context& ctx, const spec::Layout& l) {

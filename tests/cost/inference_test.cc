@@ -155,14 +155,17 @@ TEST(Inference, WeightOnlyIntegerWeightsAreReadAtTheirSizeAndMultipliedAtTheBf16
 
 TEST(Inference, Nvfp4WeightsAreReadAtTheirSizeAndMultipliedAtTheFp4Rate) {
   // NVFP4: half a byte an element plus an FP8 scale per 16 (0.5625 bytes), weights and GEMM inputs
-  // alike; the GEMMs at Fp4GemmSpeedup = Fp8GemmSpeedup x the FP4 / FP8 peaks (2 on a B200).
+  // alike; the GEMMs at ServeGemmSpeedup: the FP4 / BF16 peaks (4 on a B200), twice the FP8 one
+  // (the FP8 / BF16 peaks, not the training fit's Fp8GemmSpeedup).
   const Context ctx = MakeContext(Load("llama3-70b", "b200"));
   ServeWorkload fp8 = Workload(8192, 64), fp4 = fp8;
   ASSERT_TRUE(ParseServeWeights("fp8", fp8));
   ASSERT_TRUE(ParseServeWeights("fp4", fp4));
   EXPECT_EQ(ServeWeightsName(fp4.precision, fp4.weight_only_bits, fp4.fp4), "fp4");
   EXPECT_DOUBLE_EQ(kNvfp4Bytes, 0.5625);
-  EXPECT_DOUBLE_EQ(Fp4GemmSpeedup(ctx), 2.0 * Fp8GemmSpeedup(ctx));
+  EXPECT_DOUBLE_EQ(ServeGemmSpeedup(ctx, /*fp4=*/true), 9000.0 / 2250.0);
+  EXPECT_DOUBLE_EQ(ServeGemmSpeedup(ctx, /*fp4=*/false), 4500.0 / 2250.0);
+  EXPECT_LT(Fp8GemmSpeedup(ctx), ServeGemmSpeedup(ctx, false));
   const ServeEstimate e8 = EstimateServe(ctx, Layout(1), fp8);
   const ServeEstimate e4 = EstimateServe(ctx, Layout(1), fp4);
   ASSERT_TRUE(e8.fits && e4.fits);
@@ -271,7 +274,8 @@ TEST(Inference, PrefillIsTheForwardPassOfTheRequest) {
   const ServeEstimate e = EstimateServe(ctx, Layout(2), Workload(16384, 16));
   EXPECT_NEAR(e.prefill_compute_s / want, 1.0, 1e-9);
 
-  // FP8: the GEMMs at the FP8 rate plus a cast of each GEMM's input (3 bytes an element): the
+  // FP8: the GEMMs at the FP8 rate (the BF16 one times the FP8 / BF16 peaks: a served checkpoint's
+  // GEMMs, not the training fit's) plus a cast of each GEMM's input (3 bytes an element): the
   // fused QKV and the gate/up projections read h, the out-projection o / tp, the down f / tp.
   ServeWorkload fp8 = Workload(16384, 16);
   fp8.precision = spec::Precision::kFp8;
@@ -282,7 +286,7 @@ TEST(Inference, PrefillIsTheForwardPassOfTheRequest) {
   const double cast_elems = T * dense.model.layers * (h + o / tp + h + f / tp);
   const double cast =
       3.0 * cast_elems / (dense.cluster.hbm_gbps * 1e9 * dense.params.hbm_efficiency);
-  const double speedup = Fp8GemmSpeedup(ctx);
+  const double speedup = dense.cluster.peak_fp8_tflops / dense.cluster.peak_tflops;
   const double want8 = 2.0 * T * (n.attention + n.dense_mlp) / (tp * rate * speedup) +
                        T * AttentionForwardFlops(dense.model, T, true) / (tp * rate * attention) +
                        cast;
