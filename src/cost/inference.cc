@@ -197,8 +197,10 @@ void WithForwardPass(const Context& ctx, const ServeWorkload& w, const Serve& s,
   const bool fp8_weight_only =
       w.precision == spec::Precision::kFp8 && ctx.cluster().peak_fp8_tflops <= 0;
   if (w.weight_only_bits > 0 || fp8_weight_only) t.weight_elem_bytes = s.weight_bytes;
-  if (t.fp8) t.fp8_speedup = ServeGemmSpeedup(ctx, w.fp4);
-  if (w.fp4 && t.fp8) t.fp8_operand_bytes = kNvfp4Bytes;
+  if (t.fp8) {
+    t.fp8_speedup = ServeGemmSpeedup(ctx, w.fp4);
+    if (w.fp4) t.fp8_operand_bytes = kNvfp4Bytes;
+  }
   double layers[2][2] = {{0, 0}, {0, 0}};
   for (int64_t i = 0; i < m.layers; ++i) layers[m.IsMoeLayer(i)][m.IsLocalLayer(i)] += 1;
   f(pass, t, layers);
